@@ -1,0 +1,155 @@
+"""Train an Atari agent with the deep genetic algorithm (or random search) of Such et al. 2017.
+
+    python -m experiments.run_ga                         # the quick preset on Frostbite
+    python -m experiments.run_ga --preset paper --game frostbite
+    python -m experiments.run_ga --preset rs             # random search (T = 0)
+    python -m experiments.run_ga --resume runs/<folder>  # continue a killed run
+
+Each generation: ask -> evaluate -> tell, validate the top candidates -> log -> checkpoint.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from nevo import config, envs, nets, noise, runs
+from nevo.algos import make_algo
+from nevo.config import ConfigError
+from nevo.kernels import get_forward
+from nevo.pipeline import Evaluator
+from nevo.progress import Progress
+
+
+def default_slots(cfg, cores: int) -> int:
+    """Enough episodes at once to keep the emulators and the forward busy."""
+    return cfg.run.env_slots or max(1, min(cfg.ga.population, 16 * cores))
+
+
+def check_memory(cfg, n_params: int) -> None:
+    """Stop before starting if the population's weights cannot fit in memory."""
+    need = 4 * n_params * (cfg.ga.population + cfg.ga.truncation + 1) + 4 * cfg.run.noise_table_size
+    avail = available_memory()
+    if avail is not None and need > 0.9 * avail:
+        raise ConfigError(
+            f"--population: {cfg.ga.population} x {n_params:,} float32 weights plus the noise table "
+            f"need {need / 2**30:.1f} GiB; this machine has {avail / 2**30:.1f} GiB available. "
+            "Use a smaller --population, --net small or a smaller --noise-table-size."
+        )
+
+
+def available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def main(argv=None) -> int:
+    # ---- settings ---------------------------------------------------------------------
+    try:
+        cfg, resume_dir = config.parse_args(argv, __doc__)
+        n_actions = envs.atari_actions(cfg.env.game)
+        spec = nets.net_spec(cfg.net.net, envs.OBS_SHAPE, n_actions)
+        config.check_noise_table(cfg, spec.n_params)
+        check_memory(cfg, spec.n_params)
+        checkpoint = runs.load_checkpoint(resume_dir) if resume_dir else None
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    cores = noise._cores()
+    slots = default_slots(cfg, cores)
+    threads = cfg.run.threads or cores
+    run_dir = resume_dir or runs.new_run_dir(cfg)
+    runs.write_config(
+        run_dir,
+        cfg,
+        {"n_params": spec.n_params, "n_actions": n_actions, "env_slots": slots, "threads": threads},
+    )
+    out = Progress(cfg.run.frame_budget)
+    out.say(
+        f"nevo {cfg.algo} | {cfg.env.game} | net {cfg.net.net} ({spec.n_params:,} params) | "
+        f"N={cfg.ga.population} T={cfg.ga.truncation} sigma={cfg.ga.sigma} | "
+        f"{slots} env slots, {threads} threads | run folder {run_dir}"
+    )
+
+    # ---- state: noise table, algorithm, counters (from the checkpoint on resume) --------
+    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
+    source = noise.NoiseSource(table, nets.init_scale(spec), cfg.ga.sigma)
+    algo = make_algo(cfg.algo, cfg, source)
+    frames, wall = 0, 0.0
+    if checkpoint is not None:
+        algo.load_state(checkpoint)
+        frames, wall = int(checkpoint["frames"]), float(checkpoint["wall_s"])
+        out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
+    if resume_dir:  # drop metrics of a generation that was in flight when the run died
+        runs.trim_metrics(run_dir, algo.generation)
+    evaluator = Evaluator(cfg.env, spec, get_forward(cfg.run.device), slots, threads)
+
+    # ---- the loop: ask -> evaluate -> tell -> validate -> log -> checkpoint ------------
+    try:
+        while frames < cfg.run.frame_budget:
+            gen, t0 = algo.generation, time.monotonic()
+            weights, episodes = algo.ask()
+            out.start_phase(gen, "train", frames)
+            train = evaluator.run(weights, episodes, out.episodes)
+            fitness = algo.tell(train)
+
+            weights, episodes = algo.ask_validation()
+            out.start_phase(gen, "validate", frames + train.total_frames)
+            valid = evaluator.run(weights, episodes, out.episodes)
+            algo.tell_validation(valid)
+
+            gen_frames = train.total_frames + valid.total_frames
+            gen_s = time.monotonic() - t0
+            frames, wall = frames + gen_frames, wall + gen_s
+            row = {
+                "generation": gen,
+                "frames": frames,
+                "wall_s": round(wall, 3),
+                "frames_train": train.total_frames,
+                "frames_validation": valid.total_frames,
+                "episodes": len(train.returns) + len(valid.returns),
+                "perf/gen_s": round(gen_s, 3),
+                "perf/frames_per_s": round(gen_frames / gen_s, 1),
+                "score/pop_max": float(np.max(fitness)),
+                "score/pop_mean": float(np.mean(fitness)),
+                "score/pop_median": float(np.median(fitness)),
+                "score/elite_mean": algo.elite_score,
+                "elite/genome_len": len(algo.elite),
+                "episode/mean_length": float(np.mean(train.lengths)),
+            }
+            runs.append_metrics(run_dir, row)
+            runs.write_json(
+                run_dir,
+                runs.ELITE,
+                {
+                    "generation": gen,
+                    "seeds": [int(s) for s in algo.elite],
+                    "validation_mean": algo.elite_score,
+                    "validation_episodes": cfg.ga.validation_episodes,
+                    "net": cfg.net.net,
+                    "sigma": cfg.ga.sigma,
+                    "noise_table_size": cfg.run.noise_table_size,
+                    "noise_seed": cfg.run.noise_seed,
+                },
+            )
+            runs.save_checkpoint(run_dir, {**algo.state(), "frames": frames, "wall_s": wall})
+            out.generation_done(row)
+    except KeyboardInterrupt:
+        out.say(f"interrupted; continue with: python -m experiments.run_ga --resume {run_dir}")
+        return 130
+    finally:
+        evaluator.close()
+    out.say(f"done: {frames:,} frames in {wall / 60:.1f} min; elite {algo.elite_score:.1f}; {run_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

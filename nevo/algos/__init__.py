@@ -1,0 +1,28 @@
+"""Algorithms, one file each, sharing one ask/tell shape.
+
+The one fitness rule of nevo: higher is better, and a NaN fitness ranks below every number
+(it never becomes a parent or the elite). `fitness_order` is the only place that ranks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def fitness_order(fitness: np.ndarray) -> np.ndarray:
+    """Indices from best to worst; NaN last; ties keep the lower index first (stable)."""
+    f = np.asarray(fitness, np.float64)
+    key = np.where(np.isnan(f), -np.inf, f)
+    return np.argsort(-key, kind="stable")
+
+
+def make_algo(name: str, cfg, noise):
+    """The registry: algorithm name -> its object (GA and random search share one class)."""
+    from nevo.algos.ga import GA
+
+    if name in ("ga", "rs"):
+        return GA(cfg.ga, cfg.run.seed, noise)
+    raise ValueError(f"unknown algorithm {name!r}; allowed: ga, rs")
+
+
+ALGOS = ("ga", "rs")

@@ -1,0 +1,151 @@
+"""The deep genetic algorithm of Such et al. 2017 (arXiv 1712.06567), and random search.
+
+Each generation: every individual plays one episode; the top T by that score are the
+parents; the top `elite_candidates` are re-evaluated on `validation_episodes` episodes and
+the best mean is the elite, copied unmodified into the next generation; every other child is
+a uniformly chosen parent plus sigma * N(0, I). No crossover. Random search is the same loop
+with T = 0: every child is a fresh random network (the elite is still kept).
+
+State is plain data: the genomes of the population to evaluate (seed lists) plus how each
+row's weights come from the cached parents (copy, mutate or fresh), the elite, and the
+generation counter. Every random choice is drawn from a generator seeded by
+(run seed, generation, purpose), so a resumed run repeats an uninterrupted one exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nevo.algos import fitness_order
+from nevo.noise import SEED_LIMIT, NoiseSource
+from nevo.pipeline import Episodes, Results
+
+# Purposes of the per-generation random streams.
+TRAIN_EPISODES, VALIDATION_EPISODES, MUTATION_SEEDS, PARENT_CHOICE, INIT_SEEDS = range(5)
+
+
+def rng_for(seed: int, generation: int, purpose: int) -> np.random.Generator:
+    return np.random.default_rng([seed, generation, purpose])
+
+
+class GA:
+    """Truncation selection, Gaussian mutation, elitism; ask/tell over explicit state."""
+
+    def __init__(self, ga_cfg, seed: int, noise: NoiseSource):
+        self.cfg = ga_cfg
+        self.seed = seed
+        self.noise = noise
+        self.generation = 0
+        self.elite: np.ndarray | None = None  # seed list of the current elite
+        self.elite_score = float("nan")  # its validation mean
+        # The population to evaluate, as seed lists and as how to build its weights:
+        # row i = parents[base_idx[i]] mutated by new_seed[i] (base -1: fresh; seed -1: copy).
+        n = ga_cfg.population
+        init = rng_for(seed, 0, INIT_SEEDS).integers(0, SEED_LIMIT, n)
+        self.parents: list[np.ndarray] = []
+        self.base_idx = np.full(n, -1, np.int64)
+        self.new_seed = init.astype(np.int64)
+        self.genomes = [np.array([s], np.int64) for s in init]
+        self._parent_weights = np.zeros((0, noise.n_params), np.float32)
+        self.weights = np.empty((n, noise.n_params), np.float32)
+        self._built = False
+        self._order: np.ndarray | None = None
+        self._candidates: np.ndarray | None = None
+
+    # ---- ask / tell -------------------------------------------------------------------
+    def ask(self) -> tuple[np.ndarray, Episodes]:
+        """Weights (N, P) of the population and one training episode per individual."""
+        if not self._built:
+            self.noise.build(self.weights, self._parent_weights, self.base_idx, self.new_seed)
+            self._built = True
+        n = self.cfg.population
+        seeds = rng_for(self.seed, self.generation, TRAIN_EPISODES).integers(0, SEED_LIMIT, n)
+        return self.weights, Episodes(np.arange(n, dtype=np.int64), seeds.astype(np.int64))
+
+    def tell(self, results: Results) -> np.ndarray:
+        """Rank the population by its episode scores; returns the fitness array."""
+        fitness = results.returns
+        self._order = fitness_order(fitness)
+        self._candidates = self._order[: self.cfg.elite_candidates]
+        return fitness
+
+    def ask_validation(self) -> tuple[np.ndarray, Episodes]:
+        """Each elite candidate on the same validation_episodes episode seeds."""
+        v = self.cfg.validation_episodes
+        seeds = rng_for(self.seed, self.generation, VALIDATION_EPISODES).integers(0, SEED_LIMIT, v)
+        ind = np.repeat(self._candidates, v)
+        return self.weights, Episodes(ind, np.tile(seeds, len(self._candidates)).astype(np.int64))
+
+    def tell_validation(self, results: Results) -> np.ndarray:
+        """Pick the elite by validation mean, then breed the next generation."""
+        k, v = len(self._candidates), self.cfg.validation_episodes
+        means = results.returns.reshape(k, v).mean(axis=1)
+        best = self._candidates[fitness_order(means)[0]]
+        self.elite = self.genomes[best]
+        self.elite_score = float(means.max()) if np.isfinite(means).any() else float("nan")
+        self._breed(best)
+        return means
+
+    # ---- breeding ---------------------------------------------------------------------
+    def _breed(self, elite_row: int) -> None:
+        """Next population: the elite copied as row 0, then children of the top T."""
+        n, t, g = self.cfg.population, self.cfg.truncation, self.generation + 1
+        top = [int(i) for i in self._order[:t]]
+        # Parents cached: the top T and the elite (a parent may also be the elite).
+        keep = list(dict.fromkeys([elite_row, *top]))
+        self._parent_weights = self.weights[keep].copy()  # (K, P)
+        self.parents = [self.genomes[i] for i in keep]
+        mutation = rng_for(self.seed, g, MUTATION_SEEDS).integers(0, SEED_LIMIT, n).astype(np.int64)
+        if t > 0:
+            choice = rng_for(self.seed, g, PARENT_CHOICE).integers(0, t, n)
+            base = np.array([keep.index(top[c]) for c in choice], np.int64)
+        else:  # random search: fresh networks
+            base = np.full(n, -1, np.int64)
+        base[0], mutation[0] = 0, -1  # the elite, unmodified
+        self._set_population(base, mutation)
+        self.generation = g
+
+    def _set_population(self, base_idx: np.ndarray, new_seed: np.ndarray) -> None:
+        self.base_idx, self.new_seed = base_idx, new_seed
+        self.genomes = []
+        for b, s in zip(base_idx, new_seed):
+            if b < 0:
+                self.genomes.append(np.array([s], np.int64))
+            elif s < 0:
+                self.genomes.append(self.parents[b])
+            else:
+                self.genomes.append(np.append(self.parents[b], s))
+        self._built = False
+
+    # ---- checkpoint -------------------------------------------------------------------
+    def state(self) -> dict:
+        """Plain arrays that describe the population to evaluate next."""
+        lengths = np.array([len(p) for p in self.parents], np.int64)
+        flat = np.concatenate(self.parents) if self.parents else np.zeros(0, np.int64)
+        elite = self.elite if self.elite is not None else np.zeros(0, np.int64)
+        return {
+            "generation": np.int64(self.generation),
+            "parent_seeds": flat,
+            "parent_lengths": lengths,
+            "base_idx": self.base_idx,
+            "new_seed": self.new_seed,
+            "elite": elite,
+            "elite_score": np.float64(self.elite_score),
+        }
+
+    def load_state(self, st: dict) -> None:
+        """Restore from `state()`; the parents' weights are rebuilt from their seed lists."""
+        self.generation = int(st["generation"])
+        splits = np.cumsum(st["parent_lengths"])[:-1]
+        self.parents = list(np.split(np.asarray(st["parent_seeds"], np.int64), splits)) if len(
+            st["parent_lengths"]
+        ) else []
+        self._parent_weights = (
+            self.noise.rebuild_many(self.parents)
+            if self.parents
+            else np.zeros((0, self.noise.n_params), np.float32)
+        )
+        elite = np.asarray(st["elite"], np.int64)
+        self.elite = elite if elite.size else None
+        self.elite_score = float(st["elite_score"])
+        self._set_population(np.asarray(st["base_idx"], np.int64), np.asarray(st["new_seed"], np.int64))

@@ -1,0 +1,41 @@
+"""Per-element math shared by the CPU kernels and the numba.cuda kernels: scalar, branch-light.
+
+Plain `@numba.njit` functions can be called from `@cuda.jit` kernels too, so the math is edited
+once here. Keep them scalar (no array allocation, no NumPy calls) so both backends can inline them.
+"""
+
+import numba
+
+
+@numba.njit(inline="always")
+def relu(x):
+    """max(x, 0) for float32 x (NaN stays NaN, as np.maximum keeps it)."""
+    return numba.float32(0.0) if x < 0 else x
+
+
+@numba.njit(inline="always")
+def scale_pixel(v):
+    """uint8 pixel -> float32 in [0, 1], exactly as the reference divides by 255."""
+    return numba.float32(v) / numba.float32(255.0)
+
+
+@numba.njit(inline="always")
+def same_src(o, k, stride, pad_before):
+    """Input coordinate read by output coordinate o at kernel tap k under SAME padding."""
+    return o * stride + k - pad_before
+
+
+@numba.njit(inline="always")
+def inside(i, size):
+    """Whether input coordinate i lies inside [0, size) (outside reads are the zero padding)."""
+    return 0 <= i < size
+
+
+@numba.njit(inline="always")
+def argmax_row(x, r, n):
+    """Index of the first maximum of x[r, :n] (ties go to the lowest index, as np.argmax)."""
+    best, best_v = 0, x[r, 0]
+    for j in range(1, n):
+        if x[r, j] > best_v:
+            best, best_v = j, x[r, j]
+    return best

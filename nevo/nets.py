@@ -1,0 +1,153 @@
+"""Network specs: layer shapes, the flat parameter layout, the parameter count, initialisation.
+
+The networks are those of Such et al. 2017 (arXiv 1712.06567), as the reference TensorFlow code
+builds them: "SAME" padding, ReLU after every layer but the output, inputs uint8 scaled to [0, 1].
+
+Flat layout of one individual's float32 parameter vector: for each layer in order, its weights then
+its bias. Conv weights are TF HWIO, (KH, KW, Cin, Cout); dense weights are (in, out). The first
+dense layer reads the last conv activation flattened in (H, W, C) order, as TF flattens NHWC.
+
+`NetSpec` is the frozen, human-readable description; `NetSpec.table` is the same thing as a small
+int64 array (one row per layer, columns named by the constants below) for the Numba kernels.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+OBS_SHAPE = (4, 84, 84)  # (C, H, W): four stacked 84x84 grayscale frames, as AtariVectorEnv gives
+
+# Layer recipes: ("conv", out_channels, kernel, stride) or ("dense", units). The output layer
+# (dense, n_actions, no ReLU) is appended by make_spec.
+NAMED_LAYERS = {
+    "large": (("conv", 32, 8, 4), ("conv", 64, 4, 2), ("conv", 64, 3, 1), ("dense", 512)),
+    "small": (("conv", 16, 8, 4), ("conv", 32, 4, 2), ("dense", 256)),
+}
+
+CONV, DENSE = 0, 1
+# Columns of NetSpec.table (one row per layer). Dense layers have KH = KW = STRIDE = 1, sizes 1x1.
+(KIND, KH, KW, STRIDE, CIN, COUT, IN_H, IN_W, OUT_H, OUT_W) = range(10)
+(PAD_T, PAD_B, PAD_L, PAD_R, W_OFF, B_OFF, RELU) = range(10, 17)
+N_COLS = 17
+
+
+def same_padding(size, kernel, stride):
+    """TF "SAME" padding along one axis: (out, pad_before, pad_after), the smaller half before."""
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return out, total // 2, total - total // 2
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer: its shapes, its SAME padding and where its weights and bias sit in the vector."""
+
+    kind: str  # "conv" or "dense"
+    cin: int  # input channels (conv) or input units (dense)
+    cout: int  # output channels (conv) or output units (dense)
+    kernel: int  # square kernel size (1 for dense)
+    stride: int  # stride (1 for dense)
+    in_hw: tuple  # (H, W) of the input ((1, 1) for dense)
+    out_hw: tuple  # (H, W) of the output ((1, 1) for dense)
+    pad: tuple  # (top, bottom, left, right) SAME padding ((0, 0, 0, 0) for dense)
+    relu: bool  # ReLU after this layer (every layer but the output)
+    w_offset: int  # start of the weights in the flat vector
+    b_offset: int  # start of the bias in the flat vector
+
+    @property
+    def w_shape(self):
+        """Weight shape: (KH, KW, Cin, Cout) for conv, (in, out) for dense."""
+        if self.kind == "conv":
+            return (self.kernel, self.kernel, self.cin, self.cout)
+        return (self.cin, self.cout)
+
+    @property
+    def fan_in(self):
+        """Inputs summed per output: KH*KW*Cin for conv, in for dense."""
+        return self.kernel * self.kernel * self.cin
+
+
+@dataclass(frozen=True, eq=False)
+class NetSpec:
+    """A network: its layers, its input shape, its parameter count and the kernels' int table."""
+
+    name: str  # "large", "small" or "custom"
+    obs_shape: tuple  # (C, H, W) of the uint8 input
+    n_actions: int  # outputs of the last layer
+    layers: tuple  # of Layer, in order
+    n_params: int  # length of the flat float32 vector
+    table: np.ndarray = field(repr=False)  # (n_layers, N_COLS) int64, for the Numba kernels
+
+    def unflatten(self, theta):
+        """Views of a flat (n_params,) vector as [(weights, bias), ...] per layer."""
+        return [
+            (
+                theta[lay.w_offset : lay.b_offset].reshape(lay.w_shape),
+                theta[lay.b_offset : lay.b_offset + lay.cout],
+            )
+            for lay in self.layers
+        ]
+
+
+def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom"):
+    """Build a NetSpec from a recipe of ("conv", cout, k, s) / ("dense", units), convs first."""
+    c0, h0, w0 = (int(v) for v in obs_shape)
+    c, h, w = c0, h0, w0
+    if min(c, h, w) < 1 or n_actions < 1:
+        raise ValueError(f"obs_shape {obs_shape} and n_actions {n_actions} must be positive")
+    built, offset, flat, seen_dense = [], 0, False, False
+    for item in tuple(layers) + (("dense", n_actions),):
+        kind = item[0]
+        if kind == "conv":
+            if seen_dense:
+                raise ValueError(f"conv layer {item} after a dense layer: convs must come first")
+            _, cout, k, s = (kind, *map(int, item[1:]))
+            oh, pt, pb = same_padding(h, k, s)
+            ow, pl, pr = same_padding(w, k, s)
+            lay = Layer("conv", c, cout, k, s, (h, w), (oh, ow), (pt, pb, pl, pr), True, 0, 0)
+            c, h, w = cout, oh, ow
+        elif kind == "dense":
+            seen_dense = True
+            if not flat:
+                c, h, w, flat = c * h * w, 1, 1, True
+            cout = int(item[1])
+            lay = Layer("dense", c, cout, 1, 1, (1, 1), (1, 1), (0, 0, 0, 0), True, 0, 0)
+            c = cout
+        else:
+            raise ValueError(f"unknown layer kind {kind!r} in {item}; use 'conv' or 'dense'")
+        n_w = int(np.prod(lay.w_shape))
+        built.append((lay, offset, offset + n_w))
+        offset += n_w + lay.cout
+    out = []
+    for i, (lay, w_off, b_off) in enumerate(built):
+        relu = i < len(built) - 1
+        out.append(
+            Layer(**{**lay.__dict__, "relu": relu, "w_offset": w_off, "b_offset": b_off})
+        )
+    table = np.zeros((len(out), N_COLS), dtype=np.int64)
+    for i, lay in enumerate(out):
+        table[i] = (
+            (CONV if lay.kind == "conv" else DENSE, lay.kernel, lay.kernel, lay.stride)
+            + (lay.cin, lay.cout, *lay.in_hw, *lay.out_hw, *lay.pad)
+            + (lay.w_offset, lay.b_offset, int(lay.relu))
+        )
+    table.setflags(write=False)
+    return NetSpec(name, (c0, h0, w0), int(n_actions), tuple(out), offset, table)
+
+
+def net_spec(name, obs_shape=OBS_SHAPE, n_actions=18):
+    """The named network ("large" or "small") for this input shape and action count."""
+    if name not in NAMED_LAYERS:
+        raise ValueError(f"unknown network {name!r}; valid names: {sorted(NAMED_LAYERS)}")
+    return make_spec(NAMED_LAYERS[name], obs_shape, n_actions, name=name)
+
+
+def init_scale(spec):
+    """Per-parameter scale of the reference init: 1/sqrt(fan_in), output weights x0.1, biases 0."""
+    scale = np.zeros(spec.n_params, dtype=np.float32)  # (n_params,)
+    for i, lay in enumerate(spec.layers):
+        s = 1.0 / np.sqrt(lay.fan_in)
+        if i == len(spec.layers) - 1:
+            s *= 0.1
+        scale[lay.w_offset : lay.b_offset] = s
+    return scale

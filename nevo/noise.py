@@ -1,0 +1,146 @@
+"""The shared noise table, seed-list genomes, mutation and reconstruction.
+
+Compact encoding of Such et al. 2017 (arXiv 1712.06567): an individual is its list of seeds
+(init seed, mutation seed 1, mutation seed 2, ...) and its weights are
+    theta = init_scale * eps(s0) + sigma * eps(s1) + sigma * eps(s2) + ...
+where eps(s) is the slice of one shared table of N(0,1) float32 numbers that starts at an
+offset derived from s. The table is rebuilt from (size, noise seed) on any machine, so a
+genome of a few integers is the whole network.
+
+Every weight row is written by one kernel, `build_rows`, whether it is a fresh network, a
+copy or a mutated child; reconstruction from a seed list applies the same kernel seed by
+seed, so the cached incremental path and a rebuild give bit-identical float32 weights,
+whatever the thread count (each element's arithmetic has a fixed order).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numba
+import numpy as np
+
+# Fixed chunking: the table's content depends on (size, seed) only, never on thread count.
+TABLE_CHUNKS = 64
+# Seeds are drawn from [0, SEED_LIMIT): genomes fit in int64 arrays and JSON.
+SEED_LIMIT = 2**31
+
+
+def make_table(size: int, seed: int, threads: int = 0) -> np.ndarray:
+    """(size,) float32 N(0,1), filled in fixed chunks by a thread pool (numpy frees the GIL)."""
+    table = np.empty(size, dtype=np.float32)
+    bounds = np.linspace(0, size, TABLE_CHUNKS + 1).astype(np.int64)
+    streams = np.random.SeedSequence(seed).spawn(TABLE_CHUNKS)
+
+    def fill(c: int) -> None:
+        rng = np.random.Generator(np.random.PCG64(streams[c]))
+        rng.standard_normal(dtype=np.float32, out=table[bounds[c] : bounds[c + 1]])
+
+    workers = threads or min(TABLE_CHUNKS, _cores())
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(fill, range(TABLE_CHUNKS)))
+    return table
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@numba.njit(cache=True)
+def splitmix64(x):
+    """A well-mixed 64-bit hash of x (Steele et al.'s SplitMix64 finaliser)."""
+    z = np.uint64(x) + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@numba.njit(cache=True)
+def offset_of(seed, table_size, n_params):
+    """Start of seed's slice in the table: uniform over every full-length slice."""
+    return np.int64(splitmix64(seed) % np.uint64(table_size - n_params + 1))
+
+
+def offsets_of(seeds, table_size: int, n_params: int) -> np.ndarray:
+    """(n,) int64 offsets of (n,) seeds."""
+    return np.array([offset_of(int(s), table_size, n_params) for s in seeds], dtype=np.int64)
+
+
+# Row-building work is split in this many pieces per row so that 2..16 cores stay busy
+# even when only one row is built (reconstruction).
+_PIECES = 16
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def build_rows(out, base, base_idx, offsets, init_scale, sigma, table):
+    """Write each out row i (threads map to (row, piece of the row)):
+    base_idx[i] < 0            -> fresh network: init_scale * eps(offsets[i])
+    offsets[i] < 0             -> copy of base[base_idx[i]]
+    otherwise                  -> child: base[base_idx[i]] + sigma * eps(offsets[i])
+    out may alias base (in-place mutation of a row by itself)."""
+    n, p = out.shape
+    sig = np.float32(sigma)
+    for k in numba.prange(n * _PIECES):
+        i = k // _PIECES
+        lo = (k % _PIECES) * p // _PIECES
+        hi = (k % _PIECES + 1) * p // _PIECES
+        b = base_idx[i]
+        o = offsets[i]
+        if b < 0:
+            for j in range(lo, hi):
+                out[i, j] = init_scale[j] * table[o + j]
+        elif o < 0:
+            for j in range(lo, hi):
+                out[i, j] = base[b, j]
+        else:
+            for j in range(lo, hi):
+                out[i, j] = base[b, j] + sig * table[o + j]
+
+
+class NoiseSource:
+    """The table plus what a genome needs to become weights: parameter count, init scale, sigma."""
+
+    def __init__(self, table: np.ndarray, init_scale: np.ndarray, sigma: float):
+        if table.size < init_scale.size:
+            raise ValueError(
+                f"noise table of {table.size:,} numbers is smaller than the net ({init_scale.size:,})"
+            )
+        self.table = table
+        self.init_scale = np.ascontiguousarray(init_scale, dtype=np.float32)
+        self.sigma = float(sigma)
+        self.n_params = init_scale.size
+
+    def offsets(self, seeds) -> np.ndarray:
+        return offsets_of(seeds, self.table.size, self.n_params)
+
+    def build(self, out, base, base_idx, seeds) -> None:
+        """Fill out (rows, P): base_idx -1 = fresh from seed, seed -1 = copy, else mutate."""
+        seeds = np.asarray(seeds, dtype=np.int64)
+        offs = np.where(seeds >= 0, self.offsets(np.maximum(seeds, 0)), -1).astype(np.int64)
+        build_rows(
+            out,
+            base,
+            np.asarray(base_idx, dtype=np.int64),
+            offs,
+            self.init_scale,
+            self.sigma,
+            self.table,
+        )
+
+    def rebuild(self, genome, out=None) -> np.ndarray:
+        """(P,) float32 weights of a seed list, applying the seeds one by one."""
+        genome = np.asarray(genome, dtype=np.int64)
+        w = np.empty((1, self.n_params), np.float32) if out is None else out.reshape(1, -1)
+        self.build(w, w, [-1], genome[:1])
+        for s in genome[1:]:
+            self.build(w, w, [0], [s])
+        return w[0]
+
+    def rebuild_many(self, genomes) -> np.ndarray:
+        """(len(genomes), P) float32 weights of several seed lists."""
+        out = np.empty((len(genomes), self.n_params), np.float32)
+        for i, g in enumerate(genomes):
+            self.rebuild(g, out[i])
+        return out

@@ -1,0 +1,72 @@
+"""Progress display: a live status line on a terminal, plain lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def _human(x: float) -> str:
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f}{unit}"
+    return f"{x:.0f}"
+
+
+def _duration(s: float) -> str:
+    if s != s or s == float("inf"):
+        return "?"
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+class Progress:
+    """Generation, frames, frames/s, elite score and ETA to the frame budget."""
+
+    def __init__(self, budget: int, stream=None):
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty()
+        self.budget = budget
+        self.frames_before = 0
+        self.phase = ""
+        self.generation = 0
+        self.elite = float("nan")
+        self.t0 = time.monotonic()
+        self.rate = float("nan")
+
+    def start_phase(self, generation: int, phase: str, frames_before: int) -> None:
+        self.generation, self.phase, self.frames_before = generation, phase, frames_before
+        self.phase_t0 = time.monotonic()
+
+    def episodes(self, done: int, total: int, frames: int) -> None:
+        """Called by the evaluator while it runs; redraws the status line on a terminal."""
+        if not self.tty:
+            return
+        dt = time.monotonic() - self.phase_t0
+        rate = frames / dt if dt > 0 else 0.0
+        left = max(self.budget - self.frames_before - frames, 0)
+        line = (
+            f"gen {self.generation} {self.phase} {done}/{total} eps | "
+            f"{_human(self.frames_before + frames)} frames | {_human(rate)} f/s | "
+            f"elite {self.elite:.1f} | ETA {_duration(left / rate if rate > 0 else float('nan'))}"
+        )
+        self.stream.write("\r\033[K" + line)
+        self.stream.flush()
+
+    def generation_done(self, row: dict) -> None:
+        """One permanent line per generation."""
+        self.elite = row["score/elite_mean"]
+        self.rate = row["perf/frames_per_s"]
+        left = max(self.budget - row["frames"], 0)
+        line = (
+            f"gen {row['generation']:4d} | frames {_human(row['frames']):>8} | "
+            f"{_human(self.rate):>7} f/s | pop max {row['score/pop_max']:8.1f} "
+            f"mean {row['score/pop_mean']:8.1f} | elite {self.elite:8.1f} | "
+            f"ETA {_duration(left / self.rate if self.rate > 0 else float('nan'))}"
+        )
+        self.stream.write(("\r\033[K" if self.tty else "") + line + "\n")
+        self.stream.flush()
+
+    def say(self, text: str) -> None:
+        self.stream.write(("\r\033[K" if self.tty else "") + text + "\n")
+        self.stream.flush()

@@ -1,0 +1,131 @@
+"""Run folders: config, metrics, checkpoints, the elite, and resume.
+
+    runs/<game>__<algo>__<seed>__<time>/
+        config.json        every setting, the git commit, the noise facts; written before any work
+        metrics.jsonl      one JSON object per finished generation (grouped names: score/, perf/)
+        checkpoint.npz     algorithm state + counters after the last finished generation
+        elite.json         the elite's seed list and what is needed to rebuild its weights
+
+Files are replaced atomically (write to a temporary file, fsync, rename): a kill at any
+moment leaves the previous complete version. Plots read only these files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import numpy as np
+
+from nevo import config as config_mod
+
+CHECKPOINT = "checkpoint.npz"
+METRICS = "metrics.jsonl"
+ELITE = "elite.json"
+CONFIG = "config.json"
+
+
+def git_commit() -> str:
+    """The commit of the nevo checkout (with '-dirty' if it has changes), or 'unknown'."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (rev + ("-dirty" if dirty else "")) if rev else "unknown"
+
+
+def new_run_dir(cfg) -> str:
+    """Make runs/<game>__<algo>__<seed>__<time>/ (never reusing an existing folder)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = os.path.join(cfg.run.out_dir, f"{cfg.env.game}__{cfg.algo}__{cfg.run.seed}__{stamp}")
+    path, k = base, 1
+    while os.path.exists(path):
+        path, k = f"{base}-{k}", k + 1
+    os.makedirs(path)
+    return path
+
+
+def write_config(run_dir: str, cfg, extra: dict) -> None:
+    tmp = os.path.join(run_dir, CONFIG + ".tmp")
+    config_mod.save(cfg, tmp, {"git_commit": git_commit(), **extra})
+    _commit(tmp, os.path.join(run_dir, CONFIG))
+
+
+def _commit(tmp: str, final: str) -> None:
+    """fsync tmp and rename it over final: readers see the old or the new file, whole."""
+    with open(tmp, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, final)
+    try:
+        fd = os.open(os.path.dirname(final) or ".", os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def write_json(run_dir: str, name: str, data: dict) -> None:
+    tmp = os.path.join(run_dir, name + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2)
+        f.write("\n")
+    _commit(tmp, os.path.join(run_dir, name))
+
+
+def save_checkpoint(run_dir: str, state: dict) -> None:
+    """Write the state dict of arrays atomically."""
+    tmp = os.path.join(run_dir, CHECKPOINT + ".tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, **{k: np.asarray(v) for k, v in state.items()})
+    _commit(tmp, os.path.join(run_dir, CHECKPOINT))
+
+
+def load_checkpoint(run_dir: str) -> dict | None:
+    path = os.path.join(run_dir, CHECKPOINT)
+    if not os.path.exists(path):
+        return None
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def append_metrics(run_dir: str, row: dict) -> None:
+    with open(os.path.join(run_dir, METRICS), "a") as f:
+        f.write(json.dumps(row) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_metrics(run_dir: str) -> list[dict]:
+    """Every complete metrics line (a line cut by a kill is skipped)."""
+    path = os.path.join(run_dir, METRICS)
+    rows = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+    return rows
+
+
+def trim_metrics(run_dir: str, generations: int) -> None:
+    """Keep the metrics of generations < `generations` (those the checkpoint covers)."""
+    rows = [r for r in read_metrics(run_dir) if r["generation"] < generations]
+    tmp = os.path.join(run_dir, METRICS + ".tmp")
+    with open(tmp, "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    _commit(tmp, os.path.join(run_dir, METRICS))
