@@ -56,7 +56,7 @@ def main(argv=None) -> int:
     try:
         cfg, resume_dir = config.parse_args(argv, __doc__)
         n_actions = envs.atari_actions(cfg.env.game)
-        spec = nets.net_spec(cfg.net.net, envs.OBS_SHAPE, n_actions)
+        spec = nets.net_spec(cfg.net.net, nets.OBS_SHAPE, n_actions)
         config.check_noise_table(cfg, spec.n_params)
         check_memory(cfg, spec.n_params)
         checkpoint = runs.load_checkpoint(resume_dir) if resume_dir else None

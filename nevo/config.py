@@ -159,7 +159,7 @@ def _require(ok: bool, name: str, allowed: str, value) -> None:
 
 def validate(cfg: Config) -> Config:
     """Check every value once; raise ConfigError naming the field and what is allowed."""
-    from nevo.nets import NET_NAMES
+    from nevo.nets import NAMED_LAYERS
 
     e, n, g, r = cfg.env, cfg.net, cfg.ga, cfg.run
     games = atari_games()
@@ -170,7 +170,7 @@ def validate(cfg: Config) -> Config:
     _require(e.frame_cap > 0, "frame_cap", "an integer > 0", e.frame_cap)
     _require(e.noop_max >= 1, "noop_max", "an integer >= 1", e.noop_max)
     _require(e.frameskip >= 1, "frameskip", "an integer >= 1", e.frameskip)
-    _require(n.net in NET_NAMES, "net", " or ".join(NET_NAMES), n.net)
+    _require(n.net in NAMED_LAYERS, "net", " or ".join(NAMED_LAYERS), n.net)
     _require(g.population >= 2, "population", "an integer >= 2", g.population)
     _require(
         0 <= g.truncation <= g.population,
@@ -221,9 +221,9 @@ def build_parser(description: str) -> argparse.ArgumentParser:
     """A parser with --preset, --resume and one flag per setting (default: the preset's)."""
     p = _Parser(
         description=description,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--preset", default="quick", help=f"one of {', '.join(PRESETS)}")
+    p.add_argument("--preset", default="quick", help=f"one of {', '.join(PRESETS)} (default: quick)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its checkpoint")
     for group, f in all_fields():
         kind = {"int": int, "float": float, "str": str}[f.type]
@@ -233,9 +233,17 @@ def build_parser(description: str) -> argparse.ArgumentParser:
             type=lambda s, k=kind, n=f.name: _convert(k, n, s),
             default=None,
             metavar=kind.__name__.upper(),
-            help=f"[{group}] {f.metadata['help']} (paper: {f.default})",
+            help=f"{f.metadata['help']} ({_preset_defaults(group, f.name)})",
         )
     return p
+
+
+def _preset_defaults(group: str, name: str) -> str:
+    """'paper: 1000, rs: 1000, quick: 64' or, where all presets agree, 'default: 1000'."""
+    values = {p: getattr(getattr(c, group), name) for p, c in PRESETS.items()}
+    if len(set(values.values())) == 1:
+        return f"default: {next(iter(values.values()))}"
+    return ", ".join(f"{p}: {v}" for p, v in values.items())
 
 
 def _convert(kind, name: str, text: str):
@@ -244,7 +252,8 @@ def _convert(kind, name: str, text: str):
             return int(float(text)) if "e" in text.lower() else int(text)
         return kind(text)
     except ValueError:
-        raise ConfigError(f"{flag(name)}: got {text!r}, allowed: a {kind.__name__}") from None
+        article = "an" if kind is int else "a"
+        raise argparse.ArgumentTypeError(f"got {text!r}, allowed: {article} {kind.__name__}") from None
 
 
 def parse_args(argv, description: str) -> tuple[Config, str | None]:

@@ -56,9 +56,6 @@ def atari_actions(game: str) -> int:
     return len(ale.getMinimalActionSet())
 
 
-OBS_SHAPE = (4, 84, 84)  # (stack, H, W) uint8
-
-
 def noop_count(episode_seed: int, noop_max: int) -> int:
     """No-op steps (1..noop_max) that start the episode with this seed."""
     return 1 + int(splitmix64(np.uint64(episode_seed) ^ np.uint64(0x5EED)) % np.uint64(noop_max))

@@ -12,8 +12,8 @@ import numpy as np
 def fitness_order(fitness: np.ndarray) -> np.ndarray:
     """Indices from best to worst; NaN last; ties keep the lower index first (stable)."""
     f = np.asarray(fitness, np.float64)
-    key = np.where(np.isnan(f), -np.inf, f)
-    return np.argsort(-key, kind="stable")
+    # lexsort is stable and sorts by its last key first: NaN-ness, then descending score.
+    return np.lexsort((-np.nan_to_num(f, nan=0.0), np.isnan(f)))
 
 
 def make_algo(name: str, cfg, noise):

@@ -137,9 +137,11 @@ class GA:
         """Restore from `state()`; the parents' weights are rebuilt from their seed lists."""
         self.generation = int(st["generation"])
         splits = np.cumsum(st["parent_lengths"])[:-1]
-        self.parents = list(np.split(np.asarray(st["parent_seeds"], np.int64), splits)) if len(
-            st["parent_lengths"]
-        ) else []
+        self.parents = (
+            list(np.split(np.asarray(st["parent_seeds"], np.int64), splits))
+            if len(st["parent_lengths"])
+            else []
+        )
         self._parent_weights = (
             self.noise.rebuild_many(self.parents)
             if self.parents

@@ -1,0 +1,27 @@
+"""Tiny fixtures shared by the tests."""
+
+import numpy as np
+import pytest
+
+from nevo.noise import NoiseSource, make_table
+
+
+@pytest.fixture(scope="session")
+def table():
+    """A small shared noise table (1M numbers)."""
+    return make_table(1_000_000, seed=7)
+
+
+@pytest.fixture
+def source(table):
+    """A noise source for a 1,000-parameter 'net' with a non-trivial init scale."""
+    scale = np.linspace(0.0, 1.0, 1000, dtype=np.float32)
+    return NoiseSource(table, scale, sigma=0.01)
+
+
+# Settings for a real run small enough for CI: the small net, 6 individuals, 100-step episodes.
+TINY_RUN = [
+    "--preset", "quick", "--game", "frostbite", "--population", "6", "--truncation", "3",
+    "--elite-candidates", "2", "--validation-episodes", "2", "--frame-cap", "400",
+    "--noise-table-size", "1100000", "--env-slots", "4", "--threads", "1",
+]  # fmt: skip

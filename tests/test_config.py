@@ -1,0 +1,91 @@
+"""Settings: presets, CLI parsing, validation with clear one-line errors."""
+
+import subprocess
+import sys
+
+import pytest
+
+from nevo import config
+from nevo.config import ConfigError, parse_args
+
+
+def test_paper_preset_is_the_reference_deep_ga():
+    """`paper` is exactly the reference configuration of DESIGN.md."""
+    c = config.PRESETS["paper"]
+    assert (c.ga.population, c.ga.truncation, c.ga.sigma) == (1000, 20, 0.002)
+    assert (c.ga.elite_candidates, c.ga.validation_episodes) == (10, 30)
+    assert (c.env.frame_cap, c.net.net, c.run.frame_budget) == (20_000, "large", 1_000_000_000)
+    assert (c.env.noop_max, c.env.frameskip) == (30, 4)
+
+
+def test_rs_preset_is_the_ga_loop_with_no_parents():
+    """Random search differs from `paper` only in T = 0 and its name."""
+    rs, paper = config.PRESETS["rs"], config.PRESETS["paper"]
+    assert rs.ga.truncation == 0 and rs.ga.population == paper.ga.population
+
+
+def test_no_arguments_runs_quick_on_frostbite():
+    cfg, resume = parse_args([], "")
+    assert cfg.preset == "quick" and cfg.env.game == "frostbite" and cfg.net.net == "small"
+    assert resume is None
+
+
+def test_every_field_has_a_flag_and_overrides_its_preset():
+    """Each setting can be set from the command line and lands in its group."""
+    cfg, _ = parse_args(["--preset", "paper", "--population", "50", "--sigma", "0.01", "--game", "pong"], "")
+    assert (cfg.ga.population, cfg.ga.sigma, cfg.env.game) == (50, 0.01, "pong")
+    assert cfg.ga.truncation == 20  # untouched fields keep the preset's value
+    cfg, _ = parse_args(["--frame-budget", "2e6"], "")
+    assert cfg.run.frame_budget == 2_000_000
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--game", "frostbit"], ["--game", "frostbite"]),
+        (["--sigma", "0"], ["--sigma", "> 0"]),
+        (["--sigma", "-1"], ["--sigma"]),
+        (["--population", "10", "--truncation", "11"], ["--truncation", "population (10)"]),
+        (["--preset", "paperz"], ["--preset", "paper"]),
+        (["--frame-budget", "0"], ["--frame-budget", "> 0"]),
+        (["--net", "huge"], ["--net", "large", "small"]),
+        (["--population", "ten"], ["--population", "int"]),
+        (["--resume", "/nonexistent/run"], ["--resume", "not a run folder"]),
+        (["--no-such-flag", "1"], ["no-such-flag"]),
+    ],
+)
+def test_bad_values_name_the_field_and_what_is_allowed(argv, words):
+    with pytest.raises(ConfigError) as e:
+        parse_args(argv, "")
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_json_round_trip():
+    """A config saved to JSON loads back equal."""
+    cfg, _ = parse_args(["--preset", "rs", "--seed", "9"], "")
+    assert config.from_dict(config.to_dict(cfg)) == cfg
+
+
+def test_cli_bad_value_is_one_line_without_traceback():
+    """The main command prints one clear error line and exits 2, no traceback."""
+    p = subprocess.run(
+        [sys.executable, "-m", "experiments.run_ga", "--game", "space_invader"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "space_invaders" in lines[0]
+
+
+def test_help_lists_every_setting_with_its_meaning():
+    p = subprocess.run(
+        [sys.executable, "-m", "experiments.run_ga", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 0
+    for _, f in config.all_fields():
+        assert config.flag(f.name) in p.stdout
+    assert "mutation power" in p.stdout

@@ -1,0 +1,94 @@
+"""The evaluator: episodes attributed right, outcomes independent of slots, frames exact."""
+
+import numpy as np
+import pytest
+from ale_py.vector_env import AtariVectorEnv
+
+from nevo.config import EnvConfig
+from nevo.envs import NOOP, noop_count
+from nevo.pipeline import Episodes, Evaluator
+
+CFG = EnvConfig(game="frostbite", frame_cap=400)
+
+
+def policy(obs, ind):
+    """A deterministic stand-in for a network: the action depends on the screen and the individual."""
+    screen = obs[:, -1, 40:60, 30:50].astype(np.int64).sum(axis=(1, 2))
+    return (screen * 31 + np.asarray(ind) * 7) % 18
+
+
+def fake_forward(spec, weights, ind, obs):
+    return policy(obs, ind), None
+
+
+def play_alone(ind, seed):
+    """One episode on a brand-new emulator, stepped one action at a time (the reference)."""
+    env = AtariVectorEnv(
+        CFG.game, 1, num_threads=1, noop_max=0, reward_clipping=False,
+        max_num_frames_per_episode=CFG.frame_cap, autoreset_mode="NextStep",
+    )  # fmt: skip
+    obs, _ = env.reset(seed=0)
+    noops, ret, steps = noop_count(seed, CFG.noop_max), 0.0, 0
+    while True:
+        a = NOOP if steps < noops else int(policy(obs, [ind])[0])
+        obs, r, term, trunc, info = env.step(np.array([a]))
+        ret, steps = ret + float(r[0]), steps + 1
+        if term[0] or trunc[0]:
+            env.close()
+            return ret, steps, int(info["episode_frame_number"][0])
+
+
+EPISODES = Episodes(np.array([0, 1, 2, 3, 0, 1, 2, 3, 2]), np.arange(100, 109))
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return [play_alone(i, s) for i, s in zip(EPISODES.ind, EPISODES.seeds)]
+
+
+@pytest.mark.parametrize("slots", [1, 3, 8])
+def test_outcomes_equal_one_episode_at_a_time(reference, slots):
+    """Returns, lengths and frames equal those of each episode alone on a fresh emulator."""
+    ev = Evaluator(CFG, None, fake_forward, slots=slots, threads=2)
+    try:
+        res = ev.run(None, EPISODES)
+        again = ev.run(None, EPISODES)  # the same evaluator, reused, gives the same again
+    finally:
+        ev.close()
+    ret, steps, frames = map(np.array, zip(*reference))
+    np.testing.assert_array_equal(res.returns, ret)
+    np.testing.assert_array_equal(res.lengths, steps)
+    np.testing.assert_array_equal(res.frames, frames)
+    np.testing.assert_array_equal(again.returns, ret)
+
+
+def test_frames_respect_the_cap(reference):
+    """No episode runs past the frame cap (plus ALE's one reset frame)."""
+    frames = np.array([f for _, _, f in reference])
+    assert frames.max() <= CFG.frame_cap + 1
+    assert (frames == CFG.frame_cap + 1).any(), "some test episode should hit the cap"
+
+
+def test_noop_counts_span_one_to_noop_max():
+    """No-op counts are 1..noop_max, a function of the episode seed alone."""
+    counts = [noop_count(s, 30) for s in range(3000)]
+    assert min(counts) == 1 and max(counts) == 30
+    assert counts == [noop_count(s, 30) for s in range(3000)]
+    assert len(set(counts)) == 30
+
+
+def test_the_policy_sees_only_its_own_rows():
+    """Rows given to the forward are the live, post-no-op episodes with their own individuals."""
+    seen = []
+
+    def spy(spec, weights, ind, obs):
+        seen.append(np.asarray(ind).copy())
+        return fake_forward(spec, weights, ind, obs)
+
+    ev = Evaluator(CFG, None, spy, slots=4, threads=1)
+    try:
+        ev.run(None, Episodes(np.array([5, 6]), np.array([1, 2])))
+    finally:
+        ev.close()
+    assert all(set(s) <= {5, 6} and len(s) <= 2 for s in seen)
+    assert {5, 6} <= set(np.concatenate(seen))

@@ -1,0 +1,124 @@
+"""End to end: `python -m experiments.run_ga` with tiny settings; determinism; kill and resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from experiments import run_ga
+from nevo import nets, noise, runs
+from tests.conftest import TINY_RUN
+
+BUDGET = ["--frame-budget", "16000"]  # 4 generations of 10 capped episodes (401 frames each)
+WALL = ("wall_s", "perf/gen_s", "perf/frames_per_s")
+
+
+def run(tmp, *extra):
+    """Run the main job in-process; return its run folder."""
+    out = os.path.join(tmp, "runs")
+    assert run_ga.main([*TINY_RUN, *BUDGET, "--out-dir", out, *extra]) == 0
+    (folder,) = [os.path.join(out, d) for d in os.listdir(out)]
+    return folder
+
+
+def results(folder):
+    """Metrics without wall-clock fields."""
+    return [{k: v for k, v in r.items() if k not in WALL} for r in runs.read_metrics(folder)]
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    return run(str(tmp_path_factory.mktemp("ref")))
+
+
+def test_run_folder_holds_config_metrics_checkpoint_and_elite(reference_run):
+    files = set(os.listdir(reference_run))
+    assert {"config.json", "metrics.jsonl", "checkpoint.npz", "elite.json"} <= files
+    cfg = json.load(open(os.path.join(reference_run, "config.json")))
+    assert cfg["git_commit"] and cfg["ga"]["population"] == 6 and cfg["net"]["net"] == "small"
+    rows = runs.read_metrics(reference_run)
+    assert [r["generation"] for r in rows] == [0, 1, 2, 3]
+    for key in ("frames", "wall_s", "perf/frames_per_s", "score/pop_max", "score/pop_mean",
+                "score/pop_median", "score/elite_mean", "elite/genome_len"):  # fmt: skip
+        assert key in rows[-1]
+    assert rows[-1]["frames"] >= 16000
+    assert all(b["frames"] > a["frames"] for a, b in zip(rows, rows[1:]))
+
+
+def test_elite_rebuilds_from_its_seed_list_alone(reference_run):
+    """elite.json holds everything needed to rebuild the elite's weights, and they are finite."""
+    elite = json.load(open(os.path.join(reference_run, "elite.json")))
+    spec = nets.net_spec(elite["net"], nets.OBS_SHAPE, 18)
+    table = noise.make_table(elite["noise_table_size"], elite["noise_seed"])
+    w = noise.NoiseSource(table, nets.init_scale(spec), elite["sigma"]).rebuild(elite["seeds"])
+    assert w.shape == (spec.n_params,) and np.isfinite(w).all()
+    assert len(elite["seeds"]) == runs.read_metrics(reference_run)[-1]["elite/genome_len"]
+
+
+def test_same_seed_same_metrics(reference_run, tmp_path):
+    """A second run with the same seed and settings logs identical metrics (wall clock aside)."""
+    assert results(run(str(tmp_path))) == results(reference_run)
+
+
+def test_other_seed_other_run(reference_run, tmp_path):
+    assert results(run(str(tmp_path), "--seed", "1")) != results(reference_run)
+
+
+def test_killed_run_resumes_to_the_same_generations(reference_run, tmp_path):
+    """SIGKILL mid-run, then --resume: the metrics equal those of the uninterrupted run."""
+    out = str(tmp_path / "runs")
+    cmd = [sys.executable, "-m", "experiments.run_ga", *TINY_RUN, *BUDGET, "--out-dir", out]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    folder = None
+    while time.monotonic() < deadline:
+        folders = os.listdir(out) if os.path.isdir(out) else []
+        if folders:
+            folder = os.path.join(out, folders[0])
+            if len(runs.read_metrics(folder)) >= 2:
+                break
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert folder is not None
+    done = len(runs.read_metrics(folder))
+    assert done < 4, "the run finished before it could be killed"
+    assert run_ga.main(["--resume", folder]) == 0
+    assert results(folder) == results(reference_run)
+
+
+def test_resume_of_a_folder_that_is_not_a_run_fails_clearly(tmp_path, capsys):
+    assert run_ga.main(["--resume", str(tmp_path)]) == 2
+    assert "not a run folder" in capsys.readouterr().err
+
+
+def test_interrupted_checkpoint_write_keeps_the_old_checkpoint(tmp_path, monkeypatch):
+    """A crash while the checkpoint is written leaves the previous checkpoint whole."""
+    runs.save_checkpoint(str(tmp_path), {"generation": np.int64(3), "frames": np.int64(10)})
+
+    def dies(f, **arrays):
+        f.write(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "savez", dies)
+    with pytest.raises(KeyboardInterrupt):
+        runs.save_checkpoint(str(tmp_path), {"generation": np.int64(4), "frames": np.int64(20)})
+    monkeypatch.undo()
+    assert int(runs.load_checkpoint(str(tmp_path))["generation"]) == 3
+
+
+def test_metrics_of_the_generation_in_flight_are_dropped_on_resume(tmp_path):
+    """trim_metrics keeps the checkpointed generations and skips a line cut by a kill."""
+    for g in range(3):
+        runs.append_metrics(str(tmp_path), {"generation": g})
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"generation": 3, "fra')
+    runs.trim_metrics(str(tmp_path), 2)
+    assert [r["generation"] for r in runs.read_metrics(str(tmp_path))] == [0, 1]
