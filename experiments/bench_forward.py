@@ -38,9 +38,10 @@ weights = np.empty((n_ind, spec.n_params), np.float32)  # (n_individuals, n_para
 scale = init_scale(spec)
 for k in range(n_ind):
     weights[k] = rng.standard_normal(spec.n_params, dtype=np.float32) * scale
-print(f"net {args.net}: {spec.n_params:,} params, {n_ind} individuals "
-      f"({weights.nbytes / 1e9:.2f} GB), {numba.get_num_threads()} threads "
-      f"({numba.threading_layer() if False else numba.config.THREADING_LAYER} layer)")  # fmt: skip
+print(
+    f"net {args.net}: {spec.n_params:,} params, {n_ind} individuals "
+    f"({weights.nbytes / 1e9:.2f} GB of weights), {numba.get_num_threads()} Numba threads"
+)
 
 
 def measure(rows_for_call, rows):
@@ -56,10 +57,12 @@ def measure(rows_for_call, rows):
             return calls * rows / elapsed, calls / elapsed
 
 
+forward(spec, weights, np.zeros(1, np.int64), np.zeros((1, *spec.obs_shape), np.uint8))
+print(f"threading layer {numba.threading_layer()}")
 print(f"{'case':>10} {'rows':>6} {'inds/call':>9} {'forwards/s':>11} {'ms/call':>9} {'GB/s':>7}")
 for rows in args.rows:
     inds = min(rows, n_ind)
-    fps, cps = measure(lambda k: (np.arange(rows) + k * rows) % n_ind, rows)
+    fps, cps = measure(lambda k, rows=rows: (np.arange(rows) + k * rows) % n_ind, rows)
     gbs = cps * inds * bytes_per_ind / 1e9
     print(f"{'distinct':>10} {rows:>6} {inds:>9} {fps:>11.0f} {1e3 / cps:>9.2f} {gbs:>7.2f}")
 groups = min(args.groups, n_ind)

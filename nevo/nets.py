@@ -121,9 +121,7 @@ def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom"):
     out = []
     for i, (lay, w_off, b_off) in enumerate(built):
         relu = i < len(built) - 1
-        out.append(
-            Layer(**{**lay.__dict__, "relu": relu, "w_offset": w_off, "b_offset": b_off})
-        )
+        out.append(Layer(**{**lay.__dict__, "relu": relu, "w_offset": w_off, "b_offset": b_off}))
     table = np.zeros((len(out), N_COLS), dtype=np.int64)
     for i, lay in enumerate(out):
         table[i] = (

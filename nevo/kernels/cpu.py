@@ -8,26 +8,63 @@ first dense layer is memory bound (every row generally has different weights; `l
   TF's flatten order;
 - each conv writes into the interior of the next layer's zero-padded input, so no loop checks
   bounds: a kernel row (kx, ci) is one contiguous run in both the padded input and the weights;
-- zero inputs (half of every ReLU output) are skipped: the dense layer then does not read the
-  weight rows they would multiply, which halves its memory traffic, and the convs do half the FMAs;
+- the convs compute 4 output pixels x 4 inputs per pass (`_pixels4`), one store per 4 FMAs;
+- the dense layers skip zero inputs (half of every ReLU output) and so never read the weight rows
+  they would multiply, about halving their memory traffic (the convs do not skip: mispredicts);
+- FMA contraction is the only fastmath flag, so results are bit-identical across thread counts
+  and batch compositions;
 - the dense layers take the rows of one individual together, so shared weights are read once.
-Scratch is one (rows, total) float32 array per call. All entry points release the GIL (nogil).
+Scratch is allocated once per call: the conv buffers per thread (or per row when rows are too
+few to keep the threads busy), the dense layers' inputs and outputs per row. Every function here
+releases the GIL (nogil), so an emulator thread runs beside the forward.
 """
 
-import numba
-import numpy as np
-from numba import prange
+import os
+
+# speed: OpenMP workers that spin-wait steal the core the emulator thread needs (2 cores: a
+# parallel region then waits out whole scheduler slices, ~50 ms per call, measured). Must be set
+# before Numba first loads its OpenMP layer; a user's own setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+from numba import prange  # noqa: E402
 
 from nevo.kernels.common import argmax_row, relu, scale_pixel
-from nevo.nets import B_OFF, CIN, CONV, COUT, IN_H, IN_W, KH, KIND, KW, OUT_H, OUT_W
-from nevo.nets import PAD_B, PAD_L, PAD_R, PAD_T, RELU, STRIDE, W_OFF
+from nevo.nets import (
+    B_OFF,
+    CIN,
+    CONV,
+    COUT,
+    IN_H,
+    IN_W,
+    KH,
+    KIND,
+    KW,
+    OUT_H,
+    OUT_W,
+    PAD_B,
+    PAD_L,
+    PAD_R,
+    PAD_T,
+    RELU,
+    STRIDE,
+    W_OFF,
+)
 
+# speed: FMA contraction only; no reassociation, so results do not depend on threads or batching
+_FASTMATH = {"contract"}
+_K_CHUNK = 256  # dense inputs per chunk, for rows that share an individual
 _MIN_BLOCK = 16  # dense output block: a multiple of 16 floats = one 64-byte cache line
 
 
 @numba.njit(nogil=True, cache=True)
 def _segments(table):
-    """(n_layers + 2,) starts of each layer's input in a row's scratch, then logits, then the end."""
+    """(n_layers + 2,) int64: where each layer's input starts in a row's scratch, then the logits.
+
+    Conv inputs are zero-padded (H + pads, W + pads, Cin) HWC buffers; dense inputs are flat. The
+    conv part, seg[:n_conv + 1], is scratch reused by the next row; the rest is kept per row.
+    """
     n = table.shape[0]
     seg = np.zeros(n + 2, np.int64)
     for i in range(n):
@@ -42,8 +79,8 @@ def _segments(table):
 
 
 @numba.njit(nogil=True, cache=True)
-def _load_obs(table, obs, act, r):
-    """Row r: (C, H, W) uint8 -> the first layer's zero-padded (H, W, C) float32 input."""
+def _load_obs(table, obs, r, dst):
+    """obs[r] (C, H, W) uint8 -> dst, the first layer's zero-padded (H, W, C) float32 input."""
     c_n, h_n, w_n = obs.shape[1], obs.shape[2], obs.shape[3]
     pt, pl = table[0, PAD_T], table[0, PAD_L]
     wp = w_n + pl + table[0, PAD_R]
@@ -51,66 +88,151 @@ def _load_obs(table, obs, act, r):
         for x in range(w_n):
             d = ((y + pt) * wp + x + pl) * c_n
             for c in range(c_n):
-                act[r, d + c] = scale_pixel(obs[r, c, y, x])
+                dst[d + c] = scale_pixel(obs[r, c, y, x])
 
 
-@numba.njit(nogil=True, cache=True)
-def _conv_rows(table, seg, i, w, act, r, y0, y1):
-    """Conv layer i of row r, output rows y0..y1: work = (row, output-y range), all x and channels."""
+@numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
+def _pixels4(x, q, step, wk, out, m):
+    """out[m:m+4] += the conv taps of one kernel row for 4 neighbouring output pixels.
+
+    x[q + n*step + j] is input j of pixel m+n's kernel row, wk (KW*Cin, Cout) its weights.
+    speed: 4 pixels x 4 inputs per pass: each weight vector feeds 4 pixels, each stored output
+    vector takes 4 FMAs (the stores, not the FMAs, bound a plainer loop). The sum keeps the
+    sequential order out + a_j*w_j + a_(j+1)*w_(j+1) + ..., exactly as a plain loop would.
+    """
+    run, cout = wk.shape
+    q1, q2, q3 = q + step, q + 2 * step, q + 3 * step
+    j = 0
+    while j + 4 <= run:
+        a00, a01, a02, a03 = x[q + j], x[q + j + 1], x[q + j + 2], x[q + j + 3]
+        a10, a11, a12, a13 = x[q1 + j], x[q1 + j + 1], x[q1 + j + 2], x[q1 + j + 3]
+        a20, a21, a22, a23 = x[q2 + j], x[q2 + j + 1], x[q2 + j + 2], x[q2 + j + 3]
+        a30, a31, a32, a33 = x[q3 + j], x[q3 + j + 1], x[q3 + j + 2], x[q3 + j + 3]
+        w0, w1, w2, w3 = wk[j], wk[j + 1], wk[j + 2], wk[j + 3]
+        for co in range(cout):  # contiguous: vectorises
+            v0, v1, v2, v3 = w0[co], w1[co], w2[co], w3[co]
+            out[m, co] = out[m, co] + a00 * v0 + a01 * v1 + a02 * v2 + a03 * v3
+            out[m + 1, co] = out[m + 1, co] + a10 * v0 + a11 * v1 + a12 * v2 + a13 * v3
+            out[m + 2, co] = out[m + 2, co] + a20 * v0 + a21 * v1 + a22 * v2 + a23 * v3
+            out[m + 3, co] = out[m + 3, co] + a30 * v0 + a31 * v1 + a32 * v2 + a33 * v3
+        j += 4
+    for jj in range(j, run):
+        a0, a1, a2, a3, wj = x[q + jj], x[q1 + jj], x[q2 + jj], x[q3 + jj], wk[jj]
+        for co in range(cout):
+            out[m, co] += a0 * wj[co]
+            out[m + 1, co] += a1 * wj[co]
+            out[m + 2, co] += a2 * wj[co]
+            out[m + 3, co] += a3 * wj[co]
+
+
+@numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
+def _pixel1(x, q, wk, out, m):
+    """out[m] += the conv taps of one kernel row for one output pixel (the last ow % 4 pixels)."""
+    run, cout = wk.shape
+    j = 0
+    while j + 4 <= run:
+        a0, a1, a2, a3 = x[q + j], x[q + j + 1], x[q + j + 2], x[q + j + 3]
+        w0, w1, w2, w3 = wk[j], wk[j + 1], wk[j + 2], wk[j + 3]
+        for co in range(cout):
+            out[m, co] = out[m, co] + a0 * w0[co] + a1 * w1[co] + a2 * w2[co] + a3 * w3[co]
+        j += 4
+    for jj in range(j, run):
+        a, wj = x[q + jj], wk[jj]
+        for co in range(cout):
+            out[m, co] += a * wj[co]
+
+
+@numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
+def _conv_rows(table, i, w, src, dst, y0, y1):
+    """Conv layer i, output rows y0..y1, of one row: src its padded input, dst the next input.
+
+    Work = (row, range of output y), every x and output channel. dst is the next conv's padded
+    input (written inside its padding) or, after the last conv, the flat (H, W, C) features.
+    """
     kh, kw, s = table[i, KH], table[i, KW], table[i, STRIDE]
     cin, cout, ow = table[i, CIN], table[i, COUT], table[i, OUT_W]
     wp = table[i, IN_W] + table[i, PAD_L] + table[i, PAD_R]  # padded input width
-    w_off, b_off, do_relu = table[i, W_OFF], table[i, B_OFF], table[i, RELU]
-    # Destination: the next conv's padded input, or the flat (H, W, C) features of a dense layer.
+    w_off, b_off = table[i, W_OFF], table[i, B_OFF]
     if table[i + 1, KIND] == CONV:
         dpt, dpl = table[i + 1, PAD_T], table[i + 1, PAD_L]
         dwp = table[i + 1, IN_W] + dpl + table[i + 1, PAD_R]
     else:
         dpt, dpl, dwp = 0, 0, ow
-    run = kw * cin  # (kx, ci) is contiguous in the padded HWC input and in the HWIO weights
-    x = act[r]  # speed: 1-D views indexed from 0 let Numba drop its negative-index checks
+    run = kw * cin  # (kx, ci) is one contiguous run in the padded HWC input and in HWIO weights
+    step = s * cin  # input offset between neighbouring output pixels
+    # speed: 2-D/3-D views indexed from 0 let Numba drop negative-index checks, so loops vectorise
+    wt = w[w_off:b_off].reshape((kh, run, cout))  # (KH, KW*Cin, Cout)
+    bias = w[b_off : b_off + cout]
+    n4 = ow - ow % 4
     for oy in range(y0, y1):
-        for ox in range(ow):
-            d = seg[i + 1] + ((oy + dpt) * dwp + ox + dpl) * cout
-            out = x[d : d + cout]  # (Cout,) output pixel, in the next layer's padded input
-            out[:] = w[b_off : b_off + cout]
-            for ky in range(kh):
-                # padded input (oy*s + ky, ox*s): SAME padding is already in the buffer
-                p = seg[i] + ((oy * s + ky) * wp + ox * s) * cin
-                wk = w_off + ky * run * cout
-                for j in range(run):
-                    a = x[p + j]
-                    if a != 0:  # speed: skip zero inputs (half of a ReLU output)
-                        wj = w[wk + j * cout : wk + (j + 1) * cout]
-                        for co in range(cout):  # contiguous: vectorises
-                            out[co] += a * wj[co]
-            if do_relu:
+        d = ((oy + dpt) * dwp + dpl) * cout
+        out = dst[d : d + ow * cout].reshape((ow, cout))  # (OW, Cout)
+        for m in range(ow):
+            out[m, :] = bias
+        # speed: no zero skipping here, the branch mispredicts cost more than the FMAs saved
+        for ky in range(kh):
+            p = (oy * s + ky) * wp * cin  # padded input row oy*s + ky: SAME padding is in src
+            for m in range(0, n4, 4):
+                _pixels4(src, p + m * step, step, wt[ky], out, m)
+            for m in range(n4, ow):
+                _pixel1(src, p + m * step, wt[ky], out, m)
+        if table[i, RELU]:
+            for m in range(ow):
                 for co in range(cout):
-                    out[co] = relu(out[co])
+                    out[m, co] = relu(out[m, co])
 
 
-@numba.njit(nogil=True, cache=True)
-def _dense_block(table, seg, i, w, act, order, g0, g1, o0, o1):
-    """Dense layer i for the rows order[g0:g1] (one individual), outputs o0..o1."""
+@numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
+def _dense_block(table, i, w, act, x0, y0, order, g0, g1, o0, o1, nz):
+    """Dense layer i for the rows order[g0:g1] (one individual), outputs o0..o1.
+
+    Work = (group of rows sharing an individual, block of outputs). act[r, x0:] is row r's
+    input, act[r, y0:] its output.
+    nz is (g1 - g0, n_in) int32 scratch for the indices of each row's nonzero inputs.
+    """
     n_in, n_out = table[i, CIN], table[i, COUT]
-    w_off, b_off = table[i, W_OFF], table[i, B_OFF]
-    x0, y0 = seg[i], seg[i + 1]
-    for g in range(g0, g1):
-        r = order[g]
-        act[r, y0 + o0 : y0 + o1] = w[b_off + o0 : b_off + o1]
+    w0 = table[i, W_OFF] + o0  # weight (k, o0) sits at w0 + k * n_out
     n = o1 - o0
-    for k in range(n_in):
-        wk = w[w_off + k * n_out + o0 : w_off + k * n_out + o1]
-        for g in range(g0, g1):  # speed: one weight row, read once for every row of this group
-            r = order[g]
-            a = act[r, x0 + k]
-            if a != 0:  # speed: a zero input's weight row is never read from memory
-                out = act[r, y0 + o0 : y0 + o1]  # 1-D view: no negative-index checks
-                for o in range(n):  # contiguous: vectorises
-                    out[o] += a * wk[o]
+    bias = w[table[i, B_OFF] + o0 : table[i, B_OFF] + o1]
+    n_rows = g1 - g0
+    count = np.zeros(n_rows, np.int64)  # nonzero inputs of each row
+    done = np.zeros(n_rows, np.int64)  # of those, how many are summed so far
+    for g in range(n_rows):
+        r = order[g0 + g]
+        x = act[r, x0 : x0 + n_in]
+        for k in range(n_in):
+            if x[k] != 0:  # speed: a zero input's weight row is never read from memory
+                nz[g, count[g]] = k
+                count[g] += 1
+        act[r, y0 + o0 : y0 + o1] = bias
+    # speed: inputs in chunks of _K_CHUNK, every row of the group per chunk: the chunk's weights
+    # (256 x 512 floats = 512 KB) come from memory once and from L2 for the group's other rows
+    for k_end in range(_K_CHUNK, n_in + _K_CHUNK, _K_CHUNK):
+        for g in range(n_rows):
+            r = order[g0 + g]
+            x = act[r, x0 : x0 + n_in]
+            out = act[r, y0 + o0 : y0 + o1]  # 1-D view: vectorises
+            q = done[g]
+            # speed: four weight rows per pass: four memory streams in flight, one store per 4 FMAs
+            while q + 4 <= count[g] and nz[g, q + 3] < k_end:
+                k0, k1, k2, k3 = nz[g, q], nz[g, q + 1], nz[g, q + 2], nz[g, q + 3]
+                a0, a1, a2, a3 = x[k0], x[k1], x[k2], x[k3]
+                v0 = w[w0 + k0 * n_out : w0 + k0 * n_out + n]
+                v1 = w[w0 + k1 * n_out : w0 + k1 * n_out + n]
+                v2 = w[w0 + k2 * n_out : w0 + k2 * n_out + n]
+                v3 = w[w0 + k3 * n_out : w0 + k3 * n_out + n]
+                for o in range(n):
+                    out[o] = out[o] + a0 * v0[o] + a1 * v1[o] + a2 * v2[o] + a3 * v3[o]
+                q += 4
+            while q < count[g] and nz[g, q] < k_end:
+                a, v = x[nz[g, q]], w[w0 + nz[g, q] * n_out : w0 + nz[g, q] * n_out + n]
+                for o in range(n):
+                    out[o] += a * v[o]
+                q += 1
+            done[g] = q
     if table[i, RELU]:
-        for g in range(g0, g1):
-            out = act[order[g], y0 + o0 : y0 + o1]
+        for g in range(n_rows):
+            out = act[order[g0 + g], y0 + o0 : y0 + o1]
             for o in range(n):
                 out[o] = relu(out[o])
 
@@ -121,12 +243,40 @@ def _forward(table, weights, rows_ind, obs, n_threads):
     rows, n_layers = rows_ind.shape[0], table.shape[0]
     n_actions = table[n_layers - 1, COUT]
     seg = _segments(table)
-    act = np.empty((rows, seg[n_layers + 1]), np.float32)  # (rows, all layer inputs + logits)
+    n_conv = 0
+    while n_conv < n_layers and table[n_conv, KIND] == CONV:
+        n_conv += 1
+    base = seg[n_conv]  # dense inputs, outputs and logits of a row: act[r, seg[i] - base]
+    act = np.empty((rows, seg[n_layers + 1] - base), np.float32)
 
-    # Work = one row: zero the padded buffers (their borders are the SAME padding), load pixels.
-    for r in prange(rows):
-        act[r, : seg[n_layers]] = 0
-        _load_obs(table, obs, act, r)
+    if n_conv == 0:
+        for r in prange(rows):  # work = one row
+            _load_obs(table, obs, r, act[r])
+    elif rows >= 2 * n_threads:
+        # Work = one row, every conv layer, in its thread's scratch (zero borders = SAME padding,
+        # written once: only interiors are overwritten), so the buffers stay in the core's L2.
+        scr = np.zeros((n_threads, base), np.float32)
+        for t in prange(n_threads):
+            for r in range(t, rows, n_threads):  # all rows cost the same: static round robin
+                w = weights[rows_ind[r]]
+                _load_obs(table, obs, r, scr[t, : seg[1]])
+                for i in range(n_conv):
+                    dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
+                    _conv_rows(table, i, w, scr[t, seg[i] : seg[i + 1]], dst, 0, table[i, OUT_H])
+    else:
+        # Too few rows for the threads: work = (row, band of output rows), one layer at a time.
+        scr = np.zeros((rows, base), np.float32)
+        for r in prange(rows):
+            _load_obs(table, obs, r, scr[r, : seg[1]])
+        for i in range(n_conv):
+            oh = table[i, OUT_H]
+            bands = min(oh, max(1, (2 * n_threads + rows - 1) // max(rows, 1)))
+            for it in prange(rows * bands):
+                r, b = it // bands, it % bands
+                dst = scr[r, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
+                w = weights[rows_ind[r]]
+                src = scr[r, seg[i] : seg[i + 1]]
+                _conv_rows(table, i, w, src, dst, b * oh // bands, (b + 1) * oh // bands)
 
     # Rows of one individual form a group (stable order): the dense layers share its weights.
     order = np.argsort(rows_ind, kind="mergesort")
@@ -142,36 +292,28 @@ def _forward(table, weights, rows_ind, obs, n_threads):
             n_groups += 1
     starts[n_groups] = rows
 
-    for i in range(n_layers):
-        if table[i, KIND] == CONV:
-            # Work = (row, band of output rows); bands only when rows are too few for the threads.
-            oh = table[i, OUT_H]
-            bands = min(oh, max(1, (2 * n_threads + rows - 1) // max(rows, 1)))
-            for it in prange(rows * bands):
-                r, b = it // bands, it % bands
-                y0, y1 = b * oh // bands, (b + 1) * oh // bands
-                _conv_rows(table, seg, i, weights[rows_ind[r]], act, r, y0, y1)
-        else:
-            # Work = (individual's group of rows, block of outputs); blocks only when groups are
-            # too few for the threads, and a multiple of 16 floats so no cache line is split.
-            n_out = table[i, COUT]
-            want = max(1, (2 * n_threads + n_groups - 1) // max(n_groups, 1))
-            blocks = max(1, min(want, n_out // (4 * _MIN_BLOCK)))
-            size = -(-(-(-n_out // blocks)) // _MIN_BLOCK) * _MIN_BLOCK
-            blocks = -(-n_out // size)
-            for it in prange(n_groups * blocks):
-                g, b = it // blocks, it % blocks
-                ind = rows_ind[order[starts[g]]]
-                o1 = min((b + 1) * size, n_out)
-                _dense_block(
-                    table, seg, i, weights[ind], act, order, starts[g], starts[g + 1], b * size, o1
-                )
+    for i in range(n_conv, n_layers):
+        # Work = (group, block of outputs); blocks only when groups are too few for the threads,
+        # each a multiple of 16 floats so no cache line is split between threads.
+        n_out = table[i, COUT]
+        want = max(1, (2 * n_threads + n_groups - 1) // max(n_groups, 1))
+        blocks = max(1, min(want, n_out // (4 * _MIN_BLOCK)))
+        per_block = (n_out + blocks - 1) // blocks
+        size = (per_block + _MIN_BLOCK - 1) // _MIN_BLOCK * _MIN_BLOCK
+        blocks = (n_out + size - 1) // size
+        for it in prange(n_groups * blocks):
+            g, b = it // blocks, it % blocks
+            g0, g1 = starts[g], starts[g + 1]
+            nz = np.empty((g1 - g0, table[i, CIN]), np.int32)
+            w = weights[rows_ind[order[g0]]]
+            x0, y0 = seg[i] - base, seg[i + 1] - base
+            _dense_block(table, i, w, act, x0, y0, order, g0, g1, b * size, min((b + 1) * size, n_out), nz)
 
     logits = np.empty((rows, n_actions), np.float32)
     actions = np.empty(rows, np.int64)
     for r in range(rows):
         for a in range(n_actions):
-            logits[r, a] = act[r, seg[n_layers] + a]
+            logits[r, a] = act[r, seg[n_layers] - base + a]
         actions[r] = argmax_row(logits, r, n_actions)
     return actions, logits
 
@@ -191,8 +333,7 @@ def forward(spec, weights, rows_ind, obs):
     obs = np.ascontiguousarray(obs)
     if obs.dtype != np.uint8 or obs.shape != (len(rows_ind), *spec.obs_shape):
         raise ValueError(
-            f"obs must be uint8 of shape {(len(rows_ind), *spec.obs_shape)}, "
-            f"got {obs.dtype} {obs.shape}"
+            f"obs must be uint8 of shape {(len(rows_ind), *spec.obs_shape)}, got {obs.dtype} {obs.shape}"
         )
     if len(rows_ind) and (rows_ind.min() < 0 or rows_ind.max() >= weights.shape[0]):
         raise IndexError(f"rows_ind must lie in [0, {weights.shape[0]})")

@@ -22,7 +22,7 @@ def conv_same(x, w, b, stride, pad):
 
 
 def forward(spec, weights, rows_ind, obs):
-    """Greedy actions (rows,) int64 and logits (rows, n_actions) float32, row r using individual rows_ind[r]."""
+    """Greedy actions (rows,) int64 and logits (rows, n_actions) float32; row r uses rows_ind[r]."""
     rows = len(rows_ind)
     logits = np.zeros((rows, spec.n_actions), dtype=np.float32)
     for r in range(rows):

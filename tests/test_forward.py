@@ -1,0 +1,166 @@
+"""The Numba CPU forward pass against the NumPy reference, and that it releases the GIL."""
+
+import threading
+import time
+
+import numba
+import numpy as np
+import pytest
+
+from nevo.kernels import cpu, reference
+from nevo.nets import init_scale, make_spec, net_spec
+
+TINY = (4, 12, 12)
+SPECS = {
+    "large-tiny": net_spec("large", TINY, 6),
+    "small-tiny": net_spec("small", TINY, 5),
+    # odd sizes: 3 channels, non-square 9x7, stride 1 odd kernel, kernel > input, two dense layers
+    "odd": make_spec([("conv", 5, 3, 1), ("conv", 7, 8, 3), ("dense", 9), ("dense", 3)], (3, 9, 7), 4),
+    "dense-only": make_spec([("dense", 10)], (2, 5, 3), 3),
+}
+
+
+def random_weights(spec, n, rng, init):
+    """(n, n_params) float32: the reference init (scale * N(0,1)) or plain N(0,1)."""
+    w = rng.standard_normal((n, spec.n_params), dtype=np.float32)
+    return w * init_scale(spec) if init else w
+
+
+def assert_matches_reference(spec, weights, rows_ind, obs):
+    """Numba logits within float32 tolerance of the reference; same actions where not near-tied."""
+    actions, logits = cpu.forward(spec, weights, rows_ind, obs)
+    ref_actions, ref_logits = reference.forward(spec, weights, rows_ind, obs)
+    assert actions.dtype == np.int64 and logits.dtype == np.float32
+    assert logits.shape == (len(rows_ind), spec.n_actions) and actions.shape == (len(rows_ind),)
+    tol = 1e-4 * np.abs(ref_logits).max(axis=1, keepdims=True) + 1e-6  # (rows, 1)
+    err = np.abs(logits - ref_logits)
+    assert np.all(err <= tol), f"max error {err.max()} over tolerance; rows_ind {rows_ind}"
+    top2 = np.sort(ref_logits, axis=1)[:, -2:] if spec.n_actions > 1 else None
+    clear = (top2[:, 1] - top2[:, 0] > 2 * tol[:, 0]) if top2 is not None else True
+    np.testing.assert_array_equal(actions[clear], ref_actions[clear])
+    assert np.all(actions == np.argmax(logits, axis=1))
+    return actions, logits
+
+
+@pytest.mark.parametrize("init", [True, False], ids=["init-scaled", "normal"])
+@pytest.mark.parametrize("name", list(SPECS))
+@pytest.mark.parametrize("rows", [1, 3, 9])
+def test_cpu_matches_reference(name, rows, init):
+    """The Numba forward picks the reference's actions, logits within float32 tolerance."""
+    spec = SPECS[name]
+    rng = np.random.default_rng(rows)
+    weights = random_weights(spec, 4, rng, init)
+    rows_ind = rng.integers(0, 4, rows)  # repeated and shuffled individuals
+    obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)
+    assert_matches_reference(spec, weights, rows_ind, obs)
+
+
+def test_rows_do_not_interact():
+    """A row's logits are bit-identical whether run alone or in a shuffled batch (any thread count)."""
+    spec = SPECS["large-tiny"]
+    rng = np.random.default_rng(1)
+    weights = random_weights(spec, 3, rng, True)
+    rows_ind = np.array([2, 0, 2, 2, 1, 0, 2, 1])
+    obs = rng.integers(0, 256, (8, *spec.obs_shape), dtype=np.uint8)
+    _, batch = cpu.forward(spec, weights, rows_ind, obs)
+    for r in range(8):
+        _, alone = cpu.forward(spec, weights, rows_ind[r : r + 1], obs[r : r + 1])
+        np.testing.assert_array_equal(alone[0], batch[r])
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        np.testing.assert_array_equal(cpu.forward(spec, weights, rows_ind, obs)[1], batch)
+    finally:
+        numba.set_num_threads(threads)
+
+
+def test_zero_rows():
+    """rows = 0 gives empty actions and (0, n_actions) logits."""
+    spec = SPECS["small-tiny"]
+    weights = np.zeros((2, spec.n_params), np.float32)
+    actions, logits = cpu.forward(spec, weights, np.zeros(0, np.int64), np.zeros((0, *TINY), np.uint8))
+    assert actions.shape == (0,) and logits.shape == (0, spec.n_actions)
+    assert actions.dtype == np.int64 and logits.dtype == np.float32
+
+
+def test_ties_go_to_the_first_action():
+    """With all-zero weights every logit ties and the greedy action is 0, as np.argmax."""
+    spec = SPECS["small-tiny"]
+    obs = np.full((3, *TINY), 255, np.uint8)
+    actions, logits = cpu.forward(spec, np.zeros((1, spec.n_params), np.float32), np.zeros(3, np.int64), obs)
+    assert not actions.any() and not logits.any()
+
+
+def test_bad_inputs_are_refused():
+    """Wrong weight dtype, obs shape or individual index raise instead of computing garbage."""
+    spec = SPECS["small-tiny"]
+    weights = np.zeros((2, spec.n_params), np.float32)
+    obs = np.zeros((1, *TINY), np.uint8)
+    with pytest.raises(TypeError):
+        cpu.forward(spec, weights.astype(np.float64), np.zeros(1, np.int64), obs)
+    with pytest.raises(ValueError):
+        cpu.forward(spec, weights, np.zeros(1, np.int64), obs[:, :2])
+    with pytest.raises(IndexError):
+        cpu.forward(spec, weights, np.array([2]), obs)
+
+
+@pytest.mark.parametrize("name, rows", [("small", 5), ("large", 3)])
+def test_full_size_matches_reference(name, rows):
+    """At full size (4x84x84, 18 actions) the Numba forward matches the reference."""
+    spec = net_spec(name)
+    rng = np.random.default_rng(7)
+    weights = random_weights(spec, 2, rng, True)
+    obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)
+    assert_matches_reference(spec, weights, rng.integers(0, 2, rows), obs)
+
+
+def python_ticks_during(fn):
+    """Main-thread loop iterations while fn runs in another thread, in the middle half of its run.
+
+    A function holding the GIL lets no Python run until it returns, so the count is then 0 (the
+    main thread's ticks land after the end); a GIL-free one leaves the main thread ticking.
+    """
+    span, started = [], threading.Event()
+
+    def worker():
+        started.set()
+        t0 = time.perf_counter()
+        fn()
+        span.extend([t0, time.perf_counter()])
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    started.wait()
+    ticks = []
+    while thread.is_alive():
+        ticks.append(time.perf_counter())
+    thread.join()
+    (t0, t1), ticks = span, np.array(ticks)
+    quarter = (t1 - t0) / 4
+    return np.count_nonzero((ticks > t0 + quarter) & (ticks < t1 - quarter))
+
+
+@numba.njit(nogil=False)
+def _hold_gil_for(seconds):
+    """Spin for about `seconds` without releasing the GIL (the harness's negative control)."""
+    t, x = 0, 0.0
+    while t < seconds * 1e8:
+        x += np.sqrt(t)
+        t += 1
+    return x
+
+
+def test_forward_releases_the_gil():
+    """Python code keeps running in another thread during a forward call (the emulator's thread)."""
+    spec = net_spec("small")
+    rng = np.random.default_rng(3)
+    weights = random_weights(spec, 2, rng, True)
+    rows = 256  # ~0.1 s of work
+    rows_ind = rng.integers(0, 2, rows)
+    obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)
+    cpu.forward(spec, weights, rows_ind[:1], obs[:1])  # compile (or load) first
+    _hold_gil_for(0.0)
+    assert python_ticks_during(lambda: _hold_gil_for(0.2)) == 0  # the harness can tell
+    assert python_ticks_during(lambda: cpu.forward(spec, weights, rows_ind, obs)) >= 10
+    # Parallel regions may release the GIL by themselves; the serial parts need nogil on the entry.
+    assert cpu._forward.targetoptions["nogil"]
