@@ -18,7 +18,7 @@ import numpy as np
 from nevo import config, envs, nets, noise, runs
 from nevo.algos import make_algo
 from nevo.config import ConfigError
-from nevo.kernels import get_forward
+from nevo.kernels import make_policy
 from nevo.pipeline import Evaluator
 from nevo.progress import Progress
 
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
     if resume_dir:  # drop metrics of a generation that was in flight when the run died
         runs.trim_metrics(run_dir, algo.generation)
-    evaluator = Evaluator(cfg.env, spec, get_forward(cfg.run.device), slots, threads)
+    evaluator = Evaluator(cfg.env, make_policy(cfg.run.device, spec), slots, threads)
 
     # ---- the loop: ask -> evaluate -> tell -> validate -> log -> checkpoint ------------
     try:

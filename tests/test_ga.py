@@ -48,8 +48,9 @@ def test_validation_reevaluates_the_top_candidates_on_shared_seeds(source):
     ga = GA(CFG, seed=1, noise=source)
     ga.ask()
     ga.tell(results([0, 5, 1, 9, 2, 3, 4, 0]))
-    _, veps = ga.ask_validation()
-    np.testing.assert_array_equal(veps.ind, [3, 3, 3, 1, 1, 1])
+    w, veps = ga.ask_validation()
+    np.testing.assert_array_equal(w, ga.weights[[3, 1]])
+    np.testing.assert_array_equal(veps.ind, [0, 0, 0, 1, 1, 1])
     np.testing.assert_array_equal(veps.seeds[:3], veps.seeds[3:])
 
 

@@ -17,8 +17,17 @@ def policy(obs, ind):
     return (screen * 31 + np.asarray(ind) * 7) % 18
 
 
-def fake_forward(spec, weights, ind, obs):
-    return policy(obs, ind), None
+class FakePolicy:
+    """The stand-in behind the evaluator's policy interface."""
+
+    def load(self, weights):
+        pass
+
+    def release(self):
+        pass
+
+    def __call__(self, ind, obs):
+        return policy(obs, ind)
 
 
 def play_alone(ind, seed):
@@ -46,10 +55,11 @@ def reference():
     return [play_alone(i, s) for i, s in zip(EPISODES.ind, EPISODES.seeds)]
 
 
-@pytest.mark.parametrize("slots", [1, 3, 8])
-def test_outcomes_equal_one_episode_at_a_time(reference, slots):
-    """Returns, lengths and frames equal those of each episode alone on a fresh emulator."""
-    ev = Evaluator(CFG, None, fake_forward, slots=slots, threads=2)
+@pytest.mark.parametrize("slots, group", [(1, 1), (3, 3), (8, 2)])
+def test_outcomes_equal_one_episode_at_a_time(reference, slots, group):
+    """Returns, lengths and frames equal those of each episode alone on a fresh emulator,
+    whatever the number of slots and emulator groups."""
+    ev = Evaluator(CFG, FakePolicy(), slots=slots, threads=2, group_size=group)
     try:
         res = ev.run(None, EPISODES)
         again = ev.run(None, EPISODES)  # the same evaluator, reused, gives the same again
@@ -81,11 +91,12 @@ def test_the_policy_sees_only_its_own_rows():
     """Rows given to the forward are the live, post-no-op episodes with their own individuals."""
     seen = []
 
-    def spy(spec, weights, ind, obs):
-        seen.append(np.asarray(ind).copy())
-        return fake_forward(spec, weights, ind, obs)
+    class Spy(FakePolicy):
+        def __call__(self, ind, obs):
+            seen.append(np.asarray(ind).copy())
+            return policy(obs, ind)
 
-    ev = Evaluator(CFG, None, spy, slots=4, threads=1)
+    ev = Evaluator(CFG, Spy(), slots=4, threads=1)
     try:
         ev.run(None, Episodes(np.array([5, 6]), np.array([1, 2])))
     finally:

@@ -70,11 +70,12 @@ class GA:
         return fitness
 
     def ask_validation(self) -> tuple[np.ndarray, Episodes]:
-        """Each elite candidate on the same validation_episodes episode seeds."""
-        v = self.cfg.validation_episodes
+        """Weights (k, P) of the k elite candidates, each on the same validation episode seeds."""
+        v, k = self.cfg.validation_episodes, len(self._candidates)
         seeds = rng_for(self.seed, self.generation, VALIDATION_EPISODES).integers(0, SEED_LIMIT, v)
-        ind = np.repeat(self._candidates, v)
-        return self.weights, Episodes(ind, np.tile(seeds, len(self._candidates)).astype(np.int64))
+        ind = np.repeat(np.arange(k, dtype=np.int64), v)
+        # Only the candidates' rows: a GPU policy uploads k rows, not the population.
+        return self.weights[self._candidates], Episodes(ind, np.tile(seeds, k).astype(np.int64))
 
     def tell_validation(self, results: Results) -> np.ndarray:
         """Pick the elite by validation mean, then breed the next generation."""
