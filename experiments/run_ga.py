@@ -24,7 +24,8 @@ from nevo.progress import Progress
 
 
 def default_slots(cfg, cores: int) -> int:
-    """Enough episodes at once to keep the emulators and the forward busy."""
+    """Enough episodes at once to keep the emulators and the forward busy: two groups of 8
+    per core (one group steps while the other's forward runs)."""
     return cfg.run.env_slots or max(1, min(cfg.ga.population, 16 * cores))
 
 
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
     if resume_dir:  # drop metrics of a generation that was in flight when the run died
         runs.trim_metrics(run_dir, algo.generation)
-    evaluator = Evaluator(cfg.env, make_policy(cfg.run.device, spec), slots, threads)
+    evaluator = Evaluator(cfg.env, make_policy(cfg.run.device, spec), slots, threads, cfg.run.batch_size)
 
     # ---- the loop: ask -> evaluate -> tell -> validate -> log -> checkpoint ------------
     try:
@@ -118,6 +119,7 @@ def main(argv=None) -> int:
                 "episodes": len(train.returns) + len(valid.returns),
                 "perf/gen_s": round(gen_s, 3),
                 "perf/frames_per_s": round(gen_frames / gen_s, 1),
+                "perf/tail_fraction": round((train.tail_s + valid.tail_s) / gen_s, 4),
                 "score/pop_max": float(np.max(fitness)),
                 "score/pop_mean": float(np.mean(fitness)),
                 "score/pop_median": float(np.median(fitness)),

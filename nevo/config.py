@@ -56,7 +56,8 @@ class RunConfig:
     noise_table_size: int = setting(250_000_000, "float32 N(0,1) numbers in the shared noise table")
     noise_seed: int = setting(42, "seed of the shared noise table")
     env_slots: int = setting(0, "episodes run at once (emulators); 0 = chosen from the machine")
-    threads: int = setting(0, "emulator threads; 0 = one per core")
+    batch_size: int = setting(0, "emulators per group, the forward's batch; 0 = env_slots / 2")
+    threads: int = setting(0, "emulator threads per group; 0 = one per core")
     out_dir: str = setting("runs", "folder under which run folders are made")
     device: str = setting("cpu", "inference backend: cpu (numba)")
 
@@ -191,6 +192,7 @@ def validate(cfg: Config) -> Config:
     _require(r.noise_seed >= 0, "noise_seed", "an integer >= 0", r.noise_seed)
     _require(r.env_slots >= 0, "env_slots", "0 (auto) or an integer >= 1", r.env_slots)
     _require(r.threads >= 0, "threads", "0 (auto) or an integer >= 1", r.threads)
+    _require(r.batch_size >= 0, "batch_size", "0 (auto) or an integer >= 1", r.batch_size)
     _require(r.device in ("cpu",), "device", "cpu", r.device)
     return cfg
 
@@ -281,4 +283,4 @@ def parse_args(argv, description: str) -> tuple[Config, str | None]:
 
 
 # Settings that do not change a run's results, so a resumed run may set them anew.
-RESUMABLE = {"frame_budget", "env_slots", "threads", "device", "out_dir"}
+RESUMABLE = {"frame_budget", "env_slots", "batch_size", "threads", "device", "out_dir"}

@@ -1,19 +1,27 @@
-"""The evaluator: runs a batch of episodes over many env slots with batched inference.
+"""The evaluator: episodes over many emulator slots, with batched inference overlapping emulation.
 
 Interface (narrow and serialisable, so a remote worker can serve it later): weights of the
 individuals plus a list of episodes (individual, episode seed) in; per episode return,
 length and game frames out.
 
-This is the plain loop of the foundation: groups of synchronous vector envs; each step the
-forward pass runs only on the slots whose episode is active and past its no-ops (active-episode
-compaction), and only groups with a live episode are stepped; a slot whose episode ends takes
-the next queued episode at once. The threaded pipeline that overlaps emulation and inference
-replaces this loop in a later step.
+The pipeline, in SEED RL's shape on one machine (Espeholt et al. 2019; the accelerated deep
+neuroevolution of Uber AI, 2018): the slots are split into groups, each a synchronous ale-py
+vector env whose C++ threads step its emulators. Groups are driven round robin: while group A's
+emulators step (native threads, the GIL released), the forward pass for group B runs (Numba,
+GIL released; or a GPU kernel), then B's actions are sent and A's results received. So the
+emulator threads and the inference keep every core busy; neither waits for the other while
+there are two or more groups.
+
+A queue of episodes (individual, episode seed) feeds the slots: when an episode ends its slot
+takes the next one at once; when the queue is empty, finished slots leave the inference batch
+(active-episode compaction) and a group whose slots are all idle is no longer stepped. An
+episode's outcome depends only on its individual and its seed, never on the slot that ran it.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +44,8 @@ class Results:
     returns: np.ndarray  # (E,) float64 undiscounted, unclipped game score
     lengths: np.ndarray  # (E,) int64 agent steps, no-ops included
     frames: np.ndarray  # (E,) int64 game frames emulated, as ALE counts them
+    wall_s: float = 0.0  # wall time of the evaluation
+    tail_s: float = 0.0  # of which with fewer live episodes than emulator slots
 
     @property
     def total_frames(self) -> int:
@@ -43,17 +53,18 @@ class Results:
 
 
 class Evaluator:
-    """Runs Episodes on `slots` Atari emulators in groups, `policy` choosing the actions.
+    """Runs Episodes on groups of Atari emulators, `policy` choosing the actions.
 
-    speed: the slots are split into groups, each its own synchronous vector env; a group whose
-    slots are all idle (the queue is empty and its episodes have ended) is no longer stepped,
-    so the straggler tail of a generation costs at most one group's worth of idle emulators.
+    slots: emulators in all; group_size: emulators per vector env (the forward batch of one
+    group); overlap=False steps one group at a time with no overlap (the plain loop, kept for
+    comparison and as the reference of the pipelined one).
     """
 
-    def __init__(self, env_cfg, policy, slots: int, threads: int, group_size: int = 0):
+    def __init__(self, env_cfg, policy, slots: int, threads: int, group_size: int = 0, overlap: bool = True):
         self.env_cfg = env_cfg
         self.policy = policy  # nevo.kernels.make_policy(...): load(weights), (rows_ind, obs) -> actions
-        self.group = max(1, min(slots, group_size or 4 * threads))
+        self.overlap = overlap
+        self.group = max(1, min(slots, group_size or -(-slots // 2)))
         n_groups = -(-slots // self.group)
         self.slots = n_groups * self.group
         self.envs = [make_atari(env_cfg, self.group, threads) for _ in range(n_groups)]
@@ -64,87 +75,145 @@ class Evaluator:
 
     def run(self, weights: np.ndarray, episodes: Episodes, progress=None) -> Results:
         """Play every episode to its end (or the frame cap); progress(done, total, frames)."""
-        n_ep, S, G = len(episodes.ind), self.slots, self.group
-        returns = np.zeros(n_ep, np.float64)
-        lengths = np.zeros(n_ep, np.int64)
-        frames = np.zeros(n_ep, np.int64)
-        if n_ep == 0:
-            return Results(returns, lengths, frames)
-        ind = np.asarray(episodes.ind, np.int64)
+        batch = _Batch(self, episodes)
+        if batch.n_ep == 0:
+            return batch.results()
         self.policy.load(weights)
-        noops = np.array([noop_count(s, self.env_cfg.noop_max) for s in episodes.seeds], np.int64)
+        try:
+            used = batch.start()
+            pending = deque(used)
+            if self.overlap:
+                for g in used:
+                    batch.act(g)
+            last_report = time.monotonic()
+            while pending:
+                g = pending.popleft()
+                if not self.overlap:
+                    batch.act(g)
+                if batch.receive(g):  # the group still has a live episode
+                    if self.overlap:
+                        batch.act(g)  # its emulators step while the next group's forward runs
+                    pending.append(g)
+                if progress is not None and time.monotonic() - last_report > 0.5:
+                    progress(batch.done, batch.n_ep, batch.frames_done)
+                    last_report = time.monotonic()
+        finally:
+            batch.drain()  # on an error or Ctrl-C, no step is left in flight in the C++ threads
+            self.policy.release()
+        return batch.results()
 
-        # Per slot (slot = group * G + k): its episode (-1 = idle), steps, return so far, and
-        # ALE's cumulative / per-episode frame counters when its episode started.
-        slot_ep = np.full(S, -1, np.int64)
-        slot_steps = np.zeros(S, np.int64)
-        slot_ret = np.zeros(S, np.float64)
-        start_total = np.zeros(S, np.int64)
-        start_episode = np.zeros(S, np.int64)
-        obs = np.zeros((S, *self.envs[0].single_observation_space.shape), np.uint8)  # (S, 4, 84, 84)
 
-        first = min(S, n_ep)
-        slot_ep[:first] = np.arange(first)
-        next_ep = first
-        for g in range(-(-first // G)):
+class _Batch:
+    """The state of one run(): which episode each slot plays, and the per-episode results.
+
+    Slot s = group g * G + k. A slot is live while slot_ep[s] >= 0.
+    """
+
+    def __init__(self, ev: Evaluator, episodes: Episodes):
+        self.ev, self.G, S = ev, ev.group, ev.slots
+        self.n_ep = len(episodes.ind)
+        self.ind = np.asarray(episodes.ind, np.int64)
+        self.noops = np.array([noop_count(s, ev.env_cfg.noop_max) for s in episodes.seeds], np.int64)
+        self.returns = np.zeros(self.n_ep, np.float64)
+        self.lengths = np.zeros(self.n_ep, np.int64)
+        self.frames = np.zeros(self.n_ep, np.int64)
+        self.slot_ep = np.full(S, -1, np.int64)
+        self.slot_steps = np.zeros(S, np.int64)
+        self.slot_ret = np.zeros(S, np.float64)
+        # ALE's cumulative and per-episode frame counters when the slot's episode started.
+        self.start_total = np.zeros(S, np.int64)
+        self.start_episode = np.zeros(S, np.int64)
+        self.obs = np.zeros((S, *ev.envs[0].single_observation_space.shape), np.uint8)  # (S, 4, 84, 84)
+        self.actions = np.zeros(S, np.int64)
+        self.next_ep = 0
+        self.in_flight: set[int] = set()  # groups whose step was sent and not yet received
+        self.done = 0
+        self.frames_done = 0
+        # Straggler tail: wall time with fewer live episodes than slots.
+        self.t0 = time.monotonic()
+        self.t_last = self.t0
+        self.tail_s = 0.0
+
+    def start(self) -> list[int]:
+        """Reset the groups that get episodes and give each slot its first episode."""
+        G = self.G
+        first = min(self.ev.slots, self.n_ep)
+        self.slot_ep[:first] = np.arange(first)
+        self.next_ep = first
+        used = list(range(-(-first // G)))
+        for g in used:
             # A fixed reset seed: an unseeded reset draws a random one, and ALE's reset then
             # differs from a fresh emulator's (sticky actions are off and no-ops are nevo's, so
             # the seed changes nothing else).
-            o, info = self.envs[g].reset(seed=np.zeros(G, np.int64))
+            o, info = self.ev.envs[g].reset(seed=np.zeros(G, np.int64))
             sl = slice(g * G, (g + 1) * G)
-            obs[sl], start_total[sl], start_episode[sl] = (
-                o,
-                info["frame_number"],
-                info["episode_frame_number"],
-            )
+            self.obs[sl] = o
+            self.start_total[sl], self.start_episode[sl] = info["frame_number"], info["episode_frame_number"]
+        return used
 
-        done_count, frames_done, last_report = 0, 0, time.monotonic()
-        actions = np.zeros(S, np.int64)
-        while done_count < n_ep:
-            running = slot_ep >= 0
-            # Compaction: only slots with a live episode past its no-ops run the net.
-            acting = running & (slot_steps >= noops[np.maximum(slot_ep, 0)])
-            actions[:] = NOOP
-            rows = np.flatnonzero(acting)
-            if rows.size:
-                actions[rows] = self.policy(ind[slot_ep[rows]], obs[rows])
-            for g in np.flatnonzero(running.reshape(-1, G).any(axis=1)):
-                sl = slice(g * G, (g + 1) * G)
-                o, reward, term, trunc, info = self.envs[g].step(actions[sl])
-                obs[sl] = o
-                live = running[sl]
-                slot_ret[sl] += np.where(live, reward, 0)
-                slot_steps[sl] += live
-                ended = np.flatnonzero(term | trunc)
-                for k in ended:
-                    s = g * G + k
-                    e = slot_ep[s]
-                    if e < 0:
-                        continue
-                    # The env auto-reset this slot in the same step: its counters now belong
-                    # to a new episode that has episode_frame_number frames of its own so far.
-                    total, fresh = int(info["frame_number"][k]), int(info["episode_frame_number"][k])
-                    frames[e] = total - fresh - start_total[s] + start_episode[s]
-                    returns[e], lengths[e] = slot_ret[s], slot_steps[s]
-                    frames_done += frames[e]
-                    done_count += 1
-                    slot_ret[s], slot_steps[s] = 0.0, 0
-                    slot_ep[s] = next_ep if next_ep < n_ep else -1
-                    next_ep = min(next_ep + 1, n_ep)
-                if ended.size:
-                    # ALE's auto-reset draws its own seed, and some games' starts then depend on
-                    # what ran in the slot before (seen on Frostbite); a seeded reset does not.
-                    # So every ended slot is reset again, seeded, before its next episode.
-                    mask = np.zeros(G, bool)
-                    mask[ended] = True
-                    o, info = self.envs[g].reset(
-                        seed=np.zeros(ended.size, np.int64), options={"reset_mask": mask}
-                    )
-                    obs[sl] = o
-                    start_total[g * G + ended] = info["frame_number"][ended]
-                    start_episode[g * G + ended] = info["episode_frame_number"][ended]
-            if progress is not None and time.monotonic() - last_report > 0.5:
-                progress(done_count, n_ep, frames_done)
-                last_report = time.monotonic()
-        self.policy.release()
-        return Results(returns, lengths, frames)
+    def act(self, g: int) -> None:
+        """Choose group g's actions (the net for live slots past their no-ops) and send them."""
+        sl = slice(g * self.G, (g + 1) * self.G)
+        ep = self.slot_ep[sl]
+        acting = np.flatnonzero((ep >= 0) & (self.slot_steps[sl] >= self.noops[np.maximum(ep, 0)]))
+        actions = self.actions[sl]
+        actions[:] = NOOP
+        if acting.size:  # compaction: only these rows go through the net
+            actions[acting] = self.ev.policy(self.ind[ep[acting]], self.obs[sl][acting])
+        self.ev.envs[g].send(actions)
+        self.in_flight.add(g)
+
+    def receive(self, g: int) -> bool:
+        """Collect group g's step; end, record and refill slots; True if g has a live episode."""
+        G, env = self.G, self.ev.envs[g]
+        sl = slice(g * G, (g + 1) * G)
+        o, reward, term, trunc, info = env.recv()
+        self.in_flight.discard(g)
+        self._clock()
+        self.obs[sl] = o
+        live = self.slot_ep[sl] >= 0
+        self.slot_ret[sl] += np.where(live, reward, 0)
+        self.slot_steps[sl] += live
+        ended = np.flatnonzero(term | trunc)
+        for k in ended:
+            s = g * G + k
+            e = self.slot_ep[s]
+            if e < 0:
+                continue
+            # The env auto-reset this slot in the same step: its counters now belong to a new
+            # episode that has episode_frame_number frames of its own so far.
+            total, fresh = int(info["frame_number"][k]), int(info["episode_frame_number"][k])
+            self.frames[e] = total - fresh - self.start_total[s] + self.start_episode[s]
+            self.returns[e], self.lengths[e] = self.slot_ret[s], self.slot_steps[s]
+            self.frames_done += int(self.frames[e])
+            self.done += 1
+            self.slot_ret[s], self.slot_steps[s] = 0.0, 0
+            self.slot_ep[s] = self.next_ep if self.next_ep < self.n_ep else -1
+            self.next_ep = min(self.next_ep + 1, self.n_ep)
+        if ended.size:
+            # ALE's auto-reset draws its own seed, and some games' starts then depend on what
+            # ran in the slot before (seen on Frostbite); a seeded reset does not. So every
+            # ended slot is reset again, seeded, before its next episode.
+            mask = np.zeros(G, bool)
+            mask[ended] = True
+            o, info = env.reset(seed=np.zeros(ended.size, np.int64), options={"reset_mask": mask})
+            self.obs[sl] = o
+            self.start_total[g * G + ended] = info["frame_number"][ended]
+            self.start_episode[g * G + ended] = info["episode_frame_number"][ended]
+        return bool((self.slot_ep[sl] >= 0).any())
+
+    def drain(self) -> None:
+        """Receive every step still in flight (their results are discarded)."""
+        for g in list(self.in_flight):
+            self.ev.envs[g].recv()
+        self.in_flight.clear()
+
+    def _clock(self) -> None:
+        now = time.monotonic()
+        if (self.slot_ep >= 0).sum() < self.ev.slots:
+            self.tail_s += now - self.t_last
+        self.t_last = now
+
+    def results(self) -> Results:
+        wall = time.monotonic() - self.t0
+        return Results(self.returns, self.lengths, self.frames, wall_s=wall, tail_s=self.tail_s)

@@ -55,11 +55,11 @@ def reference():
     return [play_alone(i, s) for i, s in zip(EPISODES.ind, EPISODES.seeds)]
 
 
-@pytest.mark.parametrize("slots, group", [(1, 1), (3, 3), (8, 2)])
-def test_outcomes_equal_one_episode_at_a_time(reference, slots, group):
+@pytest.mark.parametrize("slots, group, overlap", [(1, 1, True), (3, 3, False), (8, 2, True), (6, 3, False)])
+def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap):
     """Returns, lengths and frames equal those of each episode alone on a fresh emulator,
-    whatever the number of slots and emulator groups."""
-    ev = Evaluator(CFG, FakePolicy(), slots=slots, threads=2, group_size=group)
+    whatever the number of slots and groups, pipelined or not."""
+    ev = Evaluator(CFG, FakePolicy(), slots=slots, threads=2, group_size=group, overlap=overlap)
     try:
         res = ev.run(None, EPISODES)
         again = ev.run(None, EPISODES)  # the same evaluator, reused, gives the same again
@@ -103,3 +103,34 @@ def test_the_policy_sees_only_its_own_rows():
         ev.close()
     assert all(set(s) <= {5, 6} and len(s) <= 2 for s in seen)
     assert {5, 6} <= set(np.concatenate(seen))
+
+
+def test_an_error_in_the_policy_stops_the_run_and_leaves_the_evaluator_usable():
+    """An exception raised mid-evaluation propagates (no hang); the emulators can run again."""
+    calls = []
+
+    class Failing(FakePolicy):
+        def __call__(self, ind, obs):
+            calls.append(1)
+            if len(calls) == 40:
+                raise RuntimeError("boom")
+            return policy(obs, ind)
+
+    ev = Evaluator(CFG, Failing(), slots=4, threads=1, group_size=2)
+    try:
+        with pytest.raises(RuntimeError, match="boom"):
+            ev.run(None, EPISODES)
+        res = ev.run(None, Episodes(np.array([1]), np.array([101])))
+        assert res.lengths[0] > 0
+    finally:
+        ev.close()
+
+
+def test_tail_time_is_part_of_the_wall_time():
+    """The straggler tail (fewer live episodes than slots) is measured within the run's wall time."""
+    ev = Evaluator(CFG, FakePolicy(), slots=4, threads=1, group_size=2)
+    try:
+        res = ev.run(None, Episodes(np.array([0, 1, 2, 3, 4]), np.arange(5)))
+    finally:
+        ev.close()
+    assert 0 < res.tail_s <= res.wall_s
