@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from nevo import config, envs, nets, noise, runs
+from nevo import config, envs, machine, nets, noise, runs
 from nevo.algos import make_algo
 from nevo.config import ConfigError
 from nevo.kernels import make_policy
@@ -32,24 +32,13 @@ def default_slots(cfg, cores: int) -> int:
 def check_memory(cfg, n_params: int) -> None:
     """Stop before starting if the population's weights cannot fit in memory."""
     need = 4 * n_params * (cfg.ga.population + cfg.ga.truncation + 1) + 4 * cfg.run.noise_table_size
-    avail = available_memory()
+    avail = machine.available_memory()
     if avail is not None and need > 0.9 * avail:
         raise ConfigError(
             f"--population: {cfg.ga.population} x {n_params:,} float32 weights plus the noise table "
             f"need {need / 2**30:.1f} GiB; this machine has {avail / 2**30:.1f} GiB available. "
             "Use a smaller --population, --net small or a smaller --noise-table-size."
         )
-
-
-def available_memory() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 def main(argv=None) -> int:
@@ -64,20 +53,27 @@ def main(argv=None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    cores = noise._cores()
+    cores = machine.cores()
     slots = default_slots(cfg, cores)
     threads = cfg.run.threads or cores
+    batch = min(slots, cfg.run.batch_size or -(-slots // 2))  # two groups: one steps, one thinks
     run_dir = resume_dir or runs.new_run_dir(cfg)
     runs.write_config(
         run_dir,
         cfg,
-        {"n_params": spec.n_params, "n_actions": n_actions, "env_slots": slots, "threads": threads},
+        {
+            "n_params": spec.n_params,
+            "n_actions": n_actions,
+            "env_slots": slots,
+            "batch_size": batch,
+            "threads": threads,
+        },
     )
     out = Progress(cfg.run.frame_budget)
     out.say(
         f"nevo {cfg.algo} | {cfg.env.game} | net {cfg.net.net} ({spec.n_params:,} params) | "
         f"N={cfg.ga.population} T={cfg.ga.truncation} sigma={cfg.ga.sigma} | "
-        f"{slots} env slots, {threads} threads | run folder {run_dir}"
+        f"{slots} env slots in groups of {batch}, {threads} threads | run folder {run_dir}"
     )
 
     # ---- state: noise table, algorithm, counters (from the checkpoint on resume) --------
@@ -91,7 +87,7 @@ def main(argv=None) -> int:
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
     if resume_dir:  # drop metrics of a generation that was in flight when the run died
         runs.trim_metrics(run_dir, algo.generation)
-    evaluator = Evaluator(cfg.env, make_policy(cfg.run.device, spec), slots, threads, cfg.run.batch_size)
+    evaluator = Evaluator(cfg.env, make_policy(cfg.run.device, spec), slots, threads, batch)
 
     # ---- the loop: ask -> evaluate -> tell -> validate -> log -> checkpoint ------------
     try:

@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
+from nevo.machine import cores
+
 # Fixed chunking: the table's content depends on (size, seed) only, never on thread count.
 TABLE_CHUNKS = 64
 # Seeds are drawn from [0, SEED_LIMIT): genomes fit in int64 arrays and JSON.
@@ -36,16 +38,10 @@ def make_table(size: int, seed: int, threads: int = 0) -> np.ndarray:
         rng = np.random.Generator(np.random.PCG64(streams[c]))
         rng.standard_normal(dtype=np.float32, out=table[bounds[c] : bounds[c + 1]])
 
-    workers = threads or min(TABLE_CHUNKS, _cores())
+    workers = threads or min(TABLE_CHUNKS, cores())
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(fill, range(TABLE_CHUNKS)))
     return table
-
-
-def _cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @numba.njit(cache=True)
