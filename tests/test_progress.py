@@ -1,0 +1,40 @@
+"""The progress display: a live line on a terminal, plain lines elsewhere."""
+
+import io
+
+from nevo.progress import Progress
+
+ROW = {
+    "generation": 3,
+    "frames": 1_500_000,
+    "perf/frames_per_s": 5000.0,
+    "score/pop_max": 270.0,
+    "score/pop_mean": 161.1,
+    "score/elite_mean": 240.0,
+}
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_plain_output_is_one_clean_line_per_generation():
+    """Not a terminal: no carriage returns or escape codes, and nothing while episodes run."""
+    out = io.StringIO()
+    p = Progress(budget=3_000_000, stream=out)
+    p.start_phase(3, "train", 1_000_000)
+    p.episodes(10, 64, 50_000)
+    p.generation_done(ROW)
+    text = out.getvalue()
+    assert text.count("\n") == 1 and "\r" not in text and "\033" not in text
+    assert "gen    3" in text and "1.50M" in text and "elite    240.0" in text
+    assert "ETA 5m00s" in text  # 1.5M frames left at 5,000 frames/s
+
+
+def test_terminal_output_redraws_a_status_line():
+    out = Terminal()
+    p = Progress(budget=3_000_000, stream=out)
+    p.start_phase(0, "validate", 0)
+    p.episodes(5, 15, 10_000)
+    assert out.getvalue().startswith("\r\033[K") and "validate 5/15 eps" in out.getvalue()
