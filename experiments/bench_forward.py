@@ -1,12 +1,28 @@
-"""Benchmark the Numba CPU forward: forwards/s and weight GB/s, distinct and shared individuals.
+"""Benchmark the forward pass: forwards/s and GB/s, on the CPU (Numba) or a CUDA GPU (numba.cuda).
 
     python -m experiments.bench_forward [--net large|small] [--rows 1 8 64] [--individuals N]
+    python -m experiments.bench_forward --device cuda [--net large|small] [--rows 64 1000 4096]
 
-"distinct": every row has its own individual, and each timed call uses individuals the previous
+CPU: "distinct": every row has its own individual, and each timed call uses individuals the previous
 calls did not (rotating through all N), so the weights come from memory, not from a warm cache.
 "shared": validation's shape, --per-ind rows (default 30) of each of --groups individuals.
 GB/s counts every weight byte of each individual a call uses once (the kernel skips the rows of
 zero inputs, so it moves fewer bytes than this nominal figure).
+
+CUDA: both nets (or --net), 1,000 individuals (--individuals) whose weights are filled on the
+device by a kernel (the `large` population is 16 GB), rows drawn from them (distinct up to 1,000
+rows, then ~rows/1,000 rows per individual). Per row count:
+  step f/s     forwards/s of a policy call as the evaluator makes it: uint8 obs up, kernels,
+               int32 actions down;
+  kernel ms    the kernels alone (obs already on the device), timed with CUDA events;
+  GB/s nominal every weight byte of each individual of the call + every activation byte read
+               (obs, each layer's input), per kernel time; "% copy" compares it with the card's
+               device-to-device copy bandwidth, measured in the same run (2 x bytes / time);
+  GB/s read    the bytes actually read: the dense kernel skips the weight rows of inputs that are
+               zero in every row of a tile;
+  torch f/s    where PyTorch is installed: the same forward through torch.func.vmap over stacked
+               per-individual modules (functional_call), obs and weights already on the device,
+               TF32 off on both sides; "x torch" = our kernel forwards/s over torch's.
 """
 
 import argparse
@@ -14,59 +30,289 @@ import time
 
 import numba
 import numpy as np
+from numba import cuda  # importing it does not need a GPU; the CPU bench never uses it
 
-from nevo.kernels.cpu import forward
 from nevo.nets import init_scale, net_spec
 
 # Settings (command line overrides)
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--net", default="large", choices=["large", "small"])
-parser.add_argument("--rows", type=int, nargs="+", default=[1, 2, 8, 32, 64, 128])
-parser.add_argument("--individuals", type=int, default=0, help="0: enough for the largest call")
+parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+parser.add_argument("--net", default=None, choices=["large", "small"], help="cpu: large; cuda: both")
+parser.add_argument("--rows", type=int, nargs="+", default=None, help="cpu: 1..128; cuda: 64..4096")
+parser.add_argument(
+    "--individuals", type=int, default=0, help="0: cpu: enough for the largest call; cuda: 1000"
+)
 parser.add_argument("--groups", type=int, default=10, help="shared case: individuals")
 parser.add_argument("--per-ind", type=int, default=30, help="shared case: rows per individual")
 parser.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
-parser.add_argument("--max-gb", type=float, default=4.0, help="cap on the weights array")
-args = parser.parse_args()
-
-spec = net_spec(args.net)
-bytes_per_ind = spec.n_params * 4
-cap = max(1, int(args.max_gb * 1e9 // bytes_per_ind))
-n_ind = min(args.individuals or max(max(args.rows), args.groups), cap)
-rng = np.random.default_rng(0)
-weights = np.empty((n_ind, spec.n_params), np.float32)  # (n_individuals, n_params)
-scale = init_scale(spec)
-for k in range(n_ind):
-    weights[k] = rng.standard_normal(spec.n_params, dtype=np.float32) * scale
-print(
-    f"net {args.net}: {spec.n_params:,} params, {n_ind} individuals "
-    f"({weights.nbytes / 1e9:.2f} GB of weights), {numba.get_num_threads()} Numba threads"
-)
+parser.add_argument("--max-gb", type=float, default=4.0, help="cpu: cap on the weights array")
+parser.add_argument("--no-torch", action="store_true", help="cuda: skip the PyTorch comparison")
 
 
-def measure(rows_for_call, rows):
-    """forwards/s and calls/s of forward over rows_for_call(k), k = 0, 1, ... for ~args.seconds."""
-    obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)  # (rows, C, H, W)
-    forward(spec, weights, rows_for_call(0), obs)  # warm up: compile or load the cache
-    calls, t0 = 0, time.perf_counter()
-    while True:
-        forward(spec, weights, rows_for_call(calls + 1), obs)
-        calls += 1
-        elapsed = time.perf_counter() - t0
-        if elapsed > args.seconds and calls >= 3:
-            return calls * rows / elapsed, calls / elapsed
+def bench_cpu(args):
+    from nevo.kernels.cpu import forward
+
+    spec = net_spec(args.net or "large")
+    rows_list = args.rows or [1, 2, 8, 32, 64, 128]
+    bytes_per_ind = spec.n_params * 4
+    cap = max(1, int(args.max_gb * 1e9 // bytes_per_ind))
+    n_ind = min(args.individuals or max(max(rows_list), args.groups), cap)
+    rng = np.random.default_rng(0)
+    weights = np.empty((n_ind, spec.n_params), np.float32)  # (n_individuals, n_params)
+    scale = init_scale(spec)
+    for k in range(n_ind):
+        weights[k] = rng.standard_normal(spec.n_params, dtype=np.float32) * scale
+    print(
+        f"net {spec.name}: {spec.n_params:,} params, {n_ind} individuals "
+        f"({weights.nbytes / 1e9:.2f} GB of weights), {numba.get_num_threads()} Numba threads"
+    )
+
+    def measure(rows_for_call, rows):
+        """forwards/s and calls/s of forward over rows_for_call(k), k = 0, 1, ... for ~args.seconds."""
+        obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)  # (rows, C, H, W)
+        forward(spec, weights, rows_for_call(0), obs)  # warm up: compile or load the cache
+        calls, t0 = 0, time.perf_counter()
+        while True:
+            forward(spec, weights, rows_for_call(calls + 1), obs)
+            calls += 1
+            elapsed = time.perf_counter() - t0
+            if elapsed > args.seconds and calls >= 3:
+                return calls * rows / elapsed, calls / elapsed
+
+    forward(spec, weights, np.zeros(1, np.int64), np.zeros((1, *spec.obs_shape), np.uint8))
+    print(f"threading layer {numba.threading_layer()}")
+    print(f"{'case':>10} {'rows':>6} {'inds/call':>9} {'forwards/s':>11} {'ms/call':>9} {'GB/s':>7}")
+    for rows in rows_list:
+        inds = min(rows, n_ind)
+        fps, cps = measure(lambda k, rows=rows: (np.arange(rows) + k * rows) % n_ind, rows)
+        gbs = cps * inds * bytes_per_ind / 1e9
+        print(f"{'distinct':>10} {rows:>6} {inds:>9} {fps:>11.0f} {1e3 / cps:>9.2f} {gbs:>7.2f}")
+    groups = min(args.groups, n_ind)
+    rows = groups * args.per_ind
+    fps, cps = measure(lambda k: (np.repeat(np.arange(groups), args.per_ind) + k * groups) % n_ind, rows)
+    gbs = cps * groups * bytes_per_ind / 1e9
+    print(f"{'shared':>10} {rows:>6} {groups:>9} {fps:>11.0f} {1e3 / cps:>9.2f} {gbs:>7.2f}")
 
 
-forward(spec, weights, np.zeros(1, np.int64), np.zeros((1, *spec.obs_shape), np.uint8))
-print(f"threading layer {numba.threading_layer()}")
-print(f"{'case':>10} {'rows':>6} {'inds/call':>9} {'forwards/s':>11} {'ms/call':>9} {'GB/s':>7}")
-for rows in args.rows:
-    inds = min(rows, n_ind)
-    fps, cps = measure(lambda k, rows=rows: (np.arange(rows) + k * rows) % n_ind, rows)
-    gbs = cps * inds * bytes_per_ind / 1e9
-    print(f"{'distinct':>10} {rows:>6} {inds:>9} {fps:>11.0f} {1e3 / cps:>9.2f} {gbs:>7.2f}")
-groups = min(args.groups, n_ind)
-rows = groups * args.per_ind
-fps, cps = measure(lambda k: (np.repeat(np.arange(groups), args.per_ind) + k * groups) % n_ind, rows)
-gbs = cps * groups * bytes_per_ind / 1e9
-print(f"{'shared':>10} {rows:>6} {groups:>9} {fps:>11.0f} {1e3 / cps:>9.2f} {gbs:>7.2f}")
+# ---- CUDA -----------------------------------------------------------------------------------------
+
+
+def copy_bandwidth(nbytes=2 * 2**30, reps=10):
+    """The card's device-to-device copy bandwidth in B/s, counting read + write (2 x bytes / time)."""
+    a = cuda.device_array(nbytes // 4, np.float32)
+    b = cuda.device_array_like(a)
+    b.copy_to_device(a)  # warm up
+    start, end = cuda.event(), cuda.event()
+    start.record()
+    for _ in range(reps):
+        b.copy_to_device(a)
+    end.record()
+    end.synchronize()
+    return 2 * nbytes * reps / (start.elapsed_time(end) / 1e3)
+
+
+def device_weights(spec, n_ind, seed):
+    """(n_ind, n_params) float32 on the device, ~N(0,1) x the reference init scale, made there.
+
+    speed: the `large` population is 16 GB; a kernel fills it in milliseconds, an upload from the
+    host would first need it in host memory. N(0,1) is approximated by 4 uniforms (Irwin-Hall).
+    """
+    from nevo.kernels.cuda import check_fits
+    from nevo.noise import splitmix64
+
+    @cuda.jit
+    def fill(w, scale, seed):
+        # Threads: one per (individual, parameter): grid (parameter blocks, individuals).
+        k = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        i = cuda.blockIdx.y
+        if k < w.shape[1]:
+            h = splitmix64(seed * 1_000_003 + i * w.shape[1] + k)
+            u = numba.float32(0)
+            for j in range(4):
+                u += numba.float32((h >> numba.uint64(16 * j)) & numba.uint64(0xFFFF))
+            z = (u / numba.float32(65535.0) - numba.float32(2.0)) * numba.float32(1.7320508)
+            w[i, k] = z * scale[k]
+
+    check_fits(4 * n_ind * spec.n_params, cuda.current_context().get_memory_info().free, "the population")
+    w = cuda.device_array((n_ind, spec.n_params), np.float32)
+    fill[(-(-spec.n_params // 256), n_ind), 256](w, cuda.to_device(init_scale(spec)), seed)
+    cuda.synchronize()
+    return w
+
+
+def bytes_per_call(spec, policy, rows_ind):
+    """(nominal, read) bytes of weights and activations a call reads (see the module docstring)."""
+    from nevo.kernels.cuda import tiles
+
+    rows, n_dist = len(rows_ind), len(np.unique(rows_ind))
+    act = int(np.prod(spec.obs_shape)) + 4 * sum(
+        lay.cin * lay.in_hw[0] * lay.in_hw[1] for lay in spec.layers[1:]
+    )
+    nominal = n_dist * 4 * spec.n_params + rows * act
+    read = nominal
+    order, tile_start, tile_count = tiles(rows_ind)
+    for i, lay in enumerate(spec.layers[:-1]):
+        if lay.kind == "dense" and i > 0:  # the kernel reads the weight rows of nonzero inputs only
+            x = policy.activations(i - 1).reshape(rows, -1) != 0  # (rows, n_in)
+            kept = sum(x[order[s : s + c]].any(axis=0).sum() for s, c in zip(tile_start, tile_count))
+            read -= 4 * lay.cout * (lay.cin * n_dist - kept)
+    return nominal, read
+
+
+def torch_vmap(spec, flat, n, m, obs, seconds):
+    """(forwards/s, logits (n*m, n_actions)) of torch.func.vmap over n stacked individuals, m rows each.
+
+    flat (n, n_params) float32 on the device (shared with nevo's buffer); obs (n*m, C, H, W) uint8.
+    """
+    import torch
+    import torch.nn.functional as F
+    from torch.func import functional_call, vmap
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+    class Net(torch.nn.Module):
+        """The spec as torch modules: SAME padding by F.pad, TF's (H, W, C) flatten order."""
+
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(
+                torch.nn.Conv2d(lay.cin, lay.cout, lay.kernel, lay.stride)
+                if lay.kind == "conv"
+                else torch.nn.Linear(lay.cin, lay.cout)
+                for lay in spec.layers
+            )
+
+        def forward(self, x):  # x (m, C, H, W) uint8
+            x = x.float() / 255.0
+            for lay, mod in zip(spec.layers, self.layers):
+                if lay.kind == "conv":
+                    top, bottom, left, right = lay.pad
+                    x = mod(F.pad(x, (left, right, top, bottom)))
+                else:
+                    if x.ndim == 4:
+                        x = x.permute(0, 2, 3, 1).flatten(1)
+                    x = mod(x)
+                if lay.relu:
+                    x = torch.relu(x)
+            return x
+
+    model = Net().cuda()
+    params = {}  # name -> (n, *shape), in torch's layouts (a copy of nevo's weights)
+    for i, lay in enumerate(spec.layers):
+        w = flat[:n, lay.w_offset : lay.b_offset]
+        if lay.kind == "conv":  # HWIO -> OIHW
+            w = w.view(n, lay.kernel, lay.kernel, lay.cin, lay.cout).permute(0, 4, 3, 1, 2)
+        else:  # (in, out) -> (out, in)
+            w = w.view(n, lay.cin, lay.cout).transpose(1, 2)
+        params[f"layers.{i}.weight"] = w.contiguous()
+        params[f"layers.{i}.bias"] = flat[:n, lay.b_offset : lay.b_offset + lay.cout].contiguous()
+    x = torch.as_tensor(obs, device="cuda").view(n, m, *spec.obs_shape)
+    run = vmap(lambda p, xi: functional_call(model, p, (xi,)))
+    with torch.no_grad():
+        logits = run(params, x).reshape(n * m, -1)
+        torch.cuda.synchronize()
+        calls, t0 = 0, time.perf_counter()
+        while calls < 3 or time.perf_counter() - t0 < seconds:
+            run(params, x)
+            torch.cuda.synchronize()
+            calls += 1
+        fps = calls * n * m / (time.perf_counter() - t0)
+    del params
+    torch.cuda.empty_cache()
+    return fps, logits.cpu().numpy()
+
+
+def bench_cuda(args):
+    from nevo.kernels.cuda import CudaPolicy, device_name
+
+    try:
+        import torch
+
+        has_torch = torch.cuda.is_available() and not args.no_torch
+    except ImportError:
+        has_torch = False
+    sms = getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", "?")
+    copy = copy_bandwidth()
+    print(
+        f"{device_name()}: {sms} SMs; device-to-device copy {copy / 1e9:,.0f} GB/s "
+        f"(read + write); torch {'vmap: yes' if has_torch else 'not installed: no comparison'}"
+    )
+    rng = np.random.default_rng(0)
+    n_ind = args.individuals or 1000
+    summary = {}
+    head = (
+        f"{'net':>5} {'rows':>5} {'inds':>5} {'step f/s':>9} {'step ms':>8} {'kernel ms':>9} "
+        f"{'kernel f/s':>10} {'GB/s nominal':>12} {'% copy':>6} {'GB/s read':>9} {'torch f/s':>9} "
+        f"{'x torch':>7}"
+    )
+    for net in [args.net] if args.net else ["large", "small"]:
+        spec = net_spec(net)
+        weights = device_weights(spec, n_ind, seed=1)
+        gb = weights.nbytes / 1e9
+        print(f"\nnet {net}: {spec.n_params:,} params, {n_ind} individuals ({gb:.1f} GB on the device)")
+        print(head)
+        policy = CudaPolicy(spec)
+        policy.load(weights)
+        for rows in args.rows or [64, 256, 1000, 4096]:
+            obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)  # (rows, C, H, W)
+
+            def rows_for(k, rows=rows):
+                return (np.arange(rows) + k * rows) % n_ind  # distinct up to n_ind rows
+
+            policy(rows_for(0), obs)  # warm up: compile
+            calls, t0 = 0, time.perf_counter()  # a step as the evaluator makes it
+            while calls < 3 or time.perf_counter() - t0 < args.seconds:
+                policy(rows_for(calls + 1), obs)
+                calls += 1
+            step_s = (time.perf_counter() - t0) / calls
+
+            policy.upload(rows_for(0), obs)  # the kernels alone
+            start, end = cuda.event(), cuda.event()
+            reps = max(3, int(args.seconds / max(step_s, 1e-4)))
+            start.record(policy.stream)
+            for _ in range(reps):
+                policy.launch()
+            end.record(policy.stream)
+            end.synchronize()
+            kernel_s = start.elapsed_time(end) / 1e3 / reps
+            nominal, read = bytes_per_call(spec, policy, rows_for(0))
+
+            torch_fps, ratio = float("nan"), float("nan")
+            if has_torch:
+                n, m = (rows, 1) if rows <= n_ind else (n_ind, rows // n_ind)
+                flat = torch.as_tensor(weights, device="cuda")
+                torch_fps, torch_logits = torch_vmap(spec, flat, n, m, obs[: n * m], args.seconds)
+                ratio = rows / kernel_s / torch_fps
+                if rows <= n_ind:  # same weights, same obs: the two must agree
+                    _, ours = policy.forward(np.arange(n), obs[:n])
+                    err = np.abs(ours - torch_logits).max() / (np.abs(ours).max() + 1e-12)
+                    if err > 1e-3:
+                        print(f"  warning: torch and nevo logits differ (max relative {err:.2g})")
+            inds = len(np.unique(rows_for(0)))
+            nominal_bw, read_bw = nominal / kernel_s, read / kernel_s
+            print(
+                f"{net:>5} {rows:>5} {inds:>5} {rows / step_s:>9,.0f} {step_s * 1e3:>8.2f} "
+                f"{kernel_s * 1e3:>9.2f} {rows / kernel_s:>10,.0f} {nominal_bw / 1e9:>12,.0f} "
+                f"{100 * nominal_bw / copy:>6.0f} {read_bw / 1e9:>9,.0f} {torch_fps:>9,.0f} {ratio:>7.2f}"
+            )
+            summary[(net, rows)] = (nominal / kernel_s / copy, ratio)
+        policy.release()
+        del policy, weights
+        if hasattr(cuda.current_context(), "deallocations"):  # (not the simulator's)
+            cuda.current_context().deallocations.clear()  # free the population before the next
+    if ("large", 1000) in summary:
+        frac, ratio = summary[("large", 1000)]
+        print(
+            f"\ngoal, large at 1,000 rows: >= 70% of copy bandwidth: {100 * frac:.0f}% "
+            f"({'met' if frac >= 0.7 else 'NOT met'}); >= 1.5x torch vmap: {ratio:.2f}x "
+            f"({'met' if ratio >= 1.5 else 'NOT met' if ratio == ratio else 'no torch'})"
+        )
+
+
+if __name__ == "__main__":
+    args = parser.parse_args()
+    if args.device == "cuda":
+        bench_cuda(args)
+    else:
+        bench_cpu(args)

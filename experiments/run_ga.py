@@ -18,7 +18,7 @@ import numpy as np
 from nevo import config, envs, machine, nets, noise, runs
 from nevo.algos import make_algo
 from nevo.config import ConfigError
-from nevo.kernels import make_policy
+from nevo.kernels import make_policy, resolve_device
 from nevo.pipeline import Evaluator
 from nevo.progress import Progress
 
@@ -29,8 +29,8 @@ def default_slots(cfg, cores: int) -> int:
     return cfg.run.env_slots or max(1, min(cfg.ga.population, 16 * cores))
 
 
-def check_memory(cfg, n_params: int) -> None:
-    """Stop before starting if the population's weights cannot fit in memory."""
+def check_memory(cfg, n_params: int, device: str) -> None:
+    """Stop before starting if the population's weights cannot fit in memory (or on the GPU)."""
     need = 4 * n_params * (cfg.ga.population + cfg.ga.truncation + 1) + 4 * cfg.run.noise_table_size
     avail = machine.available_memory()
     if avail is not None and need > 0.9 * avail:
@@ -39,6 +39,13 @@ def check_memory(cfg, n_params: int) -> None:
             f"need {need / 2**30:.1f} GiB; this machine has {avail / 2**30:.1f} GiB available. "
             "Use a smaller --population, --net small or a smaller --noise-table-size."
         )
+    if device == "cuda":
+        from numba import cuda
+
+        from nevo.kernels.cuda import check_fits
+
+        free, _ = cuda.current_context().get_memory_info()
+        check_fits(4 * n_params * cfg.ga.population, free, f"the weights of {cfg.ga.population} individuals")
 
 
 def main(argv=None) -> int:
@@ -48,9 +55,10 @@ def main(argv=None) -> int:
         n_actions = envs.atari_actions(cfg.env.game)
         spec = nets.net_spec(cfg.net.net, nets.OBS_SHAPE, n_actions)
         config.check_noise_table(cfg, spec.n_params)
-        check_memory(cfg, spec.n_params)
+        device = resolve_device(cfg.run.device)
+        check_memory(cfg, spec.n_params, device)
         checkpoint = runs.load_checkpoint(resume_dir) if resume_dir else None
-    except ConfigError as e:
+    except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
     cores = machine.cores()
@@ -87,7 +95,7 @@ def main(argv=None) -> int:
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
     if resume_dir:  # drop metrics of a generation that was in flight when the run died
         runs.trim_metrics(run_dir, algo.generation)
-    evaluator = Evaluator(cfg.env, make_policy(cfg.run.device, spec), slots, threads, batch)
+    evaluator = Evaluator(cfg.env, make_policy(device, spec), slots, threads, batch)
 
     # ---- the loop: ask -> evaluate -> tell -> validate -> log -> checkpoint ------------
     try:

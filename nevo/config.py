@@ -59,7 +59,9 @@ class RunConfig:
     batch_size: int = setting(0, "emulators per group, the forward's batch; 0 = env_slots / 2")
     threads: int = setting(0, "emulator threads per group; 0 = one per core")
     out_dir: str = setting("runs", "folder under which run folders are made")
-    device: str = setting("cpu", "inference backend: cpu (numba)")
+    device: str = setting(
+        "auto", "inference backend: auto (cuda if a GPU is present), cpu (numba) or cuda (numba.cuda)"
+    )
 
 
 @dataclass(frozen=True)
@@ -193,7 +195,7 @@ def validate(cfg: Config) -> Config:
     _require(r.env_slots >= 0, "env_slots", "0 (auto) or an integer >= 1", r.env_slots)
     _require(r.threads >= 0, "threads", "0 (auto) or an integer >= 1", r.threads)
     _require(r.batch_size >= 0, "batch_size", "0 (auto) or an integer >= 1", r.batch_size)
-    _require(r.device in ("cpu",), "device", "cpu", r.device)
+    _require(r.device in ("auto", "cpu", "cuda"), "device", "auto, cpu or cuda", r.device)
     return cfg
 
 

@@ -50,8 +50,8 @@ def atari_actions(game: str) -> int:
     import ale_py
     from ale_py import roms
 
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on stderr
     ale = ale_py.ALEInterface()
-    ale.setLoggerMode(ale_py.LoggerMode.Error)
     ale.loadROM(roms.get_rom_path(game))
     return len(ale.getMinimalActionSet())
 

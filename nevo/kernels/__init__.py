@@ -1,4 +1,4 @@
-"""The forward pass: `reference` (NumPy, the truth) and `cpu` (Numba), one signature for both.
+"""The forward pass: `reference` (NumPy, the truth), `cpu` (Numba) and `cuda` (numba.cuda), one signature.
 
 forward(spec, weights, rows_ind, obs) -> (actions, logits): weights (n_individuals, n_params)
 float32, rows_ind (rows,) int64 (each row's individual), obs (rows, C, H, W) uint8; actions
@@ -9,15 +9,20 @@ per evaluation (a GPU backend copies the weights to the device there, once, neve
 then `policy(rows_ind, obs) -> actions` every step, then `release()`.
 """
 
-BACKENDS = ("reference", "cpu")
+BACKENDS = ("reference", "cpu", "cuda")
+NO_GPU = (
+    "--device cuda: no CUDA GPU is available (numba.cuda.is_available() is False); use --device cpu or auto"
+)
 
 
 def get_forward(backend):
-    """The forward function of a backend by name ("reference" or "cpu")."""
+    """The forward function of a backend by name ("reference", "cpu" or "cuda")."""
     if backend == "reference":
         from nevo.kernels.reference import forward
     elif backend == "cpu":
         from nevo.kernels.cpu import forward
+    elif backend == "cuda":
+        from nevo.kernels.cuda import forward
     else:
         raise ValueError(f"unknown backend {backend!r}; valid: {list(BACKENDS)}")
     return forward
@@ -43,6 +48,34 @@ class HostPolicy:
         self.weights = None
 
 
+def resolve_device(name):
+    """The backend a --device value names: "auto" is "cuda" where a GPU is present, else "cpu".
+
+    Under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) numba.cuda.is_available() is True, but
+    "auto" still picks "cpu": the simulator is for tests, only an explicit "cuda" gets it.
+    Raises ValueError (one line) for "cuda" without a GPU and for unknown names.
+    """
+    if name in ("cpu", "reference"):
+        return name
+    if name not in ("auto", "cuda"):
+        raise ValueError(f"--device: got {name!r}, allowed: auto, cpu, cuda")
+    import numba
+    from numba import cuda
+
+    available = cuda.is_available()
+    if name == "auto":
+        return "cuda" if available and not numba.config.ENABLE_CUDASIM else "cpu"
+    if not available:
+        raise ValueError(NO_GPU)
+    return "cuda"
+
+
 def make_policy(device, spec):
-    """The policy of a backend by name: "cpu" (Numba) or "reference" (NumPy)."""
+    """The policy of a backend by name: "cuda" (numba.cuda), "cpu" (Numba), "reference" (NumPy)
+    or "auto" (see resolve_device)."""
+    device = resolve_device(device)
+    if device == "cuda":
+        from nevo.kernels.cuda import CudaPolicy
+
+        return CudaPolicy(spec)
     return HostPolicy(spec, get_forward(device))

@@ -1,0 +1,121 @@
+"""Benchmark the evaluation pipeline against the emulator limit, in one run on one machine.
+
+    python -m experiments.bench_pipeline                      # large and small nets, CPU or GPU
+    python -m experiments.bench_pipeline --nets large --populations 64 256 1000 --frame-cap 20000
+
+Prints, for the same vector env, preprocessing, emulator groups and threads:
+- the emulator limit: game frames/s with random actions and no inference;
+- nevo's pipeline (one group's forward overlapping the other groups' emulation) for each net
+  and population, one episode per individual as in a GA generation (so the straggler tail is
+  included), and the plain loop (one group, no overlap) for comparison;
+- each one's ratio to the emulator limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from nevo import machine, nets, noise
+from nevo.config import EnvConfig
+from nevo.envs import atari_actions, make_atari
+from nevo.kernels import make_policy
+from nevo.pipeline import Episodes, Evaluator
+
+
+def emulator_limit(env_cfg, slots: int, group: int, threads: int, seconds: float, n_actions: int) -> float:
+    """Game frames/s of the groups stepped round robin with random actions, no inference."""
+    envs = [make_atari(env_cfg, group, threads) for _ in range(slots // group)]
+    rng = np.random.default_rng(0)
+    start = 0
+    for env in envs:
+        _, info = env.reset(seed=np.zeros(group, np.int64))
+        start += int(info["frame_number"].sum())
+        env.send(rng.integers(0, n_actions, group))
+    t0, end = time.perf_counter(), {}
+    while time.perf_counter() - t0 < seconds:
+        for i, env in enumerate(envs):
+            _, _, _, _, info = env.recv()
+            end[i] = int(info["frame_number"].sum())  # cumulative: every emulated frame counts
+            env.send(rng.integers(0, n_actions, group))
+    dt = time.perf_counter() - t0
+    for env in envs:
+        env.recv()
+        env.close()
+    return (sum(end.values()) - start) / dt
+
+
+def population(spec, n: int, seed: int) -> np.ndarray:
+    """(n, P) float32 freshly initialised networks, as in a GA's first generation."""
+    table = noise.make_table(spec.n_params + 1_000_000, seed=seed)
+    source = noise.NoiseSource(table, nets.init_scale(spec), sigma=0.002)
+    w = np.empty((n, spec.n_params), np.float32)
+    source.build(w, w, np.full(n, -1), np.arange(n))
+    return w
+
+
+def pipeline_rate(env_cfg, policy, weights, slots, group, threads, overlap) -> tuple[float, float, int]:
+    """(frames/s, tail fraction, frames) of one generation: one episode per individual."""
+    ev = Evaluator(env_cfg, policy, slots, threads, group_size=group, overlap=overlap)
+    try:
+        n = len(weights)
+        res = ev.run(weights, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
+    finally:
+        ev.close()
+    return res.total_frames / res.wall_s, res.tail_s / res.wall_s, res.total_frames
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--game", default="frostbite")
+    p.add_argument("--nets", nargs="+", default=["large", "small"])
+    p.add_argument(
+        "--populations", nargs="+", type=int, default=None, help="default: 64 256 (CPU), +1000 (GPU)"
+    )
+    p.add_argument("--frame-cap", type=int, default=5000, help="episode cap in game frames (paper: 20000)")
+    p.add_argument("--slots", type=int, default=0, help="emulators in all (default: 16 per core)")
+    p.add_argument("--batch-size", type=int, default=0, help="emulators per group (default: slots / 2)")
+    p.add_argument("--threads", type=int, default=0, help="emulator threads per group (default: cores)")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--no-plain", action="store_true", help="skip the plain-loop comparison")
+    p.add_argument("--limit-seconds", type=float, default=10.0)
+    a = p.parse_args(argv)
+
+    from nevo.kernels import resolve_device
+
+    device = resolve_device(a.device)
+    cores = machine.cores()
+    threads = a.threads or cores
+    slots = a.slots or 16 * cores
+    group = a.batch_size or -(-slots // 2)
+    slots = -(-slots // group) * group
+    pops = a.populations or ([64, 256, 1000] if device == "cuda" else [64, 256])
+    env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
+    n_actions = atari_actions(a.game)
+
+    print(f"machine: {cores} cores; device {device}; game {a.game}; frame cap {a.frame_cap}")
+    print(f"emulators: {slots} slots in {slots // group} groups of {group}, {threads} threads per group")
+    limit = emulator_limit(env_cfg, slots, group, threads, a.limit_seconds, n_actions)
+    print(f"emulator limit (random actions, no inference): {limit:,.0f} frames/s\n")
+    print(f"{'net':>6} {'pop':>5} {'mode':>9} {'frames':>10} {'frames/s':>10} {'of limit':>9} {'tail':>6}")
+    for name in a.nets:
+        spec = nets.net_spec(name, nets.OBS_SHAPE, n_actions)
+        policy = make_policy(device, spec)
+        for n in pops:
+            need = n * spec.n_params * 4
+            if need > 0.6 * (machine.available_memory() or 0):
+                print(f"{name:>6} {n:>5}  skipped: {need / 2**30:.1f} GiB of weights does not fit")
+                continue
+            weights = population(spec, n, seed=n)
+            modes = [("pipeline", group, True)] + ([] if a.no_plain else [("plain", slots, False)])
+            for mode, g, overlap in modes:
+                rate, tail, frames = pipeline_rate(env_cfg, policy, weights, slots, g, threads, overlap)
+                row = f"{name:>6} {n:>5} {mode:>9} {frames:>10,} {rate:>10,.0f} {rate / limit:>8.0%}"
+                print(f"{row} {tail:>6.0%}", flush=True)
+            del weights
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,611 @@
+"""The numba.cuda forward pass: many different networks at once, only for the episodes still running.
+
+Uber's "Accelerating Deep Neuroevolution" (2018) batches the population's *different* networks on
+the GPU and runs only the rows whose episodes are still going. Here a step's rows are the active
+episodes: their observations (uint8, as the emulator gives them) and a row -> individual index;
+finished episodes are simply not rows, so nothing is computed for them.
+
+Memory: the population's weights go to the device once per evaluation (`load`) and stay there;
+each step uploads the rows' uint8 observations and a small int32 index block and downloads only
+the int32 actions. Row buffers are allocated for a capacity of rows and reused; they grow
+geometrically (x2) only when a step has more rows than ever before, and never shrink.
+
+Kernels, launched in this order each step (one per layer; thread maps are stated at each kernel):
+  conv          one per conv layer; the first reads the uint8 observations directly
+  dense         hidden dense layers: partial sums over chunks of K_CHUNK inputs, rows of one
+                individual together in tiles, so each weight is read once per tile
+  dense_finish  bias + the chunks' partial sums (a fixed order: deterministic) + ReLU
+  output        the output layer and the greedy action (first argmax)
+Activations are HWC, as the CPU kernels and TF, so the last conv output is already flat in TF's
+flatten order. Per-element math comes from nevo/kernels/common.py, shared with the CPU backend.
+Each layer's kernel is compiled for its geometry (the sizes are closure constants), so loops have
+constant bounds and the small per-thread arrays live in registers.
+
+Where the time goes (`large`, 1,000 rows of 1,000 individuals): the first dense layer reads
+7,744 x 512 float32 = 15.9 MB per individual, 16 GB per step; the convs are 12M MACs per row and
+compute bound. The dense kernel is therefore written for bandwidth (coalesced weight rows, loads
+in flight, zero inputs' weight rows skipped), the conv kernel for few loads per FMA.
+"""
+
+import functools
+
+import numba
+import numpy as np
+from numba import cuda, float32, int32
+
+from nevo.kernels import common
+
+
+def _shared(f):
+    """A common.py helper as a kernel calls it: compiled for the GPU, its Python under the simulator.
+
+    (The simulator runs kernels as Python threads; a compiled njit function cannot take its arrays.)
+    """
+    return f.py_func if numba.config.ENABLE_CUDASIM else f
+
+
+relu, scale_pixel, same_src, inside, argmax_row = map(
+    _shared, (common.relu, common.scale_pixel, common.same_src, common.inside, common.argmax_row)
+)
+
+PX = 4  # conv: output pixels per thread (each weight load feeds PX FMAs)
+CONV_THREADS = 128  # conv: threads per block (channel lanes x pixel groups)
+K_CHUNK = 256  # dense: inputs per block; the partial sums split the input dimension in chunks
+TILE_ROWS = 8  # dense: at most this many rows of one individual per block (weights read once)
+DENSE_THREADS = 256  # dense: threads per block, over the outputs
+UNROLL = 4  # dense: weight rows loaded before any is used (loads in flight per thread)
+OUT_THREADS = 128  # output layer: threads per block (one block per row)
+# speed: an unsigned index skips Numba's negative-index wraparound (3 more instructions a load);
+# hot loops index with U(i) where i >= 0 is known (a cast, no instruction).
+U = numba.uint64
+
+
+class DeviceMemoryError(MemoryError):
+    """The population (or the row buffers) does not fit in the GPU's free memory."""
+
+
+def check_fits(need, free, what, device="the GPU"):
+    """Raise DeviceMemoryError, naming the GiB needed and free, when need > free bytes."""
+    if need > free:
+        raise DeviceMemoryError(
+            f"--device cuda: {what} need {need / 2**30:.2f} GiB on {device}, but only "
+            f"{free / 2**30:.2f} GiB is free; use a smaller --population, --net small or --device cpu"
+        )
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+# ---- reading a layer's input: the first layer reads the uint8 observations -----------------------
+
+
+@cuda.jit(device=True, inline=True)
+def _pixel_obs(x_r, y, x, c):
+    """Input (y, x, c) of a row's obs (C, H, W) uint8, scaled to [0, 1]."""
+    return scale_pixel(x_r[U(c), U(y), U(x)])
+
+
+@cuda.jit(device=True, inline=True)
+def _pixel_act(x_r, y, x, c):
+    """Input (y, x, c) of a row's activation (H, W, C) float32."""
+    return x_r[U(y), U(x), U(c)]
+
+
+@cuda.jit(device=True, inline=True)
+def _flat_obs(src, r, k):
+    """Flat input k of row r from obs (rows, C, H, W) uint8, in (H, W, C) order as TF flattens."""
+    n_c, n_w = src.shape[1], src.shape[3]
+    return scale_pixel(src[r, k % n_c, k // (n_c * n_w), (k // n_c) % n_w])
+
+
+@cuda.jit(device=True, inline=True)
+def _flat_act(src, r, k):
+    """Flat input k of row r from an activation (rows, n) float32."""
+    return src[r, k]
+
+
+# ---- the kernels, one factory per layer kind (sizes are compile-time constants) ------------------
+
+
+@functools.cache
+def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, use_relu, first):
+    """(kernel, grid_x, block) of a SAME conv layer with these sizes; `first` reads uint8 obs.
+
+    kernel(src, dst, weights, rows_ind): src obs (rows, C, H, W) uint8 or (rows, IH, IW, Cin)
+    float32, dst (rows, OH, OW, Cout) float32; launch with grid (grid_x, rows).
+    """
+    read = _pixel_obs if first else _pixel_act
+    cg = max(1, min(4, cout // 16))  # output channels per thread
+    co_t = _cdiv(cout, cg)  # threads across the output channels
+    n_pix = oh * ow
+    n_groups = _cdiv(n_pix, PX)  # groups of PX output pixels (flat (oy, ox) order)
+    pg_t = max(1, min(CONV_THREADS // co_t, n_groups))  # pixel groups per block
+    exact = cout % cg == 0  # every thread's channels exist: no bounds test (a constant)
+
+    @cuda.jit
+    def conv(src, dst, weights, rows_ind):
+        # Threads: grid (pixel-group blocks, rows), block (co_t, pg_t). Thread (tx, ty) of block
+        # (bx, r) computes row r's output pixels g*PX .. g*PX + PX-1 (g = bx*pg_t + ty) for the
+        # output channels tx, tx + co_t, ... (cg of them): PX x cg sums in registers.
+        # speed: per (tap, input channel) a thread loads cg weights and PX inputs for PX*cg FMAs;
+        # consecutive tx read consecutive weights (HWIO: Cout innermost, so a warp's load is
+        # coalesced) and the same input value (a broadcast). A row's weights and input are
+        # L1/L2 hits after the first block of the row has read them.
+        r = cuda.blockIdx.y
+        tx = cuda.threadIdx.x
+        g = cuda.blockIdx.x * pg_t + cuda.threadIdx.y
+        w = weights[rows_ind[r]]  # (n_params,) this row's individual
+        x_r = src[r]  # (C, H, W) uint8 obs or (H, W, C) float32
+        acc = cuda.local.array((PX, cg), float32)
+        wv = cuda.local.array(cg, float32)
+        oys = cuda.local.array(PX, int32)
+        oxs = cuda.local.array(PX, int32)
+        ys = cuda.local.array(PX, int32)
+        xs = cuda.local.array(PX, int32)
+        ok = cuda.local.array(PX, int32)
+        for i in range(PX):
+            p = g * PX + i
+            oys[i] = p // ow
+            oxs[i] = p % ow
+        for j in range(cg):
+            co = tx + j * co_t
+            b = w[b_off + co] if exact or co < cout else float32(0)
+            for i in range(PX):
+                acc[i, j] = b
+        for ky in range(kh):
+            for kx in range(kw):
+                for i in range(PX):  # this tap's input pixel of each output pixel; outside = padding
+                    ys[i] = same_src(oys[i], ky, s, pt)
+                    xs[i] = same_src(oxs[i], kx, s, pl)
+                    inb = g * PX + i < n_pix and inside(ys[i], ih) and inside(xs[i], iw)
+                    ok[i] = 1 if inb else 0
+                tap = w_off + (ky * kw + kx) * cin * cout + tx
+                for ci in range(cin):
+                    for j in range(cg):
+                        co = tx + j * co_t
+                        wv[j] = w[U(tap + ci * cout + j * co_t)] if exact or co < cout else float32(0)
+                    for i in range(PX):
+                        if ok[i]:
+                            a = read(x_r, ys[i], xs[i], ci)
+                            for j in range(cg):
+                                acc[i, j] += a * wv[j]
+        for i in range(PX):
+            if g * PX + i < n_pix:
+                for j in range(cg):
+                    co = tx + j * co_t
+                    if exact or co < cout:
+                        dst[r, oys[i], oxs[i], co] = relu(acc[i, j]) if use_relu else acc[i, j]
+
+    return conv, _cdiv(n_groups, pg_t), (co_t, pg_t)
+
+
+@cuda.jit(device=True)
+def _compact(flag, tmp, out, t, threads):
+    """out[:n] = the k in [0, K_CHUNK) with flag[k] = 1, in increasing order; returns n.
+
+    Block-wide (every thread calls it); flag is overwritten by its prefix sum (Hillis-Steele:
+    log2(K_CHUNK) rounds), which gives each kept k its place: deterministic, unlike atomics.
+    """
+    off = 1
+    while off < K_CHUNK:
+        for k in range(t, K_CHUNK, threads):
+            tmp[k] = flag[k] + (flag[k - off] if k >= off else 0)
+        cuda.syncthreads()
+        for k in range(t, K_CHUNK, threads):
+            flag[k] = tmp[k]
+        cuda.syncthreads()
+        off *= 2
+    for k in range(t, K_CHUNK, threads):
+        before = flag[k - 1] if k > 0 else 0
+        if flag[k] > before:
+            out[before] = k
+    cuda.syncthreads()
+    return flag[K_CHUNK - 1]
+
+
+@functools.cache
+def dense_kernel(n_in, n_out, w_off, first):
+    """(kernel, n_chunks, threads) of a hidden dense layer's partial sums; `first` reads uint8 obs.
+
+    kernel(src, partial, weights, rows_ind, order, tile_start, tile_count): src (rows, n_in)
+    (or obs), partial (n_chunks, rows, n_out) float32; launch with grid (n_chunks, n_tiles).
+    Tile t is the rows order[tile_start[t] : tile_start[t] + tile_count[t]], one individual's.
+    """
+    read = _flat_obs if first else _flat_act
+    threads = min(DENSE_THREADS, _cdiv(n_out, 32) * 32)
+    per_t = _cdiv(n_out, threads)  # outputs per thread
+    exact = n_out % threads == 0  # every thread's outputs exist: no bounds test (a constant)
+
+    @cuda.jit
+    def dense(src, partial, weights, rows_ind, order, tile_start, tile_count):
+        # Threads: grid (input chunks, tiles), block (threads,). Block (c, tile) sums inputs
+        # c*K_CHUNK .. c*K_CHUNK + K_CHUNK-1 for the tile's rows (<= TILE_ROWS rows of one
+        # individual) into partial[c, row, :]; thread x owns outputs x, x + threads, ...
+        # speed (bandwidth bound: these weights are most of the bytes of a step):
+        # - consecutive threads read consecutive weights of one input row ((in, out) row-major):
+        #   every warp load is a full 128-byte line;
+        # - each weight is read once per tile, for all its rows (validation: 30 rows of one
+        #   individual read it 4 times, not 30);
+        # - inputs that are zero in every row of the tile are skipped, so their weight rows are
+        #   never read (ReLU zeroes about half of them);
+        # - UNROLL weight rows are loaded before any is used: several loads in flight per thread;
+        # - the input split gives n_chunks x n_tiles blocks, enough to fill the card at 64 rows.
+        c, tile, t = cuda.blockIdx.x, cuda.blockIdx.y, cuda.threadIdx.x
+        start, count = tile_start[tile], tile_count[tile]
+        w = weights[rows_ind[order[start]]]  # (n_params,) the tile's individual
+        k0 = c * K_CHUNK
+        xs = cuda.shared.array((TILE_ROWS, K_CHUNK), float32)  # the tile's inputs in this chunk
+        flag = cuda.shared.array(K_CHUNK, int32)  # 1 where some row's input is nonzero
+        tmp = cuda.shared.array(K_CHUNK, int32)
+        ks = cuda.shared.array(K_CHUNK, int32)  # the nonzero inputs of the chunk, in order
+        for k in range(t, K_CHUNK, threads):
+            nz = 0
+            for j in range(TILE_ROWS):
+                v = float32(0)
+                if j < count and k0 + k < n_in:
+                    v = read(src, order[start + j], k0 + k)
+                xs[j, k] = v
+                if v != 0:
+                    nz = 1
+            flag[k] = nz
+        cuda.syncthreads()
+        n_nz = _compact(flag, tmp, ks, t, threads)
+
+        acc = cuda.local.array((TILE_ROWS, per_t), float32)
+        wv = cuda.local.array((UNROLL, per_t), float32)  # weights of UNROLL rows, unused ones 0
+        for j in range(TILE_ROWS):
+            for u in range(per_t):
+                acc[j, u] = 0
+        for v in range(UNROLL):
+            for u in range(per_t):
+                wv[v, u] = 0
+        base = w_off + k0 * n_out + t  # weight (k0 + k, t + u*threads) is w[base + k*n_out + u*threads]
+        q = 0
+        while q + UNROLL <= n_nz:  # UNROLL weight rows: all their loads first, then the FMAs
+            for v in range(UNROLL):
+                for u in range(per_t):
+                    if exact or t + u * threads < n_out:
+                        wv[v, u] = w[U(base + ks[q + v] * n_out + u * threads)]
+            for v in range(UNROLL):
+                k = ks[q + v]
+                for j in range(TILE_ROWS):
+                    if j < count:
+                        for u in range(per_t):
+                            acc[j, u] += xs[j, U(k)] * wv[v, u]
+            q += UNROLL
+        while q < n_nz:  # the last n_nz % UNROLL rows, one at a time
+            k = ks[q]
+            for u in range(per_t):
+                if exact or t + u * threads < n_out:
+                    wv[0, u] = w[U(base + k * n_out + u * threads)]
+            for j in range(TILE_ROWS):
+                if j < count:
+                    for u in range(per_t):
+                        acc[j, u] += xs[j, U(k)] * wv[0, u]
+            q += 1
+        for j in range(TILE_ROWS):
+            if j < count:
+                row = order[start + j]
+                for u in range(per_t):
+                    o = t + u * threads
+                    if o < n_out:
+                        partial[c, row, o] = acc[j, u]
+
+    return dense, _cdiv(n_in, K_CHUNK), threads
+
+
+@functools.cache
+def dense_finish_kernel(n_out, b_off, use_relu, n_chunks):
+    """(kernel, threads) adding bias and partial sums: launch with grid (cdiv(n_out, threads), rows)."""
+    threads = min(128, _cdiv(n_out, 32) * 32)
+
+    @cuda.jit
+    def dense_finish(partial, dst, weights, rows_ind):
+        # Threads: one per (row, output): grid (output blocks, rows); consecutive threads,
+        # consecutive outputs (coalesced). Chunks are summed in order: deterministic.
+        o = cuda.blockIdx.x * threads + cuda.threadIdx.x
+        r = cuda.blockIdx.y
+        if o < n_out:
+            v = weights[rows_ind[r], b_off + o]
+            for c in range(n_chunks):
+                v += partial[c, r, o]
+            dst[r, o] = relu(v) if use_relu else v
+
+    return dense_finish, threads
+
+
+@functools.cache
+def output_kernel(n_in, n_out, w_off, b_off, use_relu, first):
+    """(kernel, block) of the output layer + greedy action: launch with grid (rows,).
+
+    kernel(src, logits, actions, weights, rows_ind): src (rows, n_in) float32 (or obs),
+    logits (rows, n_out) float32, actions (rows,) int32 (the first argmax of the logits).
+    """
+    read = _flat_obs if first else _flat_act
+    o_pad = _cdiv(n_out, 32) * 32
+    split = max(1, min(OUT_THREADS // o_pad, n_in // 128))  # input slices per output
+
+    @cuda.jit
+    def output(src, logits, actions, weights, rows_ind):
+        # Threads: one block per row; thread (o, sl) sums output o over inputs sl, sl + split, ...
+        # (consecutive o read consecutive weights, every o the same input: a broadcast), then the
+        # split partial sums are added in a fixed order and one thread takes the argmax.
+        r, o, sl = cuda.blockIdx.x, cuda.threadIdx.x, cuda.threadIdx.y
+        part = cuda.shared.array((split, o_pad), float32)
+        ind = rows_ind[r]
+        acc = float32(0)
+        if o < n_out:
+            for k in range(sl, n_in, split):
+                acc += read(src, r, k) * weights[ind, w_off + k * n_out + o]
+        part[sl, o] = acc
+        cuda.syncthreads()
+        if sl == 0 and o < n_out:
+            v = weights[ind, b_off + o]
+            for q in range(split):
+                v += part[q, o]
+            logits[r, o] = relu(v) if use_relu else v
+        cuda.syncthreads()  # the block's logits writes are visible to the block after this
+        if sl == 0 and o == 0:
+            actions[r] = argmax_row(logits, r, n_out)
+
+    return output, (o_pad, split)
+
+
+def tiles(rows_ind):
+    """(order, tile_start, tile_count): the rows sorted by individual (stable), cut into tiles of
+    at most TILE_ROWS rows of one individual; tile t is order[tile_start[t]:][:tile_count[t]]."""
+    rows = len(rows_ind)
+    order = np.argsort(rows_ind, kind="stable")
+    by_ind = rows_ind[order]
+    group_start = np.flatnonzero(np.r_[True, by_ind[1:] != by_ind[:-1]])
+    pos = np.arange(rows) - np.repeat(group_start, np.diff(np.r_[group_start, rows]))  # within its group
+    tile_start = np.flatnonzero(pos % TILE_ROWS == 0)
+    return order, tile_start, np.diff(np.r_[tile_start, rows])
+
+
+# ---- the policy: weights on the device, rows in, actions out ---------------------------------------
+
+
+class CudaPolicy:
+    """The evaluator's policy on a CUDA GPU (see nevo.kernels): load once, call every step.
+
+    Per step: `upload(rows_ind, obs)` stages the active rows, `launch()` runs the kernels, and
+    `__call__` does both and returns the actions; `forward` also returns the logits.
+    """
+
+    def __init__(self, spec, rows=0):
+        self.spec = spec
+        self.stream = cuda.stream()
+        self.weights = None  # device (n_individuals, n_params) float32 the kernels read
+        self._owned = None  # the device copy of host weights, kept between loads
+        self.n_ind = 0  # individuals of the current load (0: not loaded)
+        self.capacity = 0  # rows the row buffers hold
+        self.allocations = 0  # times the row buffers were (re)allocated
+        self.rows = 0  # rows of the staged step
+        self.n_tiles = 0
+        self._kernels = self._build()
+        if rows:
+            self._reserve(rows)
+
+    def _build(self):
+        """One (kind, kernel and launch sizes) per layer, compiled for this spec's geometry."""
+        out, layers = [], self.spec.layers
+        for i, lay in enumerate(layers):
+            first, last = i == 0, i == len(layers) - 1
+            if lay.kind == "conv":
+                (ih, iw), (oh, ow), (pt, _, pl, _) = lay.in_hw, lay.out_hw, lay.pad
+                geom = (lay.kernel, lay.kernel, lay.stride, lay.cin, lay.cout, ih, iw, oh, ow, pt, pl)
+                out.append(("conv", conv_kernel(*geom, lay.w_offset, lay.b_offset, lay.relu, first)))
+            elif last:
+                sizes = (lay.cin, lay.cout, lay.w_offset, lay.b_offset, lay.relu, first)
+                out.append(("output", output_kernel(*sizes)))
+            else:
+                dense, n_chunks, threads = dense_kernel(lay.cin, lay.cout, lay.w_offset, first)
+                finish = dense_finish_kernel(lay.cout, lay.b_offset, lay.relu, n_chunks)
+                out.append(("dense", (dense, n_chunks, threads, finish)))
+        return out
+
+    # -- memory ------------------------------------------------------------------------------------
+
+    def _row_bytes(self, cap):
+        """Device bytes of the row buffers for cap rows."""
+        per_row = int(np.prod(self.spec.obs_shape)) + 4 * 4 + 4  # obs, index block, action
+        for lay in self.spec.layers:
+            per_row += 4 * lay.cout * lay.out_hw[0] * lay.out_hw[1]
+            if lay.kind == "dense":
+                per_row += 4 * lay.cout * _cdiv(lay.cin, K_CHUNK)  # partial sums
+        return per_row * cap
+
+    def _reserve(self, rows):
+        """Row buffers for at least `rows` rows: kept when they fit, else x2 (never per step)."""
+        if rows <= self.capacity:
+            return
+        cap = max(rows, 2 * self.capacity)
+        spec, self.capacity = self.spec, cap
+        self.allocations += 1
+        self.obs = cuda.device_array((cap, *spec.obs_shape), np.uint8)  # (rows, C, H, W)
+        # one upload per step: rows_ind | order | tile_start | tile_count, each (cap,) int32
+        self.index = cuda.device_array(4 * cap, np.int32)
+        self.host_index = cuda.pinned_array(4 * cap, np.int32)
+        self.actions_dev = cuda.device_array(cap, np.int32)
+        self.host_actions = cuda.pinned_array(cap, np.int32)
+        self.act, self.flat, self.partial = [], [], []
+        for lay in spec.layers:
+            if lay.kind == "conv":
+                a = cuda.device_array((cap, *lay.out_hw, lay.cout), np.float32)  # (rows, H, W, C)
+            else:
+                a = cuda.device_array((cap, lay.cout), np.float32)  # (rows, out)
+            self.act.append(a)
+            self.flat.append(a.reshape(cap, -1))  # the same memory, as (rows, features)
+            n_chunks = _cdiv(lay.cin, K_CHUNK) if lay.kind == "dense" else 0
+            self.partial.append(cuda.device_array((max(n_chunks, 1), cap, lay.cout), np.float32))
+
+    def load(self, weights):
+        """Use these (n_individuals, n_params) float32 weights until the next load.
+
+        A host array is copied to the device here, once per evaluation, into memory kept from the
+        previous load when it fits; a device array (numba or __cuda_array_interface__) is used as
+        it is. Raises DeviceMemoryError, before allocating, when the weights do not fit.
+        """
+        n_params = self.spec.n_params
+        on_device = _device_array(weights)
+        if on_device is not None:
+            weights = on_device
+            if weights.dtype != np.float32 or weights.ndim != 2 or weights.shape[1] != n_params:
+                raise ValueError(f"device weights must be (n_individuals, {n_params}) float32")
+            self.weights, self.n_ind = weights, weights.shape[0]
+            return
+        weights = np.ascontiguousarray(weights)
+        if weights.dtype != np.float32 or weights.ndim != 2 or weights.shape[1] != n_params:
+            raise ValueError(
+                f"weights must be (n_individuals, {n_params}) float32, got {weights.dtype} {weights.shape}"
+            )
+        n = weights.shape[0]
+        if self._owned is None or self._owned.shape[0] < n:
+            self.weights = self._owned = None
+            ctx = cuda.current_context()
+            if hasattr(ctx, "deallocations"):  # (the simulator has none)
+                ctx.deallocations.clear()  # free the old copy now, not at a later collection
+            rows_later = 0 if self.capacity else self._row_bytes(256)  # row buffers still to come
+            check_fits(
+                weights.nbytes + rows_later,
+                ctx.get_memory_info().free,
+                f"the population's weights ({n:,} x {n_params:,} float32) and the row buffers",
+                device_name(),
+            )
+            self._owned = cuda.device_array((n, n_params), np.float32)
+        self._owned[:n].copy_to_device(weights, stream=self.stream)
+        self.stream.synchronize()
+        self.weights, self.n_ind = self._owned, n
+
+    def release(self):
+        """End of an evaluation: the weights are no longer used (their device memory is kept)."""
+        self.n_ind = 0
+
+    # -- one step ----------------------------------------------------------------------------------
+
+    def upload(self, rows_ind, obs):
+        """Stage a step's rows: obs (rows, C, H, W) uint8 and rows_ind (rows,) (each row's individual).
+
+        Host work: the rows sorted by individual and cut into tiles of <= TILE_ROWS rows (cheap:
+        rows are few), packed with rows_ind into one int32 block; one upload for it, one for obs.
+        """
+        if self.n_ind == 0:
+            raise RuntimeError("CudaPolicy: call load(weights) before running rows")
+        rows_ind = np.asarray(rows_ind)
+        rows = len(rows_ind)
+        obs = np.ascontiguousarray(obs)
+        if obs.dtype != np.uint8 or obs.shape != (rows, *self.spec.obs_shape):
+            raise ValueError(
+                f"obs must be uint8 of shape {(rows, *self.spec.obs_shape)}, got {obs.dtype} {obs.shape}"
+            )
+        if rows and (rows_ind.min() < 0 or rows_ind.max() >= self.n_ind):
+            raise IndexError(f"rows_ind must lie in [0, {self.n_ind})")
+        self._reserve(rows)
+        self.rows = rows
+        if rows == 0:
+            return
+        order, tile_start, tile_count = tiles(rows_ind)
+        self.n_tiles = len(tile_start)
+        h = self.host_index
+        h[:rows] = rows_ind
+        h[rows : 2 * rows] = order
+        h[2 * rows : 2 * rows + self.n_tiles] = tile_start
+        h[2 * rows + self.n_tiles : 2 * rows + 2 * self.n_tiles] = tile_count
+        n = 2 * rows + 2 * self.n_tiles
+        self.index[:n].copy_to_device(h[:n], stream=self.stream)
+        self.obs[:rows].copy_to_device(obs, stream=self.stream)
+
+    def launch(self):
+        """Run every layer's kernels on the staged rows (asynchronous, on self.stream)."""
+        rows, s, tiles = self.rows, self.stream, self.n_tiles
+        if rows == 0:
+            return
+        rows_ind, order = self.index[:rows], self.index[rows : 2 * rows]
+        tile_start, tile_count = self.index[2 * rows : 2 * rows + tiles], self.index[2 * rows + tiles :]
+        w, src, flat = self.weights, self.obs, self.obs
+        for i, (kind, k) in enumerate(self._kernels):
+            if kind == "conv":
+                kernel, gx, block = k
+                kernel[(gx, rows), block, s](src, self.act[i], w, rows_ind)
+            elif kind == "dense":
+                dense, n_chunks, threads, (finish, f_threads) = k
+                dense[(n_chunks, tiles), threads, s](
+                    flat, self.partial[i], w, rows_ind, order, tile_start, tile_count
+                )
+                finish[(_cdiv(self.spec.layers[i].cout, f_threads), rows), f_threads, s](
+                    self.partial[i], self.act[i], w, rows_ind
+                )
+            else:
+                kernel, block = k
+                kernel[rows, block, s](flat, self.act[i], self.actions_dev, w, rows_ind)
+            src, flat = self.act[i], self.flat[i]
+
+    def __call__(self, rows_ind, obs):
+        """(rows,) int64 greedy actions of rows_ind's individuals on obs (rows, C, H, W) uint8."""
+        self.upload(rows_ind, obs)
+        self.launch()
+        return self.fetch_actions()
+
+    def fetch_actions(self):
+        """(rows,) int64 actions of the launched step: the one download of a step (waits for it)."""
+        rows = self.rows
+        if rows == 0:
+            return np.zeros(0, np.int64)
+        self.actions_dev[:rows].copy_to_host(self.host_actions[:rows], stream=self.stream)
+        self.stream.synchronize()
+        return self.host_actions[:rows].astype(np.int64)
+
+    def forward(self, rows_ind, obs):
+        """(actions (rows,) int64, logits (rows, n_actions) float32), as nevo.kernels.reference."""
+        actions = self(rows_ind, obs)
+        return actions, self.activations(len(self.spec.layers) - 1)
+
+    def activations(self, i):
+        """Host copy of layer i's output for the staged rows: (rows, H, W, C) or (rows, out)."""
+        lay = self.spec.layers[i]
+        if self.rows == 0:
+            return np.zeros((0, *lay.out_hw, lay.cout) if lay.kind == "conv" else (0, lay.cout), np.float32)
+        self.stream.synchronize()
+        return self.act[i][: self.rows].copy_to_host()
+
+    def poison(self):
+        """Fill every row buffer with NaN (actions with -1), so an element no kernel writes shows.
+
+        For tests, between upload and launch (upload allocates the buffers on first use).
+        """
+        self.stream.synchronize()
+        for a in (*self.act, *self.partial):
+            a.copy_to_device(np.full(a.shape, np.nan, np.float32))
+        self.actions_dev.copy_to_device(np.full(self.capacity, -1, np.int32))
+
+
+def _device_array(x):
+    """x as a numba device array if it is one (or has __cuda_array_interface__), else None."""
+    if isinstance(x, np.ndarray):
+        return None
+    if numba.config.ENABLE_CUDASIM:
+        return x
+    return cuda.as_cuda_array(x) if cuda.is_cuda_array(x) else None
+
+
+def device_name():
+    """The current GPU's name (for messages)."""
+    if numba.config.ENABLE_CUDASIM:
+        return "the simulated GPU"
+    name = cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def forward(spec, weights, rows_ind, obs):
+    """Greedy actions (rows,) int64 and logits (rows, n_actions) float32, as reference.forward.
+
+    Uploads the weights on every call (a fresh CudaPolicy): for tests and benchmarks; the
+    evaluator keeps a CudaPolicy and loads the weights once per evaluation.
+    """
+    policy = CudaPolicy(spec)
+    policy.load(weights)
+    actions, logits = policy.forward(np.asarray(rows_ind, np.int64), obs)
+    policy.release()
+    return actions, logits

@@ -1,0 +1,319 @@
+"""The numba.cuda forward (nevo/kernels/cuda.py) against the NumPy reference, as checks in a process.
+
+    NUMBA_ENABLE_CUDASIM=1 python -m tests.cuda_checks   # small shapes on the CUDA simulator (CI,
+                                                          # through tests/test_cuda.py)
+    python -m tests.cuda_checks --full                    # on a GPU: the same, plus large and
+                                                          # small at 84x84 with hundreds of rows
+
+The simulator must be switched on before numba.cuda is first imported, and the rest of the test
+suite runs with the real CPU backend, so these checks run in a process of their own. Each check is
+a function whose docstring states its property. Every run draws fresh random weights, inputs and
+active-row subsets (the seed is printed; --seed repeats a run), and every launch writes into
+buffers poisoned with NaN (actions -1) first, so an element no kernel writes fails the check.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+# tiny test grids are meant: no "under-utilization" warnings on a real GPU (read at numba's import)
+os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
+
+from nevo.kernels import reference  # noqa: E402
+from nevo.nets import init_scale, make_spec, net_spec  # noqa: E402
+
+TINY = (4, 12, 12)
+
+
+def small_specs():
+    """Tiny nets (few threads under the simulator) covering every layer kind and geometry."""
+    return {
+        # conv + dense with few channels: stride 2 and 1, SAME padding on both sides
+        "conv-dense": make_spec([("conv", 4, 4, 2), ("conv", 6, 3, 1), ("dense", 16)], TINY, 5),
+        # the named nets' layers (their channel counts and kernels) on a tiny input
+        "large-tiny": net_spec("large", TINY, 6),
+        "small-tiny": net_spec("small", TINY, 5),
+        # odd sizes: 3 channels, non-square 9x7, kernel > input, two hidden dense layers
+        "odd": make_spec([("conv", 5, 3, 1), ("conv", 7, 8, 3), ("dense", 9), ("dense", 3)], (3, 9, 7), 4),
+        # a dense layer reading the uint8 obs, 300 inputs: two input chunks, the last partial
+        "dense-first": make_spec([("dense", 8)], (3, 10, 10), 4),
+        # no hidden layer: the output layer reads the obs
+        "output-only": make_spec([], (2, 4, 3), 3),
+    }
+
+
+def random_case(spec, rng, n_ind, rows, shared=0):
+    """(weights, rows_ind, obs): fresh init-scaled weights, rows of repeated random individuals.
+
+    With shared > 0, individual 0 has `shared` of the rows (validation runs many episodes of one
+    individual; more than TILE_ROWS of them span several dense tiles).
+    """
+    w = rng.standard_normal((n_ind, spec.n_params), dtype=np.float32) * init_scale(spec)
+    rows_ind = rng.integers(1 if shared else 0, n_ind, rows)
+    rows_ind[rng.choice(rows, min(shared, rows), replace=False)] = 0
+    obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)
+    return w, rows_ind, obs
+
+
+def assert_matches(spec, actions, logits, weights, rows_ind, obs):
+    """Logits within float32 tolerance of the reference; same actions where not near-tied."""
+    ref_actions, ref_logits = reference.forward(spec, weights, rows_ind, obs)
+    rows = len(rows_ind)
+    assert actions.dtype == np.int64 and actions.shape == (rows,), (actions.dtype, actions.shape)
+    assert logits.dtype == np.float32 and logits.shape == (rows, spec.n_actions)
+    assert np.all(np.isfinite(logits)), (
+        f"unwritten (NaN) logits in rows {np.flatnonzero(~np.isfinite(logits).all(1))}"
+    )
+    tol = 1e-4 * np.abs(ref_logits).max(axis=1, keepdims=True) + 1e-6  # (rows, 1)
+    err = np.abs(logits - ref_logits)
+    assert np.all(err <= tol), f"max logit error {err.max():.3g} over tolerance; rows_ind {rows_ind}"
+    if spec.n_actions > 1:
+        top2 = np.sort(ref_logits, axis=1)[:, -2:]
+        clear = top2[:, 1] - top2[:, 0] > 2 * tol[:, 0]
+        np.testing.assert_array_equal(actions[clear], ref_actions[clear])
+    np.testing.assert_array_equal(actions, np.argmax(logits, axis=1))
+
+
+def run_poisoned(policy, rows_ind, obs):
+    """(actions, logits) of one policy call on poisoned buffers; every layer's output is written."""
+    policy.upload(rows_ind, obs)
+    policy.poison()
+    policy.launch()
+    actions, logits = policy.fetch_actions(), policy.activations(len(policy.spec.layers) - 1)
+    for i in range(len(policy.spec.layers)):
+        act = policy.activations(i)
+        assert np.all(np.isfinite(act)), (
+            f"layer {i} left {np.count_nonzero(~np.isfinite(act))} outputs unwritten"
+        )
+    return actions, logits
+
+
+# ---- the checks ---------------------------------------------------------------------------------
+
+
+def forward_matches_reference(rng, full):
+    """The CUDA forward picks the reference's actions, logits within float32 tolerance, for every
+    layer kind, random active-row subsets and repeated individuals (tiles of shared rows)."""
+    from nevo.kernels.cuda import TILE_ROWS, CudaPolicy
+
+    for name, spec in small_specs().items():
+        heavy = name in ("large-tiny", "small-tiny")  # ~1,000 simulated threads per row
+        cases = [(3, 0)] if heavy else [(3, 0), (TILE_ROWS + 3, TILE_ROWS + 2)]
+        for rows, shared in [(9, 0), (40, 19)] if full else cases:
+            weights, rows_ind, obs = random_case(spec, rng, 4, rows, shared)
+            policy = CudaPolicy(spec)
+            policy.load(weights)
+            try:
+                assert_matches(spec, *run_poisoned(policy, rows_ind, obs), weights, rows_ind, obs)
+            except AssertionError as e:
+                raise AssertionError(f"net {name}, rows_ind {rows_ind.tolist()}: {e}") from None
+
+
+def policy_reuses_buffers(rng, full):
+    """One load serves calls whose row counts shrink and grow: row buffers are reallocated only
+    when a call has more rows than ever before (x2), never on shrinking; the weights stay put."""
+    from nevo.kernels.cuda import CudaPolicy
+
+    spec = small_specs()["dense-first"]  # cheap to simulate; the buffers are the same for any net
+    weights = rng.standard_normal((5, spec.n_params), dtype=np.float32) * init_scale(spec)
+    policy = CudaPolicy(spec)
+    policy.load(weights)
+    device_weights = policy.weights
+    seen = []
+    for rows in (3, 1, 4, 2, 0, 7):
+        rows_ind = rng.integers(0, 5, rows)
+        obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)
+        before = (policy.allocations, policy.capacity)
+        if rows:
+            assert_matches(spec, *run_poisoned(policy, rows_ind, obs), weights, rows_ind, obs)
+        else:
+            assert policy(rows_ind, obs).shape == (0,)
+        grew = rows > before[1]
+        assert policy.allocations == before[0] + grew, (
+            f"rows {rows}: allocations {before} -> {policy.allocations}"
+        )
+        assert policy.capacity >= rows and (not grew or policy.capacity >= 2 * before[1])
+        assert policy.weights is device_weights, "the weights were uploaded again"
+        seen.append((rows, policy.allocations, policy.capacity))
+    assert seen[-1][1] == 3, f"expected 3 allocations (for 3, then 6, then 12 rows): {seen}"
+
+
+def load_reuses_weight_memory(rng, full):
+    """A later, smaller load (validation's candidates) reuses the device weights' memory, and a
+    device array (as the benchmark fills) is used as it is, without a copy."""
+    from numba import cuda
+
+    from nevo.kernels.cuda import CudaPolicy
+
+    spec = small_specs()["dense-first"]
+    policy = CudaPolicy(spec)
+    big = rng.standard_normal((6, spec.n_params), dtype=np.float32)
+    policy.load(big)
+    held = policy.weights
+    small = rng.standard_normal((2, spec.n_params), dtype=np.float32)
+    policy.load(small)
+    assert policy.weights is held and policy.n_ind == 2
+    rows_ind, obs = np.array([1, 0, 1]), rng.integers(0, 256, (3, *spec.obs_shape), dtype=np.uint8)
+    assert_matches(spec, *run_poisoned(policy, rows_ind, obs), small, rows_ind, obs)
+    try:
+        policy(np.array([2]), obs[:1])
+        raise AssertionError("an individual beyond the load was accepted")
+    except IndexError:
+        pass
+    device = cuda.to_device(big)
+    policy.load(device)
+    assert policy.weights is device
+    assert_matches(spec, *run_poisoned(policy, rows_ind, obs), big, rows_ind, obs)
+    policy.load(small)  # back to host weights: the caller's device array is left as it was
+    assert policy.weights is held
+    np.testing.assert_array_equal(device.copy_to_host(), big)
+    policy.release()
+    try:
+        policy(rows_ind, obs)
+        raise AssertionError("a call after release() ran")
+    except RuntimeError:
+        pass
+
+
+def rows_do_not_interact(rng, full):
+    """A row's logits are bit-identical whether it runs alone or in a shuffled batch that shares
+    its individual's dense tile with other rows (the sums keep a fixed order: deterministic)."""
+    from nevo.kernels.cuda import CudaPolicy
+
+    spec = small_specs()["dense-first"]
+    weights, _, obs = random_case(spec, rng, 3, 4)
+    rows_ind = np.array([1, 0, 1, 1])
+    policy = CudaPolicy(spec)
+    policy.load(weights)
+    _, batch = run_poisoned(policy, rows_ind, obs)
+    for r in range(len(rows_ind)):
+        _, alone = run_poisoned(policy, rows_ind[r : r + 1], obs[r : r + 1])
+        np.testing.assert_array_equal(alone[0], batch[r])
+
+
+def zero_rows_and_ties(rng, full):
+    """No rows gives no actions; all-zero weights tie every logit and the action is 0 (np.argmax)."""
+    from nevo.kernels import cuda as kc
+
+    spec = small_specs()["conv-dense"]
+    weights = np.zeros((2, spec.n_params), np.float32)
+    actions, logits = kc.forward(spec, weights, np.zeros(0, np.int64), np.zeros((0, *TINY), np.uint8))
+    assert actions.shape == (0,) and actions.dtype == np.int64 and logits.shape == (0, spec.n_actions)
+    actions, logits = kc.forward(spec, weights, np.array([1, 0]), np.full((2, *TINY), 255, np.uint8))
+    assert not actions.any() and not logits.any()
+
+
+def module_forward_has_reference_signature(rng, full):
+    """nevo.kernels.get_forward("cuda") is a forward(spec, weights, rows_ind, obs) like reference's."""
+    from nevo.kernels import get_forward
+
+    spec = small_specs()["output-only"]
+    weights, rows_ind, obs = random_case(spec, rng, 3, 4)
+    assert_matches(spec, *get_forward("cuda")(spec, weights, rows_ind, obs), weights, rows_ind, obs)
+
+
+def resolve_device_picks_cpu_under_the_simulator(rng, full):
+    """ "auto" never picks the simulator; an explicit "cuda" does, and make_policy gives a CudaPolicy."""
+    import numba
+
+    from nevo.kernels import make_policy, resolve_device
+    from nevo.kernels.cuda import CudaPolicy
+
+    spec = small_specs()["output-only"]
+    if numba.config.ENABLE_CUDASIM:
+        assert resolve_device("auto") == "cpu"
+    else:
+        assert resolve_device("auto") == "cuda"
+    assert resolve_device("cuda") == "cuda" and resolve_device("cpu") == "cpu"
+    assert isinstance(make_policy("cuda", spec), CudaPolicy)
+
+
+def memory_error_is_clear(rng, full):
+    """A population larger than the free GPU memory is refused before allocating, naming both sizes."""
+    from nevo.kernels.cuda import DeviceMemoryError, check_fits
+
+    check_fits(2**30, 2**31, "weights")
+    try:
+        check_fits(16 * 2**30, 10 * 2**30, "the population's weights (1,000 x 4,052,658 float32)", "GPU 0")
+        raise AssertionError("no error")
+    except DeviceMemoryError as e:
+        msg = str(e)
+        assert "16.00 GiB" in msg and "10.00 GiB" in msg and "GPU 0" in msg and "\n" not in msg, msg
+
+
+def full_size_matches_reference(rng, full):
+    """At full size (4x84x84, 18 actions, hundreds of rows) the CUDA forward matches the reference,
+    as the active rows shrink and grow within one load (random subsets of the rows)."""
+    from nevo.kernels.cuda import CudaPolicy
+
+    for name, rows in (("small", 400), ("large", 300)):
+        spec = net_spec(name)
+        weights, rows_ind, obs = random_case(spec, rng, 40, rows, shared=30)
+        policy = CudaPolicy(spec)
+        policy.load(weights)
+        for keep in (len(rows_ind), 37, len(rows_ind)):
+            sub = np.sort(rng.choice(len(rows_ind), keep, replace=False))
+            allocations = policy.allocations
+            got = run_poisoned(policy, rows_ind[sub], obs[sub])
+            assert policy.allocations == allocations or keep == len(rows_ind)
+            assert_matches(spec, *got, weights, rows_ind[sub], obs[sub])
+
+
+SMALL = [
+    forward_matches_reference,
+    policy_reuses_buffers,
+    load_reuses_weight_memory,
+    rows_do_not_interact,
+    zero_rows_and_ties,
+    module_forward_has_reference_signature,
+    resolve_device_picks_cpu_under_the_simulator,
+    memory_error_is_clear,
+]
+FULL = [full_size_matches_reference]
+CHECKS = {f.__name__: f for f in SMALL + FULL}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--full", action="store_true", help="also the full-size checks (needs a GPU)")
+    p.add_argument("--seed", type=int, default=None, help="repeat a run (default: a fresh seed)")
+    p.add_argument("--only", nargs="+", choices=sorted(CHECKS), help="run only these checks")
+    p.add_argument("--json", help="also write {check: {ok, error, seconds, seed}} here")
+    args = p.parse_args(argv)
+    import numba
+
+    if args.full and numba.config.ENABLE_CUDASIM:
+        p.error("--full needs a real GPU: unset NUMBA_ENABLE_CUDASIM")
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    mode = "CUDA simulator" if numba.config.ENABLE_CUDASIM else "GPU"
+    print(f"cuda checks on the {mode}, seed {seed} (repeat with --seed {seed})", flush=True)
+    names = args.only or [f.__name__ for f in SMALL + (FULL if args.full else [])]
+    results = {}
+    for k, name in enumerate(names):
+        rng = np.random.default_rng([seed, k])
+        t0 = time.perf_counter()
+        try:
+            CHECKS[name](rng, args.full)
+            ok, error = True, ""
+        except Exception:
+            ok, error = False, traceback.format_exc()
+        seconds = time.perf_counter() - t0
+        results[name] = {"ok": ok, "error": error, "seconds": round(seconds, 2), "seed": seed}
+        print(f"{'PASS' if ok else 'FAIL'} {name} ({seconds:.1f} s)", flush=True)
+        if error:
+            print(error, flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    failed = [n for n, r in results.items() if not r["ok"]]
+    print(f"{len(results) - len(failed)} passed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The numba.cuda forward pass: its checks on the CUDA simulator, and the --device choice.
+
+The simulator must be on before numba.cuda is first imported, and this process runs the CPU
+backend, so the checks (tests/cuda_checks.py) run once in a subprocess with
+NUMBA_ENABLE_CUDASIM=1; each check is reported here as its own test. On a machine with a GPU,
+test_full_size_on_the_gpu also runs them for real, at full size.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import cuda_checks
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_checks(out, *flags, simulate=True):
+    """Run tests.cuda_checks in a fresh process; ({check: result}, its output)."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    if simulate:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    cmd = [sys.executable, "-m", "tests.cuda_checks", "--json", str(out), *flags]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    output = proc.stdout + proc.stderr
+    if not out.exists():
+        pytest.fail(f"`{' '.join(cmd[1:])}` ended without results (exit {proc.returncode}):\n{output}")
+    return json.loads(out.read_text()), output
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory):
+    """The small checks' results on the CUDA simulator (one subprocess for all of them)."""
+    return run_checks(tmp_path_factory.mktemp("cuda") / "simulated.json")
+
+
+@pytest.mark.parametrize("name", [f.__name__ for f in cuda_checks.SMALL])
+def test_simulated(name, simulated):
+    """Each check of tests/cuda_checks.py passes on the CUDA simulator (its docstring: the property)."""
+    results, output = simulated
+    r = results.get(name)
+    assert r is not None, f"check {name} did not run:\n{output}"
+    assert r["ok"], (
+        f"{name} failed on the CUDA simulator (repeat: --seed {r['seed']} --only {name}):\n{r['error']}"
+    )
+
+
+def gpu_present():
+    from numba import cuda
+
+    return cuda.is_available()
+
+
+@pytest.mark.skipif(not gpu_present(), reason="no CUDA GPU (CI): the simulator tests above stand in")
+def test_full_size_on_the_gpu(tmp_path):
+    """On a real GPU, every check passes, including large and small at 84x84 with hundreds of rows."""
+    results, output = run_checks(tmp_path / "gpu.json", "--full", simulate=False)
+    failed = {n: r for n, r in results.items() if not r["ok"]}
+    assert not failed, "\n".join(f"{n}:\n{r['error']}" for n, r in failed.items()) or output
+
+
+def test_auto_is_cpu_and_cuda_is_a_clear_error_without_a_gpu(monkeypatch):
+    """Without a GPU, --device auto runs on the CPU and --device cuda stops with one clear line."""
+    from numba import cuda
+
+    from nevo.kernels import HostPolicy, make_policy, resolve_device
+    from nevo.nets import make_spec
+
+    monkeypatch.setattr(cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == "cpu"
+    assert resolve_device("cpu") == "cpu"
+    with pytest.raises(ValueError) as e:
+        resolve_device("cuda")
+    msg = str(e.value)
+    assert "no CUDA GPU is available" in msg and "--device cpu or auto" in msg and "\n" not in msg
+    with pytest.raises(ValueError, match="no CUDA GPU"):
+        make_policy("cuda", make_spec([], (1, 2, 2), 2))
+    assert isinstance(make_policy("auto", make_spec([], (1, 2, 2), 2)), HostPolicy)
+    with pytest.raises(ValueError, match="allowed: auto, cpu, cuda"):
+        resolve_device("gpu")
+
+
+def test_run_ga_refuses_cuda_without_a_gpu(monkeypatch, capsys, tmp_path):
+    """`run_ga --device cuda` on a machine without a GPU prints one error line and exits 2."""
+    if gpu_present():
+        pytest.skip("a GPU is present")
+    from experiments import run_ga
+    from tests.conftest import TINY_RUN
+
+    code = run_ga.main([*TINY_RUN, "--device", "cuda", "--out-dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("error: --device cuda: no CUDA GPU") and "\n" not in err
