@@ -22,11 +22,16 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
 
 from nevo.envs import NOOP, make_atari, noop_count
+from nevo.machine import cores
+
+# What receive() finds a group to be after its step.
+LIVE, RESETTING, IDLE = range(3)
 
 
 @dataclass
@@ -68,8 +73,10 @@ class Evaluator:
         n_groups = -(-slots // self.group)
         self.slots = n_groups * self.group
         self.envs = [make_atari(env_cfg, self.group, threads) for _ in range(n_groups)]
+        self.resetter = ThreadPoolExecutor(max_workers=min(n_groups, cores()), thread_name_prefix="reset")
 
     def close(self) -> None:
+        self.resetter.shutdown()
         for env in self.envs:
             env.close()
 
@@ -80,27 +87,45 @@ class Evaluator:
             return batch.results()
         self.policy.load(weights)
         try:
-            used = batch.start()
-            pending = deque(used)
             if self.overlap:
-                for g in used:
-                    batch.act(g)
-            last_report = time.monotonic()
-            while pending:
-                g = pending.popleft()
-                if not self.overlap:
-                    batch.act(g)
-                if batch.receive(g):  # the group still has a live episode
-                    if self.overlap:
-                        batch.act(g)  # its emulators step while the next group's forward runs
-                    pending.append(g)
-                if progress is not None and time.monotonic() - last_report > 0.5:
-                    progress(batch.done, batch.n_ep, batch.frames_done)
-                    last_report = time.monotonic()
+                self._pipelined(batch, progress)
+            else:
+                self._lockstep(batch, progress)
         finally:
             batch.drain()  # on an error or Ctrl-C, no step is left in flight in the C++ threads
             self.policy.release()
         return batch.results()
+
+    def _pipelined(self, batch: _Batch, progress) -> None:
+        """Round robin: receive group g, choose and send its actions, go on to the next group;
+        g's emulators step while the other groups' forward passes run."""
+        pending = deque(batch.start())
+        for g in pending:
+            batch.act([g])
+        while pending or batch.resets:
+            if pending:
+                g = pending.popleft()
+                if batch.receive(g) == LIVE:
+                    batch.act([g])
+                    pending.append(g)
+            for g in batch.finished_resets(block=not pending):
+                batch.act([g])
+                pending.append(g)
+            batch.report(progress)
+
+    def _lockstep(self, batch: _Batch, progress) -> None:
+        """One forward pass over every live group's slots, then those groups step at once.
+
+        speed: where the forward and the emulators share the same few cores (the CPU backend),
+        running each on all cores in turn beats overlapping them (measured: docs/performance.md).
+        """
+        live = batch.start()
+        while live or batch.resets:
+            if live:
+                batch.act(live)
+                live = [g for g in live if batch.receive(g) == LIVE]
+            live += batch.finished_resets(block=not live)
+            batch.report(progress)
 
 
 class _Batch:
@@ -127,12 +152,14 @@ class _Batch:
         self.actions = np.zeros(S, np.int64)
         self.next_ep = 0
         self.in_flight: set[int] = set()  # groups whose step was sent and not yet received
+        self.resets: dict = {}  # group -> (Future of its seeded reset, the slots it resets)
         self.done = 0
         self.frames_done = 0
         # Straggler tail: wall time with fewer live episodes than slots.
         self.t0 = time.monotonic()
         self.t_last = self.t0
         self.tail_s = 0.0
+        self.last_report = self.t0
 
     def start(self) -> list[int]:
         """Reset the groups that get episodes and give each slot its first episode."""
@@ -151,20 +178,30 @@ class _Batch:
             self.start_total[sl], self.start_episode[sl] = info["frame_number"], info["episode_frame_number"]
         return used
 
-    def act(self, g: int) -> None:
-        """Choose group g's actions (the net for live slots past their no-ops) and send them."""
-        sl = slice(g * self.G, (g + 1) * self.G)
-        ep = self.slot_ep[sl]
-        acting = np.flatnonzero((ep >= 0) & (self.slot_steps[sl] >= self.noops[np.maximum(ep, 0)]))
-        actions = self.actions[sl]
-        actions[:] = NOOP
+    def act(self, groups: list[int]) -> None:
+        """Choose these groups' actions in one forward pass (the net for live slots past their
+        no-ops, NOOP elsewhere) and send them; the groups' emulators start stepping."""
+        G = self.G
+        slots = (np.asarray(groups)[:, None] * G + np.arange(G)).ravel()
+        ep = self.slot_ep[slots]
+        acting = slots[(ep >= 0) & (self.slot_steps[slots] >= self.noops[np.maximum(ep, 0)])]
+        self.actions[slots] = NOOP
         if acting.size:  # compaction: only these rows go through the net
-            actions[acting] = self.ev.policy(self.ind[ep[acting]], self.obs[sl][acting])
-        self.ev.envs[g].send(actions)
-        self.in_flight.add(g)
+            self.actions[acting] = self.ev.policy(self.ind[self.slot_ep[acting]], self.obs[acting])
+        for g in groups:
+            self.ev.envs[g].send(self.actions[g * G : (g + 1) * G])
+            self.in_flight.add(g)
 
-    def receive(self, g: int) -> bool:
-        """Collect group g's step; end, record and refill slots; True if g has a live episode."""
+    def report(self, progress) -> None:
+        """Call progress(done, total, frames) at most twice a second."""
+        now = time.monotonic()
+        if progress is not None and now - self.last_report > 0.5:
+            progress(self.done, self.n_ep, self.frames_done)
+            self.last_report = now
+
+    def receive(self, g: int) -> int:
+        """Collect group g's step; end, record and refill slots. Returns LIVE (ready to act),
+        RESETTING (its new episodes' seeded reset is under way) or IDLE (no live episode)."""
         G, env = self.G, self.ev.envs[g]
         sl = slice(g * G, (g + 1) * G)
         o, reward, term, trunc, info = env.recv()
@@ -190,20 +227,42 @@ class _Batch:
             self.slot_ret[s], self.slot_steps[s] = 0.0, 0
             self.slot_ep[s] = self.next_ep if self.next_ep < self.n_ep else -1
             self.next_ep = min(self.next_ep + 1, self.n_ep)
-        if ended.size:
+        fresh_slots = ended[self.slot_ep[g * G + ended] >= 0]  # ended slots given a new episode
+        if fresh_slots.size:
             # ALE's auto-reset draws its own seed, and some games' starts then depend on what
-            # ran in the slot before (seen on Frostbite); a seeded reset does not. So every
-            # ended slot is reset again, seeded, before its next episode.
+            # ran in the slot before (seen on Frostbite); a seeded reset does not. It reloads
+            # the ROM (~0.1 s), so it runs in a reset thread (ALE frees the GIL) while the
+            # other groups go on; this group waits for it.
             mask = np.zeros(G, bool)
-            mask[ended] = True
-            o, info = env.reset(seed=np.zeros(ended.size, np.int64), options={"reset_mask": mask})
-            self.obs[sl] = o
-            self.start_total[g * G + ended] = info["frame_number"][ended]
-            self.start_episode[g * G + ended] = info["episode_frame_number"][ended]
-        return bool((self.slot_ep[sl] >= 0).any())
+            mask[fresh_slots] = True
+            seeds = np.zeros(fresh_slots.size, np.int64)
+            future = self.ev.resetter.submit(env.reset, seed=seeds, options={"reset_mask": mask})
+            self.resets[g] = (future, g * G + fresh_slots)
+            return RESETTING
+        return LIVE if (self.slot_ep[sl] >= 0).any() else IDLE
+
+    def finished_resets(self, block: bool) -> list[int]:
+        """Groups whose seeded reset is done (waiting for one if block), ready to act again."""
+        if not self.resets:
+            return []
+        if block:
+            wait([f for f, _ in self.resets.values()], return_when=FIRST_COMPLETED)
+        ready = []
+        for g, (future, slots) in list(self.resets.items()):
+            if future.done():
+                del self.resets[g]
+                o, info = future.result()
+                k = slots - g * self.G
+                self.obs[slots] = o[k]
+                self.start_total[slots] = info["frame_number"][k]
+                self.start_episode[slots] = info["episode_frame_number"][k]
+                ready.append(g)
+        return ready
 
     def drain(self) -> None:
-        """Receive every step still in flight (their results are discarded)."""
+        """Receive every step and reset still in flight (their results are discarded)."""
+        wait([f for f, _ in self.resets.values()])
+        self.resets.clear()
         for g in list(self.in_flight):
             self.ev.envs[g].recv()
         self.in_flight.clear()
