@@ -5,9 +5,11 @@
 
 Prints, for the same vector env, preprocessing, emulator groups and threads:
 - the emulator limit: game frames/s with random actions and no inference;
-- nevo's pipeline (one group's forward overlapping the other groups' emulation) for each net
-  and population, one episode per individual as in a GA generation (so the straggler tail is
-  included), and the plain loop (one group, no overlap) for comparison;
+- nevo's pipeline for each net and population, one episode per individual as in a GA
+  generation (so the straggler tail is included), in its two modes: overlap (one group's
+  forward runs while the other groups' emulators step; the default with a GPU) and lockstep
+  (one forward over all live groups of 8, then they all step; the default on the CPU); and
+  the foundation's plain loop (one group of all slots, lockstep) for comparison;
 - each one's ratio to the emulator limit.
 """
 
@@ -76,7 +78,7 @@ def main(argv=None) -> None:
     )
     p.add_argument("--frame-cap", type=int, default=5000, help="episode cap in game frames (paper: 20000)")
     p.add_argument("--slots", type=int, default=0, help="emulators in all (default: 16 per core)")
-    p.add_argument("--batch-size", type=int, default=0, help="emulators per group (default: slots / 2)")
+    p.add_argument("--batch-size", type=int, default=0, help="emulators per group of the overlap mode")
     p.add_argument("--threads", type=int, default=0, help="emulator threads per group (default: cores)")
     p.add_argument("--device", default="auto")
     p.add_argument("--no-plain", action="store_true", help="skip the plain-loop comparison")
@@ -88,8 +90,8 @@ def main(argv=None) -> None:
     device = resolve_device(a.device)
     cores = machine.cores()
     threads = a.threads or cores
-    slots = a.slots or 16 * cores
-    group = a.batch_size or -(-slots // 2)
+    slots = a.slots or (32 if device == "cuda" else 16) * cores
+    group = a.batch_size or -(-slots // 4)
     slots = -(-slots // group) * group
     pops = a.populations or ([64, 256, 1000] if device == "cuda" else [64, 256])
     env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
@@ -109,7 +111,8 @@ def main(argv=None) -> None:
                 print(f"{name:>6} {n:>5}  skipped: {need / 2**30:.1f} GiB of weights does not fit")
                 continue
             weights = population(spec, n, seed=n)
-            modes = [("pipeline", group, True)] + ([] if a.no_plain else [("plain", slots, False)])
+            modes = [("overlap", group, True), ("lockstep", 8, False)]
+            modes += [] if a.no_plain else [("plain", slots, False)]
             for mode, g, overlap in modes:
                 rate, tail, frames = pipeline_rate(env_cfg, policy, weights, slots, g, threads, overlap)
                 row = f"{name:>6} {n:>5} {mode:>9} {frames:>10,} {rate:>10,.0f} {rate / limit:>8.0%}"

@@ -19,14 +19,8 @@ from nevo import config, envs, machine, nets, noise, runs
 from nevo.algos import make_algo
 from nevo.config import ConfigError
 from nevo.kernels import make_policy, resolve_device
-from nevo.pipeline import Evaluator
+from nevo.pipeline import Evaluator, layout
 from nevo.progress import Progress
-
-
-def default_slots(cfg, cores: int) -> int:
-    """Enough episodes at once to keep the emulators and the forward busy: two groups of 8
-    per core (one group steps while the other's forward runs)."""
-    return cfg.run.env_slots or max(1, min(cfg.ga.population, 16 * cores))
 
 
 def check_memory(cfg, n_params: int, device: str) -> None:
@@ -62,9 +56,8 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     cores = machine.cores()
-    slots = default_slots(cfg, cores)
     threads = cfg.run.threads or cores
-    batch = min(slots, cfg.run.batch_size or -(-slots // 2))  # two groups: one steps, one thinks
+    slots, batch, overlap = layout(device, cores, cfg.ga.population, cfg.run)
     run_dir = resume_dir or runs.new_run_dir(cfg)
     runs.write_config(
         run_dir,
@@ -81,7 +74,8 @@ def main(argv=None) -> int:
     out.say(
         f"nevo {cfg.algo} | {cfg.env.game} | net {cfg.net.net} ({spec.n_params:,} params) | "
         f"N={cfg.ga.population} T={cfg.ga.truncation} sigma={cfg.ga.sigma} | "
-        f"{slots} env slots in groups of {batch}, {threads} threads | run folder {run_dir}"
+        f"{device}, {'overlap' if overlap else 'lockstep'}, {slots} env slots in groups of {batch}, "
+        f"{threads} threads | run folder {run_dir}"
     )
 
     # ---- state: noise table, algorithm, counters (from the checkpoint on resume) --------
@@ -95,7 +89,7 @@ def main(argv=None) -> int:
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
     if resume_dir:  # drop metrics of a generation that was in flight when the run died
         runs.trim_metrics(run_dir, algo.generation)
-    evaluator = Evaluator(cfg.env, make_policy(device, spec), slots, threads, batch)
+    evaluator = Evaluator(cfg.env, make_policy(device, spec), slots, threads, batch, overlap)
 
     # ---- the loop: ask -> evaluate -> tell -> validate -> log -> checkpoint ------------
     try:

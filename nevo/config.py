@@ -56,7 +56,10 @@ class RunConfig:
     noise_table_size: int = setting(250_000_000, "float32 N(0,1) numbers in the shared noise table")
     noise_seed: int = setting(42, "seed of the shared noise table")
     env_slots: int = setting(0, "episodes run at once (emulators); 0 = chosen from the machine")
-    batch_size: int = setting(0, "emulators per group, the forward's batch; 0 = env_slots / 2")
+    batch_size: int = setting(0, "emulators per group; 0 = env_slots/4 (overlap) or 8 (lockstep)")
+    pipeline: str = setting(
+        "auto", "overlap (a group's forward runs while others step), lockstep, or auto (overlap on GPU)"
+    )
     threads: int = setting(0, "emulator threads per group; 0 = one per core")
     out_dir: str = setting("runs", "folder under which run folders are made")
     device: str = setting(
@@ -195,6 +198,7 @@ def validate(cfg: Config) -> Config:
     _require(r.env_slots >= 0, "env_slots", "0 (auto) or an integer >= 1", r.env_slots)
     _require(r.threads >= 0, "threads", "0 (auto) or an integer >= 1", r.threads)
     _require(r.batch_size >= 0, "batch_size", "0 (auto) or an integer >= 1", r.batch_size)
+    _require(r.pipeline in PIPELINES, "pipeline", ", ".join(PIPELINES), r.pipeline)
     _require(r.device in ("auto", "cpu", "cuda"), "device", "auto, cpu or cuda", r.device)
     return cfg
 
@@ -285,4 +289,5 @@ def parse_args(argv, description: str) -> tuple[Config, str | None]:
 
 
 # Settings that do not change a run's results, so a resumed run may set them anew.
-RESUMABLE = {"frame_budget", "env_slots", "batch_size", "threads", "device", "out_dir"}
+RESUMABLE = {"frame_budget", "env_slots", "batch_size", "pipeline", "threads", "device", "out_dir"}
+PIPELINES = ("auto", "overlap", "lockstep")

@@ -57,6 +57,20 @@ class Results:
         return int(self.frames.sum())
 
 
+def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int, bool]:
+    """(slots, group size, overlap) from the settings, 0s and "auto" chosen from the machine.
+
+    overlap where the forward runs on a GPU: four groups, so three step while one's forward
+    runs. On the CPU the forward and the emulators share the cores, and running each on all
+    cores in turn (lockstep, groups of 8 so idle groups stop early) is faster (measured in
+    docs/performance.md). Slots: 16 per core on the CPU, 32 per core with a GPU.
+    """
+    overlap = run_cfg.pipeline == "overlap" or (run_cfg.pipeline == "auto" and device == "cuda")
+    slots = run_cfg.env_slots or min(population, (32 if device == "cuda" else 16) * cores)
+    group = run_cfg.batch_size or (-(-slots // 4) if overlap else 8)
+    return slots, max(1, min(slots, group)), overlap
+
+
 class Evaluator:
     """Runs Episodes on groups of Atari emulators, `policy` choosing the actions.
 
