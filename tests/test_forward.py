@@ -164,3 +164,18 @@ def test_forward_releases_the_gil():
     assert python_ticks_during(lambda: cpu.forward(spec, weights, rows_ind, obs)) >= 10
     # Parallel regions may release the GIL by themselves; the serial parts need nogil on the entry.
     assert cpu._forward.targetoptions["nogil"]
+
+
+def test_many_groups_match_few_groups():
+    """Logits are bit-identical whether a batch has many individuals (one pass per individual) or few."""
+    spec = SPECS["large-tiny"]
+    rng = np.random.default_rng(2)
+    weights = random_weights(spec, 8, rng, True)
+    rows_ind = np.array([5, 1, 7, 0, 3, 6, 2, 4, 1, 5])  # 8 groups: >= 2 per thread
+    obs = rng.integers(0, 256, (10, *spec.obs_shape), dtype=np.uint8)
+    _, many = cpu.forward(spec, weights, rows_ind, obs)
+    for r in range(10):
+        _, alone = cpu.forward(spec, weights, rows_ind[r : r + 1], obs[r : r + 1])
+        np.testing.assert_array_equal(alone[0], many[r])
+    _, two = cpu.forward(spec, weights, rows_ind[[0, 9, 1, 8]], obs[[0, 9, 1, 8]])  # 2 groups
+    np.testing.assert_array_equal(two, many[[0, 9, 1, 8]])

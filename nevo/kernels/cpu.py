@@ -13,7 +13,9 @@ first dense layer is memory bound (every row generally has different weights; `l
   they would multiply, about halving their memory traffic (the convs do not skip: mispredicts);
 - FMA contraction is the only fastmath flag, so results are bit-identical across thread counts
   and batch compositions;
-- the dense layers take the rows of one individual together, so shared weights are read once.
+- the dense layers take the rows of one individual together, so shared weights are read once;
+- with enough individuals per thread, one parallel pass per individual runs its convs then its
+  dense layers: no barrier between layers, and one thread's convs overlap the other's dense reads.
 Scratch is allocated once per call: the conv buffers per thread (or per row when rows are too
 few to keep the threads busy), the dense layers' inputs and outputs per row. Every function here
 releases the GIL (nogil), so an emulator thread runs beside the forward.
@@ -249,35 +251,6 @@ def _forward(table, weights, rows_ind, obs, n_threads):
     base = seg[n_conv]  # dense inputs, outputs and logits of a row: act[r, seg[i] - base]
     act = np.empty((rows, seg[n_layers + 1] - base), np.float32)
 
-    if n_conv == 0:
-        for r in prange(rows):  # work = one row
-            _load_obs(table, obs, r, act[r])
-    elif rows >= 2 * n_threads:
-        # Work = one row, every conv layer, in its thread's scratch (zero borders = SAME padding,
-        # written once: only interiors are overwritten), so the buffers stay in the core's L2.
-        scr = np.zeros((n_threads, base), np.float32)
-        for t in prange(n_threads):
-            for r in range(t, rows, n_threads):  # all rows cost the same: static round robin
-                w = weights[rows_ind[r]]
-                _load_obs(table, obs, r, scr[t, : seg[1]])
-                for i in range(n_conv):
-                    dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
-                    _conv_rows(table, i, w, scr[t, seg[i] : seg[i + 1]], dst, 0, table[i, OUT_H])
-    else:
-        # Too few rows for the threads: work = (row, band of output rows), one layer at a time.
-        scr = np.zeros((rows, base), np.float32)
-        for r in prange(rows):
-            _load_obs(table, obs, r, scr[r, : seg[1]])
-        for i in range(n_conv):
-            oh = table[i, OUT_H]
-            bands = min(oh, max(1, (2 * n_threads + rows - 1) // max(rows, 1)))
-            for it in prange(rows * bands):
-                r, b = it // bands, it % bands
-                dst = scr[r, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
-                w = weights[rows_ind[r]]
-                src = scr[r, seg[i] : seg[i + 1]]
-                _conv_rows(table, i, w, src, dst, b * oh // bands, (b + 1) * oh // bands)
-
     # Rows of one individual form a group (stable order): the dense layers share its weights.
     order = np.argsort(rows_ind, kind="mergesort")
     n_groups = 0
@@ -292,22 +265,78 @@ def _forward(table, weights, rows_ind, obs, n_threads):
             n_groups += 1
     starts[n_groups] = rows
 
-    for i in range(n_conv, n_layers):
-        # Work = (group, block of outputs); blocks only when groups are too few for the threads,
-        # each a multiple of 16 floats so no cache line is split between threads.
-        n_out = table[i, COUT]
-        want = max(1, (2 * n_threads + n_groups - 1) // max(n_groups, 1))
-        blocks = max(1, min(want, n_out // (4 * _MIN_BLOCK)))
-        per_block = (n_out + blocks - 1) // blocks
-        size = (per_block + _MIN_BLOCK - 1) // _MIN_BLOCK * _MIN_BLOCK
-        blocks = (n_out + size - 1) // size
-        for it in prange(n_groups * blocks):
-            g, b = it // blocks, it % blocks
-            g0, g1 = starts[g], starts[g + 1]
-            nz = np.empty((g1 - g0, table[i, CIN]), np.int32)
-            w = weights[rows_ind[order[g0]]]
-            x0, y0 = seg[i] - base, seg[i + 1] - base
-            _dense_block(table, i, w, act, x0, y0, order, g0, g1, b * size, min((b + 1) * size, n_out), nz)
+    if n_groups >= 2 * n_threads:
+        # Work = one group: its rows' convs in the thread's scratch (zero borders = SAME padding,
+        # written once: only interiors are overwritten, so the buffers stay in the core's L2), then
+        # its dense layers. speed: one parallel region, no barrier between the layers, and one
+        # thread's convs (compute bound) overlap the other's dense layers (memory bound).
+        scr = np.zeros((n_threads, base), np.float32)
+        for t in prange(n_threads):
+            for g in range(t, n_groups, n_threads):  # static round robin
+                g0, g1 = starts[g], starts[g + 1]
+                w = weights[rows_ind[order[g0]]]
+                for q in range(g0, g1):
+                    r = order[q]
+                    if n_conv == 0:
+                        _load_obs(table, obs, r, act[r])
+                        continue
+                    _load_obs(table, obs, r, scr[t, : seg[1]])
+                    for i in range(n_conv):
+                        dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
+                        src = scr[t, seg[i] : seg[i + 1]]
+                        _conv_rows(table, i, w, src, dst, 0, table[i, OUT_H])
+                for i in range(n_conv, n_layers):
+                    nz = np.empty((g1 - g0, table[i, CIN]), np.int32)
+                    x0, y0 = seg[i] - base, seg[i + 1] - base
+                    _dense_block(table, i, w, act, x0, y0, order, g0, g1, 0, table[i, COUT], nz)
+    else:
+        # Few groups (rows shared by individuals): the convs by row, then each dense layer by
+        # (group, block of outputs).
+        if n_conv == 0:
+            for r in prange(rows):  # work = one row
+                _load_obs(table, obs, r, act[r])
+        elif rows >= 2 * n_threads:
+            # Work = one row, every conv layer, in its thread's scratch (as above).
+            scr = np.zeros((n_threads, base), np.float32)
+            for t in prange(n_threads):
+                for r in range(t, rows, n_threads):  # all rows cost the same: static round robin
+                    w = weights[rows_ind[r]]
+                    _load_obs(table, obs, r, scr[t, : seg[1]])
+                    for i in range(n_conv):
+                        dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
+                        src = scr[t, seg[i] : seg[i + 1]]
+                        _conv_rows(table, i, w, src, dst, 0, table[i, OUT_H])
+        else:
+            # Too few rows for the threads: work = (row, band of output rows), one layer at a time.
+            scr = np.zeros((rows, base), np.float32)
+            for r in prange(rows):
+                _load_obs(table, obs, r, scr[r, : seg[1]])
+            for i in range(n_conv):
+                oh = table[i, OUT_H]
+                bands = min(oh, max(1, (2 * n_threads + rows - 1) // max(rows, 1)))
+                for it in prange(rows * bands):
+                    r, b = it // bands, it % bands
+                    dst = scr[r, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
+                    w = weights[rows_ind[r]]
+                    src = scr[r, seg[i] : seg[i + 1]]
+                    _conv_rows(table, i, w, src, dst, b * oh // bands, (b + 1) * oh // bands)
+        for i in range(n_conv, n_layers):
+            # Work = (group, block of outputs); blocks only when groups are too few for the
+            # threads, each a multiple of 16 floats so no cache line is split between threads.
+            n_out = table[i, COUT]
+            want = max(1, (2 * n_threads + n_groups - 1) // max(n_groups, 1))
+            blocks = max(1, min(want, n_out // (4 * _MIN_BLOCK)))
+            per_block = (n_out + blocks - 1) // blocks
+            size = (per_block + _MIN_BLOCK - 1) // _MIN_BLOCK * _MIN_BLOCK
+            blocks = (n_out + size - 1) // size
+            for it in prange(n_groups * blocks):
+                g, b = it // blocks, it % blocks
+                g0, g1 = starts[g], starts[g + 1]
+                nz = np.empty((g1 - g0, table[i, CIN]), np.int32)
+                w = weights[rows_ind[order[g0]]]
+                x0, y0 = seg[i] - base, seg[i + 1] - base
+                o1 = min((b + 1) * size, n_out)
+                _dense_block(table, i, w, act, x0, y0, order, g0, g1, b * size, o1, nz)
 
     logits = np.empty((rows, n_actions), np.float32)
     actions = np.empty(rows, np.int64)
