@@ -1,5 +1,7 @@
 """Tiny fixtures shared by the tests."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -25,3 +27,14 @@ TINY_RUN = [
     "--elite-candidates", "2", "--validation-episodes", "2", "--frame-cap", "400",
     "--noise-table-size", "1100000", "--env-slots", "4", "--threads", "1",
 ]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory):
+    """Two real tiny runs of one configuration (seeds 0 and 1), 2 generations each."""
+    from experiments import run_ga
+
+    out = str(tmp_path_factory.mktemp("tiny_runs"))
+    for seed in ("0", "1"):
+        assert run_ga.main([*TINY_RUN, "--frame-budget", "8000", "--seed", seed, "--out-dir", out]) == 0
+    return sorted(os.path.join(out, d) for d in os.listdir(out))

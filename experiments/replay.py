@@ -1,0 +1,244 @@
+"""Test a run's elite as the paper scores it, and record it playing.
+
+    python -m experiments.replay RUN_DIR                       # 200 test episodes, 400,000-frame cap
+    python -m experiments.replay RUN_DIR --episodes 10 --gif elite.gif --still elite.png
+
+Such et al. 2017 report the elite's mean over 200 test episodes with up to 30 random no-ops and
+a cap of 400,000 game frames. The elite is rebuilt from its seed list in elite.json alone; the
+episodes run on the same evaluator as training, with the frame cap replaced and episode seeds drawn
+from --seed, so the same elite and seed give the same scores. The result goes to RUN_DIR/test.json
+(atomically), where plots.table finds it.
+
+--gif records one episode (the first test episode's seed) at the emulator's full 210x160 colour:
+a second emulator with full-size frames runs in lockstep with the policy's (same seeded reset,
+same actions, nevo's no-ops included), and both must agree on rewards, lives and episode end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from nevo import config, envs, machine, nets, noise, runs
+from nevo.kernels import make_policy, resolve_device
+from nevo.pipeline import Episodes, Evaluator, layout
+
+GIF_MAX_BYTES = 5_000_000
+GIF_MAX_IMAGES = 1000  # beyond this many pictures the GIF keeps every k-th agent step
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="python -m experiments.replay", description=__doc__.split("\n")[0])
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (config.json, elite.json)")
+    p.add_argument("--episodes", type=int, default=200, help="test episodes (default: 200, as the paper)")
+    p.add_argument(
+        "--frame-cap", type=int, default=400_000, help="episode cap in game frames (default: 400000)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the test episodes' seeds (default: 0)")
+    p.add_argument("--gif", metavar="PATH", help="record one episode at full resolution to this GIF")
+    p.add_argument("--gif-frames", type=int, default=2000, help="most agent steps recorded (default: 2000)")
+    p.add_argument("--still", metavar="PATH", help="with --gif: also write the GIF's middle picture as PNG")
+    p.add_argument("--device", default="auto", help="inference backend: auto, cpu or cuda (default: auto)")
+    p.add_argument("--env-slots", type=int, default=0, help="episodes at once; 0 = from the machine")
+    p.add_argument("--threads", type=int, default=0, help="emulator threads; 0 = one per core")
+    p.add_argument("--no-save", action="store_true", help="do not write RUN_DIR/test.json")
+    args = p.parse_args(argv)
+    for name in ("episodes", "frame_cap", "gif_frames"):
+        if getattr(args, name) < 1:
+            raise config.ConfigError(f"--{name.replace('_', '-')}: got {getattr(args, name)}, allowed: >= 1")
+    if args.seed < 0:
+        raise config.ConfigError(f"--seed: got {args.seed}, allowed: an integer >= 0")
+    return args
+
+
+def load_elite(run_dir: str):
+    """(config, elite dict, NetSpec, (P,) float32 weights) rebuilt from the elite's seed list."""
+    for name in (runs.CONFIG, runs.ELITE):
+        if not os.path.isfile(os.path.join(run_dir, name)):
+            why = "not a run folder" if name == runs.CONFIG else "no elite yet (no generation finished)"
+            raise config.ConfigError(f"{run_dir}: {why} (no {name})")
+    cfg = config.load(os.path.join(run_dir, runs.CONFIG))
+    with open(os.path.join(run_dir, runs.ELITE)) as f:
+        elite = json.load(f)
+    spec = nets.net_spec(elite["net"], nets.OBS_SHAPE, envs.atari_actions(cfg.env.game))
+    table = noise.make_table(elite["noise_table_size"], elite["noise_seed"])
+    source = noise.NoiseSource(table, nets.init_scale(spec), elite["sigma"])
+    return cfg, elite, spec, source.rebuild(elite["seeds"]).copy()
+
+
+class Status:
+    """Episodes done, frames and frames/s: a live line on a terminal, ~10 lines otherwise."""
+
+    def __init__(self):
+        self.tty, self.t0, self.shown = sys.stdout.isatty(), time.monotonic(), 0
+
+    def __call__(self, done: int, total: int, frames: int) -> None:
+        rate = frames / max(time.monotonic() - self.t0, 1e-9)
+        line = f"episodes {done}/{total} | {frames / 1e6:.2f}M frames | {rate / 1e3:.1f}K f/s"
+        if self.tty:
+            sys.stdout.write("\r\033[K" + line)
+            sys.stdout.flush()
+        elif done * 10 // total > self.shown:
+            self.shown = done * 10 // total
+            print(line, flush=True)
+
+    def clear(self) -> None:
+        if self.tty:
+            sys.stdout.write("\r\033[K")
+
+
+def screen_env(env_cfg):
+    """nevo.envs.make_atari's emulator settings, but observations are the full 210x160 colour screen."""
+    from ale_py.vector_env import AtariVectorEnv
+
+    return AtariVectorEnv(
+        env_cfg.game, 1, num_threads=1, max_num_frames_per_episode=env_cfg.frame_cap,
+        repeat_action_probability=0.0, frameskip=env_cfg.frameskip, stack_num=1, img_height=210,
+        img_width=160, grayscale=False, maxpool=False, noop_max=0, episodic_life=False,
+        reward_clipping=False, use_fire_reset=True, autoreset_mode="SameStep",
+    )  # fmt: skip
+
+
+def record_episode(env_cfg, policy, weights, episode_seed: int, max_steps: int, stride: int):
+    """Play one episode; return ((n, 210, 160, 3) uint8 pictures every stride steps, return, steps, ended)."""
+    agent, screen = envs.make_atari(env_cfg, 1, 1), screen_env(env_cfg)
+    zero = np.zeros(1, np.int64)
+    try:
+        policy.load(weights[None])
+        obs, _ = agent.reset(seed=zero)  # seeded: an unseeded reset is not deterministic
+        pic, _ = screen.reset(seed=zero)
+        pictures, total, steps, ended = [pic[0, -1]], 0.0, 0, False
+        noops = envs.noop_count(episode_seed, env_cfg.noop_max)
+        action = np.full(1, envs.NOOP, np.int64)
+        while steps < max_steps and not ended:
+            action[0] = envs.NOOP if steps < noops else int(policy(zero, obs)[0])
+            obs, r, term, trunc, info = agent.step(action)
+            pic, r2, term2, trunc2, info2 = screen.step(action)
+            if (
+                r[0] != r2[0]
+                or term[0] != term2[0]
+                or trunc[0] != trunc2[0]
+                or info["lives"][0] != info2["lives"][0]
+            ):
+                raise RuntimeError(f"the recording emulator left the policy's at step {steps}")
+            total, steps, ended = total + float(r[0]), steps + 1, bool(term[0] or trunc[0])
+            if not ended and steps % stride == 0:  # after an end the env has already reset
+                pictures.append(pic[0, -1])
+        policy.release()
+        return np.stack(pictures), total, steps, ended
+    finally:
+        agent.close()
+        screen.close()
+
+
+def write_gif(path: str, pictures: np.ndarray, ms_per_picture: float) -> int:
+    """Write (n, H, W, 3) uint8 pictures as a looping GIF over one exact palette; return its bytes."""
+    from PIL import Image
+
+    packed = (pictures[..., 0].astype(np.uint32) << 16) | (pictures[..., 1].astype(np.uint32) << 8)
+    packed |= pictures[..., 2]  # (n, H, W) 24-bit colours
+    colors = np.unique(packed)
+    if colors.size <= 256:  # Atari's NTSC palette has 128 colours: index them exactly
+        palette = np.stack([colors >> 16, (colors >> 8) & 255, colors & 255], 1).astype(np.uint8)
+        images = []
+        for frame in np.searchsorted(colors, packed).astype(np.uint8):
+            im = Image.fromarray(frame, "P")
+            im.putpalette(palette.ravel().tolist())
+            images.append(im)
+    else:
+        images = [Image.fromarray(p).quantize(256) for p in pictures]
+    tmp = path + ".tmp"
+    images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:],
+                   duration=max(20, round(ms_per_picture)), loop=0)  # fmt: skip
+    os.replace(tmp, path)
+    return os.path.getsize(path)
+
+
+def make_gif(args, env_cfg, policy, weights, episode_seed: int) -> tuple[float, int, bool]:
+    """Record, write --gif (halving the picture rate until it fits), and --still; return the episode."""
+    stride = max(1, math.ceil(args.gif_frames / GIF_MAX_IMAGES))
+    pictures, ret, steps, ended = record_episode(
+        env_cfg, policy, weights, episode_seed, args.gif_frames, stride
+    )
+    while True:
+        size = write_gif(args.gif, pictures, 1000 * stride * env_cfg.frameskip / 60)  # ALE runs at 60 Hz
+        if size <= GIF_MAX_BYTES or len(pictures) < 20:
+            break
+        pictures, stride = pictures[::2], stride * 2
+    print(f"gif: {args.gif} ({len(pictures)} pictures of {pictures.shape[2]}x{pictures.shape[1]}, one per "
+          f"{stride} agent steps, {size / 1e6:.2f} MB)")  # fmt: skip
+    if args.still:
+        from PIL import Image
+
+        Image.fromarray(pictures[len(pictures) // 2]).save(args.still)
+        print(f"still: {args.still}")
+    return ret, steps, ended
+
+
+def main(argv=None) -> int:
+    # ---- settings and the elite ----------------------------------------------------------
+    try:
+        args = parse(argv)
+        cfg, elite, spec, weights = load_elite(args.run_dir)
+        policy = make_policy(args.device, spec)
+    except (config.ConfigError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    env_cfg = replace(cfg.env, frame_cap=args.frame_cap)
+    cores = machine.cores()
+    threads = args.threads or cores
+    device = resolve_device(args.device)
+    slots, batch, overlap = layout(device, cores, args.episodes, replace(cfg.run, env_slots=args.env_slots))
+    seeds = np.random.default_rng(args.seed).integers(0, noise.SEED_LIMIT, args.episodes).astype(np.int64)
+    print(f"replay {cfg.env.game} | elite of generation {elite['generation']} ({len(elite['seeds'])} seeds, "
+          f"validation mean {elite['validation_mean']:.1f}) | {args.episodes} episodes, cap "
+          f"{args.frame_cap:,} frames, seed {args.seed}")  # fmt: skip
+
+    # ---- the test episodes ---------------------------------------------------------------
+    t0, status = time.monotonic(), Status()
+    evaluator = Evaluator(env_cfg, policy, slots, threads, batch, overlap)
+    try:
+        res = evaluator.run(weights[None], Episodes(np.zeros(args.episodes, np.int64), seeds), status)
+    except KeyboardInterrupt:
+        status.clear()
+        print("interrupted; nothing written")
+        return 130
+    finally:
+        evaluator.close()
+    status.clear()
+    wall = time.monotonic() - t0
+    r = res.returns
+    print(f"test: {r.mean():.1f} +- {r.std():.1f} (min {r.min():.0f}, max {r.max():.0f}) over {len(r)} "
+          f"episodes; {res.total_frames:,} frames ({res.frames.mean():,.0f} per episode, "
+          f"{int((res.frames >= args.frame_cap).sum())} at the cap) in {wall:.0f} s")  # fmt: skip
+    if not args.no_save:
+        runs.write_json(args.run_dir, "test.json", {
+            "episodes": args.episodes, "frame_cap": args.frame_cap, "seed": args.seed,
+            "mean": float(r.mean()), "std": float(r.std()), "min": float(r.min()), "max": float(r.max()),
+            "returns": r.tolist(), "lengths": res.lengths.tolist(), "frames": res.frames.tolist(),
+            "elite_generation": elite["generation"], "elite_genome_len": len(elite["seeds"]),
+            "elite_validation_mean": elite["validation_mean"], "game": cfg.env.game,
+            "device": args.device, "wall_s": round(wall, 3),
+        })  # fmt: skip
+        print(f"wrote {os.path.join(args.run_dir, 'test.json')}")
+
+    # ---- the recording -------------------------------------------------------------------
+    if args.gif:
+        ret, steps, ended = make_gif(args, env_cfg, policy, weights, int(seeds[0]))
+        same = "" if not ended else f" (test episode 0: {r[0]:.0f})"
+        print(f"recorded episode: return {ret:.0f} in {steps} agent steps{'' if ended else ', cut'}{same}")
+        if ended and (ret != r[0] or steps != res.lengths[0]):
+            print("error: the recorded episode differs from test episode 0", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""Read run folders (config.json, metrics.jsonl, elite.json, test.json) for figures and tables.
+
+plots/ reads only the files a run writes and never imports training code (STYLE.md point 9),
+so a figure can be remade from a folder alone. Runs still going (a half-written last line) and
+resumed runs (a generation written twice) read correctly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# config.json keys that do not change a run's results (nevo.config.RESUMABLE and the facts
+# written beside the settings), so runs differing only in these and the seed are one configuration.
+NOT_CONFIG = {
+    ("run", "seed"),
+    ("run", "out_dir"),
+    ("run", "frame_budget"),
+    ("run", "env_slots"),
+    ("run", "batch_size"),
+    ("run", "pipeline"),
+    ("run", "threads"),
+    ("run", "device"),
+    ("batch_size",),
+    ("git_commit",),
+    ("env_slots",),
+    ("threads",),
+}
+
+
+class NotARunFolder(Exception):
+    """A path without config.json and metrics.jsonl; the message is one line for the user."""
+
+
+@dataclass
+class Run:
+    """One run folder's files, parsed."""
+
+    path: str
+    config: dict  # config.json as written
+    metrics: list[dict]  # one dict per finished generation, sorted by generation
+    elite: dict | None  # elite.json, or None before the first generation ends
+    test: dict | None  # test.json written by experiments.replay, or None
+    settings: dict = field(default_factory=dict)  # flattened config without NOT_CONFIG keys
+
+    @property
+    def game(self) -> str:
+        return self.config.get("env", {}).get("game", "?")
+
+    @property
+    def seed(self) -> int:
+        return self.config.get("run", {}).get("seed", 0)
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(os.path.normpath(self.path))
+
+    def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """(generations, values) float64 of one metric; rows without it are left out."""
+        gens = [r["generation"] for r in self.metrics if _number(r.get(key)) is not None]
+        vals = [_number(r.get(key)) for r in self.metrics if _number(r.get(key)) is not None]
+        return np.asarray(gens, np.float64), np.asarray(vals, np.float64)
+
+    def column(self, key: str) -> np.ndarray:
+        """(generations,) float64 of one metric, NaN where a row lacks it."""
+        return np.array([_number(r.get(key), np.nan) for r in self.metrics], np.float64)
+
+    def has(self, key: str) -> bool:
+        return any(_number(r.get(key)) is not None for r in self.metrics)
+
+
+def _number(v, default=None):
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else default
+
+
+def read_json(path: str) -> dict | None:
+    """A JSON file, or None if it is missing or being replaced right now."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def read_metrics(path: str) -> list[dict]:
+    """Complete lines of metrics.jsonl, one per generation (the last written wins), sorted."""
+    by_gen = {}
+    with open(path) as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a kill, or still being written
+            if isinstance(row, dict) and isinstance(row.get("generation"), int):
+                by_gen[row["generation"]] = row
+    return [by_gen[g] for g in sorted(by_gen)]
+
+
+def flatten(d: dict, prefix=()) -> dict:
+    """{("run", "seed"): 0, ...} of a nested dict."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, (*prefix, k)))
+        else:
+            out[(*prefix, k)] = v
+    return out
+
+
+def load_run(path: str) -> Run:
+    """Parse one run folder; raise NotARunFolder (one-line message) if it is not one."""
+    if not os.path.isdir(path):
+        raise NotARunFolder(f"{path}: no such folder")
+    missing = [n for n in ("config.json", "metrics.jsonl") if not os.path.isfile(os.path.join(path, n))]
+    if missing:
+        raise NotARunFolder(f"{path}: not a run folder (no {' or '.join(missing)})")
+    config = read_json(os.path.join(path, "config.json"))
+    if config is None:
+        raise NotARunFolder(f"{path}: config.json is not valid JSON")
+    settings = {k: v for k, v in flatten(config).items() if k not in NOT_CONFIG}
+    return Run(
+        path=path,
+        config=config,
+        metrics=read_metrics(os.path.join(path, "metrics.jsonl")),
+        elite=read_json(os.path.join(path, "elite.json")),
+        test=read_json(os.path.join(path, "test.json")),
+        settings=settings,
+    )
+
+
+def load_runs(paths) -> list[Run]:
+    return [load_run(p) for p in paths]
+
+
+def group_runs(runs: list[Run]) -> list[list[Run]]:
+    """Runs of one configuration (equal settings apart from seed and NOT_CONFIG), in input order."""
+    groups: list[list[Run]] = []
+    for r in runs:
+        for g in groups:
+            if g[0].settings == r.settings:
+                g.append(r)
+                break
+        else:
+            groups.append([r])
+    return groups
+
+
+def group_labels(groups: list[list[Run]]) -> list[str]:
+    """Short legend labels: the game (and algorithm), plus the settings that differ between groups."""
+    firsts = [g[0].settings for g in groups]
+    keys = sorted({k for s in firsts for k in s})
+    differ = [k for k in keys if len({json.dumps(s.get(k)) for s in firsts}) > 1]
+    labels = []
+    for s in firsts:
+        base = f"{s.get(('env', 'game'), '?')} {s.get(('algo',), '')}".strip()
+        extra = [f"{k[-1]}={s.get(k)}" for k in differ if k not in (("env", "game"), ("algo",))]
+        labels.append(" ".join([base, *extra[:3]]))
+    return labels
+
+
+def interp_median(xs: list[np.ndarray], ys: list[np.ndarray], points: int = 200):
+    """Median, min and max of several curves on a shared x grid (where every curve has data)."""
+    lo = max(x[0] for x in xs)
+    hi = min(x[-1] for x in xs)
+    if not hi > lo:
+        return None
+    grid = np.unique(np.concatenate([x[(x >= lo) & (x <= hi)] for x in xs]))
+    if grid.size > points:
+        grid = np.linspace(lo, hi, points)
+    stack = np.stack([np.interp(grid, x, y) for x, y in zip(xs, ys)])  # (runs, grid)
+    return grid, np.median(stack, axis=0), stack.min(axis=0), stack.max(axis=0)
+
+
+def final_score(run: Run) -> tuple[float | None, str]:
+    """(score, kind): the replay test mean ("test"), else the last elite validation mean ("validation")."""
+    if run.test is not None and _number(run.test.get("mean")) is not None:
+        return float(run.test["mean"]), "test"
+    _, vals = run.series("score/elite_mean")
+    if vals.size:
+        return float(vals[-1]), "validation"
+    if run.elite is not None and _number(run.elite.get("validation_mean")) is not None:
+        return float(run.elite["validation_mean"]), "validation"
+    return None, "none"
+
+
+def median(values: list[float]) -> float:
+    return float(statistics.median(values))

@@ -1,0 +1,102 @@
+"""Figures and tables from run folders: what they show, not only that files exist."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from plots import curves, rundata, table, throughput
+
+
+def metric(path, key):
+    return [row[key] for row in map(json.loads, open(os.path.join(path, "metrics.jsonl")))]
+
+
+def test_curves_plot_each_metric_of_a_run_against_frames(tiny_runs):
+    """One run: three panels (best, mean, elite) whose line data are the run's metrics."""
+    run = tiny_runs[0]
+    fig = curves.plot_curves(rundata.load_runs([run]), "frames")
+    axes = fig.get_axes()
+    assert [ax.get_title() for ax in axes] == [
+        "Population best",
+        "Population mean",
+        "Elite (validation mean)",
+    ]
+    frames = np.array(metric(run, "frames")) / 1e6
+    for ax, key in zip(axes, ("score/pop_max", "score/pop_mean", "score/elite_mean")):
+        (line,) = ax.get_lines()
+        np.testing.assert_allclose(line.get_xdata(), frames)
+        np.testing.assert_allclose(line.get_ydata(), metric(run, key))
+        assert "millions" in ax.get_xlabel() and "Score" in ax.get_ylabel()
+    assert axes[-1].get_legend() is not None
+
+
+def test_seeds_of_one_configuration_get_a_median_and_a_band(tiny_runs):
+    """Two seeds of one config: a line per seed, their median, and a min-max band."""
+    fig = curves.plot_curves(rundata.load_runs(tiny_runs), "generations")
+    ax = fig.get_axes()[2]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any("median of 2 seeds" in s for s in labels) and any("min-max" in s for s in labels)
+    assert len(ax.collections) == 1  # the band
+    median = [ln for ln in ax.get_lines() if "median" in ln.get_label()][0]
+    per_seed = np.array([metric(r, "score/elite_mean") for r in tiny_runs])
+    np.testing.assert_allclose(median.get_ydata(), np.median(per_seed, axis=0))
+
+
+def test_curves_cli_writes_png_and_pdf_for_each_axis(tiny_runs, tmp_path):
+    assert curves.main([*tiny_runs, "--out", str(tmp_path / "c")]) == 0
+    for x in ("frames", "generations", "hours"):
+        for ext in ("png", "pdf"):
+            assert (tmp_path / f"c_{x}.{ext}").stat().st_size > 1000
+
+
+def test_throughput_shows_frames_per_second_and_the_tail(tiny_runs):
+    fig = throughput.plot_throughput(rundata.load_runs(tiny_runs[:1]))
+    speed, tail = fig.get_axes()
+    np.testing.assert_allclose(
+        speed.get_lines()[0].get_ydata(), np.array(metric(tiny_runs[0], "perf/frames_per_s")) / 1e3
+    )
+    np.testing.assert_allclose(tail.get_lines()[0].get_ydata(), metric(tiny_runs[0], "perf/tail_fraction"))
+
+
+def test_a_run_still_being_written_plots(tiny_runs, tmp_path):
+    """A half-written last metrics line (a run in progress) is skipped, the rest plotted."""
+    run = shutil.copytree(tiny_runs[0], tmp_path / "run")
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"generation": 2, "fram')
+    fig = curves.plot_curves(rundata.load_runs([str(run)]), "frames")
+    assert len(fig.get_axes()[0].get_lines()[0].get_xdata()) == 2
+
+
+def test_table_compares_with_published_scores_and_marks_missing_games(tiny_runs, tmp_path, capsys):
+    """Frostbite gets the published numbers; a game without them shows n/a; no test.json is flagged."""
+    frost = shutil.copytree(tiny_runs[0], tmp_path / "frost_run")
+    if os.path.exists(frost / "test.json"):  # a replay test may have tested this run already
+        os.remove(frost / "test.json")
+    other = shutil.copytree(frost, tmp_path / "pong_run")
+    cfg = json.load(open(other / "config.json"))
+    cfg["env"]["game"] = "pong"
+    json.dump(cfg, open(other / "config.json", "w"))
+    assert table.main([str(frost), str(other)]) == 0
+    text = capsys.readouterr().out
+    frost = next(line for line in text.splitlines() if line.startswith("| Frostbite"))
+    pong = next(line for line in text.splitlines() if line.startswith("| Pong"))
+    assert "4,536" in frost and "797.4" in frost  # GA 1B and DQN
+    assert pong.count("n/a") == 6  # DQN, ES, A3C, RS, GA 1B, GA 6B
+    assert "†" in frost and "not a test score" in text
+    assert "Such et al." in text  # sources are printed
+
+
+def test_table_latex(tiny_runs, capsys):
+    assert table.main([tiny_runs[0], "--latex"]) == 0
+    text = capsys.readouterr().out
+    assert "\\begin{tabular}" in text and "Frostbite" in text
+
+
+@pytest.mark.parametrize("command", [curves.main, throughput.main, table.main])
+def test_a_folder_that_is_not_a_run_gets_one_clear_line(command, tmp_path, capsys):
+    assert command([str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a run folder" in err[0]
