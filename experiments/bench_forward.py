@@ -53,7 +53,7 @@ def bench_cpu(args):
     from nevo.kernels.cpu import forward
 
     spec = net_spec(args.net or "large")
-    rows_list = args.rows or [1, 2, 8, 32, 64, 128]
+    rows_list = args.rows or [1, 2, 8, 32, 64, 128, 256]
     bytes_per_ind = spec.n_params * 4
     cap = max(1, int(args.max_gb * 1e9 // bytes_per_ind))
     n_ind = min(args.individuals or max(max(rows_list), args.groups), cap)
@@ -80,7 +80,8 @@ def bench_cpu(args):
                 return calls * rows / elapsed, calls / elapsed
 
     forward(spec, weights, np.zeros(1, np.int64), np.zeros((1, *spec.obs_shape), np.uint8))
-    print(f"threading layer {numba.threading_layer()}")
+    bandwidth = memory_bandwidth()
+    print(f"threading layer {numba.threading_layer()}; memory copy bandwidth {bandwidth / 1e9:.1f} GB/s")
     print(f"{'case':>10} {'rows':>6} {'inds/call':>9} {'forwards/s':>11} {'ms/call':>9} {'GB/s':>7}")
     for rows in rows_list:
         inds = min(rows, n_ind)
@@ -92,6 +93,37 @@ def bench_cpu(args):
     fps, cps = measure(lambda k: (np.repeat(np.arange(groups), args.per_ind) + k * groups) % n_ind, rows)
     gbs = cps * groups * bytes_per_ind / 1e9
     print(f"{'shared':>10} {rows:>6} {groups:>9} {fps:>11.0f} {1e3 / cps:>9.2f} {gbs:>7.2f}")
+    print(
+        f"(GB/s: nominal weight bytes of the call's individuals per second, skipped zero-input rows "
+        f"included; this machine copies {bandwidth / 1e9:.1f} GB/s, read + write)"
+    )
+
+    # The NumPy reference (the truth the tests compare with), on a few rows: it is slow.
+    from nevo.kernels.reference import forward as reference
+
+    obs = rng.integers(0, 256, (8, *spec.obs_shape), dtype=np.uint8)
+    for rows in (1, 8):
+        t0 = time.perf_counter()
+        reference(spec, weights, np.arange(rows) % n_ind, obs[:rows])
+        print(f"{'reference':>10} {rows:>6} {rows:>9} {rows / (time.perf_counter() - t0):>11.1f}")
+
+    # PyTorch's torch.func.vmap over stacked per-individual modules, where torch is installed.
+    try:
+        import torch
+    except ImportError:
+        print("torch not installed: no vmap comparison (pip install torch==2.13.0 gives the CPU build)")
+        return
+    n = min(64, n_ind)
+    obs = rng.integers(0, 256, (n, *spec.obs_shape), dtype=np.uint8)
+    ours, _ = measure(lambda k: (np.arange(n) + k * n) % n_ind, n)
+    theirs, logits = torch_vmap(spec, torch.from_numpy(weights[:n]), n, 1, obs, args.seconds, "cpu")
+    _, mine = forward(spec, weights, np.arange(n), obs)
+    same = np.mean(np.argmax(logits, axis=1) == np.argmax(mine, axis=1))
+    print(
+        f"torch {torch.__version__} vmap, {n} distinct individuals x 1 row: {theirs:,.0f} forwards/s "
+        f"({theirs * 4 * spec.n_params / 1e9:.1f} GB/s of weights); nevo at {n} rows: {ours:,.0f} "
+        f"forwards/s = {ours / theirs:.2f} x torch (goal >= 0.9); same actions on {same:.0%} of rows"
+    )
 
 
 # ---- CUDA -----------------------------------------------------------------------------------------
@@ -159,10 +191,11 @@ def bytes_per_call(spec, policy, rows_ind):
     return nominal, read
 
 
-def torch_vmap(spec, flat, n, m, obs, seconds):
+def torch_vmap(spec, flat, n, m, obs, seconds, device="cuda"):
     """(forwards/s, logits (n*m, n_actions)) of torch.func.vmap over n stacked individuals, m rows each.
 
-    flat (n, n_params) float32 on the device (shared with nevo's buffer); obs (n*m, C, H, W) uint8.
+    flat (n, n_params) float32 torch tensor on `device` (on the GPU, shared with nevo's buffer);
+    obs (n*m, C, H, W) uint8.
     """
     import torch
     import torch.nn.functional as F
@@ -170,6 +203,10 @@ def torch_vmap(spec, flat, n, m, obs, seconds):
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
 
     class Net(torch.nn.Module):
         """The spec as torch modules: SAME padding by F.pad, TF's (H, W, C) flatten order."""
@@ -197,7 +234,7 @@ def torch_vmap(spec, flat, n, m, obs, seconds):
                     x = torch.relu(x)
             return x
 
-    model = Net().cuda()
+    model = Net().to(device)
     params = {}  # name -> (n, *shape), in torch's layouts (a copy of nevo's weights)
     for i, lay in enumerate(spec.layers):
         w = flat[:n, lay.w_offset : lay.b_offset]
@@ -207,20 +244,44 @@ def torch_vmap(spec, flat, n, m, obs, seconds):
             w = w.view(n, lay.cin, lay.cout).transpose(1, 2)
         params[f"layers.{i}.weight"] = w.contiguous()
         params[f"layers.{i}.bias"] = flat[:n, lay.b_offset : lay.b_offset + lay.cout].contiguous()
-    x = torch.as_tensor(obs, device="cuda").view(n, m, *spec.obs_shape)
+    x = torch.as_tensor(obs, device=device).view(n, m, *spec.obs_shape)
     run = vmap(lambda p, xi: functional_call(model, p, (xi,)))
     with torch.no_grad():
         logits = run(params, x).reshape(n * m, -1)
-        torch.cuda.synchronize()
+        sync()
         calls, t0 = 0, time.perf_counter()
         while calls < 3 or time.perf_counter() - t0 < seconds:
             run(params, x)
-            torch.cuda.synchronize()
+            sync()
             calls += 1
         fps = calls * n * m / (time.perf_counter() - t0)
     del params
-    torch.cuda.empty_cache()
+    if device == "cuda":
+        torch.cuda.empty_cache()
     return fps, logits.cpu().numpy()
+
+
+def memory_bandwidth(nbytes=2**31, reps=5):
+    """This machine's memory bandwidth in B/s: a copy by one thread per core, read + write counted
+    (2 x bytes / time), as the GPU's device-to-device copy is counted."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nevo.machine import cores
+
+    a = np.ones(nbytes // 4, np.float32)
+    b = np.zeros_like(a)
+    parts = np.array_split(np.arange(a.size), cores())
+    spans = [(p[0], p[-1] + 1) for p in parts]
+
+    def copy(span):  # numpy frees the GIL while it copies
+        np.copyto(b[span[0] : span[1]], a[span[0] : span[1]])
+
+    with ThreadPoolExecutor(len(spans)) as pool:
+        list(pool.map(copy, spans))  # warm up
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            list(pool.map(copy, spans))
+        return 2 * nbytes * reps / (time.perf_counter() - t0)
 
 
 def bench_cuda(args):

@@ -150,15 +150,18 @@ def group_runs(runs: list[Run]) -> list[list[Run]]:
 
 
 def group_labels(groups: list[list[Run]]) -> list[str]:
-    """Short legend labels: the game (and algorithm), plus the settings that differ between groups."""
+    """Short legend labels: algorithm and population (and game), plus settings that differ between groups."""
     firsts = [g[0].settings for g in groups]
     keys = sorted({k for s in firsts for k in s})
     differ = [k for k in keys if len({json.dumps(s.get(k)) for s in firsts}) > 1]
     labels = []
     for s in firsts:
-        base = f"{s.get(('env', 'game'), '?')} {s.get(('algo',), '')}".strip()
-        extra = [f"{k[-1]}={s.get(k)}" for k in differ if k not in (("env", "game"), ("algo",))]
-        labels.append(" ".join([base, *extra[:3]]))
+        base = [str(s.get(("algo",), "")).upper(), f"N={s.get(('ga', 'population'), '?')}"]
+        if ("env", "game") in differ:
+            base.insert(0, str(s.get(("env", "game"))))
+        skip = {("env", "game"), ("algo",), ("ga", "population")}
+        extra = [f"{k[-1]}={s.get(k)}" for k in differ if k not in skip]
+        labels.append(" ".join([*base, *extra[:3]]))
     return labels
 
 

@@ -113,7 +113,9 @@ def markdown(header, rows, footnotes, sources: dict) -> str:
         "| " + " | ".join(["---"] + ["---:"] * (len(header) - 1)) + " |",
     ]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
-    lines += [""] + footnotes + ["", "Sources:"]
+    for note in footnotes:  # a blank line between notes: Markdown would join them into one paragraph
+        lines += ["", note]
+    lines += ["", "Sources:", ""]
     lines += [f"- {k}: {v}" for k, v in sources.items()]
     return "\n".join(lines) + "\n"
 

@@ -3,6 +3,8 @@
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -100,3 +102,37 @@ def test_a_folder_that_is_not_a_run_gets_one_clear_line(command, tmp_path, capsy
     assert command([str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not a run folder" in err[0]
+
+
+def test_a_resumed_run_keeps_the_last_copy_of_each_generation(tiny_runs, tmp_path):
+    """A generation written twice (a run resumed after a kill) appears once, as last written."""
+    run = shutil.copytree(tiny_runs[0], tmp_path / "run")
+    rows = rundata.read_metrics(str(run / "metrics.jsonl"))
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({**rows[-1], "score/pop_max": 999.0}) + "\n")
+    got = rundata.load_run(str(run)).metrics
+    assert [r["generation"] for r in got] == [r["generation"] for r in rows]
+    assert got[-1]["score/pop_max"] == 999.0
+
+
+def test_table_reports_the_test_mean_and_flags_a_test_of_an_older_elite(tiny_runs, tmp_path):
+    run = shutil.copytree(tiny_runs[0], tmp_path / "run")
+    generation = json.load(open(run / "elite.json"))["generation"]
+    test = {"mean": 1234.5, "episodes": 200, "frame_cap": 400000, "elite_generation": generation}
+    json.dump(test, open(run / "test.json", "w"))
+    published = table.load_published()
+    header, rows, notes = table.build_rows(rundata.load_runs([str(run)]), published)
+    assert rows[0][:2] == ["Frostbite", "1,234.5"]
+    assert any("200 test episodes" in n for n in notes)
+    json.dump({**test, "elite_generation": generation - 1}, open(run / "test.json", "w"))
+    _, rows, notes = table.build_rows(rundata.load_runs([str(run)]), published)
+    assert rows[0][1] == "1,234.5" + table.DDAGGER and any("earlier elite" in n for n in notes)
+
+
+def test_the_command_line_fails_on_a_non_run_folder_without_a_traceback(tmp_path):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-m", "plots.curves", str(tmp_path)], cwd=root,
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"error: {tmp_path}: not a run folder (no config.json or metrics.jsonl)"
+    ]
