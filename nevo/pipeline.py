@@ -10,7 +10,10 @@ vector env whose C++ threads step its emulators. Groups are driven round robin: 
 emulators step (native threads, the GIL released), the forward pass for group B runs (Numba,
 GIL released; or a GPU kernel), then B's actions are sent and A's results received. So the
 emulator threads and the inference keep every core busy; neither waits for the other while
-there are two or more groups.
+there are two or more groups. Where the forward runs on the same few cores as the emulators
+(the CPU backend) the two would only fight over them, so there the groups run in lockstep:
+one forward over every live group, then every live group steps (docs/performance.md).
+Seeded resets of ended slots run in reset threads meanwhile (ALE frees the GIL).
 
 A queue of episodes (individual, episode seed) feeds the slots: when an episode ends its slot
 takes the next one at once; when the queue is empty, finished slots leave the inference batch
@@ -74,9 +77,10 @@ def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int,
 class Evaluator:
     """Runs Episodes on groups of Atari emulators, `policy` choosing the actions.
 
-    slots: emulators in all; group_size: emulators per vector env (the forward batch of one
-    group); overlap=False steps one group at a time with no overlap (the plain loop, kept for
-    comparison and as the reference of the pipelined one).
+    slots: emulators in all; group_size: emulators per vector env (0: two groups); overlap:
+    True drives the groups round robin, one group's forward running while the others step;
+    False runs in lockstep, one forward over every live group, then all of them step (with one
+    group of all slots, that is the foundation's plain loop). See `layout` for the defaults.
     """
 
     def __init__(self, env_cfg, policy, slots: int, threads: int, group_size: int = 0, overlap: bool = True):
