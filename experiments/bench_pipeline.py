@@ -21,10 +21,10 @@ import time
 import numpy as np
 
 from nevo import machine, nets, noise
-from nevo.config import EnvConfig
+from nevo.config import EnvConfig, RunConfig
 from nevo.envs import atari_actions, make_atari
 from nevo.kernels import make_policy
-from nevo.pipeline import Episodes, Evaluator
+from nevo.pipeline import Episodes, Evaluator, layout
 
 
 def emulator_limit(env_cfg, slots: int, group: int, threads: int, seconds: float, n_actions: int) -> float:
@@ -90,9 +90,10 @@ def main(argv=None) -> None:
     device = resolve_device(a.device)
     cores = machine.cores()
     threads = a.threads or cores
-    slots = a.slots or (32 if device == "cuda" else 16) * cores
-    group = a.batch_size or -(-slots // 4)
-    slots = -(-slots // group) * group
+    # The overlap mode's layout for an unbounded population (slots and groups from the machine).
+    run_cfg = RunConfig(env_slots=a.slots, batch_size=a.batch_size, pipeline="overlap")
+    slots, group, _ = layout(device, cores, 10**9, run_cfg)
+    slots = -(-slots // group) * group  # whole groups, as the Evaluator makes them
     pops = a.populations or ([64, 256, 1000] if device == "cuda" else [64, 256])
     env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
     n_actions = atari_actions(a.game)

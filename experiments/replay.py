@@ -95,15 +95,10 @@ class Status:
 
 
 def screen_env(env_cfg):
-    """nevo.envs.make_atari's emulator settings, but observations are the full 210x160 colour screen."""
-    from ale_py.vector_env import AtariVectorEnv
-
-    return AtariVectorEnv(
-        env_cfg.game, 1, num_threads=1, max_num_frames_per_episode=env_cfg.frame_cap,
-        repeat_action_probability=0.0, frameskip=env_cfg.frameskip, stack_num=1, img_height=210,
-        img_width=160, grayscale=False, maxpool=False, noop_max=0, episodic_life=False,
-        reward_clipping=False, use_fire_reset=True, autoreset_mode="SameStep",
-    )  # fmt: skip
+    """nevo.envs.make_atari's emulator, but observations are the full 210x160 colour screen."""
+    return envs.make_atari(
+        env_cfg, 1, 1, stack_num=1, img_height=210, img_width=160, grayscale=False, maxpool=False
+    )
 
 
 def record_episode(env_cfg, policy, weights, episode_seed: int, max_steps: int, stride: int):

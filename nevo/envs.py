@@ -21,8 +21,15 @@ from nevo.noise import splitmix64
 NOOP = 0  # index 0 of every minimal action set is NOOP
 
 
-def make_atari(cfg: EnvConfig, num_envs: int, threads: int):
-    """A synchronous AtariVectorEnv of num_envs slots that resets a slot as its episode ends."""
+# The policy's observations: 4 stacked 84x84 grayscale frames, max over the last two raw frames.
+POLICY_IMAGE = {"stack_num": 4, "img_height": 84, "img_width": 84, "grayscale": True, "maxpool": True}
+
+
+def make_atari(cfg: EnvConfig, num_envs: int, threads: int, **image):
+    """A synchronous AtariVectorEnv of num_envs slots that resets a slot as its episode ends.
+
+    image overrides POLICY_IMAGE's observation settings (a recording wants the full screen);
+    the emulation itself is the same, so the same actions give the same episode."""
     from ale_py.vector_env import AtariVectorEnv
 
     return AtariVectorEnv(
@@ -32,11 +39,7 @@ def make_atari(cfg: EnvConfig, num_envs: int, threads: int):
         max_num_frames_per_episode=cfg.frame_cap,
         repeat_action_probability=0.0,
         frameskip=cfg.frameskip,
-        stack_num=4,
-        img_height=84,
-        img_width=84,
-        grayscale=True,
-        maxpool=True,
+        **{**POLICY_IMAGE, **image},
         noop_max=0,  # nevo issues the no-ops itself, from each episode's seed
         episodic_life=False,
         reward_clipping=False,
