@@ -26,9 +26,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from nevo import config, envs, machine, nets, noise, runs
-from nevo.kernels import make_policy, resolve_device
-from nevo.pipeline import Episodes, Evaluator, layout
+from nevo import build, config, envs, nets, noise, runs
+from nevo.pipeline import Episodes, make_evaluator
 
 GIF_MAX_BYTES = 5_000_000
 GIF_MAX_IMAGES = 1000  # beyond this many pictures the GIF keeps every k-th agent step
@@ -59,7 +58,8 @@ def parse(argv):
 
 
 def load_elite(run_dir: str):
-    """(config, elite dict, NetSpec, (P,) float32 weights) rebuilt from the elite's seed list."""
+    """(config, elite dict, NetSpec, (P,) float32 weights): rebuilt from the elite's seed list,
+    or for an ES run, theta as saved."""
     for name in (runs.CONFIG, runs.ELITE):
         if not os.path.isfile(os.path.join(run_dir, name)):
             why = "not a run folder" if name == runs.CONFIG else "no elite yet (no generation finished)"
@@ -67,7 +67,9 @@ def load_elite(run_dir: str):
     cfg = config.load(os.path.join(run_dir, runs.CONFIG))
     with open(os.path.join(run_dir, runs.ELITE)) as f:
         elite = json.load(f)
-    spec = nets.net_spec(elite["net"], nets.OBS_SHAPE, envs.atari_actions(cfg.env.game))
+    spec = build.net_for(cfg)
+    if "theta" in elite:  # ES: the elite is theta itself
+        return cfg, elite, spec, np.load(os.path.join(run_dir, elite["theta"]))
     table = noise.make_table(elite["noise_table_size"], elite["noise_seed"])
     source = noise.NoiseSource(table, nets.init_scale(spec), elite["sigma"])
     return cfg, elite, spec, source.rebuild(elite["seeds"]).copy()
@@ -182,23 +184,26 @@ def main(argv=None) -> int:
     try:
         args = parse(argv)
         cfg, elite, spec, weights = load_elite(args.run_dir)
-        policy = make_policy(args.device, spec)
+        if args.gif and not config.is_atari(cfg.env):
+            raise config.ConfigError(f"--gif: records Atari screens; {cfg.env.env} has none")
+        cfg = replace(cfg, run=replace(cfg.run, device=args.device))
+        device = build.device_for(cfg)
+        policy = build.policy_for(cfg, spec, device, args.run_dir)
     except (config.ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     env_cfg = replace(cfg.env, frame_cap=args.frame_cap)
-    cores = machine.cores()
-    threads = args.threads or cores
-    device = resolve_device(args.device)
-    slots, batch, overlap = layout(device, cores, args.episodes, replace(cfg.run, env_slots=args.env_slots))
+    run_cfg = replace(cfg.run, env_slots=args.env_slots, threads=args.threads)
     seeds = np.random.default_rng(args.seed).integers(0, noise.SEED_LIMIT, args.episodes).astype(np.int64)
-    print(f"replay {cfg.env.game} | elite of generation {elite['generation']} ({len(elite['seeds'])} seeds, "
-          f"validation mean {elite['validation_mean']:.1f}) | {args.episodes} episodes, cap "
-          f"{args.frame_cap:,} frames, seed {args.seed}")  # fmt: skip
+    env = cfg.env.game if config.is_atari(cfg.env) else cfg.env.env
+    what = "theta" if "theta" in elite else f"{len(elite['seeds'])} seeds"
+    print(f"replay {env} | elite of generation {elite['generation']} ({what}, validation mean "
+          f"{elite['validation_mean']:.1f}) | {args.episodes} episodes, cap {args.frame_cap:,} frames, "
+          f"seed {args.seed}")  # fmt: skip
 
     # ---- the test episodes ---------------------------------------------------------------
     t0, status = time.monotonic(), Status()
-    evaluator = Evaluator(env_cfg, policy, slots, threads, batch, overlap)
+    evaluator, _ = make_evaluator(env_cfg, run_cfg, policy, device, args.episodes)
     try:
         res = evaluator.run(weights[None], Episodes(np.zeros(args.episodes, np.int64), seeds), status)
     except KeyboardInterrupt:
@@ -218,8 +223,8 @@ def main(argv=None) -> int:
             "episodes": args.episodes, "frame_cap": args.frame_cap, "seed": args.seed,
             "mean": float(r.mean()), "std": float(r.std()), "min": float(r.min()), "max": float(r.max()),
             "returns": r.tolist(), "lengths": res.lengths.tolist(), "frames": res.frames.tolist(),
-            "elite_generation": elite["generation"], "elite_genome_len": len(elite["seeds"]),
-            "elite_validation_mean": elite["validation_mean"], "game": cfg.env.game,
+            "elite_generation": elite["generation"], "elite_genome_len": len(elite.get("seeds", [])),
+            "elite_validation_mean": elite["validation_mean"], "game": env,
             "device": args.device, "wall_s": round(wall, 3),
         })  # fmt: skip
         print(f"wrote {os.path.join(args.run_dir, 'test.json')}")

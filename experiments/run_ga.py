@@ -3,6 +3,7 @@
     python -m experiments.run_ga                         # the quick preset on Frostbite
     python -m experiments.run_ga --preset paper --game frostbite
     python -m experiments.run_ga --preset rs             # random search (T = 0)
+    python -m experiments.run_ga --env CartPole-v1       # a gymnasium vector task, in about a minute
     python -m experiments.run_ga --resume runs/<folder>  # continue a killed run
 
 Each generation: ask -> evaluate -> tell, validate the top candidates -> log -> checkpoint.
@@ -15,67 +16,38 @@ import time
 
 import numpy as np
 
-from nevo import config, envs, machine, nets, noise, runs
+from nevo import build, config, nets, noise, runs
 from nevo.algos import make_algo
 from nevo.config import ConfigError
-from nevo.kernels import make_policy, resolve_device
-from nevo.pipeline import Evaluator, layout
+from nevo.pipeline import make_evaluator
 from nevo.progress import Progress
-
-
-def check_memory(cfg, n_params: int, device: str) -> None:
-    """Stop before starting if the population's weights cannot fit in memory (or on the GPU)."""
-    need = 4 * n_params * (cfg.ga.population + cfg.ga.truncation + 1) + 4 * cfg.run.noise_table_size
-    avail = machine.available_memory()
-    if avail is not None and need > 0.9 * avail:
-        raise ConfigError(
-            f"--population: {cfg.ga.population} x {n_params:,} float32 weights plus the noise table "
-            f"need {need / 2**30:.1f} GiB; this machine has {avail / 2**30:.1f} GiB available. "
-            "Use a smaller --population, --net small or a smaller --noise-table-size."
-        )
-    if device == "cuda":
-        from numba import cuda
-
-        from nevo.kernels.cuda import check_fits
-
-        free, _ = cuda.current_context().get_memory_info()
-        check_fits(4 * n_params * cfg.ga.population, free, f"the weights of {cfg.ga.population} individuals")
 
 
 def main(argv=None) -> int:
     # ---- settings ---------------------------------------------------------------------
     try:
         cfg, resume_dir = config.parse_args(argv, __doc__)
-        n_actions = envs.atari_actions(cfg.env.game)
-        spec = nets.net_spec(cfg.net.net, nets.OBS_SHAPE, n_actions)
+        spec = build.net_for(cfg)
         config.check_noise_table(cfg, spec.n_params)
-        device = resolve_device(cfg.run.device)
-        check_memory(cfg, spec.n_params, device)
+        device = build.device_for(cfg)
+        rows = cfg.ga.population + cfg.ga.truncation + 1  # the population and the cached parents
+        build.check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population")
         checkpoint = runs.load_checkpoint(resume_dir) if resume_dir else None
     except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
-    cores = machine.cores()
-    threads = cfg.run.threads or cores
-    slots, batch, overlap = layout(device, cores, cfg.ga.population, cfg.run)
     run_dir = resume_dir or runs.new_run_dir(cfg)
-    runs.write_config(
-        run_dir,
-        cfg,
-        {
-            "n_params": spec.n_params,
-            "n_actions": n_actions,
-            "env_slots": slots,
-            "batch_size": batch,
-            "threads": threads,
-        },
-    )
+    policy = build.policy_for(cfg, spec, device, run_dir)
+    evaluator, layout = make_evaluator(cfg.env, cfg.run, policy, device, cfg.ga.population)
+    runs.write_config(run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **layout})
     out = Progress(cfg.run.frame_budget)
+    env = cfg.env.game if config.is_atari(cfg.env) else cfg.env.env
     out.say(
-        f"nevo {cfg.algo} | {cfg.env.game} | net {cfg.net.net} ({spec.n_params:,} params) | "
-        f"N={cfg.ga.population} T={cfg.ga.truncation} sigma={cfg.ga.sigma} | "
-        f"{device}, {'overlap' if overlap else 'lockstep'}, {slots} env slots in groups of {batch}, "
-        f"{threads} threads | run folder {run_dir}"
+        f"nevo {cfg.algo} | {env} | net {cfg.net.net} ({spec.n_params:,} params"
+        f"{f', VBN over {cfg.net.vbn} observations' if cfg.net.vbn else ''}) | "
+        f"N={cfg.ga.population} T={cfg.ga.truncation} sigma={cfg.ga.sigma} | {device}, "
+        + ", ".join(f"{k} {v}" for k, v in layout.items())
+        + f" | run folder {run_dir}"
     )
 
     # ---- state: noise table, algorithm, counters (from the checkpoint on resume) --------
@@ -89,7 +61,6 @@ def main(argv=None) -> int:
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
     if resume_dir:  # drop metrics of a generation that was in flight when the run died
         runs.trim_metrics(run_dir, algo.generation)
-    evaluator = Evaluator(cfg.env, make_policy(device, spec), slots, threads, batch, overlap)
 
     # ---- the loop: ask -> evaluate -> tell -> validate -> log -> checkpoint ------------
     try:
@@ -135,6 +106,7 @@ def main(argv=None) -> int:
                     "validation_mean": algo.elite_score,
                     "validation_episodes": cfg.ga.validation_episodes,
                     "net": cfg.net.net,
+                    "vbn": cfg.net.vbn,
                     "sigma": cfg.ga.sigma,
                     "noise_table_size": cfg.run.noise_table_size,
                     "noise_seed": cfg.run.noise_seed,

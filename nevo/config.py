@@ -4,8 +4,9 @@ Every setting is a field with a one-line help text; `--help` lists them all. Val
 checked once, in `validate`, and a bad value raises `ConfigError` with a message naming the
 field and what is allowed (the CLI prints it on one line, without a traceback).
 
-Presets follow Such et al. 2017 (arXiv 1712.06567) as the reference GPU code configures it;
-see ../shared/DESIGN.md.
+Two roots, one per family of algorithms, each with its own presets: `Config` (the deep GA and
+random search, Such et al. 2017, arXiv 1712.06567) and `ESRunConfig` (OpenAI-ES, Salimans et al.
+2017, arXiv 1703.03864), both as the reference GPU code configures them; see ../shared/DESIGN.md.
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ def setting(default, help: str):
 
 @dataclass(frozen=True)
 class EnvConfig:
+    env: str = setting(
+        "atari",
+        "atari (the game of --game), an Atari game id, or a gymnasium task with vector observations "
+        "and discrete actions (CartPole-v1, Acrobot-v1, MountainCar-v0, LunarLander-v3)",
+    )
     game: str = setting("frostbite", "Atari game (ale-py ROM id, e.g. frostbite, space_invaders)")
     frame_cap: int = setting(20_000, "episode cap in game frames (frameskip included)")
     noop_max: int = setting(30, "each episode starts with 1..noop_max no-op steps, drawn from its seed")
@@ -37,7 +43,10 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class NetConfig:
-    net: str = setting("large", "network: large (Nature DQN, 4.05M params) or small (1.0M)")
+    net: str = setting(
+        "large", "network: large (Nature DQN, 4.05M params), small (1.0M) or mlp (2 x 64, vector tasks)"
+    )
+    vbn: int = setting(0, "virtual batch norm: reference batch size (0 = off; the ES preset: 128)")
 
 
 @dataclass(frozen=True)
@@ -47,6 +56,19 @@ class GAConfig:
     sigma: float = setting(0.002, "mutation power: child = parent + sigma * N(0, I)")
     elite_candidates: int = setting(10, "top individuals re-evaluated to pick the elite")
     validation_episodes: int = setting(30, "episodes each elite candidate is re-evaluated on")
+
+
+@dataclass(frozen=True)
+class ESConfig:
+    population: int = setting(5000, "perturbations evaluated per generation (pairs x 2 when mirrored)")
+    sigma: float = setting(0.02, "noise standard deviation: theta + sigma * eps")
+    optimizer: str = setting("adam", "adam or sgd (with momentum)")
+    lr: float = setting(0.01, "optimizer step size")
+    l2: float = setting(0.005, "L2 weight decay coefficient")
+    momentum: float = setting(0.9, "sgd momentum (adam: unused)")
+    mirrored: int = setting(1, "1: antithetic pairs theta +- sigma*eps on one episode seed; 0: independent")
+    fitness_shaping: str = setting("centered_ranks", "centered_ranks (ranks scaled to [-0.5, 0.5]) or none")
+    validation_episodes: int = setting(30, "episodes theta is evaluated on after each update")
 
 
 @dataclass(frozen=True)
@@ -77,7 +99,22 @@ class Config:
     algo: str = "ga"
 
 
-GROUPS = ("env", "net", "ga", "run")
+@dataclass(frozen=True)
+class ESRunConfig:
+    env: EnvConfig = EnvConfig()
+    net: NetConfig = NetConfig()
+    es: ESConfig = ESConfig()
+    run: RunConfig = RunConfig()
+    preset: str = "paper"
+    algo: str = "es"
+
+
+def groups(cls) -> tuple[str, ...]:
+    """The setting groups of a root config class, e.g. ("env", "net", "ga", "run")."""
+    return tuple(f.name for f in fields(cls) if dataclasses.is_dataclass(f.default))
+
+
+GROUPS = groups(Config)  # the GA's
 
 PRESETS: dict[str, Config] = {
     # The reference Deep GA (DESIGN.md): N=1000, T=20, sigma=0.002, top 10 x 30 episodes.
@@ -93,28 +130,62 @@ PRESETS: dict[str, Config] = {
     ),
 }
 
+ES_PRESETS: dict[str, ESRunConfig] = {
+    # The reference OpenAI-ES Atari run (DESIGN.md; Uber's GPU es_atari_config): 5,000 perturbations
+    # in mirrored pairs, sigma 0.02, Adam 0.01, L2 0.005, centered ranks, the small net with
+    # virtual batch norm over 128 reference observations.
+    "paper": ESRunConfig(net=NetConfig(net="small", vbn=128)),
+    # Minutes on 2 cores: a small population, short validation.
+    "quick": ESRunConfig(
+        net=NetConfig(net="small", vbn=128),
+        es=ESConfig(population=64, validation_episodes=5),
+        run=RunConfig(frame_budget=3_000_000, noise_table_size=32_000_000),
+        preset="quick",
+    ),
+}
+
+# Defaults for gymnasium vector tasks where the command line does not set them: the mlp net, a
+# population and sigma that solve CartPole-v1 in about a minute, frames = agent steps.
+VECTOR_TASK_DEFAULTS = {
+    "ga": {
+        "net": "mlp",
+        "vbn": 0,
+        "population": 64,
+        "truncation": 8,
+        "sigma": 0.05,
+        "frame_budget": 3_000_000,
+    },
+    "es": {"net": "mlp", "vbn": 0, "population": 64, "sigma": 0.05, "lr": 0.03, "frame_budget": 3_000_000},
+}
+
 
 def flag(name: str) -> str:
     """The command-line flag of a field name."""
     return "--" + name.replace("_", "-")
 
 
-def all_fields():
-    """(group, field) for every setting, in --help order."""
-    for group in GROUPS:
-        for f in fields(getattr(Config(), group)):
+def all_fields(root=Config):
+    """(group, field) for every setting of a root config class, in --help order."""
+    for group in groups(root):
+        for f in fields(getattr(root(), group)):
             yield group, f
 
 
-def to_dict(cfg: Config) -> dict:
+def root_of(algo: str):
+    """The root config class of an algorithm name."""
+    return ESRunConfig if algo == "es" else Config
+
+
+def to_dict(cfg) -> dict:
     return dataclasses.asdict(cfg)
 
 
-def from_dict(d: dict) -> Config:
-    """Rebuild a Config from `to_dict` output; unknown keys are an error."""
+def from_dict(d: dict):
+    """Rebuild a config from `to_dict` output (its class from d["algo"]); unknown keys are an error."""
+    root = root_of(d.get("algo", "ga"))
     kwargs = {}
-    defaults = Config()
-    for group in GROUPS:
+    defaults = root()
+    for group in groups(root):
         cls = type(getattr(defaults, group))
         values = dict(d.get(group, {}))
         names = {f.name for f in fields(cls)}
@@ -122,7 +193,7 @@ def from_dict(d: dict) -> Config:
         if unknown:
             raise ConfigError(f"config: unknown {group} settings {sorted(unknown)}")
         kwargs[group] = cls(**values)
-    return Config(**kwargs, preset=d.get("preset", "paper"), algo=d.get("algo", "ga"))
+    return root(**kwargs, preset=d.get("preset", "paper"), algo=d.get("algo", "ga"))
 
 
 def save(cfg: Config, path: str, extra: dict | None = None) -> None:
@@ -135,21 +206,22 @@ def save(cfg: Config, path: str, extra: dict | None = None) -> None:
         f.write("\n")
 
 
-def load(path: str) -> Config:
+def load(path: str):
     with open(path) as f:
         d = json.load(f)
-    return from_dict({k: v for k, v in d.items() if k in (*GROUPS, "preset", "algo")})
+    names = {"preset", "algo", *groups(root_of(d.get("algo", "ga")))}
+    return from_dict({k: v for k, v in d.items() if k in names})
 
 
-def override(cfg: Config, values: dict) -> Config:
+def override(cfg, values: dict):
     """Return cfg with {field name: value} replaced, each name looked up in its group."""
-    groups = {g: {} for g in GROUPS}
-    lookup = {f.name: g for g, f in all_fields()}
+    by_group = {g: {} for g in groups(type(cfg))}
+    lookup = {f.name: g for g, f in all_fields(type(cfg))}
     for name, value in values.items():
         if name not in lookup:
             raise ConfigError(f"unknown setting {name!r}")
-        groups[lookup[name]][name] = value
-    return replace(cfg, **{g: replace(getattr(cfg, g), **v) for g, v in groups.items() if v})
+        by_group[lookup[name]][name] = value
+    return replace(cfg, **{g: replace(getattr(cfg, g), **v) for g, v in by_group.items() if v})
 
 
 def atari_games() -> list[str]:
@@ -163,20 +235,72 @@ def _require(ok: bool, name: str, allowed: str, value) -> None:
         raise ConfigError(f"{flag(name)}: got {value!r}, allowed: {allowed}")
 
 
-def validate(cfg: Config) -> Config:
-    """Check every value once; raise ConfigError naming the field and what is allowed."""
-    from nevo.nets import NAMED_LAYERS
+def normalize_env(cfg):
+    """`--env frostbite` is `--env atari --game frostbite`: one spelling for the rest of nevo."""
+    if cfg.env.env != "atari" and cfg.env.env in atari_games():
+        return replace(cfg, env=replace(cfg.env, env="atari", game=cfg.env.env))
+    return cfg
 
-    e, n, g, r = cfg.env, cfg.net, cfg.ga, cfg.run
-    games = atari_games()
-    if e.game not in games:
-        close = difflib.get_close_matches(e.game, games, n=5, cutoff=0.5)
-        hint = f"did you mean {', '.join(close)}?" if close else "see ale_py.roms.get_all_rom_ids()"
-        raise ConfigError(f"--game: unknown Atari game {e.game!r}; {hint}")
+
+def is_atari(env_cfg) -> bool:
+    return env_cfg.env == "atari"
+
+
+def validate(cfg):
+    """Check every value once; raise ConfigError naming the field and what is allowed."""
+    from nevo.nets import IMAGE_NETS, NAMED_LAYERS
+
+    cfg = normalize_env(cfg)
+    e, n, r = cfg.env, cfg.net, cfg.run
+    if is_atari(e):
+        games = atari_games()
+        if e.game not in games:
+            close = difflib.get_close_matches(e.game, games, n=5, cutoff=0.5)
+            hint = f"did you mean {', '.join(close)}?" if close else "see ale_py.roms.get_all_rom_ids()"
+            raise ConfigError(f"--game: unknown Atari game {e.game!r}; {hint}")
+    else:
+        from nevo.envs import check_vector_task
+
+        check_vector_task(e.env)  # ConfigError naming --env if unknown, missing or unsuitable
+        _require(
+            n.net not in IMAGE_NETS,
+            "net",
+            "mlp (a gymnasium vector task has no image for the conv nets)",
+            n.net,
+        )
     _require(e.frame_cap > 0, "frame_cap", "an integer > 0", e.frame_cap)
     _require(e.noop_max >= 1, "noop_max", "an integer >= 1", e.noop_max)
     _require(e.frameskip >= 1, "frameskip", "an integer >= 1", e.frameskip)
-    _require(n.net in NAMED_LAYERS, "net", " or ".join(NAMED_LAYERS), n.net)
+    _require(n.net in NAMED_LAYERS, "net", ", ".join(NAMED_LAYERS), n.net)
+    _require(n.vbn >= 0, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
+    _require(n.vbn != 1, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
+    if isinstance(cfg, ESRunConfig):
+        _validate_es(cfg.es)
+    else:
+        _validate_ga(cfg.ga)
+    _validate_run(r)
+    return cfg
+
+
+def _validate_es(s) -> None:
+    _require(s.population >= 2, "population", "an integer >= 2", s.population)
+    _require(s.mirrored in (0, 1), "mirrored", "0 or 1", s.mirrored)
+    _require(
+        not s.mirrored or s.population % 2 == 0,
+        "population",
+        "an even number with --mirrored 1 (pairs theta +- sigma*eps)",
+        s.population,
+    )
+    _require(s.sigma > 0, "sigma", "a number > 0", s.sigma)
+    _require(s.optimizer in OPTIMIZERS, "optimizer", ", ".join(OPTIMIZERS), s.optimizer)
+    _require(s.lr > 0, "lr", "a number > 0", s.lr)
+    _require(s.l2 >= 0, "l2", "a number >= 0", s.l2)
+    _require(0 <= s.momentum < 1, "momentum", "a number in [0, 1)", s.momentum)
+    _require(s.fitness_shaping in SHAPINGS, "fitness_shaping", ", ".join(SHAPINGS), s.fitness_shaping)
+    _require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
+
+
+def _validate_ga(g) -> None:
     _require(g.population >= 2, "population", "an integer >= 2", g.population)
     _require(
         0 <= g.truncation <= g.population,
@@ -192,6 +316,9 @@ def validate(cfg: Config) -> Config:
         g.elite_candidates,
     )
     _require(g.validation_episodes >= 1, "validation_episodes", "an integer >= 1", g.validation_episodes)
+
+
+def _validate_run(r) -> None:
     _require(r.frame_budget > 0, "frame_budget", "an integer > 0 (game frames)", r.frame_budget)
     _require(r.seed >= 0, "seed", "an integer >= 0", r.seed)
     _require(r.noise_seed >= 0, "noise_seed", "an integer >= 0", r.noise_seed)
@@ -200,10 +327,9 @@ def validate(cfg: Config) -> Config:
     _require(r.batch_size >= 0, "batch_size", "0 (auto) or an integer >= 1", r.batch_size)
     _require(r.pipeline in PIPELINES, "pipeline", ", ".join(PIPELINES), r.pipeline)
     _require(r.device in ("auto", "cpu", "cuda"), "device", "auto, cpu or cuda", r.device)
-    return cfg
 
 
-def check_noise_table(cfg: Config, n_params: int) -> None:
+def check_noise_table(cfg, n_params: int) -> None:
     """The noise table must hold at least one parameter vector's worth of numbers."""
     size = cfg.run.noise_table_size
     _require(
@@ -225,15 +351,17 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(message)
 
 
-def build_parser(description: str) -> argparse.ArgumentParser:
+def build_parser(description: str, presets=None) -> argparse.ArgumentParser:
     """A parser with --preset, --resume and one flag per setting (default: the preset's)."""
+    presets = presets or PRESETS
+    root = type(next(iter(presets.values())))
     p = _Parser(
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--preset", default="quick", help=f"one of {', '.join(PRESETS)} (default: quick)")
+    p.add_argument("--preset", default="quick", help=f"one of {', '.join(presets)} (default: quick)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its checkpoint")
-    for group, f in all_fields():
+    for group, f in all_fields(root):
         kind = {"int": int, "float": float, "str": str}[f.type]
         p.add_argument(
             flag(f.name),
@@ -241,14 +369,14 @@ def build_parser(description: str) -> argparse.ArgumentParser:
             type=lambda s, k=kind, n=f.name: _convert(k, n, s),
             default=None,
             metavar=kind.__name__.upper(),
-            help=f"{f.metadata['help']} ({_preset_defaults(group, f.name)})",
+            help=f"{f.metadata['help']} ({_preset_defaults(presets, group, f.name)})",
         )
     return p
 
 
-def _preset_defaults(group: str, name: str) -> str:
+def _preset_defaults(presets: dict, group: str, name: str) -> str:
     """'paper: 1000, rs: 1000, quick: 64' or, where all presets agree, 'default: 1000'."""
-    values = {p: getattr(getattr(c, group), name) for p, c in PRESETS.items()}
+    values = {p: getattr(getattr(c, group), name) for p, c in presets.items()}
     if len(set(values.values())) == 1:
         return f"default: {next(iter(values.values()))}"
     return ", ".join(f"{p}: {v}" for p, v in values.items())
@@ -264,15 +392,21 @@ def _convert(kind, name: str, text: str):
         raise argparse.ArgumentTypeError(f"got {text!r}, allowed: {article} {kind.__name__}") from None
 
 
-def parse_args(argv, description: str) -> tuple[Config, str | None]:
-    """Parse argv into (validated Config, resume dir or None)."""
-    args = build_parser(description).parse_args(argv)
-    given = {f.name: getattr(args, f.name) for _, f in all_fields() if getattr(args, f.name) is not None}
+def parse_args(argv, description: str, presets=None) -> tuple:
+    """Parse argv into (validated config, resume dir or None); presets: PRESETS or ES_PRESETS."""
+    presets = presets or PRESETS
+    root = type(next(iter(presets.values())))
+    args = build_parser(description, presets).parse_args(argv)
+    given = {f.name: getattr(args, f.name) for _, f in all_fields(root) if getattr(args, f.name) is not None}
     if args.resume:
         path = os.path.join(args.resume, "config.json")
         if not os.path.isfile(path):
             raise ConfigError(f"--resume: {args.resume!r} is not a run folder (no config.json)")
         cfg = load(path)
+        if type(cfg) is not root:
+            raise ConfigError(
+                f"--resume: {args.resume!r} is a run of {cfg.algo!r}; resume it with its own command"
+            )
         changed = set(given) - RESUMABLE
         if changed:
             raise ConfigError(
@@ -280,14 +414,19 @@ def parse_args(argv, description: str) -> tuple[Config, str | None]:
                 f"resume; got {', '.join(flag(n) for n in sorted(changed))}"
             )
         return validate(override(cfg, given)), args.resume
-    if args.preset not in PRESETS:
-        close = difflib.get_close_matches(args.preset, list(PRESETS), n=3)
+    if args.preset not in presets:
+        close = difflib.get_close_matches(args.preset, list(presets), n=3)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        raise ConfigError(f"--preset: unknown preset {args.preset!r}{hint}; allowed: {', '.join(PRESETS)}")
-    cfg = override(PRESETS[args.preset], given)
+        raise ConfigError(f"--preset: unknown preset {args.preset!r}{hint}; allowed: {', '.join(presets)}")
+    cfg = normalize_env(override(presets[args.preset], given))
+    if not is_atari(cfg.env):  # a vector task: its own defaults where the command line is silent
+        family = "es" if root is ESRunConfig else "ga"
+        cfg = override(cfg, {k: v for k, v in VECTOR_TASK_DEFAULTS[family].items() if k not in given})
     return validate(cfg), None
 
 
 # Settings that do not change a run's results, so a resumed run may set them anew.
 RESUMABLE = {"frame_budget", "env_slots", "batch_size", "pipeline", "threads", "device", "out_dir"}
 PIPELINES = ("auto", "overlap", "lockstep")
+OPTIMIZERS = ("adam", "sgd")
+SHAPINGS = ("centered_ranks", "none")

@@ -22,7 +22,10 @@ OBS_SHAPE = (4, 84, 84)  # (C, H, W): four stacked 84x84 grayscale frames, as At
 NAMED_LAYERS = {
     "large": (("conv", 32, 8, 4), ("conv", 64, 4, 2), ("conv", 64, 3, 1), ("dense", 512)),
     "small": (("conv", 16, 8, 4), ("conv", 32, 4, 2), ("dense", 256)),
+    # For vector observations (gymnasium control tasks): two hidden layers of 64.
+    "mlp": (("dense", 64), ("dense", 64)),
 }
+IMAGE_NETS = ("large", "small")  # the nets with convs: they need image observations
 
 CONV, DENSE = 0, 1
 # Columns of NetSpec.table (one row per layer). Dense layers have KH = KW = STRIDE = 1, sizes 1x1.
@@ -72,11 +75,17 @@ class NetSpec:
     """A network: its layers, its input shape, its parameter count and the kernels' int table."""
 
     name: str  # "large", "small" or "custom"
-    obs_shape: tuple  # (C, H, W) of the uint8 input
+    obs_shape: tuple  # (C, H, W) of the input; vectors are (n, 1, 1)
     n_actions: int  # outputs of the last layer
     layers: tuple  # of Layer, in order
     n_params: int  # length of the flat float32 vector
     table: np.ndarray = field(repr=False)  # (n_layers, N_COLS) int64, for the Numba kernels
+    obs_dtype: np.dtype = np.dtype(np.uint8)  # uint8 pixels (scaled by 1/255) or float32 (as given)
+
+    @property
+    def obs_div(self):
+        """What inputs are divided by: 255 for uint8 pixels, 1 (exact: unchanged) for float32."""
+        return 255.0 if self.obs_dtype == np.uint8 else 1.0
 
     def unflatten(self, theta):
         """Views of a flat (n_params,) vector as [(weights, bias), ...] per layer."""
@@ -89,8 +98,14 @@ class NetSpec:
         ]
 
 
-def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom"):
-    """Build a NetSpec from a recipe of ("conv", cout, k, s) / ("dense", units), convs first."""
+def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom", obs_dtype=np.uint8):
+    """Build a NetSpec from a recipe of ("conv", cout, k, s) / ("dense", units), convs first.
+
+    obs_dtype: uint8 (pixels, scaled to [0, 1]) or float32 (vector observations, used as given).
+    """
+    obs_dtype = np.dtype(obs_dtype)
+    if obs_dtype not in (np.uint8, np.float32):
+        raise ValueError(f"obs_dtype must be uint8 or float32, got {obs_dtype}")
     c0, h0, w0 = (int(v) for v in obs_shape)
     c, h, w = c0, h0, w0
     if min(c, h, w) < 1 or n_actions < 1:
@@ -130,14 +145,14 @@ def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom"):
             + (lay.w_offset, lay.b_offset, int(lay.relu))
         )
     table.setflags(write=False)
-    return NetSpec(name, (c0, h0, w0), int(n_actions), tuple(out), offset, table)
+    return NetSpec(name, (c0, h0, w0), int(n_actions), tuple(out), offset, table, obs_dtype)
 
 
-def net_spec(name, obs_shape=OBS_SHAPE, n_actions=18):
-    """The named network ("large" or "small") for this input shape and action count."""
+def net_spec(name, obs_shape=OBS_SHAPE, n_actions=18, obs_dtype=np.uint8):
+    """The named network ("large", "small" or "mlp") for this input shape and action count."""
     if name not in NAMED_LAYERS:
         raise ValueError(f"unknown network {name!r}; valid names: {sorted(NAMED_LAYERS)}")
-    return make_spec(NAMED_LAYERS[name], obs_shape, n_actions, name=name)
+    return make_spec(NAMED_LAYERS[name], obs_shape, n_actions, name=name, obs_dtype=obs_dtype)
 
 
 def init_scale(spec):

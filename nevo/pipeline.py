@@ -59,6 +59,17 @@ class Results:
     def total_frames(self) -> int:
         return int(self.frames.sum())
 
+    @staticmethod
+    def concat(parts: list[Results]) -> Results:
+        """The results of several evaluations, one after the other (times add up)."""
+        return Results(
+            np.concatenate([p.returns for p in parts]),
+            np.concatenate([p.lengths for p in parts]),
+            np.concatenate([p.frames for p in parts]),
+            wall_s=sum(p.wall_s for p in parts),
+            tail_s=sum(p.tail_s for p in parts),
+        )
+
 
 def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int, bool]:
     """(slots, group size, overlap) from the settings, 0s and "auto" chosen from the machine.
@@ -294,3 +305,25 @@ class _Batch:
     def results(self) -> Results:
         wall = time.monotonic() - self.t0
         return Results(self.returns, self.lengths, self.frames, wall_s=wall, tail_s=self.tail_s)
+
+
+def make_evaluator(env_cfg, run_cfg, policy, device: str, population: int):
+    """(evaluator, facts for config.json) for this environment: the pipeline on Atari, the
+    synchronous evaluator on gymnasium vector tasks; slots and groups as `layout` chooses."""
+    if env_cfg.env != "atari":
+        from nevo.envs import VectorTaskSlots
+        from nevo.sync_eval import SyncEvaluator
+
+        slots = run_cfg.env_slots or min(population, 256)
+        task = VectorTaskSlots(env_cfg.env, slots)
+        return SyncEvaluator(task, policy, env_cfg.frame_cap), {"env_slots": slots, "pipeline": "sync"}
+    threads = run_cfg.threads or cores()
+    slots, batch, overlap = layout(device, cores(), population, run_cfg)
+    evaluator = Evaluator(env_cfg, policy, slots, threads, batch, overlap)
+    facts = {
+        "env_slots": evaluator.slots,
+        "batch_size": evaluator.group,
+        "threads": threads,
+        "pipeline": "overlap" if overlap else "lockstep",
+    }
+    return evaluator, facts

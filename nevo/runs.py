@@ -5,6 +5,8 @@
         metrics.jsonl      one JSON object per finished generation (grouped names: score/, perf/)
         checkpoint.npz     algorithm state + counters after the last finished generation
         elite.json         the elite's seed list and what is needed to rebuild its weights
+                           (ES: the elite is theta, kept beside it in theta.npy)
+        ref_batch.npy      virtual batch norm's reference observations (nets with --vbn)
 
 Files are replaced atomically (write to a temporary file, fsync, rename): a kill at any
 moment leaves the previous complete version. Plots read only these files.
@@ -47,9 +49,10 @@ def git_commit() -> str:
 
 
 def new_run_dir(cfg) -> str:
-    """Make runs/<game>__<algo>__<seed>__<time>/ (never reusing an existing folder)."""
+    """Make runs/<game or task>__<algo>__<seed>__<time>/ (never reusing an existing folder)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = os.path.join(cfg.run.out_dir, f"{cfg.env.game}__{cfg.algo}__{cfg.run.seed}__{stamp}")
+    env = cfg.env.game if cfg.env.env == "atari" else cfg.env.env
+    base = os.path.join(cfg.run.out_dir, f"{env}__{cfg.algo}__{cfg.run.seed}__{stamp}")
     path, k = base, 1
     while os.path.exists(path):
         path, k = f"{base}-{k}", k + 1
@@ -90,6 +93,14 @@ def save_checkpoint(run_dir: str, state: dict) -> None:
     with open(tmp, "wb") as f:
         np.savez(f, **{k: np.asarray(v) for k, v in state.items()})
     _commit(tmp, os.path.join(run_dir, CHECKPOINT))
+
+
+def save_array(run_dir: str, name: str, array: np.ndarray) -> None:
+    """Write one array as name (.npy) atomically."""
+    tmp = os.path.join(run_dir, name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.save(f, np.asarray(array))
+    _commit(tmp, os.path.join(run_dir, name))
 
 
 def load_checkpoint(run_dir: str) -> dict | None:

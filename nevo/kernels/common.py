@@ -14,9 +14,11 @@ def relu(x):
 
 
 @numba.njit(inline="always")
-def scale_pixel(v):
-    """uint8 pixel -> float32 in [0, 1], exactly as the reference divides by 255."""
-    return numba.float32(v) / numba.float32(255.0)
+def scale_input(v, div):
+    """An observation element as the net's float32 input: v / div, as the reference divides.
+
+    div is NetSpec.obs_div: 255 maps uint8 pixels to [0, 1]; 1 leaves float32 vectors exact."""
+    return numba.float32(v) / numba.float32(div)
 
 
 @numba.njit(inline="always")

@@ -32,7 +32,7 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 from numba import prange  # noqa: E402
 
-from nevo.kernels.common import argmax_row, relu, scale_pixel
+from nevo.kernels.common import argmax_row, relu, scale_input
 from nevo.nets import (
     B_OFF,
     CIN,
@@ -81,8 +81,8 @@ def _segments(table):
 
 
 @numba.njit(nogil=True, cache=True)
-def _load_obs(table, obs, r, dst):
-    """obs[r] (C, H, W) uint8 -> dst, the first layer's zero-padded (H, W, C) float32 input."""
+def _load_obs(table, obs, r, dst, div):
+    """obs[r] (C, H, W) -> dst, the first layer's zero-padded (H, W, C) float32 input (obs / div)."""
     c_n, h_n, w_n = obs.shape[1], obs.shape[2], obs.shape[3]
     pt, pl = table[0, PAD_T], table[0, PAD_L]
     wp = w_n + pl + table[0, PAD_R]
@@ -90,7 +90,7 @@ def _load_obs(table, obs, r, dst):
         for x in range(w_n):
             d = ((y + pt) * wp + x + pl) * c_n
             for c in range(c_n):
-                dst[d + c] = scale_pixel(obs[r, c, y, x])
+                dst[d + c] = scale_input(obs[r, c, y, x], div)
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
@@ -240,7 +240,7 @@ def _dense_block(table, i, w, act, x0, y0, order, g0, g1, o0, o1, nz):
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def _forward(table, weights, rows_ind, obs, n_threads):
+def _forward(table, weights, rows_ind, obs, div, n_threads):
     """(actions (rows,) int64, logits (rows, n_actions) float32); see `forward`."""
     rows, n_layers = rows_ind.shape[0], table.shape[0]
     n_actions = table[n_layers - 1, COUT]
@@ -278,9 +278,9 @@ def _forward(table, weights, rows_ind, obs, n_threads):
                 for q in range(g0, g1):
                     r = order[q]
                     if n_conv == 0:
-                        _load_obs(table, obs, r, act[r])
+                        _load_obs(table, obs, r, act[r], div)
                         continue
-                    _load_obs(table, obs, r, scr[t, : seg[1]])
+                    _load_obs(table, obs, r, scr[t, : seg[1]], div)
                     for i in range(n_conv):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
                         src = scr[t, seg[i] : seg[i + 1]]
@@ -294,14 +294,14 @@ def _forward(table, weights, rows_ind, obs, n_threads):
         # (group, block of outputs).
         if n_conv == 0:
             for r in prange(rows):  # work = one row
-                _load_obs(table, obs, r, act[r])
+                _load_obs(table, obs, r, act[r], div)
         elif rows >= 2 * n_threads:
             # Work = one row, every conv layer, in its thread's scratch (as above).
             scr = np.zeros((n_threads, base), np.float32)
             for t in prange(n_threads):
                 for r in range(t, rows, n_threads):  # all rows cost the same: static round robin
                     w = weights[rows_ind[r]]
-                    _load_obs(table, obs, r, scr[t, : seg[1]])
+                    _load_obs(table, obs, r, scr[t, : seg[1]], div)
                     for i in range(n_conv):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
                         src = scr[t, seg[i] : seg[i + 1]]
@@ -310,7 +310,7 @@ def _forward(table, weights, rows_ind, obs, n_threads):
             # Too few rows for the threads: work = (row, band of output rows), one layer at a time.
             scr = np.zeros((rows, base), np.float32)
             for r in prange(rows):
-                _load_obs(table, obs, r, scr[r, : seg[1]])
+                _load_obs(table, obs, r, scr[r, : seg[1]], div)
             for i in range(n_conv):
                 oh = table[i, OUT_H]
                 bands = min(oh, max(1, (2 * n_threads + rows - 1) // max(rows, 1)))
@@ -351,7 +351,8 @@ def forward(spec, weights, rows_ind, obs):
     """Greedy actions (rows,) int64 and logits (rows, n_actions) float32 for a batch of rows.
 
     weights (n_individuals, n_params) float32 C-contiguous; rows_ind (rows,) int64, each row's
-    individual; obs (rows, C, H, W) uint8, as AtariVectorEnv returns it. Only checks happen here:
+    individual; obs (rows, C, H, W) of spec.obs_dtype (uint8 as AtariVectorEnv returns it, or
+    float32 vectors as (rows, n, 1, 1)). Only checks happen here:
     the work runs in `_forward`, which releases the GIL.
     """
     if weights.dtype != np.float32 or weights.ndim != 2 or not weights.flags.c_contiguous:
@@ -360,11 +361,12 @@ def forward(spec, weights, rows_ind, obs):
         raise ValueError(f"weights have {weights.shape[1]} params, the spec {spec.n_params}")
     rows_ind = np.ascontiguousarray(rows_ind, dtype=np.int64)
     obs = np.ascontiguousarray(obs)
-    if obs.dtype != np.uint8 or obs.shape != (len(rows_ind), *spec.obs_shape):
+    if obs.dtype != spec.obs_dtype or obs.shape != (len(rows_ind), *spec.obs_shape):
         raise ValueError(
-            f"obs must be uint8 of shape {(len(rows_ind), *spec.obs_shape)}, got {obs.dtype} {obs.shape}"
+            f"obs must be {spec.obs_dtype} of shape {(len(rows_ind), *spec.obs_shape)}, "
+            f"got {obs.dtype} {obs.shape}"
         )
     if len(rows_ind) and (rows_ind.min() < 0 or rows_ind.max() >= weights.shape[0]):
         raise IndexError(f"rows_ind must lie in [0, {weights.shape[0]})")
     # numba.get_num_threads() is read here: inside _forward it would stop cache=True working.
-    return _forward(spec.table, weights, rows_ind, obs, numba.get_num_threads())
+    return _forward(spec.table, weights, rows_ind, obs, spec.obs_div, numba.get_num_threads())

@@ -27,7 +27,7 @@ def forward(spec, weights, rows_ind, obs):
     logits = np.zeros((rows, spec.n_actions), dtype=np.float32)
     for r in range(rows):
         params = spec.unflatten(weights[rows_ind[r]].astype(np.float64))
-        x = obs[r].transpose(1, 2, 0).astype(np.float64) / 255.0  # (H, W, C), as TF's NHWC
+        x = obs[r].transpose(1, 2, 0).astype(np.float64) / spec.obs_div  # (H, W, C), as TF's NHWC
         for lay, (w, b) in zip(spec.layers, params):
             if lay.kind == "conv":
                 x = conv_same(x, w, b, lay.stride, lay.pad)

@@ -1,0 +1,145 @@
+"""Train with OpenAI evolution strategies (Salimans et al. 2017), on Atari or a gymnasium task.
+
+    python -m experiments.run_es --env CartPole-v1        # a vector task: about a minute on 2 cores
+    python -m experiments.run_es                          # the quick preset on Frostbite
+    python -m experiments.run_es --preset paper --game frostbite   # 5,000 perturbations, VBN
+    python -m experiments.run_es --resume runs/<folder>   # continue a killed run
+
+Each generation: ask the perturbations chunk by chunk -> evaluate -> tell (the update of theta)
+-> validate theta -> log -> checkpoint. Run folders, metrics and resume are the GA's; the elite
+of an ES run is theta itself, saved as theta.npy beside elite.json.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from nevo import build, config, machine, nets, noise, runs
+from nevo.algos.es import ES
+from nevo.config import ConfigError
+from nevo.pipeline import Results, make_evaluator
+from nevo.progress import Progress
+
+THETA = "theta.npy"
+MAX_CHUNK = 1000  # most weight rows built at once (large net: 16 GB)
+
+
+def chunk_rows(population: int, n_params: int) -> int:
+    """Individuals evaluated at once: all of them when a quarter of the free memory holds their
+    weights, else fewer (an even number, so mirrored pairs stay together)."""
+    avail = machine.available_memory() or 8 * 2**30
+    rows = min(population, MAX_CHUNK, max(2, int(0.25 * avail) // (4 * n_params)))
+    return rows if rows == population else max(2, rows - rows % 2)
+
+
+def main(argv=None) -> int:
+    # ---- settings ---------------------------------------------------------------------
+    try:
+        cfg, resume_dir = config.parse_args(argv, __doc__, config.ES_PRESETS)
+        spec = build.net_for(cfg)
+        config.check_noise_table(cfg, spec.n_params)
+        device = build.device_for(cfg)
+        chunk = chunk_rows(cfg.es.population, spec.n_params)
+        build.check_memory(spec.n_params, chunk + 3, cfg.run.noise_table_size, device, "--population")
+        checkpoint = runs.load_checkpoint(resume_dir) if resume_dir else None
+    except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    run_dir = resume_dir or runs.new_run_dir(cfg)
+    policy = build.policy_for(cfg, spec, device, run_dir)
+    evaluator, layout = make_evaluator(cfg.env, cfg.run, policy, device, chunk)
+    facts = {"n_params": spec.n_params, "n_actions": spec.n_actions, "chunk": chunk, **layout}
+    runs.write_config(run_dir, cfg, facts)
+    out = Progress(cfg.run.frame_budget)
+    env, es = (cfg.env.game if config.is_atari(cfg.env) else cfg.env.env), cfg.es
+    out.say(
+        f"nevo es | {env} | net {cfg.net.net} ({spec.n_params:,} params"
+        f"{f', VBN over {cfg.net.vbn} observations' if cfg.net.vbn else ''}) | N={es.population}"
+        f"{' mirrored' if es.mirrored else ''} sigma={es.sigma} {es.optimizer} lr={es.lr} l2={es.l2} | "
+        f"{device}, " + ", ".join(f"{k} {v}" for k, v in layout.items()) + f" | run folder {run_dir}"
+    )
+
+    # ---- state: noise table, theta and the optimizer, counters ------------------------
+    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
+    algo = ES(es, cfg.run.seed, noise.NoiseSource(table, nets.init_scale(spec), es.sigma))
+    frames, wall = 0, 0.0
+    if checkpoint is not None:
+        algo.load_state(checkpoint)
+        frames, wall = int(checkpoint["frames"]), float(checkpoint["wall_s"])
+        out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
+    if resume_dir:  # drop metrics of a generation that was in flight when the run died
+        runs.trim_metrics(run_dir, algo.generation)
+
+    # ---- the loop: ask -> evaluate -> tell -> validate -> log -> checkpoint ------------
+    try:
+        while frames < cfg.run.frame_budget:
+            gen, t0 = algo.generation, time.monotonic()
+            parts = []
+            for lo in range(0, es.population, chunk):
+                weights, episodes = algo.ask(lo, min(lo + chunk, es.population))
+                out.start_phase(gen, "train", frames + sum(p.total_frames for p in parts))
+                parts.append(evaluator.run(weights, episodes, out.episodes))
+            del weights
+            train = Results.concat(parts)
+            t_update = time.monotonic()
+            fitness = algo.tell(train)
+            update_s = time.monotonic() - t_update
+
+            weights, episodes = algo.ask_validation()
+            out.start_phase(gen, "validate", frames + train.total_frames)
+            valid = evaluator.run(weights, episodes, out.episodes)
+            algo.tell_validation(valid)
+
+            gen_frames = train.total_frames + valid.total_frames
+            gen_s = time.monotonic() - t0
+            frames, wall = frames + gen_frames, wall + gen_s
+            row = {
+                "generation": gen,
+                "frames": frames,
+                "wall_s": round(wall, 3),
+                "frames_train": train.total_frames,
+                "frames_validation": valid.total_frames,
+                "episodes": len(train.returns) + len(valid.returns),
+                "perf/gen_s": round(gen_s, 3),
+                "perf/frames_per_s": round(gen_frames / gen_s, 1),
+                "perf/tail_fraction": round((train.tail_s + valid.tail_s) / gen_s, 4),
+                "perf/update_s": round(update_s, 4),
+                "score/pop_max": float(np.max(fitness)),
+                "score/pop_mean": float(np.mean(fitness)),
+                "score/pop_median": float(np.median(fitness)),
+                "score/elite_mean": algo.theta_score,  # the elite of ES is theta
+                "es/grad_norm": algo.grad_norm,
+                "es/step_norm": algo.step_norm,
+                "es/theta_norm": float(np.linalg.norm(algo.theta)),
+                "episode/mean_length": float(np.mean(train.lengths)),
+            }
+            runs.append_metrics(run_dir, row)
+            runs.save_array(run_dir, THETA, algo.theta)
+            runs.write_json(
+                run_dir,
+                runs.ELITE,
+                {
+                    "generation": gen,
+                    "theta": THETA,
+                    "validation_mean": algo.theta_score,
+                    "validation_episodes": es.validation_episodes,
+                    "net": cfg.net.net,
+                    "vbn": cfg.net.vbn,
+                },
+            )
+            runs.save_checkpoint(run_dir, {**algo.state(), "frames": frames, "wall_s": wall})
+            out.generation_done(row)
+    except KeyboardInterrupt:
+        out.say(f"interrupted; continue with: python -m experiments.run_es --resume {run_dir}")
+        return 130
+    finally:
+        evaluator.close()
+    out.say(f"done: {frames:,} frames in {wall / 60:.1f} min; theta {algo.theta_score:.1f}; {run_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""OpenAI evolution strategies (Salimans et al. 2017, arXiv 1703.03864), as the reference code runs it.
+
+Each generation draws perturbations eps_k from the shared noise table (a seed per k, so the
+population is a list of seeds). With mirroring (antithetic sampling), individual 2k is
+theta + sigma*eps_k and 2k+1 is theta - sigma*eps_k, both on the same episode seed. Returns are
+shaped to centered ranks (ranks scaled to [-0.5, 0.5], NaN ranked last: the one fitness rule of
+nevo.algos), the gradient estimate is
+    g = sum_k w_k eps_k / N,   w_k = f(2k) - f(2k+1)  (mirrored)  or  f(k)  (not mirrored)
+and the optimizer (Adam or SGD with momentum) steps along g - l2 * theta, as the reference's
+`optimizer.update(-g + l2coeff * theta)` does (no division by sigma: the step size absorbs it).
+
+g is computed by `weighted_noise_sum`, numba-parallel over blocks of parameters, reading the
+perturbations straight from the table: no (population x parameters) matrix is ever built. The
+population's weights are built in chunks (`ask(lo, hi)`), so a population of 5,000 large nets
+(80 GB) is evaluated a chunk at a time.
+
+State is plain arrays: theta, the optimizer's moments and step count, the generation. Every
+random choice comes from a generator seeded by (run seed, generation, purpose): a resumed run
+repeats an uninterrupted one exactly.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from nevo.algos import fitness_order
+from nevo.algos.ga import rng_for
+from nevo.noise import SEED_LIMIT, NoiseSource, build_rows, offsets_of
+from nevo.pipeline import Episodes, Results
+
+# Purposes of the per-generation random streams (distinct from the GA's by value, not needed).
+TRAIN_EPISODES, VALIDATION_EPISODES, NOISE_SEEDS, INIT_SEED = range(4)
+
+_BLOCK = 4096  # parameters per work item of weighted_noise_sum: 16 KB of accumulators, in L1
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def weighted_noise_sum(out, coeffs, offsets, table):
+    """out (P,) float32 = sum_k coeffs[k] * table[offsets[k] : offsets[k] + P].
+
+    Threads map to blocks of _BLOCK parameters; each block sums the perturbations in the order
+    k = 0, 1, ... (float32 accumulators), so the result does not depend on the thread count.
+    speed: memory bound (every perturbation's slice is read once); a block's accumulators stay
+    in L1 while the slices stream past, and two perturbations are added per pass.
+    """
+    p, n = out.shape[0], coeffs.shape[0]
+    n_blocks = (p + _BLOCK - 1) // _BLOCK
+    for b in numba.prange(n_blocks):
+        lo = b * _BLOCK
+        hi = min(lo + _BLOCK, p)
+        acc = out[lo:hi]
+        acc[:] = 0.0
+        k = 0
+        while k + 2 <= n:
+            c0, c1 = coeffs[k], coeffs[k + 1]
+            t0 = table[offsets[k] + lo : offsets[k] + hi]
+            t1 = table[offsets[k + 1] + lo : offsets[k + 1] + hi]
+            for j in range(hi - lo):
+                acc[j] = acc[j] + c0 * t0[j] + c1 * t1[j]
+            k += 2
+        if k < n:
+            c0 = coeffs[k]
+            t0 = table[offsets[k] + lo : offsets[k] + hi]
+            for j in range(hi - lo):
+                acc[j] += c0 * t0[j]
+
+
+def weighted_noise_sum_reference(coeffs, offsets, table, n_params) -> np.ndarray:
+    """The plain NumPy twin of weighted_noise_sum, in float64."""
+    out = np.zeros(n_params, np.float64)
+    for c, o in zip(coeffs, offsets):
+        out += float(c) * table[o : o + n_params]
+    return out
+
+
+def centered_ranks(x) -> np.ndarray:
+    """(n,) float32 ranks of x scaled to [-0.5, 0.5]: best 0.5, worst -0.5, NaN ranked lowest."""
+    x = np.asarray(x, np.float64).ravel()
+    ranks = np.empty(x.size, np.float64)
+    ranks[fitness_order(x)] = np.arange(x.size - 1, -1, -1)  # best gets n - 1
+    return (ranks / max(x.size - 1, 1) - 0.5).astype(np.float32)
+
+
+class Adam:
+    """Adam (Kingma & Ba), as the reference's optimizers.py: step = -a * m / (sqrt(v) + eps)."""
+
+    def __init__(self, n: int, lr: float, beta1=0.9, beta2=0.999, eps=1e-8):
+        self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
+        self.m = np.zeros(n, np.float32)
+        self.v = np.zeros(n, np.float32)
+        self.t = 0
+
+    def step(self, grad: np.ndarray) -> np.ndarray:
+        """The step to add to theta for this gradient of the loss (descend grad)."""
+        self.t += 1
+        a = self.lr * np.sqrt(1 - self.beta2**self.t) / (1 - self.beta1**self.t)
+        self.m *= np.float32(self.beta1)
+        self.m += np.float32(1 - self.beta1) * grad
+        self.v *= np.float32(self.beta2)
+        self.v += np.float32(1 - self.beta2) * grad * grad
+        return (np.float32(-a) * self.m / (np.sqrt(self.v) + np.float32(self.eps))).astype(np.float32)
+
+
+class SGD:
+    """SGD with momentum, as the reference's: v = mu * v + (1 - mu) * g; step = -lr * v."""
+
+    def __init__(self, n: int, lr: float, momentum: float):
+        self.lr, self.momentum = lr, momentum
+        self.m = np.zeros(n, np.float32)
+        self.v = np.zeros(0, np.float32)  # (Adam's second moment; unused, kept for one state shape)
+        self.t = 0
+
+    def step(self, grad: np.ndarray) -> np.ndarray:
+        self.t += 1
+        self.m *= np.float32(self.momentum)
+        self.m += np.float32(1 - self.momentum) * grad
+        return np.float32(-self.lr) * self.m
+
+
+def make_optimizer(es_cfg, n: int):
+    if es_cfg.optimizer == "adam":
+        return Adam(n, es_cfg.lr)
+    if es_cfg.optimizer == "sgd":
+        return SGD(n, es_cfg.lr, es_cfg.momentum)
+    raise ValueError(f"--optimizer: got {es_cfg.optimizer!r}, allowed: adam, sgd")
+
+
+class ES:
+    """OpenAI-ES over explicit state: theta, the optimizer's moments, the generation."""
+
+    def __init__(self, es_cfg, seed: int, noise: NoiseSource):
+        self.cfg = es_cfg
+        self.seed = seed
+        self.noise = noise  # its sigma is es_cfg.sigma; its init scale gives theta_0
+        self.generation = 0
+        n = es_cfg.population
+        self.n_pert = n // 2 if es_cfg.mirrored else n  # perturbations (seeds) per generation
+        init = int(rng_for(seed, 0, INIT_SEED).integers(0, SEED_LIMIT))
+        self.theta = noise.rebuild([init]).copy()  # (P,) float32: init_scale * eps(init)
+        self.opt = make_optimizer(es_cfg, noise.n_params)
+        self.theta_score = float("nan")  # validation mean of the current theta
+        self.grad_norm = float("nan")
+        self.step_norm = float("nan")
+
+    # ---- the population: perturbation k of individual j ---------------------------------
+    def _seeds(self) -> np.ndarray:
+        """(n_pert,) int64 noise seeds of this generation's perturbations."""
+        rng = rng_for(self.seed, self.generation, NOISE_SEEDS)
+        return rng.integers(0, SEED_LIMIT, self.n_pert).astype(np.int64)
+
+    def _split(self, j: np.ndarray):
+        """(perturbation, sign +1/-1) of individuals j."""
+        if self.cfg.mirrored:
+            return j // 2, np.where(j % 2 == 0, 1, -1)
+        return j, np.ones_like(j)
+
+    def ask(self, lo: int = 0, hi: int | None = None) -> tuple[np.ndarray, Episodes]:
+        """Weights (hi - lo, P) of individuals lo..hi-1 and one episode each (a mirrored pair
+        shares its episode seed). Results of the chunks, concatenated in order, go to tell."""
+        n = self.cfg.population
+        hi = n if hi is None else hi
+        if not 0 <= lo < hi <= n:
+            raise ValueError(f"ask({lo}, {hi}): need 0 <= lo < hi <= population ({n})")
+        j = np.arange(lo, hi, dtype=np.int64)
+        k, sign = self._split(j)
+        offsets = offsets_of(self._seeds()[k], self.noise.table.size, self.noise.n_params)
+        # Rows: the chunk's + individuals, then its - ones (each part one contiguous build);
+        # Episodes.ind maps every individual to its row.
+        order = np.argsort(-sign, kind="stable")  # (hi - lo,) individuals by row
+        row = np.empty(hi - lo, np.int64)
+        row[order] = np.arange(hi - lo)
+        n_pos = int((sign > 0).sum())
+        weights = np.empty((hi - lo, self.noise.n_params), np.float32)
+        for part, s in ((slice(0, n_pos), 1), (slice(n_pos, hi - lo), -1)):
+            rows = order[part]
+            if rows.size:  # theta + s * sigma * eps_k
+                build_rows(
+                    weights[part],
+                    self.theta[None],
+                    np.zeros(rows.size, np.int64),
+                    offsets[rows],
+                    self.noise.init_scale,
+                    s * self.noise.sigma,
+                    self.noise.table,
+                )
+        ep_seeds = rng_for(self.seed, self.generation, TRAIN_EPISODES).integers(0, SEED_LIMIT, self.n_pert)
+        return weights, Episodes(row, ep_seeds[k].astype(np.int64))
+
+    def tell(self, results: Results) -> np.ndarray:
+        """Update theta from every individual's return (all chunks, in order); returns them."""
+        fitness = np.asarray(results.returns, np.float64)
+        if fitness.size != self.cfg.population:
+            raise ValueError(f"tell: {fitness.size} returns for a population of {self.cfg.population}")
+        if self.cfg.fitness_shaping == "centered_ranks":
+            shaped = centered_ranks(fitness)
+        else:  # raw returns; a NaN counts as the worst return seen (the one NaN rule)
+            finite = fitness[np.isfinite(fitness)]
+            shaped = np.nan_to_num(fitness, nan=finite.min() if finite.size else 0.0).astype(np.float32)
+        coeffs = shaped[0::2] - shaped[1::2] if self.cfg.mirrored else shaped
+        offsets = offsets_of(self._seeds(), self.noise.table.size, self.noise.n_params)
+        g = np.empty(self.noise.n_params, np.float32)
+        weighted_noise_sum(g, np.ascontiguousarray(coeffs, np.float32), offsets, self.noise.table)
+        g /= np.float32(fitness.size)
+        # The optimizer descends its argument: the reference's -g + l2 * theta.
+        step = self.opt.step(np.float32(self.cfg.l2) * self.theta - g)
+        self.theta += step
+        self.grad_norm = float(np.linalg.norm(g))
+        self.step_norm = float(np.linalg.norm(step))
+        self.generation += 1
+        return fitness
+
+    def ask_validation(self) -> tuple[np.ndarray, Episodes]:
+        """theta (1, P) on validation_episodes episode seeds."""
+        v = self.cfg.validation_episodes
+        seeds = rng_for(self.seed, self.generation, VALIDATION_EPISODES).integers(0, SEED_LIMIT, v)
+        return self.theta[None].copy(), Episodes(np.zeros(v, np.int64), seeds.astype(np.int64))
+
+    def tell_validation(self, results: Results) -> float:
+        r = results.returns
+        self.theta_score = float(np.mean(r)) if np.isfinite(r).any() else float("nan")
+        return self.theta_score
+
+    # ---- checkpoint -------------------------------------------------------------------
+    def state(self) -> dict:
+        return {
+            "generation": np.int64(self.generation),
+            "theta": self.theta,
+            "opt_m": self.opt.m,
+            "opt_v": self.opt.v,
+            "opt_t": np.int64(self.opt.t),
+            "theta_score": np.float64(self.theta_score),
+        }
+
+    def load_state(self, st: dict) -> None:
+        self.generation = int(st["generation"])
+        self.theta = np.array(st["theta"], np.float32)
+        self.opt.m = np.array(st["opt_m"], np.float32)
+        self.opt.v = np.array(st["opt_v"], np.float32)
+        self.opt.t = int(st["opt_t"])
+        self.theta_score = float(st["theta_score"])

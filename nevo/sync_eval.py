@@ -1,0 +1,86 @@
+"""The synchronous evaluator, for environments stepped in this process: gymnasium vector tasks.
+
+Same interface and results as `nevo.pipeline.Evaluator` (weights and Episodes in, Results out),
+and the same episode queue and active-episode compaction: every step, one forward pass over the
+slots whose episode is still running, then those slots step; an ended slot takes the next queued
+episode at once (a reset with that episode's seed), and when the queue is empty it leaves the
+batch. Tasks such as CartPole cost microseconds a step, so there is nothing to overlap: the
+forward pass is the work. An episode's outcome depends only on (individual, episode seed).
+
+A task is an object with `slots`, `obs_shape`, `obs_dtype`, `reset(slots, seeds) -> obs (k, *obs_shape)`,
+`step(slots, actions) -> (obs, rewards (k,), ended (k,) bool)` and `close()`, e.g.
+`nevo.envs.VectorTaskSlots`. Frames are agent steps.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from nevo.pipeline import Episodes, Results
+
+
+class SyncEvaluator:
+    """Runs Episodes on a task's slots, `policy` (nevo.kernels.make_policy) choosing actions."""
+
+    def __init__(self, task, policy, frame_cap: int):
+        self.task = task
+        self.policy = policy
+        self.slots = task.slots
+        self.frame_cap = frame_cap  # an episode is cut after this many steps
+
+    def close(self) -> None:
+        self.task.close()
+
+    def run(self, weights: np.ndarray, episodes: Episodes, progress=None) -> Results:
+        """Play every episode to its end (or the frame cap); progress(done, total, frames)."""
+        ind, seeds = np.asarray(episodes.ind, np.int64), np.asarray(episodes.seeds, np.int64)
+        n_ep, S = len(ind), self.slots
+        returns, lengths = np.zeros(n_ep, np.float64), np.zeros(n_ep, np.int64)
+        t0 = last_report = time.monotonic()
+        tail_s = 0.0
+        if n_ep == 0:
+            return Results(returns, lengths, lengths.copy())
+        slot_ep = np.full(S, -1, np.int64)  # the episode each slot plays (-1: idle)
+        obs = np.zeros((S, *self.task.obs_shape), self.task.obs_dtype)
+        first = min(S, n_ep)
+        slot_ep[:first] = np.arange(first)
+        obs[:first] = self.task.reset(np.arange(first), seeds[:first])
+        next_ep, done, frames = first, 0, 0
+        self.policy.load(weights)
+        try:
+            while True:
+                live = np.flatnonzero(slot_ep >= 0)  # compaction: only these rows run
+                if live.size == 0:
+                    break
+                tick = time.monotonic()
+                ep = slot_ep[live]
+                actions = self.policy(ind[ep], obs[live])
+                o, r, ended = self.task.step(live, actions)
+                obs[live] = o
+                returns[ep] += r
+                lengths[ep] += 1
+                frames += live.size
+                ended |= lengths[ep] >= self.frame_cap
+                refill, refill_seeds = [], []
+                for s in live[ended]:
+                    done += 1
+                    if next_ep < n_ep:
+                        slot_ep[s] = next_ep
+                        refill.append(s)
+                        refill_seeds.append(seeds[next_ep])
+                        next_ep += 1
+                    else:
+                        slot_ep[s] = -1
+                if refill:
+                    obs[refill] = self.task.reset(np.array(refill), np.array(refill_seeds))
+                now = time.monotonic()
+                if live.size < S:
+                    tail_s += now - tick
+                if progress is not None and now - last_report > 0.5:
+                    progress(done, n_ep, frames)
+                    last_report = now
+        finally:
+            self.policy.release()
+        return Results(returns, lengths, lengths.copy(), wall_s=time.monotonic() - t0, tail_s=tail_s)
