@@ -1,8 +1,9 @@
 """The forward pass: `reference` (NumPy, the truth), `cpu` (Numba) and `cuda` (numba.cuda), one signature.
 
 forward(spec, weights, rows_ind, obs) -> (actions, logits): weights (n_individuals, n_params)
-float32, rows_ind (rows,) int64 (each row's individual), obs (rows, C, H, W) uint8; actions
-(rows,) int64 are the first argmax of logits (rows, n_actions) float32.
+float32, rows_ind (rows,) int64 (each row's individual), obs (rows, C, H, W) of spec.obs_dtype
+(uint8 pixels, or float32 vectors as (rows, n, 1, 1)); actions (rows,) int64 are the first argmax
+of logits (rows, n_actions) float32.
 
 The evaluator does not call a forward function directly but a *policy*: `load(weights)` once
 per evaluation (a GPU backend copies the weights to the device there, once, never per step),
@@ -41,7 +42,7 @@ class HostPolicy:
         self.weights = weights
 
     def __call__(self, rows_ind, obs):
-        """(rows,) int64 greedy actions of rows_ind's individuals on obs (rows, C, H, W) uint8."""
+        """(rows,) int64 greedy actions of rows_ind's individuals on obs (rows, C, H, W) of spec.obs_dtype."""
         return self.forward(self.spec, self.weights, rows_ind, obs)[0]
 
     def release(self):

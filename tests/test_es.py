@@ -1,0 +1,195 @@
+"""OpenAI-ES: the update, mirrored noise, centered ranks, settings, resume and learning CartPole."""
+
+import json
+import os
+
+import numba
+import numpy as np
+import pytest
+
+from experiments import run_es
+from nevo import runs
+from nevo.algos.es import ES, centered_ranks, weighted_noise_sum, weighted_noise_sum_reference
+from nevo.config import ES_PRESETS, ConfigError, ESConfig, parse_args
+from nevo.noise import NoiseSource
+from nevo.pipeline import Results
+
+P = 40  # parameters of the toy problems
+
+
+def quadratic_es(table, **kw):
+    """An ES on P parameters starting at init_scale * eps = 0.5 * eps."""
+    cfg = ESConfig(**{"population": 40, "sigma": 0.05, "lr": 0.05, "l2": 0.0, "validation_episodes": 1, **kw})
+    return ES(cfg, 3, NoiseSource(table, np.full(P, 0.5, np.float32), cfg.sigma))
+
+
+def loss(w, target):
+    return ((w - target) ** 2).sum(axis=-1)
+
+
+def returns_of(es, target):
+    """Every individual's return on the quadratic, -|w - target|^2, in population order."""
+    w, ep = es.ask()
+    return Results(-loss(w[ep.ind].astype(np.float64), target), np.ones(len(ep.ind)), np.ones(len(ep.ind)))
+
+
+def test_the_es_step_points_downhill_and_converges_on_a_quadratic(table):
+    target = np.linspace(-1, 1, P).astype(np.float32)
+    for optimizer in ("adam", "sgd"):
+        es = quadratic_es(table, optimizer=optimizer, lr=0.05 if optimizer == "adam" else 0.5)
+        start = es.theta.copy()
+        es.tell(returns_of(es, target))
+        step = es.theta - start
+        assert step @ (target - start) > 0.5 * np.linalg.norm(step) * np.linalg.norm(target - start) * 0.3
+        for _ in range(300):
+            es.tell(returns_of(es, target))
+        assert loss(es.theta, target) < 0.02 * loss(start, target), optimizer
+
+
+def test_l2_decay_pulls_theta_to_zero_when_returns_are_flat(table):
+    es = quadratic_es(table, l2=0.5)
+    start = np.linalg.norm(es.theta)
+    for _ in range(20):
+        es.tell(Results(np.zeros(40), np.ones(40), np.ones(40)))
+    assert np.linalg.norm(es.theta) < 0.9 * start
+
+
+def test_mirrored_pairs_use_the_same_noise_with_opposite_signs_and_one_episode_seed(table):
+    es = quadratic_es(table)
+    w, ep = es.ask()
+    plus, minus = w[ep.ind[0::2]] - es.theta, w[ep.ind[1::2]] - es.theta  # (pairs, P)
+    np.testing.assert_allclose(plus, -minus, atol=1e-6)
+    assert np.abs(plus).max() > 0.01  # really perturbed
+    assert len(set(map(tuple, np.round(plus, 5)))) == 20  # every pair its own noise
+    np.testing.assert_array_equal(ep.seeds[0::2], ep.seeds[1::2])
+    assert len(set(ep.seeds[0::2])) == 20
+
+
+def test_chunks_build_exactly_the_rows_of_the_whole_population(table):
+    """ask(lo, hi) gives the same weights and episode seeds as the same individuals of ask()."""
+    es = quadratic_es(table)
+    w_all, ep_all = es.ask()
+    for lo, hi in ((0, 40), (3, 11), (10, 40), (39, 40)):
+        w, ep = es.ask(lo, hi)
+        np.testing.assert_array_equal(w[ep.ind], w_all[ep_all.ind[lo:hi]])
+        np.testing.assert_array_equal(ep.seeds, ep_all.seeds[lo:hi])
+
+
+def test_centered_ranks_match_a_plain_reference():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=101)
+    plain = np.argsort(np.argsort(x)) / (x.size - 1) - 0.5  # worst -0.5 .. best 0.5
+    np.testing.assert_allclose(centered_ranks(x), plain, atol=1e-7)
+    r = centered_ranks([2.0, np.nan, -1.0, 5.0])
+    assert r[1] == -0.5 and r[3] == 0.5 and r.sum() == pytest.approx(0.0)
+
+
+def test_weighted_noise_sum_matches_numpy_and_does_not_depend_on_threads(table):
+    rng = np.random.default_rng(1)
+    n, p = 7, 10_000  # spans several blocks and a partial last one
+    coeffs = rng.normal(size=n).astype(np.float32)
+    offsets = rng.integers(0, table.size - p, n).astype(np.int64)
+    out = np.empty(p, np.float32)
+    weighted_noise_sum(out, coeffs, offsets, table)
+    np.testing.assert_allclose(
+        out, weighted_noise_sum_reference(coeffs, offsets, table, p), rtol=1e-5, atol=1e-5
+    )
+    one = np.empty(p, np.float32)
+    numba.set_num_threads(1)
+    try:
+        weighted_noise_sum(one, coeffs, offsets, table)
+    finally:
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    np.testing.assert_array_equal(one, out)
+
+
+def test_state_round_trip_gives_the_same_next_generation(table):
+    target = np.linspace(-1, 1, P).astype(np.float32)
+    a = quadratic_es(table)
+    for _ in range(3):
+        a.tell(returns_of(a, target))
+    b = quadratic_es(table)
+    b.load_state({k: np.array(v) for k, v in a.state().items()})
+    a.tell(returns_of(a, target))
+    b.tell(returns_of(b, target))
+    np.testing.assert_array_equal(a.theta, b.theta)
+
+
+def test_paper_preset_is_the_reference_atari_es():
+    c = ES_PRESETS["paper"]
+    assert (c.es.population, c.es.sigma, c.es.optimizer, c.es.lr, c.es.l2) == (
+        5000,
+        0.02,
+        "adam",
+        0.01,
+        0.005,
+    )
+    assert (c.es.mirrored, c.es.fitness_shaping, c.net.vbn) == (1, "centered_ranks", 128)
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--sigma", "0"], ["--sigma", "> 0"]),
+        (["--population", "63"], ["--population", "even", "--mirrored"]),
+        (["--optimizer", "rmsprop"], ["--optimizer", "adam", "sgd"]),
+        (["--env", "CartPol-v1"], ["--env", "CartPole-v1"]),
+        (["--env", "CartPole-v1", "--net", "large"], ["--net", "mlp"]),
+        (["--fitness-shaping", "rank"], ["--fitness-shaping", "centered_ranks"]),
+    ],
+)
+def test_bad_es_settings_name_the_field_and_what_is_allowed(argv, words):
+    with pytest.raises(ConfigError) as e:
+        parse_args(argv, "", ES_PRESETS)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_an_odd_population_is_fine_without_mirroring():
+    cfg, _ = parse_args(["--env", "CartPole-v1", "--population", "63", "--mirrored", "0"], "", ES_PRESETS)
+    assert cfg.es.population == 63 and cfg.net.net == "mlp"
+
+
+CARTPOLE = [
+    "--env",
+    "CartPole-v1",
+    "--population",
+    "32",
+    "--validation-episodes",
+    "3",
+    "--noise-table-size",
+    "200000",
+]
+
+
+def es_run(out, *extra):
+    assert run_es.main([*CARTPOLE, "--out-dir", str(out), *extra]) == 0
+    (folder,) = [os.path.join(out, d) for d in os.listdir(out)]
+    return folder
+
+
+def results(folder):
+    return [
+        {k: v for k, v in r.items() if k != "wall_s" and not k.startswith("perf/")}
+        for r in runs.read_metrics(folder)
+    ]
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
+    whole = es_run(tmp_path / "a", "--frame-budget", "6000")
+    part = es_run(tmp_path / "b", "--frame-budget", "3000")
+    assert run_es.main(["--resume", part, "--frame-budget", "6000"]) == 0
+    assert len(results(whole)) >= 3 and results(part) == results(whole)
+    np.testing.assert_array_equal(
+        np.load(os.path.join(part, "theta.npy")), np.load(os.path.join(whole, "theta.npy"))
+    )
+
+
+def test_es_learns_cartpole_on_a_small_budget(tmp_path):
+    """Within 400K steps theta balances the pole: a mean of 475+ over 20 fresh test episodes."""
+    from experiments import replay
+
+    folder = es_run(tmp_path, "--population", "64", "--frame-budget", "400000")
+    assert replay.main([folder, "--episodes", "20", "--seed", "5"]) == 0
+    test = json.load(open(os.path.join(folder, "test.json")))
+    assert test["mean"] >= 475, test["mean"]
