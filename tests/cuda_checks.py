@@ -50,13 +50,19 @@ def small_specs():
 def random_case(spec, rng, n_ind, rows, shared=0):
     """(weights, rows_ind, obs): fresh init-scaled weights, rows of repeated random individuals.
 
-    With shared > 0, individual 0 has `shared` of the rows (validation runs many episodes of one
-    individual; more than TILE_ROWS of them span several dense tiles).
+    obs has spec.obs_dtype: random uint8 pixels, or float32 values of either sign (a fifth exactly
+    0, which the dense kernel skips). With shared > 0, individual 0 has `shared` of the rows
+    (validation runs many episodes of one individual; more than TILE_ROWS of them span several
+    dense tiles).
     """
     w = rng.standard_normal((n_ind, spec.n_params), dtype=np.float32) * init_scale(spec)
     rows_ind = rng.integers(1 if shared else 0, n_ind, rows)
     rows_ind[rng.choice(rows, min(shared, rows), replace=False)] = 0
-    obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)
+    if spec.obs_dtype == np.uint8:
+        obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)
+    else:
+        obs = (3 * rng.standard_normal((rows, *spec.obs_shape))).astype(np.float32)
+        obs[rng.random(obs.shape) < 0.2] = 0
     return w, rows_ind, obs
 
 
@@ -112,6 +118,43 @@ def forward_matches_reference(rng, full):
                 assert_matches(spec, *run_poisoned(policy, rows_ind, obs), weights, rows_ind, obs)
             except AssertionError as e:
                 raise AssertionError(f"net {name}, rows_ind {rows_ind.tolist()}: {e}") from None
+
+
+def float32_vectors_match_reference(rng, full):
+    """On float32 observations (used as given, not /255) the CUDA forward matches the reference: the
+    mlp on vectors (n, 1, 1), and each layer kind reading float32 obs first (a conv, a dense layer
+    over two input chunks, the output layer); obs of another dtype than the spec's are refused."""
+    from nevo.kernels.cuda import TILE_ROWS, CudaPolicy
+
+    f32 = np.float32
+    mlps = {f"mlp-{n}-{a}": net_spec("mlp", (n, 1, 1), a, f32) for n, a in ((4, 2), (8, 3))}
+    first = {  # ~30-60 simulated threads per row each: one small case is enough
+        "conv-first": make_spec([("conv", 4, 3, 1), ("dense", 8)], (2, 5, 5), 3, obs_dtype=f32),
+        "dense-first": make_spec([("dense", 8)], (300, 1, 1), 4, obs_dtype=f32),
+        "output-only": make_spec([], (6, 1, 1), 3, obs_dtype=f32),
+    }
+    for name, spec in {**mlps, **first}.items():
+        cases = [(1, 0), (TILE_ROWS + 3, TILE_ROWS + 2)] if name in mlps else [(3, 0)]
+        for rows, shared in [(1, 0), (40, 19)] if full else cases:
+            weights, rows_ind, obs = random_case(spec, rng, 5, rows, shared)
+            policy = CudaPolicy(spec)
+            policy.load(weights)
+            try:
+                assert_matches(spec, *run_poisoned(policy, rows_ind, obs), weights, rows_ind, obs)
+            except AssertionError as e:
+                raise AssertionError(f"net {name}, rows_ind {rows_ind.tolist()}: {e}") from None
+    for spec, dtype, expect in (
+        (mlps["mlp-4-2"], np.uint8, "float32"),
+        (mlps["mlp-4-2"], np.float64, "float32"),
+        (small_specs()["output-only"], np.float32, "uint8"),
+    ):
+        policy = CudaPolicy(spec)
+        policy.load(np.zeros((1, spec.n_params), np.float32))
+        try:
+            policy(np.zeros(2, np.int64), np.zeros((2, *spec.obs_shape), dtype))
+            raise AssertionError(f"{np.dtype(dtype)} obs were accepted by a {expect} net")
+        except ValueError as e:
+            assert expect in str(e), e
 
 
 def policy_reuses_buffers(rng, full):
@@ -266,6 +309,7 @@ def full_size_matches_reference(rng, full):
 
 SMALL = [
     forward_matches_reference,
+    float32_vectors_match_reference,
     policy_reuses_buffers,
     load_reuses_weight_memory,
     rows_do_not_interact,

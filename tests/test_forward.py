@@ -104,6 +104,34 @@ def test_bad_inputs_are_refused():
         cpu.forward(spec, weights, np.array([2]), obs)
 
 
+@pytest.mark.parametrize("n_actions", [2, 3])
+@pytest.mark.parametrize("obs_shape", [(4, 1, 1), (8, 1, 1)])
+@pytest.mark.parametrize("rows", [1, 7, 40])
+def test_mlp_on_float32_vectors_matches_reference(obs_shape, n_actions, rows):
+    """On float32 vector observations (used as given, not /255) the Numba mlp matches the reference."""
+    spec = net_spec("mlp", obs_shape, n_actions, np.float32)
+    rng = np.random.default_rng([rows, obs_shape[0], n_actions])
+    weights = random_weights(spec, 5, rng, True)
+    rows_ind = rng.integers(0, 5, rows)  # repeated and shuffled individuals
+    obs = (3 * rng.standard_normal((rows, *obs_shape))).astype(np.float32)  # (rows, n, 1, 1)
+    assert_matches_reference(spec, weights, rows_ind, obs)
+
+
+def test_wrong_obs_dtype_is_refused():
+    """Observations of another dtype than the spec's are a ValueError naming the expected dtype."""
+    mlp = net_spec("mlp", (4, 1, 1), 2, np.float32)
+    weights = np.zeros((1, mlp.n_params), np.float32)
+    rows_ind = np.zeros(2, np.int64)
+    for dtype in (np.uint8, np.float64):
+        with pytest.raises(ValueError, match="float32"):
+            cpu.forward(mlp, weights, rows_ind, np.zeros((2, 4, 1, 1), dtype))
+    small = SPECS["small-tiny"]
+    with pytest.raises(ValueError, match="uint8"):
+        cpu.forward(
+            small, np.zeros((1, small.n_params), np.float32), rows_ind, np.zeros((2, *TINY), np.float32)
+        )
+
+
 @pytest.mark.parametrize("name, rows", [("small", 5), ("large", 3)])
 def test_full_size_matches_reference(name, rows):
     """At full size (4x84x84, 18 actions) the Numba forward matches the reference."""

@@ -55,4 +55,17 @@ def test_unknown_names_are_refused():
         make_spec([("pool", 2)], (4, 12, 12), 3)
     with pytest.raises(ValueError, match="first"):
         make_spec([("dense", 8), ("conv", 4, 3, 1)], (4, 12, 12), 3)
-    assert sorted(NAMED_LAYERS) == ["large", "small"]
+    assert sorted(NAMED_LAYERS) == ["large", "mlp", "small"]
+
+
+def test_mlp_reads_float32_vectors():
+    """The mlp net is 4 -> 64 -> 64 -> 2 on float32 vectors used as given; image nets divide by 255."""
+    spec = net_spec("mlp", (4, 1, 1), 2, np.float32)
+    assert spec.n_params == (4 * 64 + 64) + (64 * 64 + 64) + (64 * 2 + 2) == 4610
+    assert [lay.kind for lay in spec.layers] == ["dense"] * 3
+    assert spec.obs_dtype == np.float32 and spec.obs_div == 1.0
+    for name in ("large", "small"):
+        image = net_spec(name)
+        assert image.obs_dtype == np.uint8 and image.obs_div == 255.0
+    with pytest.raises(ValueError, match="obs_dtype"):
+        net_spec("mlp", (4, 1, 1), 2, np.float64)

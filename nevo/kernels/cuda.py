@@ -2,16 +2,17 @@
 
 Uber's "Accelerating Deep Neuroevolution" (2018) batches the population's *different* networks on
 the GPU and runs only the rows whose episodes are still going. Here a step's rows are the active
-episodes: their observations (uint8, as the emulator gives them) and a row -> individual index;
-finished episodes are simply not rows, so nothing is computed for them.
+episodes: their observations (NetSpec.obs_dtype: uint8 pixels as the emulator gives them, or float32
+vectors) and a row -> individual index; finished episodes are simply not rows, so nothing is
+computed for them.
 
 Memory: the population's weights go to the device once per evaluation (`load`) and stay there;
-each step uploads the rows' uint8 observations and a small int32 index block and downloads only
+each step uploads the rows' observations and a small int32 index block and downloads only
 the int32 actions. Row buffers are allocated for a capacity of rows and reused; they grow
 geometrically (x2) only when a step has more rows than ever before, and never shrink.
 
 Kernels, launched in this order each step (one per layer; thread maps are stated at each kernel):
-  conv          one per conv layer; the first reads the uint8 observations directly
+  conv          one per conv layer; the first reads the observations directly (obs / obs_div)
   dense         hidden dense layers: partial sums over chunks of K_CHUNK inputs, rows of one
                 individual together in tiles, so each weight is read once per tile
   dense_finish  bias + the chunks' partial sums (a fixed order: deterministic) + ReLU
@@ -44,8 +45,8 @@ def _shared(f):
     return f.py_func if numba.config.ENABLE_CUDASIM else f
 
 
-relu, scale_pixel, same_src, inside, argmax_row = map(
-    _shared, (common.relu, common.scale_pixel, common.same_src, common.inside, common.argmax_row)
+relu, scale_input, same_src, inside, argmax_row = map(
+    _shared, (common.relu, common.scale_input, common.same_src, common.inside, common.argmax_row)
 )
 
 PX = 4  # conv: output pixels per thread (each weight load feeds PX FMAs)
@@ -77,26 +78,36 @@ def _cdiv(a, b):
     return -(-a // b)
 
 
-# ---- reading a layer's input: the first layer reads the uint8 observations -----------------------
+# ---- reading a layer's input: the first layer reads the observations -----------------------------
 
 
-@cuda.jit(device=True, inline=True)
-def _pixel_obs(x_r, y, x, c):
-    """Input (y, x, c) of a row's obs (C, H, W) uint8, scaled to [0, 1]."""
-    return scale_pixel(x_r[U(c), U(y), U(x)])
+@functools.cache
+def obs_readers(div):
+    """(pixel, flat): the first layer's readers of the observations as scale_input(v, div).
+
+    div is NetSpec.obs_div (255.0 for uint8 pixels, 1.0 for float32 vectors). It is a closure
+    constant, not an argument: each kernel divides by a compiled-in constant (a division by 1.0
+    folds away), and kernels for the two observation kinds are compiled apart (cached per div).
+    """
+
+    @cuda.jit(device=True, inline=True)
+    def pixel_obs(x_r, y, x, c):
+        """Input (y, x, c) of a row's obs (C, H, W) uint8 or float32, divided by div."""
+        return scale_input(x_r[U(c), U(y), U(x)], div)
+
+    @cuda.jit(device=True, inline=True)
+    def flat_obs(src, r, k):
+        """Flat input k of row r from obs (rows, C, H, W) / div, in (H, W, C) order as TF flattens."""
+        n_c, n_w = src.shape[1], src.shape[3]
+        return scale_input(src[r, k % n_c, k // (n_c * n_w), (k // n_c) % n_w], div)
+
+    return pixel_obs, flat_obs
 
 
 @cuda.jit(device=True, inline=True)
 def _pixel_act(x_r, y, x, c):
     """Input (y, x, c) of a row's activation (H, W, C) float32."""
     return x_r[U(y), U(x), U(c)]
-
-
-@cuda.jit(device=True, inline=True)
-def _flat_obs(src, r, k):
-    """Flat input k of row r from obs (rows, C, H, W) uint8, in (H, W, C) order as TF flattens."""
-    n_c, n_w = src.shape[1], src.shape[3]
-    return scale_pixel(src[r, k % n_c, k // (n_c * n_w), (k // n_c) % n_w])
 
 
 @cuda.jit(device=True, inline=True)
@@ -109,13 +120,15 @@ def _flat_act(src, r, k):
 
 
 @functools.cache
-def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, use_relu, first):
-    """(kernel, grid_x, block) of a SAME conv layer with these sizes; `first` reads uint8 obs.
+def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, use_relu, obs_div):
+    """(kernel, grid_x, block) of a SAME conv layer with these sizes; see `obs_div` below.
 
-    kernel(src, dst, weights, rows_ind): src obs (rows, C, H, W) uint8 or (rows, IH, IW, Cin)
-    float32, dst (rows, OH, OW, Cout) float32; launch with grid (grid_x, rows).
+    obs_div None: a later layer, reading the previous activation; else the first layer, reading
+    obs / obs_div (NetSpec.obs_div). kernel(src, dst, weights, rows_ind): src obs (rows, C, H, W)
+    (uint8 or float32) or (rows, IH, IW, Cin) float32, dst (rows, OH, OW, Cout) float32; launch
+    with grid (grid_x, rows).
     """
-    read = _pixel_obs if first else _pixel_act
+    read = _pixel_act if obs_div is None else obs_readers(obs_div)[0]
     cg = max(1, min(4, cout // 16))  # output channels per thread
     co_t = _cdiv(cout, cg)  # threads across the output channels
     n_pix = oh * ow
@@ -136,7 +149,7 @@ def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, use_
         tx = cuda.threadIdx.x
         g = cuda.blockIdx.x * pg_t + cuda.threadIdx.y
         w = weights[rows_ind[r]]  # (n_params,) this row's individual
-        x_r = src[r]  # (C, H, W) uint8 obs or (H, W, C) float32
+        x_r = src[r]  # (C, H, W) obs or (H, W, C) float32
         acc = cuda.local.array((PX, cg), float32)
         wv = cuda.local.array(cg, float32)
         oys = cuda.local.array(PX, int32)
@@ -205,14 +218,14 @@ def _compact(flag, tmp, out, t, threads):
 
 
 @functools.cache
-def dense_kernel(n_in, n_out, w_off, first):
-    """(kernel, n_chunks, threads) of a hidden dense layer's partial sums; `first` reads uint8 obs.
+def dense_kernel(n_in, n_out, w_off, obs_div):
+    """(kernel, n_chunks, threads) of a hidden dense layer's partial sums; obs_div as conv_kernel's.
 
     kernel(src, partial, weights, rows_ind, order, tile_start, tile_count): src (rows, n_in)
     (or obs), partial (n_chunks, rows, n_out) float32; launch with grid (n_chunks, n_tiles).
     Tile t is the rows order[tile_start[t] : tile_start[t] + tile_count[t]], one individual's.
     """
-    read = _flat_obs if first else _flat_act
+    read = _flat_act if obs_div is None else obs_readers(obs_div)[1]
     threads = min(DENSE_THREADS, _cdiv(n_out, 32) * 32)
     per_t = _cdiv(n_out, threads)  # outputs per thread
     exact = n_out % threads == 0  # every thread's outputs exist: no bounds test (a constant)
@@ -316,13 +329,14 @@ def dense_finish_kernel(n_out, b_off, use_relu, n_chunks):
 
 
 @functools.cache
-def output_kernel(n_in, n_out, w_off, b_off, use_relu, first):
+def output_kernel(n_in, n_out, w_off, b_off, use_relu, obs_div):
     """(kernel, block) of the output layer + greedy action: launch with grid (rows,).
 
-    kernel(src, logits, actions, weights, rows_ind): src (rows, n_in) float32 (or obs),
-    logits (rows, n_out) float32, actions (rows,) int32 (the first argmax of the logits).
+    kernel(src, logits, actions, weights, rows_ind): src (rows, n_in) float32 (or obs, with
+    obs_div as conv_kernel's), logits (rows, n_out) float32, actions (rows,) int32 (the first
+    argmax of the logits).
     """
-    read = _flat_obs if first else _flat_act
+    read = _flat_act if obs_div is None else obs_readers(obs_div)[1]
     o_pad = _cdiv(n_out, 32) * 32
     split = max(1, min(OUT_THREADS // o_pad, n_in // 128))  # input slices per output
 
@@ -392,16 +406,17 @@ class CudaPolicy:
         """One (kind, kernel and launch sizes) per layer, compiled for this spec's geometry."""
         out, layers = [], self.spec.layers
         for i, lay in enumerate(layers):
-            first, last = i == 0, i == len(layers) - 1
+            last = i == len(layers) - 1
+            div = self.spec.obs_div if i == 0 else None  # only the first layer reads the obs
             if lay.kind == "conv":
                 (ih, iw), (oh, ow), (pt, _, pl, _) = lay.in_hw, lay.out_hw, lay.pad
                 geom = (lay.kernel, lay.kernel, lay.stride, lay.cin, lay.cout, ih, iw, oh, ow, pt, pl)
-                out.append(("conv", conv_kernel(*geom, lay.w_offset, lay.b_offset, lay.relu, first)))
+                out.append(("conv", conv_kernel(*geom, lay.w_offset, lay.b_offset, lay.relu, div)))
             elif last:
-                sizes = (lay.cin, lay.cout, lay.w_offset, lay.b_offset, lay.relu, first)
+                sizes = (lay.cin, lay.cout, lay.w_offset, lay.b_offset, lay.relu, div)
                 out.append(("output", output_kernel(*sizes)))
             else:
-                dense, n_chunks, threads = dense_kernel(lay.cin, lay.cout, lay.w_offset, first)
+                dense, n_chunks, threads = dense_kernel(lay.cin, lay.cout, lay.w_offset, div)
                 finish = dense_finish_kernel(lay.cout, lay.b_offset, lay.relu, n_chunks)
                 out.append(("dense", (dense, n_chunks, threads, finish)))
         return out
@@ -410,7 +425,8 @@ class CudaPolicy:
 
     def _row_bytes(self, cap):
         """Device bytes of the row buffers for cap rows."""
-        per_row = int(np.prod(self.spec.obs_shape)) + 4 * 4 + 4  # obs, index block, action
+        obs_bytes = int(np.prod(self.spec.obs_shape)) * self.spec.obs_dtype.itemsize
+        per_row = obs_bytes + 4 * 4 + 4  # obs, index block, action
         for lay in self.spec.layers:
             per_row += 4 * lay.cout * lay.out_hw[0] * lay.out_hw[1]
             if lay.kind == "dense":
@@ -424,7 +440,7 @@ class CudaPolicy:
         cap = max(rows, 2 * self.capacity)
         spec, self.capacity = self.spec, cap
         self.allocations += 1
-        self.obs = cuda.device_array((cap, *spec.obs_shape), np.uint8)  # (rows, C, H, W)
+        self.obs = cuda.device_array((cap, *spec.obs_shape), spec.obs_dtype)  # (rows, C, H, W)
         # one upload per step: rows_ind | order | tile_start | tile_count, each (cap,) int32
         self.index = cuda.device_array(4 * cap, np.int32)
         self.host_index = cuda.pinned_array(4 * cap, np.int32)
@@ -486,7 +502,7 @@ class CudaPolicy:
     # -- one step ----------------------------------------------------------------------------------
 
     def upload(self, rows_ind, obs):
-        """Stage a step's rows: obs (rows, C, H, W) uint8 and rows_ind (rows,) (each row's individual).
+        """Stage a step's rows: obs (rows, C, H, W) of spec.obs_dtype and rows_ind (rows,) (individuals).
 
         Host work: the rows sorted by individual and cut into tiles of <= TILE_ROWS rows (cheap:
         rows are few), packed with rows_ind into one int32 block; one upload for it, one for obs.
@@ -496,9 +512,10 @@ class CudaPolicy:
         rows_ind = np.asarray(rows_ind)
         rows = len(rows_ind)
         obs = np.ascontiguousarray(obs)
-        if obs.dtype != np.uint8 or obs.shape != (rows, *self.spec.obs_shape):
+        if obs.dtype != self.spec.obs_dtype or obs.shape != (rows, *self.spec.obs_shape):
             raise ValueError(
-                f"obs must be uint8 of shape {(rows, *self.spec.obs_shape)}, got {obs.dtype} {obs.shape}"
+                f"obs must be {self.spec.obs_dtype} of shape {(rows, *self.spec.obs_shape)}, "
+                f"got {obs.dtype} {obs.shape}"
             )
         if rows and (rows_ind.min() < 0 or rows_ind.max() >= self.n_ind):
             raise IndexError(f"rows_ind must lie in [0, {self.n_ind})")
@@ -543,7 +560,7 @@ class CudaPolicy:
             src, flat = self.act[i], self.flat[i]
 
     def __call__(self, rows_ind, obs):
-        """(rows,) int64 greedy actions of rows_ind's individuals on obs (rows, C, H, W) uint8."""
+        """(rows,) int64 greedy actions of rows_ind's individuals on obs (rows, C, H, W) (see upload)."""
         self.upload(rows_ind, obs)
         self.launch()
         return self.fetch_actions()
