@@ -193,3 +193,14 @@ def test_es_learns_cartpole_on_a_small_budget(tmp_path):
     assert replay.main([folder, "--episodes", "20", "--seed", "5"]) == 0
     test = json.load(open(os.path.join(folder, "test.json")))
     assert test["mean"] >= 475, test["mean"]
+
+
+def test_a_resumed_vbn_run_equals_an_uninterrupted_one(tmp_path):
+    """With virtual batch norm the reference batch is kept in the run folder, so resume is exact."""
+    whole = es_run(tmp_path / "a", "--frame-budget", "4000", "--vbn", "16")
+    part = es_run(tmp_path / "b", "--frame-budget", "2000", "--vbn", "16")
+    assert run_es.main(["--resume", part, "--frame-budget", "4000"]) == 0
+    assert results(part) == results(whole)
+    np.testing.assert_array_equal(
+        np.load(os.path.join(part, "ref_batch.npy")), np.load(os.path.join(whole, "ref_batch.npy"))
+    )
