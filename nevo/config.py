@@ -72,6 +72,26 @@ class ESConfig:
 
 
 @dataclass(frozen=True)
+class NSConfig:
+    algo: str = setting("ga-ns", "ga-ns (Such et al.), ns-es, nsr-es or nsra-es (Conti et al.)")
+    population: int = setting(1000, "individuals (GA-NS) or perturbations (ES family) per generation")
+    sigma: float = setting(0.002, "mutation power (GA-NS) or ES noise std (ES family: 0.02 unless set)")
+    truncation: int = setting(20, "GA-NS: top individuals by novelty that may be parents")
+    k: int = setting(10, "novelty: mean distance to the k nearest behaviours (archive + population)")
+    archive_prob: float = setting(0.01, "GA-NS: chance that each individual's behaviour joins the archive")
+    meta_population: int = setting(3, "ES family: agents, the one to update drawn with probability ~ novelty")
+    optimizer: str = setting("adam", "ES family: adam or sgd (with momentum)")
+    lr: float = setting(0.01, "ES family: optimizer step size")
+    l2: float = setting(0.005, "ES family: L2 weight decay coefficient")
+    momentum: float = setting(0.9, "ES family: sgd momentum")
+    mirrored: int = setting(1, "ES family: 1 antithetic pairs on one episode seed; 0 independent")
+    reward_weight: float = setting(0.5, "NSR-ES: weight of reward's ranks vs novelty's; NSRA-ES: its start")
+    nsra_patience: int = setting(10, "NSRA-ES: generations without a better reward before the weight drops")
+    nsra_delta: float = setting(0.05, "NSRA-ES: step of the reward weight")
+    validation_episodes: int = setting(1, "ES family: episodes the updated agent is evaluated on")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     seed: int = setting(0, "run seed: fixes every random choice of the run")
     frame_budget: int = setting(1_000_000_000, "stop after this many game frames (all episodes)")
@@ -107,6 +127,16 @@ class ESRunConfig:
     run: RunConfig = RunConfig()
     preset: str = "paper"
     algo: str = "es"
+
+
+@dataclass(frozen=True)
+class NSRunConfig:
+    env: EnvConfig = EnvConfig(env="maze")
+    net: NetConfig = NetConfig(net="small")
+    ns: NSConfig = NSConfig()
+    run: RunConfig = RunConfig()
+    preset: str = "paper"
+    algo: str = "ns"
 
 
 def groups(cls) -> tuple[str, ...]:
@@ -173,7 +203,7 @@ def all_fields(root=Config):
 
 def root_of(algo: str):
     """The root config class of an algorithm name."""
-    return ESRunConfig if algo == "es" else Config
+    return {"es": ESRunConfig, "ns": NSRunConfig}.get(algo, Config)
 
 
 def to_dict(cfg) -> dict:
@@ -252,7 +282,9 @@ def validate(cfg):
 
     cfg = normalize_env(cfg)
     e, n, r = cfg.env, cfg.net, cfg.run
-    if is_atari(e):
+    if e.env == "maze":
+        _require(n.net in IMAGE_NETS, "net", "large or small (the maze is an image)", n.net)
+    elif is_atari(e):
         games = atari_games()
         if e.game not in games:
             close = difflib.get_close_matches(e.game, games, n=5, cutoff=0.5)
@@ -276,6 +308,8 @@ def validate(cfg):
     _require(n.vbn != 1, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
     if isinstance(cfg, ESRunConfig):
         _validate_es(cfg.es)
+    elif isinstance(cfg, NSRunConfig):
+        _validate_ns(cfg.ns)
     else:
         _validate_ga(cfg.ga)
     _validate_run(r)
@@ -298,6 +332,35 @@ def _validate_es(s) -> None:
     _require(0 <= s.momentum < 1, "momentum", "a number in [0, 1)", s.momentum)
     _require(s.fitness_shaping in SHAPINGS, "fitness_shaping", ", ".join(SHAPINGS), s.fitness_shaping)
     _require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
+
+
+def _validate_ns(s) -> None:
+    _require(s.algo in NS_ALGOS, "algo", ", ".join(NS_ALGOS), s.algo)
+    _require(s.population >= 2, "population", "an integer >= 2", s.population)
+    _require(s.sigma > 0, "sigma", "a number > 0", s.sigma)
+    _require(1 <= s.k, "k", "an integer >= 1", s.k)
+    _require(0 <= s.archive_prob <= 1, "archive_prob", "a probability in [0, 1]", s.archive_prob)
+    _require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
+    if s.algo == "ga-ns":
+        _require(
+            1 <= s.truncation <= s.population, "truncation", f"1 .. population ({s.population})", s.truncation
+        )
+        return
+    _require(s.meta_population >= 1, "meta_population", "an integer >= 1", s.meta_population)
+    _require(s.mirrored in (0, 1), "mirrored", "0 or 1", s.mirrored)
+    _require(
+        not s.mirrored or s.population % 2 == 0,
+        "population",
+        "an even number with --mirrored 1 (pairs theta +- sigma*eps)",
+        s.population,
+    )
+    _require(s.optimizer in OPTIMIZERS, "optimizer", ", ".join(OPTIMIZERS), s.optimizer)
+    _require(s.lr > 0, "lr", "a number > 0", s.lr)
+    _require(s.l2 >= 0, "l2", "a number >= 0", s.l2)
+    _require(0 <= s.momentum < 1, "momentum", "a number in [0, 1)", s.momentum)
+    _require(0 <= s.reward_weight <= 1, "reward_weight", "a number in [0, 1]", s.reward_weight)
+    _require(s.nsra_patience >= 1, "nsra_patience", "an integer >= 1", s.nsra_patience)
+    _require(0 < s.nsra_delta <= 1, "nsra_delta", "a number in (0, 1]", s.nsra_delta)
 
 
 def _validate_ga(g) -> None:
@@ -429,4 +492,5 @@ def parse_args(argv, description: str, presets=None) -> tuple:
 RESUMABLE = {"frame_budget", "env_slots", "batch_size", "pipeline", "threads", "device", "out_dir"}
 PIPELINES = ("auto", "overlap", "lockstep")
 OPTIMIZERS = ("adam", "sgd")
+NS_ALGOS = ("ga-ns", "ns-es", "nsr-es", "nsra-es")
 SHAPINGS = ("centered_ranks", "none")

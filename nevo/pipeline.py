@@ -54,6 +54,7 @@ class Results:
     frames: np.ndarray  # (E,) int64 game frames emulated, as ALE counts them
     wall_s: float = 0.0  # wall time of the evaluation
     tail_s: float = 0.0  # of which with fewer live episodes than emulator slots
+    behaviours: np.ndarray | None = None  # (E, d) behaviour at each episode's end, where the task gives one
 
     @property
     def total_frames(self) -> int:
@@ -68,6 +69,7 @@ class Results:
             np.concatenate([p.frames for p in parts]),
             wall_s=sum(p.wall_s for p in parts),
             tail_s=sum(p.tail_s for p in parts),
+            behaviours=None if parts[0].behaviours is None else np.concatenate([p.behaviours for p in parts]),
         )
 
 

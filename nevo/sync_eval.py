@@ -9,7 +9,8 @@ forward pass is the work. An episode's outcome depends only on (individual, epis
 
 A task is an object with `slots`, `obs_shape`, `obs_dtype`, `reset(slots, seeds) -> obs (k, *obs_shape)`,
 `step(slots, actions) -> (obs, rewards (k,), ended (k,) bool)` and `close()`, e.g.
-`nevo.envs.VectorTaskSlots`. Frames are agent steps.
+`nevo.envs.VectorTaskSlots`. A task with `behaviour(slots) -> (k, d)` (the maze: the final
+position) has it read when each episode ends, into Results.behaviours. Frames are agent steps.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class SyncEvaluator:
         slot_ep[:first] = np.arange(first)
         obs[:first] = self.task.reset(np.arange(first), seeds[:first])
         next_ep, done, frames = first, 0, 0
+        has_bc = hasattr(self.task, "behaviour")
+        behaviours = None
         self.policy.load(weights)
         try:
             while True:
@@ -63,6 +66,11 @@ class SyncEvaluator:
                 lengths[ep] += 1
                 frames += live.size
                 ended |= lengths[ep] >= self.frame_cap
+                if has_bc and ended.any():  # read before the slots are reset
+                    bc = self.task.behaviour(live[ended])
+                    if behaviours is None:
+                        behaviours = np.zeros((n_ep, bc.shape[1]), bc.dtype)
+                    behaviours[ep[ended]] = bc
                 refill, refill_seeds = [], []
                 for s in live[ended]:
                     done += 1
@@ -83,4 +91,5 @@ class SyncEvaluator:
                     last_report = now
         finally:
             self.policy.release()
-        return Results(returns, lengths, lengths.copy(), wall_s=time.monotonic() - t0, tail_s=tail_s)
+        wall = time.monotonic() - t0
+        return Results(returns, lengths, lengths.copy(), wall_s=wall, tail_s=tail_s, behaviours=behaviours)

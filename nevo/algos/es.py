@@ -31,6 +31,7 @@ from nevo.pipeline import Episodes, Results
 
 # Purposes of the per-generation random streams (distinct from the GA's by value, not needed).
 TRAIN_EPISODES, VALIDATION_EPISODES, NOISE_SEEDS, INIT_SEED = range(4)
+_AGENT_STRIDE = 16  # purpose + 16 * agent: meta-population members draw from disjoint streams
 
 _BLOCK = 4096  # parameters per work item of weighted_noise_sum: 16 KB of accumulators, in L1
 
@@ -129,14 +130,15 @@ def make_optimizer(es_cfg, n: int):
 class ES:
     """OpenAI-ES over explicit state: theta, the optimizer's moments, the generation."""
 
-    def __init__(self, es_cfg, seed: int, noise: NoiseSource):
+    def __init__(self, es_cfg, seed: int, noise: NoiseSource, agent: int = 0):
         self.cfg = es_cfg
         self.seed = seed
+        self.agent = agent  # member of a novelty-search meta-population: its own random streams
         self.noise = noise  # its sigma is es_cfg.sigma; its init scale gives theta_0
         self.generation = 0
         n = es_cfg.population
         self.n_pert = n // 2 if es_cfg.mirrored else n  # perturbations (seeds) per generation
-        init = int(rng_for(seed, 0, INIT_SEED).integers(0, SEED_LIMIT))
+        init = int(rng_for(seed, 0, INIT_SEED + _AGENT_STRIDE * agent).integers(0, SEED_LIMIT))
         self.theta = noise.rebuild([init]).copy()  # (P,) float32: init_scale * eps(init)
         self.opt = make_optimizer(es_cfg, noise.n_params)
         self.theta_score = float("nan")  # validation mean of the current theta
@@ -146,7 +148,7 @@ class ES:
     # ---- the population: perturbation k of individual j ---------------------------------
     def _seeds(self) -> np.ndarray:
         """(n_pert,) int64 noise seeds of this generation's perturbations."""
-        rng = rng_for(self.seed, self.generation, NOISE_SEEDS)
+        rng = rng_for(self.seed, self.generation, NOISE_SEEDS + _AGENT_STRIDE * self.agent)
         return rng.integers(0, SEED_LIMIT, self.n_pert).astype(np.int64)
 
     def _split(self, j: np.ndarray):
@@ -184,15 +186,22 @@ class ES:
                     s * self.noise.sigma,
                     self.noise.table,
                 )
-        ep_seeds = rng_for(self.seed, self.generation, TRAIN_EPISODES).integers(0, SEED_LIMIT, self.n_pert)
+        ep_seeds = rng_for(self.seed, self.generation, TRAIN_EPISODES + _AGENT_STRIDE * self.agent).integers(
+            0, SEED_LIMIT, self.n_pert
+        )
         return weights, Episodes(row, ep_seeds[k].astype(np.int64))
 
-    def tell(self, results: Results) -> np.ndarray:
-        """Update theta from every individual's return (all chunks, in order); returns them."""
+    def tell(self, results: Results, shaped: np.ndarray | None = None) -> np.ndarray:
+        """Update theta from every individual's return (all chunks, in order); returns them.
+
+        shaped: per-individual weights already shaped by the caller (novelty search mixes the
+        ranks of reward and novelty), used instead of shaping the returns."""
         fitness = np.asarray(results.returns, np.float64)
         if fitness.size != self.cfg.population:
             raise ValueError(f"tell: {fitness.size} returns for a population of {self.cfg.population}")
-        if self.cfg.fitness_shaping == "centered_ranks":
+        if shaped is not None:
+            shaped = np.asarray(shaped, np.float32)
+        elif self.cfg.fitness_shaping == "centered_ranks":
             shaped = centered_ranks(fitness)
         else:  # raw returns; a NaN counts as the worst return seen (the one NaN rule)
             finite = fitness[np.isfinite(fitness)]
@@ -213,7 +222,9 @@ class ES:
     def ask_validation(self) -> tuple[np.ndarray, Episodes]:
         """theta (1, P) on validation_episodes episode seeds."""
         v = self.cfg.validation_episodes
-        seeds = rng_for(self.seed, self.generation, VALIDATION_EPISODES).integers(0, SEED_LIMIT, v)
+        seeds = rng_for(
+            self.seed, self.generation, VALIDATION_EPISODES + _AGENT_STRIDE * self.agent
+        ).integers(0, SEED_LIMIT, v)
         return self.theta[None].copy(), Episodes(np.zeros(v, np.int64), seeds.astype(np.int64))
 
     def tell_validation(self, results: Results) -> float:

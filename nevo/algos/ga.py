@@ -62,9 +62,10 @@ class GA:
         seeds = rng_for(self.seed, self.generation, TRAIN_EPISODES).integers(0, SEED_LIMIT, n)
         return self.weights, Episodes(np.arange(n, dtype=np.int64), seeds.astype(np.int64))
 
-    def tell(self, results: Results) -> np.ndarray:
-        """Rank the population by its episode scores; returns the fitness array."""
-        fitness = results.returns
+    def tell(self, results: Results, fitness: np.ndarray | None = None) -> np.ndarray:
+        """Rank the population by its episode scores (or by `fitness` given by the caller, e.g.
+        novelty for GA-NS); returns the fitness array."""
+        fitness = results.returns if fitness is None else np.asarray(fitness, np.float64)
         self._order = fitness_order(fitness)
         self._candidates = self._order[: self.cfg.elite_candidates]
         return fitness
@@ -86,6 +87,13 @@ class GA:
         self.elite_score = float(means.max()) if np.isfinite(means).any() else float("nan")
         self._breed(best)
         return means
+
+    def tell_no_validation(self, score: float) -> None:
+        """The elite is the top of the training ranking, kept without re-evaluation (GA-NS: the
+        maze is deterministic and novelty is no noisy score); then breed. score: its record."""
+        best = int(self._order[0])
+        self.elite, self.elite_score = self.genomes[best], float(score)
+        self._breed(best)
 
     # ---- breeding ---------------------------------------------------------------------
     def _breed(self, elite_row: int) -> None:
