@@ -112,6 +112,8 @@ def main(argv=None) -> int:
                     "noise_seed": cfg.run.noise_seed,
                 },
             )
+            if train.behaviours is not None:  # the maze: the population's final positions
+                runs.save_array(run_dir, "behaviours.npy", train.behaviours)
             runs.save_checkpoint(run_dir, {**algo.state(), "frames": frames, "wall_s": wall})
             out.generation_done(row)
     except KeyboardInterrupt:

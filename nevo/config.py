@@ -174,6 +174,26 @@ ES_PRESETS: dict[str, ESRunConfig] = {
     ),
 }
 
+NS_PRESETS: dict[str, NSRunConfig] = {
+    # The deceptive maze, minutes per seed on 2 cores: the small net, 64 individuals, 400-step
+    # episodes (frames = agent steps), GA-NS by default (--algo picks the others).
+    "quick": NSRunConfig(
+        ns=NSConfig(population=64, truncation=10, sigma=0.005, validation_episodes=1),
+        run=RunConfig(frame_budget=1_000_000, noise_table_size=32_000_000),
+        preset="quick",
+    ),
+    # Such et al.'s GA-NS scale on the maze (population 1000, T 20); the ES family as Conti et al.
+    "paper": NSRunConfig(ns=NSConfig(sigma=0.005), run=RunConfig(frame_budget=200_000_000), preset="paper"),
+}
+# The ES family's own defaults where the command line is silent (Conti et al.: sigma 0.02 as
+# OpenAI-ES; NSRA-ES starts with all weight on reward).
+NS_ES_DEFAULTS = {"sigma": 0.02}
+
+# The maze is deterministic: one validation episode says all (GA and GA-NS alike).
+MAZE_DEFAULTS = {
+    "ga": {"elite_candidates": 1, "validation_episodes": 1, "sigma": 0.005, "frame_budget": 1_000_000}
+}
+
 # Defaults for gymnasium vector tasks where the command line does not set them: the mlp net, a
 # population and sigma that solve CartPole-v1 in about a minute, frames = agent steps.
 VECTOR_TASK_DEFAULTS = {
@@ -283,7 +303,10 @@ def validate(cfg):
     cfg = normalize_env(cfg)
     e, n, r = cfg.env, cfg.net, cfg.run
     if e.env == "maze":
+        from nevo.maze import STEPS
+
         _require(n.net in IMAGE_NETS, "net", "large or small (the maze is an image)", n.net)
+        _require(e.frame_cap >= STEPS, "frame_cap", f">= {STEPS} (a maze episode's steps)", e.frame_cap)
     elif is_atari(e):
         games = atari_games()
         if e.game not in games:
@@ -482,9 +505,13 @@ def parse_args(argv, description: str, presets=None) -> tuple:
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ConfigError(f"--preset: unknown preset {args.preset!r}{hint}; allowed: {', '.join(presets)}")
     cfg = normalize_env(override(presets[args.preset], given))
-    if not is_atari(cfg.env):  # a vector task: its own defaults where the command line is silent
-        family = "es" if root is ESRunConfig else "ga"
+    family = {ESRunConfig: "es", NSRunConfig: "ns"}.get(root, "ga")
+    if cfg.env.env == "maze":  # the maze's own defaults where the command line is silent
+        cfg = override(cfg, {k: v for k, v in MAZE_DEFAULTS.get(family, {}).items() if k not in given})
+    elif not is_atari(cfg.env):  # a vector task: its own defaults where the command line is silent
         cfg = override(cfg, {k: v for k, v in VECTOR_TASK_DEFAULTS[family].items() if k not in given})
+    if family == "ns" and cfg.ns.algo != "ga-ns":
+        cfg = override(cfg, {k: v for k, v in NS_ES_DEFAULTS.items() if k not in given})
     return validate(cfg), None
 
 

@@ -111,6 +111,10 @@ def task_io(env_cfg):
         from nevo.nets import OBS_SHAPE
 
         return OBS_SHAPE, atari_actions(env_cfg.game), np.uint8
+    if env_cfg.env == "maze":
+        from nevo import maze
+
+        return (maze.STACK, maze.SIZE, maze.SIZE), maze.N_ACTIONS, np.uint8
     env = make_vector_task(env_cfg.env)
     n_obs, n_act = env.observation_space.shape[0], int(env.action_space.n)
     env.close()
@@ -176,9 +180,14 @@ def reference_batch(env_cfg, size: int, seed: int, keep: float = 0.05) -> np.nda
         finally:
             env.close()
         return np.stack(batch)
-    task = VectorTaskSlots(env_cfg.env, 1)
+    if env_cfg.env == "maze":
+        from nevo import maze
+
+        task, n_actions = maze.MazeSlots(1), maze.N_ACTIONS
+    else:
+        task = VectorTaskSlots(env_cfg.env, 1)
+        n_actions = int(task.envs[0].action_space.n)
     obs = task.reset([0], [seed])
-    n_actions = int(task.envs[0].action_space.n)
     steps = 0
     while len(batch) < size:
         obs, _, ended = task.step([0], rng.integers(0, n_actions, 1))
