@@ -188,7 +188,9 @@ def test_forward_releases_the_gil():
     obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)
     cpu.forward(spec, weights, rows_ind[:1], obs[:1])  # compile (or load) first
     _hold_gil_for(0.0)
-    assert python_ticks_during(lambda: _hold_gil_for(0.2)) == 0  # the harness can tell
+    # the harness can tell (best of 3: on a loaded machine the main thread may be descheduled
+    # while it holds the GIL, after the worker took its start time)
+    assert min(python_ticks_during(lambda: _hold_gil_for(0.2)) for _ in range(3)) == 0
     assert python_ticks_during(lambda: cpu.forward(spec, weights, rows_ind, obs)) >= 10
     # Parallel regions may release the GIL by themselves; the serial parts need nogil on the entry.
     assert cpu._forward.targetoptions["nogil"]

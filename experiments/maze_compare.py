@@ -1,0 +1,96 @@
+"""GA against GA-NS on the deceptive maze, several seeds at one frame budget: a table and a figure.
+
+    python -m experiments.maze_compare                       # 5 seeds each, 300K steps per run
+    python -m experiments.maze_compare --seeds 3 --frame-budget 100000 --out docs
+
+As in Such et al. 2017 (Image Hard Maze): the GA, maximising -distance to the goal, is drawn into
+the dead end under the goal; GA-NS, selecting on novelty alone, explores the maze and finds the
+way round. Prints a Markdown table (per seed: best final distance, whether the goal was reached)
+and writes <out>/maze_compare.md and <out>/maze_final_positions.png (the final positions of each
+algorithm's last generation over every seed, on the maze, in the paper's style).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import numpy as np
+
+from experiments import run_ga, run_ns
+from nevo import maze, runs
+
+ALGOS = {"GA": run_ga, "GA-NS": run_ns}
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="python -m experiments.maze_compare", description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, default=5, help="seeds per algorithm (default: 5)")
+    p.add_argument("--frame-budget", type=int, default=300_000, help="agent steps per run (default: 300000)")
+    p.add_argument("--population", type=int, default=64, help="individuals per generation (default: 64)")
+    p.add_argument("--runs-dir", default="runs/maze_compare", help="where the run folders go")
+    p.add_argument("--out", default="docs", help="folder for the table and the figure (default: docs)")
+    return p.parse_args(argv)
+
+
+def one_run(name: str, seed: int, a) -> str:
+    """Run one algorithm on one seed (or reuse a finished run); return its run folder."""
+    out = os.path.join(a.runs_dir, f"{name}-{seed}")
+    done = [os.path.join(out, d) for d in sorted(os.listdir(out))] if os.path.isdir(out) else []
+    argv = ["--env", "maze", "--seed", str(seed), "--frame-budget", str(a.frame_budget)]
+    argv += ["--population", str(a.population), "--out-dir", out]
+    if done:
+        argv = ["--resume", done[-1], "--frame-budget", str(a.frame_budget)]
+    elif name == "GA-NS":
+        argv += ["--algo", "ga-ns"]
+    assert ALGOS[name].main(argv) == 0
+    return done[-1] if done else os.path.join(out, os.listdir(out)[0])
+
+
+def main(argv=None) -> int:
+    a = parse(argv)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows, finals = [], {}
+    for name in ALGOS:
+        for seed in range(a.seeds):
+            folder = one_run(name, seed, a)
+            metrics = runs.read_metrics(folder)
+            best = max(m["score/pop_max"] for m in metrics)
+            reached = best >= -maze.GOAL_RADIUS
+            first = next((m["frames"] for m in metrics if m["score/pop_max"] >= -maze.GOAL_RADIUS), None)
+            rows.append((name, seed, -best, reached, first, metrics[-1]["frames"]))
+            finals.setdefault(name, []).append(np.load(os.path.join(folder, "behaviours.npy")))
+    lines = [
+        f"Maze, population {a.population}, {a.frame_budget:,} agent steps per run, small net.",
+        "",
+        "| algorithm | seed | best final distance | reached the goal | steps to the goal |",
+        "|---|---:|---:|---|---:|",
+    ]
+    for name, seed, dist, reached, first, _ in rows:
+        lines.append(f"| {name} | {seed} | {dist:.1f} | {'yes' if reached else 'no'} | {first or '-'} |")
+    lines.append("")
+    for name in ALGOS:
+        n = sum(r[3] for r in rows if r[0] == name)
+        lines.append(f"{name}: goal reached in {n} of {a.seeds} seeds.")
+    text = "\n".join(lines)
+    print(text)
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "maze_compare.md"), "w") as f:
+        f.write(text + "\n")
+    fig, axes = plt.subplots(1, len(ALGOS), figsize=(4.2 * len(ALGOS), 4.4))
+    for ax, name in zip(axes, ALGOS):
+        maze.plot_positions(ax, np.concatenate(finals[name]), normalised=True, size=6)
+        ax.set_title(f"{name}: final positions, last generation\n({a.seeds} seeds x {a.population})")
+    fig.tight_layout()
+    path = os.path.join(a.out, "maze_final_positions.png")
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path} and {os.path.join(a.out, 'maze_compare.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

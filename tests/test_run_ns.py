@@ -1,0 +1,75 @@
+"""End to end: `python -m experiments.run_ns` on the maze; resume equals uninterrupted; bad input."""
+
+import os
+
+import numpy as np
+import pytest
+
+from experiments import run_ns
+from nevo import runs
+from nevo.config import NS_PRESETS, ConfigError, parse_args
+
+TINY = [
+    "--env",
+    "maze",
+    "--population",
+    "6",
+    "--truncation",
+    "3",
+    "--noise-table-size",
+    "1100000",
+    "--env-slots",
+    "6",
+]
+
+
+def ns_run(out, *extra):
+    assert run_ns.main([*TINY, "--out-dir", str(out), *extra]) == 0
+    (folder,) = [os.path.join(out, d) for d in os.listdir(out)]
+    return folder
+
+
+def results(folder):
+    return [
+        {k: v for k, v in r.items() if k != "wall_s" and not k.startswith("perf/")}
+        for r in runs.read_metrics(folder)
+    ]
+
+
+@pytest.mark.parametrize("algo", ["ga-ns", "nsra-es"])
+def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path, algo):
+    """The archive, the agents and NSRA's weight are in the checkpoint: resume repeats the run."""
+    args = ["--algo", algo, "--archive-prob", "0.5"]  # (GA-NS: an archive that really grows)
+    whole = ns_run(tmp_path / "a", *args, "--frame-budget", "7000")
+    part = ns_run(tmp_path / "b", *args, "--frame-budget", "3000")
+    assert run_ns.main(["--resume", part, "--frame-budget", "7000"]) == 0
+    assert len(results(whole)) >= 2 and results(part) == results(whole)
+    a, b = runs.load_checkpoint(whole), runs.load_checkpoint(part)
+    np.testing.assert_array_equal(a["archive/archive"], b["archive/archive"])
+    assert len(a["archive/archive"]) >= 3
+    bc = np.load(os.path.join(whole, "behaviours.npy"))
+    assert bc.shape == (6, 2) and (0 <= bc).all() and (bc <= 1).all()
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--algo", "ns"], ["--algo", "ga-ns", "nsra-es"]),
+        (["--env", "maze", "--net", "mlp"], ["--net", "large or small"]),
+        (["--env", "maze", "--frame-cap", "100"], ["--frame-cap", ">= 400"]),
+        (["--k", "0"], ["--k", ">= 1"]),
+        (["--algo", "ns-es", "--population", "7"], ["--population", "even"]),
+    ],
+)
+def test_bad_ns_settings_name_the_field_and_what_is_allowed(argv, words):
+    with pytest.raises(ConfigError) as e:
+        parse_args(argv, "", NS_PRESETS)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_es_family_defaults_to_the_es_sigma():
+    cfg, _ = parse_args(["--algo", "nsr-es"], "", NS_PRESETS)
+    assert cfg.ns.sigma == 0.02 and cfg.env.env == "maze"
+    cfg, _ = parse_args(["--algo", "ga-ns"], "", NS_PRESETS)
+    assert cfg.ns.sigma == 0.005
