@@ -63,7 +63,7 @@ def main(argv=None) -> int:
             reached = best >= -maze.GOAL_RADIUS
             first = next((m["frames"] for m in metrics if m["score/pop_max"] >= -maze.GOAL_RADIUS), None)
             rows.append((name, seed, -best, reached, first, metrics[-1]["frames"]))
-            finals.setdefault(name, []).append(np.load(os.path.join(folder, "behaviours.npy")))
+            finals.setdefault(name, []).append(np.load(os.path.join(folder, runs.BEHAVIOURS)))
     lines = [
         f"Maze, population {a.population}, {a.frame_budget:,} agent steps per run, small net.",
         "",

@@ -23,7 +23,6 @@ from nevo.config import ConfigError
 from nevo.pipeline import Results, make_evaluator
 from nevo.progress import Progress
 
-THETA = "theta.npy"
 MAX_CHUNK = 1000  # most weight rows built at once (large net: 16 GB)
 
 
@@ -97,19 +96,8 @@ def main(argv=None) -> int:
             gen_s = time.monotonic() - t0
             frames, wall = frames + gen_frames, wall + gen_s
             row = {
-                "generation": gen,
-                "frames": frames,
-                "wall_s": round(wall, 3),
-                "frames_train": train.total_frames,
-                "frames_validation": valid.total_frames,
-                "episodes": len(train.returns) + len(valid.returns),
-                "perf/gen_s": round(gen_s, 3),
-                "perf/frames_per_s": round(gen_frames / gen_s, 1),
-                "perf/tail_fraction": round((train.tail_s + valid.tail_s) / gen_s, 4),
+                **runs.generation_row(gen, frames, wall, gen_s, train, valid, fitness),
                 "perf/update_s": round(update_s, 4),
-                "score/pop_max": float(np.max(fitness)),
-                "score/pop_mean": float(np.mean(fitness)),
-                "score/pop_median": float(np.median(fitness)),
                 "score/elite_mean": algo.theta_score,  # the elite of ES is theta
                 "es/grad_norm": algo.grad_norm,
                 "es/step_norm": algo.step_norm,
@@ -117,13 +105,13 @@ def main(argv=None) -> int:
                 "episode/mean_length": float(np.mean(train.lengths)),
             }
             runs.append_metrics(run_dir, row)
-            runs.save_array(run_dir, THETA, algo.theta)
+            runs.save_array(run_dir, runs.THETA, algo.theta)
             runs.write_json(
                 run_dir,
                 runs.ELITE,
                 {
                     "generation": gen,
-                    "theta": THETA,
+                    "theta": runs.THETA,
                     "validation_mean": algo.theta_score,
                     "validation_episodes": es.validation_episodes,
                     "net": cfg.net.net,

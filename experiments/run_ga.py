@@ -80,18 +80,7 @@ def main(argv=None) -> int:
             gen_s = time.monotonic() - t0
             frames, wall = frames + gen_frames, wall + gen_s
             row = {
-                "generation": gen,
-                "frames": frames,
-                "wall_s": round(wall, 3),
-                "frames_train": train.total_frames,
-                "frames_validation": valid.total_frames,
-                "episodes": len(train.returns) + len(valid.returns),
-                "perf/gen_s": round(gen_s, 3),
-                "perf/frames_per_s": round(gen_frames / gen_s, 1),
-                "perf/tail_fraction": round((train.tail_s + valid.tail_s) / gen_s, 4),
-                "score/pop_max": float(np.max(fitness)),
-                "score/pop_mean": float(np.mean(fitness)),
-                "score/pop_median": float(np.median(fitness)),
+                **runs.generation_row(gen, frames, wall, gen_s, train, valid, fitness),
                 "score/elite_mean": algo.elite_score,
                 "elite/genome_len": len(algo.elite),
                 "episode/mean_length": float(np.mean(train.lengths)),
@@ -113,7 +102,7 @@ def main(argv=None) -> int:
                 },
             )
             if train.behaviours is not None:  # the maze: the population's final positions
-                runs.save_array(run_dir, "behaviours.npy", train.behaviours)
+                runs.save_array(run_dir, runs.BEHAVIOURS, train.behaviours)
             runs.save_checkpoint(run_dir, {**algo.state(), "frames": frames, "wall_s": wall})
             out.generation_done(row)
     except KeyboardInterrupt:

@@ -32,7 +32,6 @@ from nevo.config import ConfigError, ESConfig, GAConfig
 from nevo.pipeline import make_evaluator
 from nevo.progress import Progress
 
-BEHAVIOURS = "behaviours.npy"
 ARCHIVE_PICK, AGENT_PICK = 100, 101  # purposes of the run's own random streams
 
 
@@ -185,7 +184,7 @@ def main(argv=None) -> int:
                 }
             )
             runs.append_metrics(run_dir, row)
-            runs.save_array(run_dir, BEHAVIOURS, bc)
+            runs.save_array(run_dir, runs.BEHAVIOURS, bc)
             state = {f"archive/{k}": v for k, v in archive.state().items()}
             if ga is not None:
                 state.update({f"ga/{k}": v for k, v in ga.state().items()})

@@ -327,8 +327,7 @@ def validate(cfg):
     _require(e.noop_max >= 1, "noop_max", "an integer >= 1", e.noop_max)
     _require(e.frameskip >= 1, "frameskip", "an integer >= 1", e.frameskip)
     _require(n.net in NAMED_LAYERS, "net", ", ".join(NAMED_LAYERS), n.net)
-    _require(n.vbn >= 0, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
-    _require(n.vbn != 1, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
+    _require(n.vbn == 0 or n.vbn >= 2, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
     if isinstance(cfg, ESRunConfig):
         _validate_es(cfg.es)
     elif isinstance(cfg, NSRunConfig):
@@ -341,6 +340,14 @@ def validate(cfg):
 
 def _validate_es(s) -> None:
     _require(s.population >= 2, "population", "an integer >= 2", s.population)
+    _require(s.sigma > 0, "sigma", "a number > 0", s.sigma)
+    _validate_es_step(s)
+    _require(s.fitness_shaping in SHAPINGS, "fitness_shaping", ", ".join(SHAPINGS), s.fitness_shaping)
+    _require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
+
+
+def _validate_es_step(s) -> None:
+    """The ES settings that OpenAI-ES and the novelty-search ES family share (ESConfig, NSConfig)."""
     _require(s.mirrored in (0, 1), "mirrored", "0 or 1", s.mirrored)
     _require(
         not s.mirrored or s.population % 2 == 0,
@@ -348,13 +355,10 @@ def _validate_es(s) -> None:
         "an even number with --mirrored 1 (pairs theta +- sigma*eps)",
         s.population,
     )
-    _require(s.sigma > 0, "sigma", "a number > 0", s.sigma)
     _require(s.optimizer in OPTIMIZERS, "optimizer", ", ".join(OPTIMIZERS), s.optimizer)
     _require(s.lr > 0, "lr", "a number > 0", s.lr)
     _require(s.l2 >= 0, "l2", "a number >= 0", s.l2)
     _require(0 <= s.momentum < 1, "momentum", "a number in [0, 1)", s.momentum)
-    _require(s.fitness_shaping in SHAPINGS, "fitness_shaping", ", ".join(SHAPINGS), s.fitness_shaping)
-    _require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
 
 
 def _validate_ns(s) -> None:
@@ -370,17 +374,7 @@ def _validate_ns(s) -> None:
         )
         return
     _require(s.meta_population >= 1, "meta_population", "an integer >= 1", s.meta_population)
-    _require(s.mirrored in (0, 1), "mirrored", "0 or 1", s.mirrored)
-    _require(
-        not s.mirrored or s.population % 2 == 0,
-        "population",
-        "an even number with --mirrored 1 (pairs theta +- sigma*eps)",
-        s.population,
-    )
-    _require(s.optimizer in OPTIMIZERS, "optimizer", ", ".join(OPTIMIZERS), s.optimizer)
-    _require(s.lr > 0, "lr", "a number > 0", s.lr)
-    _require(s.l2 >= 0, "l2", "a number >= 0", s.l2)
-    _require(0 <= s.momentum < 1, "momentum", "a number in [0, 1)", s.momentum)
+    _validate_es_step(s)
     _require(0 <= s.reward_weight <= 1, "reward_weight", "a number in [0, 1]", s.reward_weight)
     _require(s.nsra_patience >= 1, "nsra_patience", "an integer >= 1", s.nsra_patience)
     _require(0 < s.nsra_delta <= 1, "nsra_delta", "a number in (0, 1]", s.nsra_delta)

@@ -121,6 +121,15 @@ def task_io(env_cfg):
     return (n_obs, 1, 1), n_act, np.float32
 
 
+def make_task(env_cfg, slots: int):
+    """The in-process task (see nevo.sync_eval) of a non-Atari env: the maze or a gymnasium one."""
+    if env_cfg.env == "maze":
+        from nevo.maze import MazeSlots
+
+        return MazeSlots(slots)
+    return VectorTaskSlots(env_cfg.env, slots)
+
+
 class VectorTaskSlots:
     """`slots` gymnasium envs of one task, reset with an episode seed and stepped together.
 
@@ -180,13 +189,8 @@ def reference_batch(env_cfg, size: int, seed: int, keep: float = 0.05) -> np.nda
         finally:
             env.close()
         return np.stack(batch)
-    if env_cfg.env == "maze":
-        from nevo import maze
-
-        task, n_actions = maze.MazeSlots(1), maze.N_ACTIONS
-    else:
-        task = VectorTaskSlots(env_cfg.env, 1)
-        n_actions = int(task.envs[0].action_space.n)
+    task = make_task(env_cfg, 1)
+    n_actions = task_io(env_cfg)[1]
     obs = task.reset([0], [seed])
     steps = 0
     while len(batch) < size:

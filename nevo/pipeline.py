@@ -313,21 +313,12 @@ def make_evaluator(env_cfg, run_cfg, policy, device: str, population: int):
     """(evaluator, facts for config.json) for this environment: the pipeline on Atari, the
     synchronous evaluator on the maze and gymnasium vector tasks; slots and groups as `layout`
     chooses."""
-    if env_cfg.env == "maze":
-        from nevo.maze import MazeSlots
-        from nevo.sync_eval import SyncEvaluator
-
-        slots = run_cfg.env_slots or min(population, 256)
-        return SyncEvaluator(MazeSlots(slots), policy, env_cfg.frame_cap), {
-            "env_slots": slots,
-            "pipeline": "sync",
-        }
     if env_cfg.env != "atari":
-        from nevo.envs import VectorTaskSlots
+        from nevo.envs import make_task
         from nevo.sync_eval import SyncEvaluator
 
         slots = run_cfg.env_slots or min(population, 256)
-        task = VectorTaskSlots(env_cfg.env, slots)
+        task = make_task(env_cfg, slots)
         return SyncEvaluator(task, policy, env_cfg.frame_cap), {"env_slots": slots, "pipeline": "sync"}
     threads = run_cfg.threads or cores()
     slots, batch, overlap = layout(device, cores(), population, run_cfg)

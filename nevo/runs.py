@@ -27,6 +27,8 @@ CHECKPOINT = "checkpoint.npz"
 METRICS = "metrics.jsonl"
 ELITE = "elite.json"
 CONFIG = "config.json"
+THETA = "theta.npy"  # ES: theta after the last finished generation
+BEHAVIOURS = "behaviours.npy"  # tasks with behaviours (the maze): the last generation's, per individual
 
 
 def git_commit() -> str:
@@ -93,6 +95,27 @@ def save_checkpoint(run_dir: str, state: dict) -> None:
     with open(tmp, "wb") as f:
         np.savez(f, **{k: np.asarray(v) for k, v in state.items()})
     _commit(tmp, os.path.join(run_dir, CHECKPOINT))
+
+
+def generation_row(gen, frames, wall, gen_s, train, valid, fitness) -> dict:
+    """The metrics every generation of a GA or ES run logs: counters, speed, population scores.
+
+    train, valid: the generation's training and validation Results; fitness: its returns."""
+    gen_frames = train.total_frames + valid.total_frames
+    return {
+        "generation": gen,
+        "frames": frames,
+        "wall_s": round(wall, 3),
+        "frames_train": train.total_frames,
+        "frames_validation": valid.total_frames,
+        "episodes": len(train.returns) + len(valid.returns),
+        "perf/gen_s": round(gen_s, 3),
+        "perf/frames_per_s": round(gen_frames / gen_s, 1),
+        "perf/tail_fraction": round((train.tail_s + valid.tail_s) / gen_s, 4),
+        "score/pop_max": float(np.max(fitness)),
+        "score/pop_mean": float(np.mean(fitness)),
+        "score/pop_median": float(np.median(fitness)),
+    }
 
 
 def save_array(run_dir: str, name: str, array: np.ndarray) -> None:

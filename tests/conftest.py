@@ -5,7 +5,21 @@ import os
 import numpy as np
 import pytest
 
+from nevo import runs
 from nevo.noise import NoiseSource, make_table
+
+
+def run_folder(main, argv, out) -> str:
+    """Run an experiment's main(argv) in-process with --out-dir out; return the run folder it made."""
+    assert main([*argv, "--out-dir", str(out)]) == 0
+    (folder,) = [os.path.join(out, d) for d in os.listdir(out)]
+    return folder
+
+
+def metrics_without_clock(folder) -> list[dict]:
+    """A run's metrics without wall-clock fields (wall_s and every perf/ field)."""
+    rows = runs.read_metrics(folder)
+    return [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("perf/")} for r in rows]
 
 
 @pytest.fixture(scope="session")

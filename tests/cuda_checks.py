@@ -102,22 +102,29 @@ def run_poisoned(policy, rows_ind, obs):
 # ---- the checks ---------------------------------------------------------------------------------
 
 
+def check_case(name, spec, rng, n_individuals, rows, shared):
+    """One random case (see random_case) on a fresh CudaPolicy, poisoned, against the reference."""
+    from nevo.kernels.cuda import CudaPolicy
+
+    weights, rows_ind, obs = random_case(spec, rng, n_individuals, rows, shared)
+    policy = CudaPolicy(spec)
+    policy.load(weights)
+    try:
+        assert_matches(spec, *run_poisoned(policy, rows_ind, obs), weights, rows_ind, obs)
+    except AssertionError as e:
+        raise AssertionError(f"net {name}, rows_ind {rows_ind.tolist()}: {e}") from None
+
+
 def forward_matches_reference(rng, full):
     """The CUDA forward picks the reference's actions, logits within float32 tolerance, for every
     layer kind, random active-row subsets and repeated individuals (tiles of shared rows)."""
-    from nevo.kernels.cuda import TILE_ROWS, CudaPolicy
+    from nevo.kernels.cuda import TILE_ROWS
 
     for name, spec in small_specs().items():
         heavy = name in ("large-tiny", "small-tiny")  # ~1,000 simulated threads per row
         cases = [(3, 0)] if heavy else [(3, 0), (TILE_ROWS + 3, TILE_ROWS + 2)]
         for rows, shared in [(9, 0), (40, 19)] if full else cases:
-            weights, rows_ind, obs = random_case(spec, rng, 4, rows, shared)
-            policy = CudaPolicy(spec)
-            policy.load(weights)
-            try:
-                assert_matches(spec, *run_poisoned(policy, rows_ind, obs), weights, rows_ind, obs)
-            except AssertionError as e:
-                raise AssertionError(f"net {name}, rows_ind {rows_ind.tolist()}: {e}") from None
+            check_case(name, spec, rng, 4, rows, shared)
 
 
 def float32_vectors_match_reference(rng, full):
@@ -136,13 +143,7 @@ def float32_vectors_match_reference(rng, full):
     for name, spec in {**mlps, **first}.items():
         cases = [(1, 0), (TILE_ROWS + 3, TILE_ROWS + 2)] if name in mlps else [(3, 0)]
         for rows, shared in [(1, 0), (40, 19)] if full else cases:
-            weights, rows_ind, obs = random_case(spec, rng, 5, rows, shared)
-            policy = CudaPolicy(spec)
-            policy.load(weights)
-            try:
-                assert_matches(spec, *run_poisoned(policy, rows_ind, obs), weights, rows_ind, obs)
-            except AssertionError as e:
-                raise AssertionError(f"net {name}, rows_ind {rows_ind.tolist()}: {e}") from None
+            check_case(name, spec, rng, 5, rows, shared)
     for spec, dtype, expect in (
         (mlps["mlp-4-2"], np.uint8, "float32"),
         (mlps["mlp-4-2"], np.float64, "float32"),

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from experiments import run_es
-from nevo import runs
 from nevo.algos.es import ES, centered_ranks, weighted_noise_sum, weighted_noise_sum_reference
 from nevo.config import ES_PRESETS, ConfigError, ESConfig, parse_args
 from nevo.noise import NoiseSource
 from nevo.pipeline import Results
+from tests.conftest import metrics_without_clock, run_folder
 
 P = 40  # parameters of the toy problems
 
@@ -162,17 +162,11 @@ CARTPOLE = [
 ]
 
 
+results = metrics_without_clock
+
+
 def es_run(out, *extra):
-    assert run_es.main([*CARTPOLE, "--out-dir", str(out), *extra]) == 0
-    (folder,) = [os.path.join(out, d) for d in os.listdir(out)]
-    return folder
-
-
-def results(folder):
-    return [
-        {k: v for k, v in r.items() if k != "wall_s" and not k.startswith("perf/")}
-        for r in runs.read_metrics(folder)
-    ]
+    return run_folder(run_es.main, [*CARTPOLE, *extra], out)
 
 
 def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):

@@ -12,24 +12,15 @@ import pytest
 
 from experiments import run_ga
 from nevo import nets, noise, runs
-from tests.conftest import TINY_RUN
+from tests.conftest import TINY_RUN, metrics_without_clock, run_folder
 
 BUDGET = ["--frame-budget", "16000"]  # 4 generations of 10 capped episodes (401 frames each)
-WALL = ("wall_s",)  # and every perf/ field: wall-clock measurements
+results = metrics_without_clock
 
 
 def run(tmp, *extra):
     """Run the main job in-process; return its run folder."""
-    out = os.path.join(tmp, "runs")
-    assert run_ga.main([*TINY_RUN, *BUDGET, "--out-dir", out, *extra]) == 0
-    (folder,) = [os.path.join(out, d) for d in os.listdir(out)]
-    return folder
-
-
-def results(folder):
-    """Metrics without wall-clock fields."""
-    rows = runs.read_metrics(folder)
-    return [{k: v for k, v in r.items() if k not in WALL and not k.startswith("perf/")} for r in rows]
+    return run_folder(run_ga.main, [*TINY_RUN, *BUDGET, *extra], os.path.join(tmp, "runs"))
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import pytest
 from experiments import run_ns
 from nevo import runs
 from nevo.config import NS_PRESETS, ConfigError, parse_args
+from tests.conftest import metrics_without_clock, run_folder
 
 TINY = [
     "--env",
@@ -23,17 +24,11 @@ TINY = [
 ]
 
 
+results = metrics_without_clock
+
+
 def ns_run(out, *extra):
-    assert run_ns.main([*TINY, "--out-dir", str(out), *extra]) == 0
-    (folder,) = [os.path.join(out, d) for d in os.listdir(out)]
-    return folder
-
-
-def results(folder):
-    return [
-        {k: v for k, v in r.items() if k != "wall_s" and not k.startswith("perf/")}
-        for r in runs.read_metrics(folder)
-    ]
+    return run_folder(run_ns.main, [*TINY, *extra], out)
 
 
 @pytest.mark.parametrize("algo", ["ga-ns", "nsra-es"])
