@@ -11,6 +11,10 @@ Prints, for the same vector env, preprocessing, emulator groups and threads:
   (one forward over all live groups of 8, then they all step; the default on the CPU); and
   the foundation's plain loop (one group of all slots, lockstep) for comparison;
 - each one's ratio to the emulator limit.
+With --ram, also what novelty search's Atari behaviours cost (nevo.atari_ram): the replay limit
+(frames/s of the worker processes replaying random episodes, nothing else running) and, for each
+net and population, the device's default mode again with every episode's final RAM replayed,
+beside its ratio to the same mode without.
 """
 
 from __future__ import annotations
@@ -58,9 +62,28 @@ def population(spec, n: int, seed: int) -> np.ndarray:
     return w
 
 
-def pipeline_rate(env_cfg, policy, weights, slots, group, threads, overlap) -> tuple[float, float, int]:
+def replay_limit(env_cfg, workers: int, episodes: int, n_actions: int) -> float:
+    """Game frames/s of the RAM replay workers alone, replaying random-action episodes."""
+    from nevo.atari_ram import RamReplayer
+
+    rng = np.random.default_rng(0)
+    steps = env_cfg.frame_cap // env_cfg.frameskip
+    replayer = RamReplayer(env_cfg.game, env_cfg.frameskip, workers)
+    try:
+        replayer.submit(np.zeros(1, np.uint8)).result()  # workers started, the ROM loaded
+        for f in [replayer.submit(np.zeros(1, np.uint8)) for _ in range(4 * workers)]:
+            f.result()
+        t0 = time.perf_counter()
+        jobs = [replayer.submit(rng.integers(0, n_actions, steps).astype(np.uint8)) for _ in range(episodes)]
+        frames = sum(f.result()[2] for f in jobs)
+        return frames / (time.perf_counter() - t0)
+    finally:
+        replayer.close()
+
+
+def pipeline_rate(env_cfg, policy, weights, slots, group, threads, overlap, ram=False) -> tuple:
     """(frames/s, tail fraction, frames) of one generation: one episode per individual."""
-    ev = Evaluator(env_cfg, policy, slots, threads, group_size=group, overlap=overlap)
+    ev = Evaluator(env_cfg, policy, slots, threads, group_size=group, overlap=overlap, ram=ram)
     try:
         n = len(weights)
         res = ev.run(weights, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
@@ -83,6 +106,7 @@ def main(argv=None) -> None:
     p.add_argument("--device", default="auto")
     p.add_argument("--no-plain", action="store_true", help="skip the plain-loop comparison")
     p.add_argument("--limit-seconds", type=float, default=10.0)
+    p.add_argument("--ram", action="store_true", help="also measure the cost of Atari RAM behaviours")
     a = p.parse_args(argv)
 
     from nevo.kernels import resolve_device
@@ -101,8 +125,12 @@ def main(argv=None) -> None:
     print(f"machine: {cores} cores; device {device}; game {a.game}; frame cap {a.frame_cap}")
     print(f"emulators: {slots} slots in {slots // group} groups of {group}, {threads} threads per group")
     limit = emulator_limit(env_cfg, slots, group, threads, a.limit_seconds, n_actions)
-    print(f"emulator limit (random actions, no inference): {limit:,.0f} frames/s\n")
-    print(f"{'net':>6} {'pop':>5} {'mode':>9} {'frames':>10} {'frames/s':>10} {'of limit':>9} {'tail':>6}")
+    print(f"emulator limit (random actions, no inference): {limit:,.0f} frames/s")
+    if a.ram:
+        rate = replay_limit(env_cfg, cores, 8 * cores, n_actions)
+        print(f"RAM replay limit ({cores} worker processes, random actions): {rate:,.0f} frames/s")
+    print()
+    print(f"{'net':>6} {'pop':>5} {'mode':>12} {'frames':>10} {'frames/s':>10} {'of limit':>9} {'tail':>6}")
     for name in a.nets:
         spec = nets.net_spec(name, nets.OBS_SHAPE, n_actions)
         policy = make_policy(device, spec)
@@ -112,12 +140,19 @@ def main(argv=None) -> None:
                 print(f"{name:>6} {n:>5}  skipped: {need / 2**30:.1f} GiB of weights does not fit")
                 continue
             weights = population(spec, n, seed=n)
-            modes = [("overlap", group, True), ("lockstep", 8, False)]
-            modes += [] if a.no_plain else [("plain", slots, False)]
-            for mode, g, overlap in modes:
-                rate, tail, frames = pipeline_rate(env_cfg, policy, weights, slots, g, threads, overlap)
-                row = f"{name:>6} {n:>5} {mode:>9} {frames:>10,} {rate:>10,.0f} {rate / limit:>8.0%}"
-                print(f"{row} {tail:>6.0%}", flush=True)
+            modes = [("overlap", group, True, False), ("lockstep", 8, False, False)]
+            modes += [] if a.no_plain else [("plain", slots, False, False)]
+            if a.ram:  # the default mode of this device, with RAM behaviours
+                gpu = device == "cuda"
+                modes += [("overlap+ram", group, True, True) if gpu else ("lockstep+ram", 8, False, True)]
+            rates = {}
+            for mode, g, overlap, ram in modes:
+                rate, tail, frames = pipeline_rate(env_cfg, policy, weights, slots, g, threads, overlap, ram)
+                rates[mode] = rate
+                row = f"{name:>6} {n:>5} {mode:>12} {frames:>10,} {rate:>10,.0f} {rate / limit:>8.0%}"
+                base = mode.removesuffix("+ram")
+                extra = f"  {rate / rates[base]:.0%} of {base} without RAM" if ram else ""
+                print(f"{row} {tail:>6.0%}{extra}", flush=True)
             del weights
 
 

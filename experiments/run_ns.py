@@ -2,10 +2,13 @@
 
     python -m experiments.run_ns --algo ga-ns --env maze       # the deceptive image maze
     python -m experiments.run_ns --algo nsra-es --env maze
+    python -m experiments.run_ns --algo ga-ns --env frostbite  # Atari: behaviour = final RAM
     python -m experiments.run_ns --resume runs/<folder>        # continue a killed run
 
-Behaviour: the maze's final (x, y). Novelty of a behaviour = mean distance to its k nearest
-neighbours among the archive (and, for GA-NS, the current population).
+Behaviour: the maze's final (x, y); on Atari the 128-byte RAM at the end of the episode (found
+by replaying the episode's actions in worker processes: nevo.atari_ram). Novelty of a behaviour
+= mean distance to its k nearest neighbours among the archive (and, for GA-NS, the current
+population).
 - GA-NS: the deep GA selecting on novelty instead of reward; each individual's behaviour joins
   the archive with probability --archive-prob; the elite is the most novel individual.
 - NS-ES / NSR-ES / NSRA-ES: a meta-population of --meta-population ES agents; each generation
@@ -25,7 +28,7 @@ import time
 
 import numpy as np
 
-from nevo import build, config, nets, noise, novelty, runs
+from nevo import build, config, envs, nets, noise, novelty, runs
 from nevo.algos.es import ES
 from nevo.algos.ga import GA, rng_for
 from nevo.config import ConfigError, ESConfig, GAConfig
@@ -52,10 +55,7 @@ def main(argv=None) -> int:
     # ---- settings ---------------------------------------------------------------------
     try:
         cfg, resume_dir = config.parse_args(argv, __doc__, config.NS_PRESETS)
-        if cfg.env.env != "maze":
-            raise ConfigError(
-                "--env: novelty search runs on the maze for now; Atari's RAM behaviours are not built yet"
-            )
+        bc_dim, bc_dtype = envs.behaviour_space(cfg.env)
         spec = build.net_for(cfg)
         config.check_noise_table(cfg, spec.n_params)
         device = build.device_for(cfg)
@@ -68,7 +68,8 @@ def main(argv=None) -> int:
         return 2
     run_dir = resume_dir or runs.new_run_dir(cfg)
     policy = build.policy_for(cfg, spec, device, run_dir)
-    evaluator, layout = make_evaluator(cfg.env, cfg.run, policy, device, ns.population)
+    ram = cfg.env.env == "atari"  # the maze gives its behaviour itself; Atari's RAM is replayed
+    evaluator, layout = make_evaluator(cfg.env, cfg.run, policy, device, ns.population, ram=ram)
     runs.write_config(run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **layout})
     out = Progress(cfg.run.frame_budget)
     out.say(
@@ -82,14 +83,14 @@ def main(argv=None) -> int:
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
     source = noise.NoiseSource(table, nets.init_scale(spec), ns.sigma)
     seed = cfg.run.seed
-    archive = novelty.Archive(2, np.float32)  # maze: final (x, y) in [0, 1]
+    archive = novelty.Archive(bc_dim, bc_dtype)
     ga, agents = None, []
     if ns.algo == "ga-ns":
         ga_cfg = GAConfig(ns.population, ns.truncation, ns.sigma, elite_candidates=1, validation_episodes=1)
         ga = GA(ga_cfg, seed, source)
     else:
         agents = [ES(es_config(ns), seed, source, agent=m) for m in range(ns.meta_population)]
-    agent_bc = np.zeros((len(agents), 2), np.float32)  # each agent's behaviour (its theta's)
+    agent_bc = np.zeros((len(agents), bc_dim), bc_dtype)  # each agent's behaviour (its theta's)
     agent_score = np.full(len(agents), np.nan)
     # reward's share of the ranks: 0 (NS-ES), fixed (NSR-ES) or adapted (NSRA-ES, from 1)
     nsra = novelty.NSRAWeight(1.0, ns.nsra_delta, ns.nsra_patience)

@@ -189,6 +189,11 @@ NS_PRESETS: dict[str, NSRunConfig] = {
 # OpenAI-ES; NSRA-ES starts with all weight on reward).
 NS_ES_DEFAULTS = {"sigma": 0.02}
 
+# Novelty search on Atari, where the command line is silent: GA-NS with the Deep GA's large net
+# and sigma (Such et al.), the ES family with OpenAI-ES's small net and virtual batch norm (Conti
+# et al. build on it; NS_ES_DEFAULTS gives their sigma).
+NS_ATARI_DEFAULTS = {"ga-ns": {"net": "large", "sigma": 0.002}, "es": {"net": "small", "vbn": 128}}
+
 # The maze is deterministic: one validation episode says all (GA and GA-NS alike).
 MAZE_DEFAULTS = {
     "ga": {"elite_candidates": 1, "validation_episodes": 1, "sigma": 0.005, "frame_budget": 1_000_000}
@@ -503,7 +508,10 @@ def parse_args(argv, description: str, presets=None) -> tuple:
     if cfg.env.env == "maze":  # the maze's own defaults where the command line is silent
         cfg = override(cfg, {k: v for k, v in MAZE_DEFAULTS.get(family, {}).items() if k not in given})
     elif not is_atari(cfg.env):  # a vector task: its own defaults where the command line is silent
-        cfg = override(cfg, {k: v for k, v in VECTOR_TASK_DEFAULTS[family].items() if k not in given})
+        cfg = override(cfg, {k: v for k, v in VECTOR_TASK_DEFAULTS.get(family, {}).items() if k not in given})
+    if family == "ns" and is_atari(cfg.env):
+        atari = NS_ATARI_DEFAULTS["ga-ns" if cfg.ns.algo == "ga-ns" else "es"]
+        cfg = override(cfg, {k: v for k, v in atari.items() if k not in given})
     if family == "ns" and cfg.ns.algo != "ga-ns":
         cfg = override(cfg, {k: v for k, v in NS_ES_DEFAULTS.items() if k not in given})
     return validate(cfg), None

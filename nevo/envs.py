@@ -121,6 +121,21 @@ def task_io(env_cfg):
     return (n_obs, 1, 1), n_act, np.float32
 
 
+def behaviour_space(env_cfg) -> tuple[int, type]:
+    """(d, dtype) of an episode's behaviour in novelty search: the maze's final (x, y) in [0, 1],
+    an Atari game's final 128-byte RAM. Vector tasks have none (a ConfigError naming --env)."""
+    if env_cfg.env == "atari":
+        from nevo.atari_ram import RAM_BYTES
+
+        return RAM_BYTES, np.uint8
+    if env_cfg.env == "maze":
+        return 2, np.float32
+    raise ConfigError(
+        f"--env: novelty search needs a behaviour per episode; {env_cfg.env} has none here "
+        "(use maze or an Atari game)"
+    )
+
+
 def make_task(env_cfg, slots: int):
     """The in-process task (see nevo.sync_eval) of a non-Atari env: the maze or a gymnasium one."""
     if env_cfg.env == "maze":

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nevo.atari_ram import RamReplayer, collect
 from nevo.envs import NOOP, make_atari, noop_count
 from nevo.machine import cores
 
@@ -96,7 +97,9 @@ class Evaluator:
     group of all slots, that is the foundation's plain loop). See `layout` for the defaults.
     """
 
-    def __init__(self, env_cfg, policy, slots: int, threads: int, group_size: int = 0, overlap: bool = True):
+    def __init__(
+        self, env_cfg, policy, slots: int, threads: int, group_size: int = 0, overlap: bool = True, ram=False
+    ):
         self.env_cfg = env_cfg
         self.policy = policy  # nevo.kernels.make_policy(...): load(weights), (rows_ind, obs) -> actions
         self.overlap = overlap
@@ -105,9 +108,14 @@ class Evaluator:
         self.slots = n_groups * self.group
         self.envs = [make_atari(env_cfg, self.group, threads) for _ in range(n_groups)]
         self.resetter = ThreadPoolExecutor(max_workers=min(n_groups, cores()), thread_name_prefix="reset")
+        # ram: each episode's final RAM is its behaviour (Results.behaviours), found by replaying
+        # its actions in worker processes (nevo.atari_ram).
+        self.replayer = RamReplayer(env_cfg.game, env_cfg.frameskip, cores()) if ram else None
 
     def close(self) -> None:
         self.resetter.shutdown()
+        if self.replayer is not None:
+            self.replayer.close()
         for env in self.envs:
             env.close()
 
@@ -122,6 +130,11 @@ class Evaluator:
                 self._pipelined(batch, progress)
             else:
                 self._lockstep(batch, progress)
+        except BaseException:
+            for f in batch.replays:  # replays not yet started are not wanted any more
+                if f is not None:
+                    f.cancel()
+            raise
         finally:
             batch.drain()  # on an error or Ctrl-C, no step is left in flight in the C++ threads
             self.policy.release()
@@ -181,6 +194,10 @@ class _Batch:
         self.start_episode = np.zeros(S, np.int64)
         self.obs = np.zeros((S, *ev.envs[0].single_observation_space.shape), np.uint8)  # (S, 4, 84, 84)
         self.actions = np.zeros(S, np.int64)
+        # With RAM behaviours: each slot's actions so far in its episode (S, steps), and the
+        # replay of each ended episode.
+        self.record = None if ev.replayer is None else np.zeros((S, 64), np.uint8)
+        self.replays: list = [None] * self.n_ep
         self.next_ep = 0
         self.in_flight: set[int] = set()  # groups whose step was sent and not yet received
         self.resets: dict = {}  # group -> (Future of its seeded reset, the slots it resets)
@@ -219,9 +236,18 @@ class _Batch:
         self.actions[slots] = NOOP
         if acting.size:  # compaction: only these rows go through the net
             self.actions[acting] = self.ev.policy(self.ind[self.slot_ep[acting]], self.obs[acting])
+        if self.record is not None:
+            self._record(slots[ep >= 0])
         for g in groups:
             self.ev.envs[g].send(self.actions[g * G : (g + 1) * G])
             self.in_flight.add(g)
+
+    def _record(self, live: np.ndarray) -> None:
+        """Append the actions just chosen to these live slots' records (grown as needed)."""
+        steps = self.slot_steps[live]
+        if steps.size and steps.max() >= self.record.shape[1]:
+            self.record = np.concatenate([self.record, np.zeros_like(self.record)], axis=1)
+        self.record[live, steps] = self.actions[live]
 
     def report(self, progress) -> None:
         """Call progress(done, total, frames) at most twice a second."""
@@ -254,6 +280,8 @@ class _Batch:
             self.frames[e] = total - fresh - self.start_total[s] + self.start_episode[s]
             self.returns[e], self.lengths[e] = self.slot_ret[s], self.slot_steps[s]
             self.frames_done += int(self.frames[e])
+            if self.record is not None:
+                self.replays[e] = self.ev.replayer.submit(self.record[s, : self.slot_steps[s]].copy())
             self.done += 1
             self.slot_ret[s], self.slot_steps[s] = 0.0, 0
             self.slot_ep[s] = self.next_ep if self.next_ep < self.n_ep else -1
@@ -305,14 +333,17 @@ class _Batch:
         self.t_last = now
 
     def results(self) -> Results:
+        """The outcomes, once every replay is in (their time counts in the wall time)."""
+        bc = None if self.record is None else collect(self.replays, self.returns, self.frames)
         wall = time.monotonic() - self.t0
-        return Results(self.returns, self.lengths, self.frames, wall_s=wall, tail_s=self.tail_s)
+        r = Results(self.returns, self.lengths, self.frames, wall_s=wall, tail_s=self.tail_s, behaviours=bc)
+        return r
 
 
-def make_evaluator(env_cfg, run_cfg, policy, device: str, population: int):
+def make_evaluator(env_cfg, run_cfg, policy, device: str, population: int, ram: bool = False):
     """(evaluator, facts for config.json) for this environment: the pipeline on Atari, the
     synchronous evaluator on the maze and gymnasium vector tasks; slots and groups as `layout`
-    chooses."""
+    chooses. ram: on Atari, each episode's final RAM is its behaviour (nevo.atari_ram)."""
     if env_cfg.env != "atari":
         from nevo.envs import make_task
         from nevo.sync_eval import SyncEvaluator
@@ -322,11 +353,12 @@ def make_evaluator(env_cfg, run_cfg, policy, device: str, population: int):
         return SyncEvaluator(task, policy, env_cfg.frame_cap), {"env_slots": slots, "pipeline": "sync"}
     threads = run_cfg.threads or cores()
     slots, batch, overlap = layout(device, cores(), population, run_cfg)
-    evaluator = Evaluator(env_cfg, policy, slots, threads, batch, overlap)
+    evaluator = Evaluator(env_cfg, policy, slots, threads, batch, overlap, ram=ram)
     facts = {
         "env_slots": evaluator.slots,
         "batch_size": evaluator.group,
         "threads": threads,
         "pipeline": "overlap" if overlap else "lockstep",
+        **({"behaviour": "final RAM, replayed"} if ram else {}),
     }
     return evaluator, facts

@@ -68,3 +68,41 @@ def test_es_family_defaults_to_the_es_sigma():
     assert cfg.ns.sigma == 0.02 and cfg.env.env == "maze"
     cfg, _ = parse_args(["--algo", "ga-ns"], "", NS_PRESETS)
     assert cfg.ns.sigma == 0.005
+
+
+ATARI = ["--env", "frostbite", "--frame-cap", "400", "--population", "4", "--truncation", "2"]
+ATARI += ["--net", "small", "--noise-table-size", "1100000", "--env-slots", "4"]
+
+
+def test_ga_ns_on_atari_resumes_with_its_ram_archive(tmp_path):
+    """On Atari the behaviours are final RAM (uint8, 128 bytes) and resume still repeats the run."""
+    args = [*ATARI, "--archive-prob", "0.5"]
+    whole = run_folder(run_ns.main, [*args, "--frame-budget", "3000"], tmp_path / "a")
+    part = run_folder(run_ns.main, [*args, "--frame-budget", "1000"], tmp_path / "b")
+    assert run_ns.main(["--resume", part, "--frame-budget", "3000"]) == 0
+    assert len(results(whole)) >= 2 and results(part) == results(whole)
+    archive = runs.load_checkpoint(whole)["archive/archive"]
+    np.testing.assert_array_equal(archive, runs.load_checkpoint(part)["archive/archive"])
+    assert archive.dtype == np.uint8 and archive.shape[1] == 128 and len(archive) >= 1
+    bc = np.load(os.path.join(whole, "behaviours.npy"))
+    assert bc.shape == (4, 128) and bc.dtype == np.uint8 and len({r.tobytes() for r in bc}) > 1
+
+
+def test_ns_es_runs_on_atari(tmp_path):
+    """The ES family on Atari: the agents' RAM behaviours start the archive, each update adds one."""
+    folder = run_folder(run_ns.main, [*ATARI, "--algo", "ns-es", "--meta-population", "2"], tmp_path)
+    rows = runs.read_metrics(folder)
+    assert len(rows) >= 1 and rows[-1]["ns/archive_size"] == 2 + len(rows)
+
+
+def test_atari_defaults_follow_the_papers():
+    """GA-NS on Atari: the Deep GA's large net and sigma; the ES family: the small net with VBN."""
+    cfg, _ = parse_args(["--env", "frostbite"], "", NS_PRESETS)
+    assert (cfg.net.net, cfg.ns.sigma, cfg.net.vbn) == ("large", 0.002, 0)
+    cfg, _ = parse_args(["--env", "frostbite", "--algo", "nsra-es"], "", NS_PRESETS)
+    assert (cfg.net.net, cfg.ns.sigma, cfg.net.vbn) == ("small", 0.02, 128)
+
+
+def test_a_task_without_behaviours_is_a_one_line_error(capsys):
+    assert run_ns.main(["--env", "CartPole-v1"]) == 2
+    assert "--env" in capsys.readouterr().err
