@@ -19,10 +19,15 @@ point of the route until its last ~25 pixels is further from the goal than the t
 search that maximises -distance is pulled into the trap, as in the Hard Maze.
 
 Episodes: STEPS steps; an episode also ends when the agent comes within GOAL_RADIUS of the goal
-(the Hard Maze's robot stops at the goal). The reward is 0 on every step but the last, whose
-reward is -(final distance to the goal), so an episode's return is the paper's fitness. An
-evaluator must therefore not cut episodes before STEPS (frame cap >= STEPS). The maze is
-deterministic, as the paper's is: episode seeds are accepted and ignored.
+(the Hard Maze's robot stops at the goal), and when the agent is stuck: it has not moved for
+STACK steps and does not move now. Its observation then no longer changes, so a policy (a
+function of the observation) repeats the action that did not move it, and it would stay there
+to the last step: ending at once gives the same final position and return, without the
+hundreds of steps a net pushing against a wall would otherwise cost. Frames count the steps run.
+The reward is 0 on every step but the last, whose reward is -(final distance to the goal), so
+an episode's return is the paper's fitness. An evaluator must therefore not cut episodes before
+STEPS (frame cap >= STEPS). The maze is deterministic, as the paper's is: episode seeds are
+accepted and ignored.
 
 The state is plain arrays: per slot, the positions of its last 4 frames (the frame stack, kept as
 positions and rendered on demand: 64 bytes instead of 28 KB a slot), the step count and an
@@ -161,10 +166,11 @@ def _reset(bg, hist, t, ended, slots, start_x, start_y, out):
 
 
 @numba.njit(nogil=True, cache=True)
-def _step(walls, bg, hist, t, ended, slots, actions, goal_x, goal_y, out, rewards, out_ended):
+def _step(walls, bg, hist, t, ended, slots, actions, goal_x, goal_y, stop_stuck, out, rewards, out_ended):
     """Move the given slots, shift their frame stacks and render them.
 
     A slot whose episode has ended stays where it is (reward 0, still ended) until reset.
+    stop_stuck: end the episode of an agent that stays still with a still frame stack (see above).
     speed: one thread. The work is the render, a copy that one core runs near memory speed
     (~20 GB/s, ~700K slot-steps/s with 256 slots, measured), far more than any policy forward
     consumes; a prange loop measured slower on 2 cores shared with the forward and other jobs."""
@@ -173,12 +179,15 @@ def _step(walls, bg, hist, t, ended, slots, actions, goal_x, goal_y, out, reward
         rewards[j] = 0.0
         if not ended[s]:
             x, y = move(walls, hist[s, STACK - 1, 0], hist[s, STACK - 1, 1], actions[j])
+            stuck = stop_stuck
+            for f in range(STACK):  # all STACK frames and the new position at one place
+                stuck = stuck and hist[s, f, 0] == x and hist[s, f, 1] == y
             for f in range(STACK - 1):  # the stack shifts: oldest frame out, the new one last
                 hist[s, f, 0], hist[s, f, 1] = hist[s, f + 1, 0], hist[s, f + 1, 1]
             hist[s, STACK - 1, 0], hist[s, STACK - 1, 1] = x, y
             t[s] += 1
             d = np.sqrt((x - goal_x) ** 2 + (y - goal_y) ** 2)
-            if t[s] >= STEPS or d < GOAL_RADIUS:
+            if t[s] >= STEPS or d < GOAL_RADIUS or stuck:
                 ended[s] = True
                 rewards[j] = -d
         out_ended[j] = ended[s]
@@ -188,8 +197,9 @@ def _step(walls, bg, hist, t, ended, slots, actions, goal_x, goal_y, out, reward
 class MazeSlots:
     """`slots` independent maze episodes, reset and stepped together (a SyncEvaluator task)."""
 
-    def __init__(self, slots: int):
+    def __init__(self, slots: int, stop_stuck: bool = True):
         self.slots = slots
+        self.stop_stuck = stop_stuck  # end a stuck agent's episode at once (same outcome, fewer steps)
         self.obs_shape = (STACK, SIZE, SIZE)  # (C, H, W)
         self.obs_dtype = np.uint8
         self._walls = np.ascontiguousarray(WALLS)
@@ -221,7 +231,17 @@ class MazeSlots:
         out = np.empty((k, *self.obs_shape), np.uint8)
         rewards, ended = np.empty(k, np.float64), np.empty(k, np.bool_)
         flat = out.reshape(k, -1)  # (k, 4 * 84 * 84): the kernels write flat frames
-        args = (self._walls, self._bg, self._hist, self._t, self._ended, slots, actions, *GOAL)
+        args = (
+            self._walls,
+            self._bg,
+            self._hist,
+            self._t,
+            self._ended,
+            slots,
+            actions,
+            *GOAL,
+            self.stop_stuck,
+        )
         _step(*args, flat, rewards, ended)
         return out, rewards, ended
 

@@ -11,9 +11,9 @@ from nevo.pipeline import Episodes
 from nevo.sync_eval import SyncEvaluator
 
 
-def play(policy, slots=1):
+def play(policy, slots=1, stop_stuck=True):
     """Play one episode in slot 0 of a fresh task; policy(x, y) -> action. (positions, rewards)."""
-    task = MazeSlots(slots)
+    task = MazeSlots(slots, stop_stuck)
     task.reset([0], [0])
     xy, rewards = [task.positions([0])[0]], []
     while True:
@@ -52,10 +52,13 @@ TRUE_ROUTE = [(73.0, 74.0), (73.0, 21.5), (10.0, 21.5), maze.GOAL]  # east, nort
 
 def test_reward_greedy_policy_ends_in_the_dead_end():
     """Always stepping closer to the goal ends in the trap: nearer than the start, not at the goal."""
-    xy, rewards = play(greedy)
+    xy, rewards = play(greedy, stop_stuck=False)
     x, y = xy[-1]
     d = maze.distance_to_goal(xy[-1])
     assert len(rewards) == STEPS
+    early, early_rewards = play(greedy)  # stuck under the shelf: the episode ends early, same outcome
+    np.testing.assert_array_equal(early[-1], xy[-1])
+    assert early_rewards[-1] == rewards[-1] and len(early_rewards) < STEPS / 4
     assert TRAP_BOX[0] <= x <= TRAP_BOX[2] and TRAP_BOX[1] <= y <= TRAP_BOX[3]
     np.testing.assert_array_equal(xy[-1], TRAP)
     assert GOAL_RADIUS < d < maze.distance_to_goal(START)
@@ -75,7 +78,7 @@ def test_true_route_first_leads_away_then_reaches_the_goal():
 def test_random_actions_never_put_the_agent_inside_a_wall():
     """64 agents holding random moves for random spans never overlap a wall, though they hit walls."""
     k, rng = 64, np.random.default_rng(0)
-    task = MazeSlots(k)
+    task = MazeSlots(k, stop_stuck=False)  # keep every agent moving to the last step
     slots = np.arange(k)
     task.reset(slots, slots)
     actions, blocked = rng.integers(0, N_ACTIONS, k), 0
@@ -117,7 +120,7 @@ def test_observations_show_the_agent_and_stack_frames():
 def test_return_is_minus_final_distance_and_episodes_end_at_the_step_limit():
     """Rewards are 0 but the last, the return is -final distance, `ended` first at STEPS, then sticky."""
     k, rng = 8, np.random.default_rng(1)
-    task = MazeSlots(k)
+    task = MazeSlots(k, stop_stuck=False)  # random actions are no policy of the observation
     slots = np.arange(k)
     task.reset(slots, np.zeros(k))
     total = np.zeros(k)
@@ -171,7 +174,7 @@ def test_the_sync_evaluator_plays_maze_episodes_with_a_conv_net():
         res = ev.run(weights, Episodes(np.array([0, 1, 2, 0]), np.array([5, 6, 7, 8])))
     finally:
         ev.close()
-    assert ((res.lengths == STEPS) | (res.returns > -GOAL_RADIUS)).all()
+    assert (res.lengths <= STEPS).all()
     assert res.behaviours.shape == (4, 2) and res.behaviours.dtype == np.float32
     assert ((res.behaviours >= 0) & (res.behaviours <= 1)).all()
     np.testing.assert_allclose(res.returns, -maze.distance_to_goal(res.behaviours * 84.0), atol=1e-4)
@@ -189,3 +192,23 @@ def test_plot_positions_draws_the_maze_and_points():
     maze.plot_positions(ax, np.array([[0.5, 0.5], [0.1, 0.9]]), normalised=True)
     assert len(ax.patches) == len(WALLS) and len(ax.collections) == 1
     plt.close(fig)
+
+
+def test_ending_a_stuck_agents_episode_changes_no_outcome():
+    """With a net choosing from the observation, episodes cut when the agent is stuck end with
+    the same returns and final positions as episodes run to the last step, in fewer steps."""
+    spec = nets.net_spec("small", (4, 84, 84), N_ACTIONS)
+    rng = np.random.default_rng(4)
+    weights = (rng.standard_normal((6, spec.n_params)) * nets.init_scale(spec) * 3).astype(np.float32)
+    episodes = Episodes(np.arange(6), np.arange(6))
+    out = []
+    for stop in (True, False):
+        ev = SyncEvaluator(MazeSlots(slots=6, stop_stuck=stop), make_policy("cpu", spec), frame_cap=10_000)
+        try:
+            out.append(ev.run(weights, episodes))
+        finally:
+            ev.close()
+    cut, full = out
+    np.testing.assert_array_equal(cut.returns, full.returns)
+    np.testing.assert_array_equal(cut.behaviours, full.behaviours)
+    assert (full.lengths == STEPS).any() and cut.lengths.sum() < full.lengths.sum()
