@@ -28,6 +28,9 @@ def parse(argv):
     p.add_argument("--seeds", type=int, default=5, help="seeds per algorithm (default: 5)")
     p.add_argument("--frame-budget", type=int, default=300_000, help="agent steps per run (default: 300000)")
     p.add_argument("--population", type=int, default=64, help="individuals per generation (default: 64)")
+    p.add_argument("--truncation", type=int, default=10, help="parents per generation, both (default: 10)")
+    p.add_argument("--sigma", type=float, default=0.02, help="mutation power, both (default: 0.02)")
+    p.add_argument("--archive-prob", type=float, default=0.1, help="GA-NS archive probability (default: 0.1)")
     p.add_argument("--runs-dir", default="runs/maze_compare", help="where the run folders go")
     p.add_argument("--out", default="docs", help="folder for the table and the figure (default: docs)")
     return p.parse_args(argv)
@@ -38,11 +41,12 @@ def one_run(name: str, seed: int, a) -> str:
     out = os.path.join(a.runs_dir, f"{name}-{seed}")
     done = [os.path.join(out, d) for d in sorted(os.listdir(out))] if os.path.isdir(out) else []
     argv = ["--env", "maze", "--seed", str(seed), "--frame-budget", str(a.frame_budget)]
-    argv += ["--population", str(a.population), "--out-dir", out]
+    argv += ["--population", str(a.population), "--truncation", str(a.truncation), "--sigma", str(a.sigma)]
+    argv += ["--out-dir", out]
     if done:
         argv = ["--resume", done[-1], "--frame-budget", str(a.frame_budget)]
     elif name == "GA-NS":
-        argv += ["--algo", "ga-ns"]
+        argv += ["--algo", "ga-ns", "--archive-prob", str(a.archive_prob)]
     assert ALGOS[name].main(argv) == 0
     return done[-1] if done else os.path.join(out, os.listdir(out)[0])
 
@@ -65,7 +69,8 @@ def main(argv=None) -> int:
             rows.append((name, seed, -best, reached, first, metrics[-1]["frames"]))
             finals.setdefault(name, []).append(np.load(os.path.join(folder, runs.BEHAVIOURS)))
     lines = [
-        f"Maze, population {a.population}, {a.frame_budget:,} agent steps per run, small net.",
+        f"Maze, population {a.population}, truncation {a.truncation}, sigma {a.sigma}, "
+        f"{a.frame_budget:,} agent steps per run, small net; GA-NS archive probability {a.archive_prob}.",
         "",
         "| algorithm | seed | best final distance | reached the goal | steps to the goal |",
         "|---|---:|---:|---|---:|",
