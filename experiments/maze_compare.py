@@ -36,6 +36,13 @@ def parse(argv):
     return p.parse_args(argv)
 
 
+def past_the_dead_end(xy: np.ndarray) -> np.ndarray:
+    """(N,) bool: final positions (N, 2) in pixels on the true route beyond the dead-end room:
+    in the east corridor (east of wall B) or the top corridor (above the shelf, wall A)."""
+    shelf_top, east_face = maze.WALLS[4, 1], maze.WALLS[5, 2]
+    return (xy[:, 0] > east_face) | (xy[:, 1] < shelf_top)
+
+
 def one_run(name: str, seed: int, a) -> str:
     """Run one algorithm on one seed (or reuse a finished run); return its run folder."""
     out = os.path.join(a.runs_dir, f"{name}-{seed}")
@@ -66,17 +73,21 @@ def main(argv=None) -> int:
             best = max(m["score/pop_max"] for m in metrics)
             reached = best >= -maze.GOAL_RADIUS
             first = next((m["frames"] for m in metrics if m["score/pop_max"] >= -maze.GOAL_RADIUS), None)
-            rows.append((name, seed, -best, reached, first, metrics[-1]["frames"]))
-            finals.setdefault(name, []).append(np.load(os.path.join(folder, runs.BEHAVIOURS)))
+            last = np.load(os.path.join(folder, runs.BEHAVIOURS)) * maze.SIZE  # (N, 2) pixels
+            past = int(past_the_dead_end(last).sum())
+            rows.append((name, seed, -best, reached, first, past))
+            finals.setdefault(name, []).append(last / maze.SIZE)
     lines = [
         f"Maze, population {a.population}, truncation {a.truncation}, sigma {a.sigma}, "
         f"{a.frame_budget:,} agent steps per run, small net; GA-NS archive probability {a.archive_prob}.",
         "",
-        "| algorithm | seed | best final distance | reached the goal | steps to the goal |",
-        "|---|---:|---:|---|---:|",
+        "| algorithm | seed | best final distance | reached the goal | steps to the goal "
+        "| last generation past the dead end |",
+        "|---|---:|---:|---|---:|---:|",
     ]
-    for name, seed, dist, reached, first, _ in rows:
-        lines.append(f"| {name} | {seed} | {dist:.1f} | {'yes' if reached else 'no'} | {first or '-'} |")
+    for name, seed, dist, reached, first, past in rows:
+        cells = f"{dist:.1f} | {'yes' if reached else 'no'} | {first or '-'} | {past} of {a.population}"
+        lines.append(f"| {name} | {seed} | {cells} |")
     lines.append("")
     for name in ALGOS:
         n = sum(r[3] for r in rows if r[0] == name)
@@ -92,7 +103,7 @@ def main(argv=None) -> int:
         ax.set_title(f"{name}: final positions, last generation\n({a.seeds} seeds x {a.population})")
     fig.tight_layout()
     path = os.path.join(a.out, "maze_final_positions.png")
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     print(f"wrote {path} and {os.path.join(a.out, 'maze_compare.md')}")
     return 0
 
