@@ -73,10 +73,10 @@ def main(argv=None) -> int:
             best = max(m["score/pop_max"] for m in metrics)
             reached = best >= -maze.GOAL_RADIUS
             first = next((m["frames"] for m in metrics if m["score/pop_max"] >= -maze.GOAL_RADIUS), None)
-            last = np.load(os.path.join(folder, runs.BEHAVIOURS)) * maze.SIZE  # (N, 2) pixels
-            past = int(past_the_dead_end(last).sum())
+            last = np.load(os.path.join(folder, runs.BEHAVIOURS))  # (N, 2) final (x, y) in [0, 1]
+            past = int(past_the_dead_end(last * maze.SIZE).sum())
             rows.append((name, seed, -best, reached, first, past))
-            finals.setdefault(name, []).append(last / maze.SIZE)
+            finals.setdefault(name, []).append(last)
     lines = [
         f"Maze, population {a.population}, truncation {a.truncation}, sigma {a.sigma}, "
         f"{a.frame_budget:,} agent steps per run, small net; GA-NS archive probability {a.archive_prob}.",

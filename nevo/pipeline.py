@@ -336,8 +336,9 @@ class _Batch:
         """The outcomes, once every replay is in (their time counts in the wall time)."""
         bc = None if self.record is None else collect(self.replays, self.returns, self.frames)
         wall = time.monotonic() - self.t0
-        r = Results(self.returns, self.lengths, self.frames, wall_s=wall, tail_s=self.tail_s, behaviours=bc)
-        return r
+        return Results(
+            self.returns, self.lengths, self.frames, wall_s=wall, tail_s=self.tail_s, behaviours=bc
+        )
 
 
 def make_evaluator(env_cfg, run_cfg, policy, device: str, population: int, ram: bool = False):

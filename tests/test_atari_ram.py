@@ -42,7 +42,8 @@ def play_beside_ale(ind, seed):
             if ale.game_over():
                 break
         if term[0] or trunc[0]:  # the vector env has reset itself: no screen to compare
-            obs_env.close(), screen_env.close()
+            obs_env.close()
+            screen_env.close()
             assert env_ret == ret
             return ale.getRAM().copy(), ret, np.array(actions, np.uint8)
         assert np.array_equal(screen[0, 0], ale.getScreenGrayscale()), f"differ at step {len(actions)}"
