@@ -191,26 +191,14 @@ def bytes_per_call(spec, policy, rows_ind):
     return nominal, read
 
 
-def torch_vmap(spec, flat, n, m, obs, seconds, device="cuda"):
-    """(forwards/s, logits (n*m, n_actions)) of torch.func.vmap over n stacked individuals, m rows each.
+def torch_module(spec):
+    """The spec as a torch.nn.Module: SAME padding by F.pad, TF's (H, W, C) flatten order.
 
-    flat (n, n_params) float32 torch tensor on `device` (on the GPU, shared with nevo's buffer);
-    obs (n*m, C, H, W) uint8.
-    """
+    Takes uint8 observations (..., C, H, W), batched or not (EvoTorch's vmap gives one at a time)."""
     import torch
     import torch.nn.functional as F
-    from torch.func import functional_call, vmap
-
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-
-    def sync():
-        if device == "cuda":
-            torch.cuda.synchronize()
 
     class Net(torch.nn.Module):
-        """The spec as torch modules: SAME padding by F.pad, TF's (H, W, C) flatten order."""
-
         def __init__(self):
             super().__init__()
             self.layers = torch.nn.ModuleList(
@@ -220,30 +208,56 @@ def torch_vmap(spec, flat, n, m, obs, seconds, device="cuda"):
                 for lay in spec.layers
             )
 
-        def forward(self, x):  # x (m, C, H, W) uint8
+        def forward(self, x):  # x (..., C, H, W) uint8 or float pixel values
             x = x.float() / 255.0
-            for lay, mod in zip(spec.layers, self.layers):
+            for i, (lay, mod) in enumerate(zip(spec.layers, self.layers)):
                 if lay.kind == "conv":
                     top, bottom, left, right = lay.pad
                     x = mod(F.pad(x, (left, right, top, bottom)))
                 else:
-                    if x.ndim == 4:
-                        x = x.permute(0, 2, 3, 1).flatten(1)
+                    if i > 0 and spec.layers[i - 1].kind == "conv":
+                        x = x.movedim(-3, -1).flatten(-3)  # (..., C, H, W) -> (..., H * W * C)
                     x = mod(x)
                 if lay.relu:
                     x = torch.relu(x)
             return x
 
-    model = Net().to(device)
-    params = {}  # name -> (n, *shape), in torch's layouts (a copy of nevo's weights)
+    return Net()
+
+
+def torch_params(spec, flat):
+    """{name: (n, *shape)} of n individuals' nevo weights flat (n, n_params) (a torch tensor), in
+    torch_module's layouts: conv HWIO -> OIHW, dense (in, out) -> (out, in)."""
+    n, params = len(flat), {}
     for i, lay in enumerate(spec.layers):
-        w = flat[:n, lay.w_offset : lay.b_offset]
-        if lay.kind == "conv":  # HWIO -> OIHW
-            w = w.view(n, lay.kernel, lay.kernel, lay.cin, lay.cout).permute(0, 4, 3, 1, 2)
-        else:  # (in, out) -> (out, in)
-            w = w.view(n, lay.cin, lay.cout).transpose(1, 2)
+        w = flat[:, lay.w_offset : lay.b_offset]
+        if lay.kind == "conv":
+            w = w.reshape(n, lay.kernel, lay.kernel, lay.cin, lay.cout).permute(0, 4, 3, 1, 2)
+        else:
+            w = w.reshape(n, lay.cin, lay.cout).transpose(1, 2)
         params[f"layers.{i}.weight"] = w.contiguous()
-        params[f"layers.{i}.bias"] = flat[:n, lay.b_offset : lay.b_offset + lay.cout].contiguous()
+        params[f"layers.{i}.bias"] = flat[:, lay.b_offset : lay.b_offset + lay.cout].contiguous()
+    return params
+
+
+def torch_vmap(spec, flat, n, m, obs, seconds, device="cuda"):
+    """(forwards/s, logits (n*m, n_actions)) of torch.func.vmap over n stacked individuals, m rows each.
+
+    flat (n, n_params) float32 torch tensor on `device` (on the GPU, shared with nevo's buffer);
+    obs (n*m, C, H, W) uint8.
+    """
+    import torch
+    from torch.func import functional_call, vmap
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    model = torch_module(spec).to(device)
+    params = torch_params(spec, flat[:n])
     x = torch.as_tensor(obs, device=device).view(n, m, *spec.obs_shape)
     run = vmap(lambda p, xi: functional_call(model, p, (xi,)))
     with torch.no_grad():

@@ -1,0 +1,172 @@
+"""nevo against EvoTorch 0.6 on the same machine, game, net and networks, in one run (issue 4's
+CPU goal: nevo >= 1.5x EvoTorch's game frames/s).
+
+    pip install evotorch==0.6.0        # only this benchmark needs it (and torch); not a requirement
+    python -m experiments.bench_evotorch                      # large net, populations 8 and 32
+    python -m experiments.bench_evotorch --net small --populations 64 --rounds 3
+
+EvoTorch's side is its `VecGymNE` problem (ale-py's `AtariVectorEnv` with nevo's emulator settings,
+the same threads) with the net built in torch exactly as nevo's (`bench_forward.torch_module`);
+nevo's side is its pipeline with the machine's default layout (what `run_ga` uses). Both evaluate
+the **same networks**, nevo's weights copied into EvoTorch's parameter layout, one episode each, in
+two workloads: nevo's initialisation (a GA's first generation: the nets differ, so do the episode
+lengths, and the tail counts) and EvoTorch's (uniform +-1e-5: every net picks the same action, so
+every episode runs to the cap). So the episodes are the
+same but for nevo's no-op start (1..30 steps, from each episode's seed), and the difference is the
+system. The rounds alternate EvoTorch and nevo so that the
+noise of a shared machine falls on both. Also timed: EvoTorch's own `GeneticAlgorithm` steps
+(its initialisation, Gaussian mutation of sigma 0.002, elitist), as DESIGN.md's peer figure was.
+
+Frames are emulated game frames of live episodes: nevo's from ALE's frame counters, EvoTorch's
+its interaction count (agent steps) times the frameskip. EvoTorch keeps stepping a finished
+episode's emulator (its frames are not counted) until the last episode of the batch ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from experiments.bench_forward import torch_module, torch_params
+from experiments.bench_pipeline import pipeline_rate, population
+from nevo import machine, nets
+from nevo.config import EnvConfig, RunConfig
+from nevo.envs import atari_actions, make_atari
+from nevo.kernels import make_policy
+from nevo.pipeline import layout
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--game", default="frostbite")
+    p.add_argument("--net", default="large", choices=sorted(nets.IMAGE_NETS))
+    p.add_argument("--populations", nargs="+", type=int, default=[8, 32], help="(default: 8 32)")
+    p.add_argument("--rounds", type=int, default=2, help="evaluations of the population on each side")
+    p.add_argument("--ga-steps", type=int, default=2, help="EvoTorch GeneticAlgorithm steps to time")
+    p.add_argument("--frame-cap", type=int, default=5000, help="episode cap in game frames")
+    return p.parse_args(argv)
+
+
+def torch_vector(spec, weights: np.ndarray):
+    """(n, n_params) torch tensor: nevo's weights (n, n_params) flattened in the order of
+    torch_module(spec).parameters(), which is EvoTorch's solution layout."""
+    import torch
+
+    params = torch_params(spec, torch.from_numpy(weights))
+    return torch.cat([v.reshape(len(weights), -1) for v in params.values()], dim=1)
+
+
+def same_actions(spec, weights: np.ndarray, values) -> float:
+    """Share of (network, observation) pairs on which nevo's reference forward and torch_module with
+    EvoTorch's parameter vector values pick the same action: 1.0 unless the layouts disagree."""
+    import torch
+
+    from nevo.kernels.reference import forward
+
+    obs = np.random.default_rng(0).integers(0, 256, (4, *spec.obs_shape), dtype=np.uint8)
+    module, same = torch_module(spec), []
+    for w, v in zip(weights[:4], values[:4]):
+        torch.nn.utils.vector_to_parameters(v, module.parameters())
+        with torch.no_grad():
+            theirs = module(torch.from_numpy(obs)).argmax(1).numpy()
+        ours, _ = forward(spec, w[None], np.zeros(len(obs), np.int64), obs)
+        same.append(ours == theirs)
+    return float(np.mean(same))
+
+
+class EvoTorchSide:
+    """EvoTorch's VecGymNE on nevo's Atari settings, counting game frames and seconds."""
+
+    def __init__(self, env_cfg, spec, threads: int):
+        from evotorch.neuroevolution import VecGymNE
+
+        self.frameskip = env_cfg.frameskip
+        self.problem = VecGymNE(
+            env=lambda num_envs: make_atari(env_cfg, num_envs, threads),
+            network=lambda: torch_module(spec),
+            num_episodes=1,
+            device="cpu",
+        )
+
+    def timed(self, step) -> tuple[float, int]:
+        """(frames/s, frames) of step(): the live frames EvoTorch counted while it ran."""
+        before = self.problem.interaction_count
+        t0 = time.perf_counter()
+        step()
+        dt = time.perf_counter() - t0
+        frames = (self.problem.interaction_count - before) * self.frameskip
+        return frames / dt, frames
+
+    def evaluate(self, values) -> tuple[float, int]:
+        """(frames/s, frames) of evaluating the networks values (n, n_params), one episode each."""
+        batch = self.problem.generate_batch(len(values))
+        batch.set_values(values)
+        return self.timed(lambda: self.problem.evaluate(batch))
+
+
+def main(argv=None) -> None:
+    a = parse(argv)
+    try:
+        import evotorch
+        import torch
+    except ImportError:
+        raise SystemExit("this benchmark needs EvoTorch: pip install evotorch==0.6.0") from None
+    from evotorch.algorithms import GeneticAlgorithm
+    from evotorch.operators import GaussianMutation
+
+    cores = machine.cores()
+    env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
+    spec = nets.net_spec(a.net, nets.OBS_SHAPE, atari_actions(a.game))
+    policy = make_policy("cpu", spec)
+    side = EvoTorchSide(env_cfg, spec, cores)
+    print(
+        f"machine: {cores} cores, torch {torch.__version__} ({torch.get_num_threads()} threads), "
+        f"evotorch {evotorch.__version__}; game {a.game}; frame cap {a.frame_cap}; "
+        f"net {a.net} ({spec.n_params:,} parameters)"
+    )
+    print()
+    print(f"{'pop':>4} {'init':>8} {'round':>5} {'system':>9} {'frames':>10} {'frames/s':>10}")
+    summary = []
+    for n in a.populations:
+        slots, group, overlap = layout("cpu", cores, n, RunConfig())
+        inits = {
+            "nevo": population(spec, n, seed=n),
+            "evotorch": np.random.default_rng(n).uniform(-1e-5, 1e-5, (n, spec.n_params)).astype(np.float32),
+        }
+        for init, weights in inits.items():
+            values = torch_vector(spec, weights)
+            agree = same_actions(spec, weights, values)
+            assert agree == 1.0, f"torch layout picks other actions on {1 - agree:.0%} of rows"
+            ours, theirs = [], []
+            for r in range(a.rounds):
+                rate, frames = side.evaluate(values)
+                theirs.append(rate)
+                print(f"{n:>4} {init:>8} {r:>5} {'EvoTorch':>9} {frames:>10,} {rate:>10,.0f}", flush=True)
+                rate, _, frames = pipeline_rate(env_cfg, policy, weights, slots, group, cores, overlap)
+                ours.append(rate)
+                print(f"{n:>4} {init:>8} {r:>5} {'nevo':>9} {frames:>10,} {rate:>10,.0f}", flush=True)
+            summary.append((n, init, np.mean(ours), np.mean(theirs)))
+        if a.ga_steps:
+            ga = GeneticAlgorithm(
+                side.problem, popsize=n, operators=[GaussianMutation(side.problem, stdev=0.002)]
+            )
+            for g in range(a.ga_steps):
+                rate, frames = side.timed(ga.step)
+                print(
+                    f"{n:>4} EvoTorch GeneticAlgorithm step {g}: {frames:,} frames, {rate:,.0f} frames/s",
+                    flush=True,
+                )
+    print()
+    print("same networks, mean over rounds (nevo: the machine's default layout; init nevo = a GA's first")
+    print("generation, init evotorch = EvoTorch's uniform +-1e-5, where every net picks the same action):")
+    for n, init, ours, theirs in summary:
+        print(
+            f"  pop {n:>4}, init {init:>8}: nevo {ours:,.0f}, EvoTorch {theirs:,.0f} frames/s: "
+            f"{ours / theirs:.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()
