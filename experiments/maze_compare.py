@@ -1,7 +1,10 @@
 """GA against GA-NS on the deceptive maze, several seeds at one frame budget: a table and a figure.
 
-    python -m experiments.maze_compare                       # 5 seeds each, 300K steps per run
-    python -m experiments.maze_compare --seeds 3 --frame-budget 100000 --out docs
+    python -m experiments.maze_compare                       # 5 seeds each, 1.5M steps per run
+    python -m experiments.maze_compare --seeds 3 --frame-budget 100000 --out /tmp/maze
+    python -m experiments.maze_compare --algos GA-NS &  python -m experiments.maze_compare --algos GA
+                                                             # two lanes at once, then the table:
+    python -m experiments.maze_compare                       # (reuses the finished runs)
 
 As in Such et al. 2017 (Image Hard Maze): the GA, maximising -distance to the goal, is drawn into
 the dead end under the goal; GA-NS, selecting on novelty alone, explores the maze and finds the
@@ -26,7 +29,10 @@ ALGOS = {"GA": run_ga, "GA-NS": run_ns}
 def parse(argv):
     p = argparse.ArgumentParser(prog="python -m experiments.maze_compare", description=__doc__.split("\n")[0])
     p.add_argument("--seeds", type=int, default=5, help="seeds per algorithm (default: 5)")
-    p.add_argument("--frame-budget", type=int, default=300_000, help="agent steps per run (default: 300000)")
+    p.add_argument(
+        "--frame-budget", type=int, default=1_500_000, help="agent steps per run (default: 1500000)"
+    )
+    p.add_argument("--algos", nargs="+", default=list(ALGOS), choices=list(ALGOS), help="(default: both)")
     p.add_argument("--population", type=int, default=64, help="individuals per generation (default: 64)")
     p.add_argument("--truncation", type=int, default=10, help="parents per generation, both (default: 10)")
     p.add_argument("--sigma", type=float, default=0.02, help="mutation power, both (default: 0.02)")
@@ -66,7 +72,7 @@ def main(argv=None) -> int:
     import matplotlib.pyplot as plt
 
     rows, finals = [], {}
-    for name in ALGOS:
+    for name in a.algos:
         for seed in range(a.seeds):
             folder = one_run(name, seed, a)
             metrics = runs.read_metrics(folder)
@@ -89,7 +95,7 @@ def main(argv=None) -> int:
         cells = f"{dist:.1f} | {'yes' if reached else 'no'} | {first or '-'} | {past} of {a.population}"
         lines.append(f"| {name} | {seed} | {cells} |")
     lines.append("")
-    for name in ALGOS:
+    for name in a.algos:
         n = sum(r[3] for r in rows if r[0] == name)
         lines.append(f"{name}: goal reached in {n} of {a.seeds} seeds.")
     text = "\n".join(lines)
@@ -97,8 +103,8 @@ def main(argv=None) -> int:
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "maze_compare.md"), "w") as f:
         f.write(text + "\n")
-    fig, axes = plt.subplots(1, len(ALGOS), figsize=(4.2 * len(ALGOS), 4.4))
-    for ax, name in zip(axes, ALGOS):
+    fig, axes = plt.subplots(1, len(a.algos), figsize=(4.2 * len(a.algos), 4.4), squeeze=False)
+    for ax, name in zip(axes[0], a.algos):
         maze.plot_positions(ax, np.concatenate(finals[name]), normalised=True, size=6)
         ax.set_title(f"{name}: final positions, last generation\n({a.seeds} seeds x {a.population})")
     fig.tight_layout()

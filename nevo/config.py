@@ -175,7 +175,7 @@ ES_PRESETS: dict[str, ESRunConfig] = {
 }
 
 NS_PRESETS: dict[str, NSRunConfig] = {
-    # The deceptive maze, minutes per seed on 2 cores: the small net, 64 individuals, 400-step
+    # The deceptive maze, minutes per seed on 2 cores: the small net, 64 individuals, 200-step
     # episodes (frames = agent steps), GA-NS by default (--algo picks the others).
     "quick": NSRunConfig(
         ns=NSConfig(population=64, truncation=10, sigma=0.005, validation_episodes=1),

@@ -3,20 +3,27 @@ Such et al. 2017 ("Deep Neuroevolution", arXiv 1712.06567), after the Hard Maze 
 Stanley 2011 ("Abandoning objectives: evolution through the search for novelty alone").
 
 The agent sees a top-down 84x84 grayscale image of the whole maze (walls, floor, the goal, itself
-as a 3x3 bright square), the last 4 frames stacked oldest first. Maze units are the image's
+as a 7x7 bright square), the last 4 frames stacked oldest first. Maze units are the image's
 pixels: x is the column, y the row (y grows downwards, so the start at the bottom has a larger y
 than the goal at the top). The position is continuous; each step moves it SPEED pixels in one of
 the N_ACTIONS directions (ACTIONS), stopping flush against any wall (the agent is a box of
 half-size RADIUS; walls are axis-aligned rectangles with integer corners, WALLS).
 
 Layout (84x84, `docs/maze.png`): the start is in the hall along the bottom, the goal in the
-corridor along the top-left. A shelf (wall A) lies right under the goal, and the room beneath it
-is open only downwards, towards the start: walking straight up from the start, always closer to
-the goal, ends against the shelf 18.5 pixels from the goal (TRAP), a dead end. The true route
-first goes away from the goal (east along the bottom hall), up the east corridor, then west along
-the top corridor, under a baffle (wall C, a second smaller local optimum) to the goal. Every
-point of the route until its last ~25 pixels is further from the goal than the trap, so a
-search that maximises -distance is pulled into the trap, as in the Hard Maze.
+top-left corner. A shelf (wall A) lies under the goal, and the room beneath it is open only
+downwards, towards the start: walking up from the start, always closer to the goal, ends against
+the shelf 27 pixels from the goal (TRAP), a dead end. The true route first goes away
+from the goal (east along the bottom hall), up the east corridor, then west along the top
+corridor to the goal. Every point of the route until its last ~25 pixels is further from the
+goal than the trap, so a search that maximises -distance is pulled into the trap, as in the Hard
+Maze.
+
+Why these sizes (session 4, GA-NS at population 64 on 2 cores, docs/performance.md): with a 3x3
+agent, 1.5-pixel moves and 400 steps, a conv net's action hardly depends on where the agent is
+(a few bright pixels against a fixed maze), so policies that turn at the right place were rare
+and GA-NS had not reached the goal after 3M steps. A 7x7 agent moving 3 pixels a step, in
+200-step episodes, with the goal in the corner where an agent walking west along the top wall
+stops, gave the first seed the goal in 1M steps; the deception is unchanged.
 
 Episodes: STEPS steps; an episode also ends when the agent comes within GOAL_RADIUS of the goal
 (the Hard Maze's robot stops at the goal), and when the agent is stuck: it has not moved for
@@ -42,9 +49,9 @@ import numpy as np
 
 SIZE = 84  # the image is SIZE x SIZE pixels; maze units are pixels
 STACK = 4  # frames per observation, oldest first
-STEPS = 400  # an episode ends at this step (or at the goal)
-SPEED = 1.5  # pixels per move; a multiple of 0.5 keeps every position exact in float64
-RADIUS = 1.5  # the agent is the box [x - RADIUS, x + RADIUS] x [y - RADIUS, y + RADIUS]
+STEPS = 200  # an episode ends at this step (or at the goal)
+SPEED = 3.0  # pixels per move; a multiple of 0.5 keeps every position exact in float64
+RADIUS = 3.5  # the agent is the box [x - RADIUS, x + RADIUS] x [y - RADIUS, y + RADIUS]
 GOAL_RADIUS = 3.0  # an episode ends when the agent's centre comes this close to GOAL
 
 # Actions: (dx, dy) per step, in units of SPEED; y grows downwards (up = towards the goal's row).
@@ -52,8 +59,8 @@ ACTIONS = np.array([(0, 0), (0, -1), (0, 1), (-1, 0), (1, 0)], np.float64)  # st
 N_ACTIONS = len(ACTIONS)
 
 START = (10.0, 74.0)  # (x, y): in the bottom hall, under the goal
-GOAL = (10.0, 12.0)  # in the top corridor's west end
-TRAP = (10.0, 30.5)  # where walking straight up from START stops: flush under the shelf
+GOAL = (5.5, 5.5)  # the top corridor's west end: where an agent in the top-left corner stops
+TRAP = (5.5, 32.5)  # where always stepping closer to the goal from START stops: under the shelf, west end
 TRAP_BOX = (2.0, 29.0, 59.0, 45.0)  # (x0, y0, x1, y1): the top of the dead-end room under the shelf
 
 # Walls: (x0, y0, x1, y1) rectangles, half-open pixel ranges [x0, x1) x [y0, y1).
@@ -65,7 +72,6 @@ WALLS = np.array(
         (82, 0, 84, 84),  # right
         (2, 26, 62, 29),  # A: the shelf under the goal, the roof of the dead-end room
         (59, 29, 62, 62),  # B: the dead-end room's east wall, beside the east corridor
-        (34, 2, 37, 17),  # C: a baffle hanging into the top corridor
     ],
     np.float64,
 )
@@ -73,6 +79,7 @@ WALLS.setflags(write=False)
 
 FLOOR, WALL, GOAL_SHADE, AGENT = 0, 100, 180, 255  # pixel values
 GOAL_HALF = 2  # the goal is drawn as a (2 * GOAL_HALF + 1)^2 square
+AGENT_HALF = 3  # the agent is drawn as a (2 * AGENT_HALF + 1)^2 square: its box, RADIUS 3.5
 
 
 def walls() -> np.ndarray:
@@ -96,7 +103,7 @@ def render(xy) -> np.ndarray:
     frames = np.repeat(background()[None], len(xy), axis=0)
     for f, (x, y) in enumerate(xy):
         px, py = int(x), int(y)
-        frames[f, py - 1 : py + 2, px - 1 : px + 2] = AGENT
+        frames[f, py - AGENT_HALF : py + AGENT_HALF + 1, px - AGENT_HALF : px + AGENT_HALF + 1] = AGENT
     return frames
 
 
@@ -149,8 +156,8 @@ def _render_stack(bg, hist, s, out, j):
         for i in range(n):
             out[j, base + i] = bg[i]
         px, py = int(hist[s, f, 0]), int(hist[s, f, 1])  # the box never reaches a wall pixel
-        for r in range(py - 1, py + 2):
-            for c in range(px - 1, px + 2):
+        for r in range(py - AGENT_HALF, py + AGENT_HALF + 1):
+            for c in range(px - AGENT_HALF, px + AGENT_HALF + 1):
                 out[j, base + r * SIZE + c] = AGENT
 
 

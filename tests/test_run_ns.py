@@ -51,7 +51,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path, algo):
     [
         (["--algo", "ns"], ["--algo", "ga-ns", "nsra-es"]),
         (["--env", "maze", "--net", "mlp"], ["--net", "large or small"]),
-        (["--env", "maze", "--frame-cap", "100"], ["--frame-cap", ">= 400"]),
+        (["--env", "maze", "--frame-cap", "100"], ["--frame-cap", ">= 200"]),
         (["--k", "0"], ["--k", ">= 1"]),
         (["--algo", "ns-es", "--population", "7"], ["--population", "even"]),
     ],
@@ -107,3 +107,21 @@ def test_atari_defaults_follow_the_papers():
 def test_a_task_without_behaviours_is_a_one_line_error(capsys):
     assert run_ns.main(["--env", "CartPole-v1", "--net", "mlp"]) == 2
     assert "--env: novelty search needs a behaviour" in capsys.readouterr().err
+
+
+def test_maze_compare_writes_the_table_and_figure_and_reuses_finished_runs(tmp_path):
+    """maze_compare runs the GA and GA-NS per seed into one folder each, writes the Markdown table
+    and the final-positions figure, and a second call reuses the finished runs."""
+    from experiments import maze_compare
+
+    argv = ["--seeds", "1", "--frame-budget", "1500", "--population", "6", "--truncation", "3"]
+    argv += ["--runs-dir", str(tmp_path / "runs"), "--out", str(tmp_path)]
+    assert maze_compare.main(argv) == 0
+    table = (tmp_path / "maze_compare.md").read_text()
+    assert "| GA | 0 |" in table and "| GA-NS | 0 |" in table and "of 6 |" in table
+    assert (tmp_path / "maze_final_positions.png").stat().st_size > 0
+    folders = sorted(os.listdir(tmp_path / "runs"))
+    assert folders == ["GA-0", "GA-NS-0"]
+    inside = [os.listdir(tmp_path / "runs" / f) for f in folders]
+    assert maze_compare.main(argv) == 0
+    assert [os.listdir(tmp_path / "runs" / f) for f in folders] == inside  # no new run folder
