@@ -12,6 +12,8 @@ generation on the GPU machine, <= 5% on 2 cores):
 - beside them, one generation's evaluation time at a pipeline throughput (--frames-per-s; the
   default is the measured 2-core CPU figure of docs/performance.md) for a few episode lengths,
   since the length of an episode sets how many frames a generation is.
+Novelty search (issue: <= 1 s on 2 cores): the novelty of 1,000 behaviours against an archive of
+100,000 Atari RAM vectors, as `experiments/bench_novelty.py` measures it (--no-novelty skips it).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def parse(argv):
         help="mean game frames per episode",
     )
     p.add_argument("--repeats", type=int, default=3, help="timed repeats; the best is reported (default: 3)")
+    p.add_argument("--no-novelty", action="store_true", help="skip the novelty benchmark")
     return p.parse_args(argv)
 
 
@@ -99,6 +102,11 @@ def main(argv=None) -> int:
         print(
             f"| {ep:,} | {ev:,.0f} | {100 * update_s / gen:.2f}% | {100 * (update_s + build_s) / gen:.2f}% |"
         )
+    if not a.no_novelty:
+        from experiments import bench_novelty
+
+        print("\nnovelty search:")
+        bench_novelty.main([])
     return 0
 
 
