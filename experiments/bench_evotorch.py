@@ -7,7 +7,8 @@ CPU goal: nevo >= 1.5x EvoTorch's game frames/s).
 
 EvoTorch's side is its `VecGymNE` problem (ale-py's `AtariVectorEnv` with nevo's emulator settings,
 the same threads) with the net built in torch exactly as nevo's (`bench_forward.torch_module`);
-nevo's side is its pipeline with the machine's default layout (what `run_ga` uses). Both evaluate
+nevo's side is its pipeline with the machine's default layout (what `run_ga` uses), or with
+each of --slots (e.g. `--slots 16 32`, timed in the same rounds). Both evaluate
 the **same networks**, nevo's weights copied into EvoTorch's parameter layout, one episode each, in
 two workloads: nevo's initialisation (a GA's first generation: the nets differ, so do the episode
 lengths, and the tail counts) and EvoTorch's (uniform +-1e-5: every net picks the same action, so
@@ -46,6 +47,9 @@ def parse(argv):
     p.add_argument("--rounds", type=int, default=2, help="evaluations of the population on each side")
     p.add_argument("--ga-steps", type=int, default=2, help="EvoTorch GeneticAlgorithm steps to time")
     p.add_argument("--frame-cap", type=int, default=5000, help="episode cap in game frames")
+    p.add_argument(
+        "--slots", type=int, nargs="+", default=[0], help="nevo's env slots, each timed (default: 0 = auto)"
+    )
     return p.parse_args(argv)
 
 
@@ -127,10 +131,10 @@ def main(argv=None) -> None:
         f"net {a.net} ({spec.n_params:,} parameters)"
     )
     print()
-    print(f"{'pop':>4} {'init':>8} {'round':>5} {'system':>9} {'frames':>10} {'frames/s':>10}")
+    print(f"{'pop':>4} {'init':>8} {'round':>5} {'system':>14} {'frames':>10} {'frames/s':>10}")
     summary = []
     for n in a.populations:
-        slots, group, overlap = layout("cpu", cores, n, RunConfig())
+        layouts = [layout("cpu", cores, n, RunConfig(env_slots=s)) for s in a.slots]
         inits = {
             "nevo": population(spec, n, seed=n),
             "evotorch": np.random.default_rng(n).uniform(-1e-5, 1e-5, (n, spec.n_params)).astype(np.float32),
@@ -139,15 +143,18 @@ def main(argv=None) -> None:
             values = torch_vector(spec, weights)
             agree = same_actions(spec, weights, values)
             assert agree == 1.0, f"torch layout picks other actions on {1 - agree:.0%} of rows"
-            ours, theirs = [], []
+            ours, theirs = {lay: [] for lay in layouts}, []
             for r in range(a.rounds):
                 rate, frames = side.evaluate(values)
                 theirs.append(rate)
-                print(f"{n:>4} {init:>8} {r:>5} {'EvoTorch':>9} {frames:>10,} {rate:>10,.0f}", flush=True)
-                rate, _, frames = pipeline_rate(env_cfg, policy, weights, slots, group, cores, overlap)
-                ours.append(rate)
-                print(f"{n:>4} {init:>8} {r:>5} {'nevo':>9} {frames:>10,} {rate:>10,.0f}", flush=True)
-            summary.append((n, init, np.mean(ours), np.mean(theirs)))
+                print(f"{n:>4} {init:>8} {r:>5} {'EvoTorch':>14} {frames:>10,} {rate:>10,.0f}", flush=True)
+                for slots, group, overlap in layouts:
+                    rate, _, frames = pipeline_rate(env_cfg, policy, weights, slots, group, cores, overlap)
+                    ours[slots, group, overlap].append(rate)
+                    name = f"nevo {slots} slots"
+                    print(f"{n:>4} {init:>8} {r:>5} {name:>14} {frames:>10,} {rate:>10,.0f}", flush=True)
+            for lay in layouts:
+                summary.append((n, init, lay[0], np.mean(ours[lay]), np.mean(theirs)))
         if a.ga_steps:
             ga = GeneticAlgorithm(
                 side.problem, popsize=n, operators=[GaussianMutation(side.problem, stdev=0.002)]
@@ -159,12 +166,12 @@ def main(argv=None) -> None:
                     flush=True,
                 )
     print()
-    print("same networks, mean over rounds (nevo: the machine's default layout; init nevo = a GA's first")
-    print("generation, init evotorch = EvoTorch's uniform +-1e-5, where every net picks the same action):")
-    for n, init, ours, theirs in summary:
+    print("same networks, mean over rounds (init nevo = a GA's first generation, init evotorch =")
+    print("EvoTorch's uniform +-1e-5, where every net picks the same action):")
+    for n, init, slots, ours, theirs in summary:
         print(
-            f"  pop {n:>4}, init {init:>8}: nevo {ours:,.0f}, EvoTorch {theirs:,.0f} frames/s: "
-            f"{ours / theirs:.2f}x"
+            f"  pop {n:>4}, init {init:>8}: nevo ({slots} slots) {ours:,.0f}, EvoTorch {theirs:,.0f} "
+            f"frames/s: {ours / theirs:.2f}x"
         )
 
 
