@@ -6,17 +6,18 @@ CPU goal: nevo >= 1.5x EvoTorch's game frames/s).
     python -m experiments.bench_evotorch --net small --populations 64 --rounds 3
 
 EvoTorch's side is its `VecGymNE` problem (ale-py's `AtariVectorEnv` with nevo's emulator settings,
-the same threads) with the net built in torch exactly as nevo's (`bench_forward.torch_module`);
-nevo's side is its pipeline with the machine's default layout (what `run_ga` uses), or with
-each of --slots (e.g. `--slots 16 32`, timed in the same rounds). Both evaluate
-the **same networks**, nevo's weights copied into EvoTorch's parameter layout, one episode each, in
-two workloads: nevo's initialisation (a GA's first generation: the nets differ, so do the episode
-lengths, and the tail counts) and EvoTorch's (uniform +-1e-5: every net picks the same action, so
-every episode runs to the cap). So the episodes are the
-same but for nevo's no-op start (1..30 steps, from each episode's seed), and the difference is the
-system. The rounds alternate EvoTorch and nevo so that the
-noise of a shared machine falls on both. Also timed: EvoTorch's own `GeneticAlgorithm` steps
-(its initialisation, Gaussian mutation of sigma 0.002, elitist), as DESIGN.md's peer figure was.
+the same threads) with the net built in torch exactly as nevo's (`bench_forward.torch_module`).
+nevo's side is its pipeline with the machine's default layout (what `run_ga` uses), or with each
+of --slots (e.g. `--slots 16 32`, timed in the same rounds).
+
+Both evaluate the **same networks**, nevo's weights copied into EvoTorch's parameter layout, one
+episode each, in two workloads: nevo's initialisation (a GA's first generation: the nets differ,
+so do the episode lengths, and the tail counts) and EvoTorch's (uniform +-1e-5: every net picks
+the same action, so every episode runs to about the cap). The episodes are the same but for
+nevo's no-op start (1..30 steps, from each episode's seed), so the difference is the system. The
+rounds alternate EvoTorch and nevo, so that the noise of a shared machine falls on both. Also
+timed: EvoTorch's own `GeneticAlgorithm` steps (its initialisation, Gaussian mutation of sigma
+0.002), as DESIGN.md's peer figure was.
 
 Frames are emulated game frames of live episodes: nevo's from ALE's frame counters, EvoTorch's
 its interaction count (agent steps) times the frameskip. EvoTorch keeps stepping a finished
