@@ -81,7 +81,7 @@ def main(argv=None) -> int:
             first = next((m["frames"] for m in metrics if m["score/pop_max"] >= -maze.GOAL_RADIUS), None)
             last = np.load(os.path.join(folder, runs.BEHAVIOURS))  # (N, 2) final (x, y) in [0, 1]
             past = int(past_the_dead_end(last * maze.SIZE).sum())
-            rows.append((name, seed, -best, reached, first, past))
+            rows.append((name, seed, abs(best), reached, first, past))  # best <= 0: abs, not -0.0
             finals.setdefault(name, []).append(last)
     lines = [
         f"Maze, population {a.population}, truncation {a.truncation}, sigma {a.sigma}, "
@@ -92,7 +92,8 @@ def main(argv=None) -> int:
         "|---|---:|---:|---|---:|---:|",
     ]
     for name, seed, dist, reached, first, past in rows:
-        cells = f"{dist:.1f} | {'yes' if reached else 'no'} | {first or '-'} | {past} of {a.population}"
+        steps = f"{first:,}" if first else "-"
+        cells = f"{dist:.1f} | {'yes' if reached else 'no'} | {steps} | {past} of {a.population}"
         lines.append(f"| {name} | {seed} | {cells} |")
     lines.append("")
     for name in a.algos:
