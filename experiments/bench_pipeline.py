@@ -101,7 +101,7 @@ def main(argv=None) -> None:
     )
     p.add_argument("--frame-cap", type=int, default=5000, help="episode cap in game frames (paper: 20000)")
     p.add_argument(
-        "--slots", type=int, default=0, help="emulators in all (default: 8 per core, 32 with a GPU)"
+        "--slots", type=int, default=0, help="emulators in all (default: 16 per core, 32 with a GPU)"
     )
     p.add_argument("--batch-size", type=int, default=0, help="emulators per group of the overlap mode")
     p.add_argument("--threads", type=int, default=0, help="emulator threads per group (default: cores)")

@@ -80,17 +80,10 @@ def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int,
     overlap where the forward runs on a GPU: four groups, so three step while one's forward
     runs. On the CPU the forward and the emulators share the cores, and running each on all
     cores in turn (lockstep, groups of 8 so idle groups stop early) is faster (measured in
-    docs/performance.md). Slots: 8 per core on the CPU, 32 per core with a GPU.
-
-    speed: on the CPU fewer slots than the population is faster: each step reads every live
-    individual's weights (16 MB each for `large`), and 16 of them stay in cache where 32 do not;
-    and slots refilled from the episode queue keep the batch full where a slot per individual
-    leaves a long straggler tail. 2 cores, `large`, population 32: 4,039 frames/s with 16 slots
-    against 3,532 with 32; population 64: 4,222 against 3,921 (8 slots: 4,254; `small`: 7,163
-    with 16, 7,026 with 32, 6,644 with 8). docs/performance.md, session 4.
+    docs/performance.md). Slots: 16 per core on the CPU, 32 per core with a GPU.
     """
     overlap = run_cfg.pipeline == "overlap" or (run_cfg.pipeline == "auto" and device == "cuda")
-    slots = run_cfg.env_slots or min(population, (32 if device == "cuda" else 8) * cores)
+    slots = run_cfg.env_slots or min(population, (32 if device == "cuda" else 16) * cores)
     group = run_cfg.batch_size or (-(-slots // 4) if overlap else 8)
     return slots, max(1, min(slots, group)), overlap
 

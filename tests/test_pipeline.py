@@ -141,7 +141,7 @@ def test_layout_overlaps_on_a_gpu_and_runs_lockstep_on_the_cpu():
     from nevo.config import RunConfig
     from nevo.pipeline import layout
 
-    assert layout("cpu", 2, 1000, RunConfig()) == (16, 8, False)  # 8 slots per core on the CPU
+    assert layout("cpu", 2, 1000, RunConfig()) == (32, 8, False)
     assert layout("cuda", 16, 1000, RunConfig()) == (512, 128, True)
     assert layout("cpu", 2, 10, RunConfig()) == (10, 8, False)  # no more slots than individuals
     assert layout("cpu", 2, 1000, RunConfig(pipeline="overlap", env_slots=12, batch_size=3)) == (12, 3, True)
