@@ -7,7 +7,6 @@ python -m experiments.maze_figure --out /tmp/maze.png
 from __future__ import annotations
 
 import argparse
-import math
 
 import numpy as np
 
@@ -22,8 +21,7 @@ def greedy_walk() -> np.ndarray:
     xy = [maze.START]
     for _ in range(maze.STEPS):
         x, y = xy[-1]
-        ahead = [maze.move(maze.WALLS, x, y, a) for a in range(maze.N_ACTIONS)]
-        nxt = min(ahead, key=lambda p: math.dist(p, maze.GOAL))
+        nxt = maze.move(maze.WALLS, x, y, maze.greedy_action(x, y))
         if nxt == (x, y):
             break
         xy.append(nxt)

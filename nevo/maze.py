@@ -44,6 +44,8 @@ until `reset`.
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -79,7 +81,7 @@ WALLS.setflags(write=False)
 
 FLOOR, WALL, GOAL_SHADE, AGENT = 0, 100, 180, 255  # pixel values
 GOAL_HALF = 2  # the goal is drawn as a (2 * GOAL_HALF + 1)^2 square
-AGENT_HALF = 3  # the agent is drawn as a (2 * AGENT_HALF + 1)^2 square: its box, RADIUS 3.5
+AGENT_HALF = int(RADIUS)  # the agent is drawn as its box: a (2 * AGENT_HALF + 1)^2 square
 
 
 def walls() -> np.ndarray:
@@ -142,6 +144,13 @@ def move(walls, x, y, action):
             elif dy < 0.0 and y1 <= y - RADIUS and y1 > ny - RADIUS:
                 ny = y1 + RADIUS
     return nx, ny
+
+
+def greedy_action(x: float, y: float) -> int:
+    """The reward-greedy move from (x, y): the action whose next position (looked ahead with
+    `move`) is nearest the goal, the first on a tie. Repeated from START it ends at TRAP."""
+    ahead = [move(WALLS, x, y, a) for a in range(N_ACTIONS)]
+    return int(np.argmin([math.dist(p, GOAL) for p in ahead]))
 
 
 @numba.njit(nogil=True, cache=True)

@@ -1,7 +1,5 @@
 """The deceptive image maze: the trap, walls, observations, rewards, batch independence, the evaluator."""
 
-import math
-
 import numpy as np
 
 from nevo import maze, nets
@@ -22,12 +20,6 @@ def play(policy, slots=1, stop_stuck=True):
         rewards.append(r[0])
         if ended[0]:
             return np.array(xy), np.array(rewards)
-
-
-def greedy(x, y):
-    """The move whose next position is nearest the goal, looked ahead with the simulator's `move`."""
-    ahead = [maze.move(WALLS, x, y, a) for a in range(N_ACTIONS)]
-    return int(np.argmin([math.dist(p, maze.GOAL) for p in ahead]))
 
 
 def route(waypoints):
@@ -52,11 +44,13 @@ TRUE_ROUTE = [(73.0, 74.0), (73.0, 15.5), maze.GOAL]  # east, north up the east 
 
 def test_reward_greedy_policy_ends_in_the_dead_end():
     """Always stepping closer to the goal ends in the trap: nearer than the start, not at the goal."""
-    xy, rewards = play(greedy, stop_stuck=False)
+    xy, rewards = play(maze.greedy_action, stop_stuck=False)
     x, y = xy[-1]
     d = maze.distance_to_goal(xy[-1])
     assert len(rewards) == STEPS
-    early, early_rewards = play(greedy)  # stuck under the shelf: the episode ends early, same outcome
+    early, early_rewards = play(
+        maze.greedy_action
+    )  # stuck under the shelf: the episode ends early, same outcome
     np.testing.assert_array_equal(early[-1], xy[-1])
     assert early_rewards[-1] == rewards[-1] and len(early_rewards) < STEPS / 4
     assert TRAP_BOX[0] <= x <= TRAP_BOX[2] and TRAP_BOX[1] <= y <= TRAP_BOX[3]
