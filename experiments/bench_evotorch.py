@@ -16,8 +16,9 @@ so do the episode lengths, and the tail counts) and EvoTorch's (uniform +-1e-5: 
 the same action, so every episode runs to about the cap). The episodes are the same but for
 nevo's no-op start (1..30 steps, from each episode's seed), so the difference is the system. The
 rounds alternate EvoTorch and nevo, so that the noise of a shared machine falls on both. Also
-timed: EvoTorch's own `GeneticAlgorithm` steps (its initialisation, Gaussian mutation of sigma
-0.002), as DESIGN.md's peer figure was.
+timed, generation by generation in turn: each system's own GA, EvoTorch's `GeneticAlgorithm`
+(its initialisation, Gaussian mutation of sigma 0.002, as DESIGN.md's peer figure was) and
+nevo's GA (its initialisation, sigma 0.002, no elite re-evaluation, like EvoTorch's).
 
 Frames are emulated game frames of live episodes: nevo's from ALE's frame counters, EvoTorch's
 its interaction count (agent steps) times the frameskip. EvoTorch keeps stepping a finished
@@ -33,11 +34,12 @@ import numpy as np
 
 from experiments.bench_forward import torch_module, torch_params
 from experiments.bench_pipeline import pipeline_rate, population
-from nevo import machine, nets
-from nevo.config import EnvConfig, RunConfig
+from nevo import machine, nets, noise
+from nevo.algos.ga import GA
+from nevo.config import EnvConfig, GAConfig, RunConfig
 from nevo.envs import atari_actions, make_atari
 from nevo.kernels import make_policy
-from nevo.pipeline import layout
+from nevo.pipeline import Evaluator, layout
 
 
 def parse(argv):
@@ -111,6 +113,32 @@ class EvoTorchSide:
         return self.timed(lambda: self.problem.evaluate(batch))
 
 
+class NevoGA:
+    """nevo's GA generations as EvoTorch's GeneticAlgorithm steps are timed: evaluate the
+    population (one episode each), rank, breed (sigma 0.002, elitism, truncation at a third of
+    the population); no elite re-evaluation, which EvoTorch's GA does not do either."""
+
+    def __init__(self, env_cfg, spec, policy, n: int, lay, threads: int):
+        slots, group, overlap = lay
+        cfg = GAConfig(population=n, truncation=max(1, n // 3), sigma=0.002)
+        table = noise.make_table(spec.n_params + 1_000_000, seed=n)
+        source = noise.NoiseSource(table, nets.init_scale(spec), cfg.sigma)
+        self.ga = GA(cfg, seed=n, noise=source)
+        self.ev = Evaluator(env_cfg, policy, slots, threads, group_size=group, overlap=overlap)
+
+    def step(self) -> tuple[float, int]:
+        """(frames/s, frames) of one generation, breeding included."""
+        t0 = time.perf_counter()
+        weights, episodes = self.ga.ask()
+        res = self.ev.run(weights, episodes)
+        fitness = self.ga.tell(res)
+        self.ga.tell_no_validation(float(fitness.max()))
+        return res.total_frames / (time.perf_counter() - t0), res.total_frames
+
+    def close(self) -> None:
+        self.ev.close()
+
+
 def main(argv=None) -> None:
     a = parse(argv)
     try:
@@ -133,7 +161,7 @@ def main(argv=None) -> None:
     )
     print()
     print(f"{'pop':>4} {'init':>8} {'round':>5} {'system':>14} {'frames':>10} {'frames/s':>10}")
-    summary = []
+    summary, ga_summary = [], []
     for n in a.populations:
         layouts = [layout("cpu", cores, n, RunConfig(env_slots=s)) for s in a.slots]
         inits = {
@@ -160,13 +188,19 @@ def main(argv=None) -> None:
             ga = GeneticAlgorithm(
                 side.problem, popsize=n, operators=[GaussianMutation(side.problem, stdev=0.002)]
             )
+            ours_ga = NevoGA(env_cfg, spec, policy, n, layouts[0], cores)
+            rates = {"EvoTorch": [], "nevo": []}
             for g in range(a.ga_steps):
-                rate, frames = side.timed(ga.step)
-                print(
-                    f"{n:>4} EvoTorch GeneticAlgorithm step {g}: {frames:,} frames, {rate:,.0f} frames/s",
-                    flush=True,
-                )
+                for system in ("EvoTorch", "nevo"):
+                    rate, frames = side.timed(ga.step) if system == "EvoTorch" else ours_ga.step()
+                    rates[system].append(rate)
+                    print(f"{n:>4} {system:>8} GA generation {g}: {frames:,} frames, {rate:,.0f}", flush=True)
+            ours_ga.close()
+            ga_summary.append((n, np.mean(rates["nevo"]), np.mean(rates["EvoTorch"])))
     print()
+    print("each system's own GA (its initialisation, Gaussian mutation sigma 0.002), mean over generations:")
+    for n, ours, theirs in ga_summary:
+        print(f"  pop {n:>4}: nevo {ours:,.0f}, EvoTorch {theirs:,.0f} frames/s: {ours / theirs:.2f}x")
     print("same networks, mean over rounds (init nevo = a GA's first generation, init evotorch =")
     print("EvoTorch's uniform +-1e-5, where every net picks the same action):")
     for n, init, slots, ours, theirs in summary:
