@@ -178,7 +178,7 @@ def main(argv=None) -> None:
                 theirs.append(rate)
                 print(f"{n:>4} {init:>8} {r:>5} {'EvoTorch':>14} {frames:>10,} {rate:>10,.0f}", flush=True)
                 for slots, group, overlap in layouts:
-                    rate, _, frames = pipeline_rate(env_cfg, policy, weights, slots, group, cores, overlap)
+                    rate, _, _, frames = pipeline_rate(env_cfg, policy, weights, slots, group, cores, overlap)
                     ours[slots, group, overlap].append(rate)
                     name = f"nevo {slots} slots"
                     print(f"{n:>4} {init:>8} {r:>5} {name:>14} {frames:>10,} {rate:>10,.0f}", flush=True)

@@ -10,7 +10,8 @@ Prints, for the same vector env, preprocessing, emulator groups and threads:
   forward runs while the other groups' emulators step; the default with a GPU) and lockstep
   (one forward over all live groups of 8, then they all step; the default on the CPU); and
   the foundation's plain loop (one group of all slots, lockstep) for comparison;
-- each one's ratio to the emulator limit.
+- each one's ratio to the emulator limit, the share of its time in the straggler tail (tail)
+  and the share in the forward pass (fwd: near 100% the net is the limit, low the emulators are).
 With --ram, also what novelty search's Atari behaviours cost (nevo.atari_ram): the replay limit
 (frames/s of the worker processes replaying random episodes, nothing else running) and, for each
 net and population, the device's default mode again with every episode's final RAM replayed,
@@ -82,14 +83,16 @@ def replay_limit(env_cfg, workers: int, episodes: int, n_actions: int) -> float:
 
 
 def pipeline_rate(env_cfg, policy, weights, slots, group, threads, overlap, ram=False) -> tuple:
-    """(frames/s, tail fraction, frames) of one generation: one episode per individual."""
+    """(frames/s, tail fraction, forward fraction, frames) of one generation: one episode per
+    individual. The fractions are shares of the wall time."""
     ev = Evaluator(env_cfg, policy, slots, threads, group_size=group, overlap=overlap, ram=ram)
     try:
         n = len(weights)
         res = ev.run(weights, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
     finally:
         ev.close()
-    return res.total_frames / res.wall_s, res.tail_s / res.wall_s, res.total_frames
+    wall = res.wall_s
+    return res.total_frames / wall, res.tail_s / wall, res.forward_s / wall, res.total_frames
 
 
 def main(argv=None) -> None:
@@ -132,7 +135,8 @@ def main(argv=None) -> None:
         rate = replay_limit(env_cfg, cores, 8 * cores, n_actions)
         print(f"RAM replay limit ({cores} worker processes, random actions): {rate:,.0f} frames/s")
     print()
-    print(f"{'net':>6} {'pop':>5} {'mode':>12} {'frames':>10} {'frames/s':>10} {'of limit':>9} {'tail':>6}")
+    head = f"{'net':>6} {'pop':>5} {'mode':>12} {'frames':>10} {'frames/s':>10} {'of limit':>9}"
+    print(f"{head} {'tail':>6} {'fwd':>6}")
     for name in a.nets:
         spec = nets.net_spec(name, nets.OBS_SHAPE, n_actions)
         policy = make_policy(device, spec)
@@ -149,12 +153,14 @@ def main(argv=None) -> None:
                 modes += [("overlap+ram", group, True, True) if gpu else ("lockstep+ram", 8, False, True)]
             rates = {}
             for mode, g, overlap, ram in modes:
-                rate, tail, frames = pipeline_rate(env_cfg, policy, weights, slots, g, threads, overlap, ram)
+                rate, tail, fwd, frames = pipeline_rate(
+                    env_cfg, policy, weights, slots, g, threads, overlap, ram
+                )
                 rates[mode] = rate
                 row = f"{name:>6} {n:>5} {mode:>12} {frames:>10,} {rate:>10,.0f} {rate / limit:>8.0%}"
                 base = mode.removesuffix("+ram")
                 extra = f"  {rate / rates[base]:.0%} of {base} without RAM" if ram else ""
-                print(f"{row} {tail:>6.0%}{extra}", flush=True)
+                print(f"{row} {tail:>6.0%} {fwd:>6.0%}{extra}", flush=True)
             del weights
 
 

@@ -55,6 +55,7 @@ class Results:
     frames: np.ndarray  # (E,) int64 game frames emulated, as ALE counts them
     wall_s: float = 0.0  # wall time of the evaluation
     tail_s: float = 0.0  # of which with fewer live episodes than emulator slots
+    forward_s: float = 0.0  # of which in the forward pass (choosing actions)
     behaviours: np.ndarray | None = None  # (E, d) behaviour at each episode's end, where the task gives one
 
     @property
@@ -70,6 +71,7 @@ class Results:
             np.concatenate([p.frames for p in parts]),
             wall_s=sum(p.wall_s for p in parts),
             tail_s=sum(p.tail_s for p in parts),
+            forward_s=sum(p.forward_s for p in parts),
             behaviours=None if parts[0].behaviours is None else np.concatenate([p.behaviours for p in parts]),
         )
 
@@ -207,6 +209,7 @@ class _Batch:
         self.t0 = time.monotonic()
         self.t_last = self.t0
         self.tail_s = 0.0
+        self.forward_s = 0.0  # wall time in the policy: with the tail, where a generation's time went
         self.last_report = self.t0
 
     def start(self) -> list[int]:
@@ -235,7 +238,9 @@ class _Batch:
         acting = slots[(ep >= 0) & (self.slot_steps[slots] >= self.noops[np.maximum(ep, 0)])]
         self.actions[slots] = NOOP
         if acting.size:  # compaction: only these rows go through the net
+            t0 = time.monotonic()
             self.actions[acting] = self.ev.policy(self.ind[self.slot_ep[acting]], self.obs[acting])
+            self.forward_s += time.monotonic() - t0
         if self.record is not None:
             self._record(slots[ep >= 0])
         for g in groups:
@@ -337,7 +342,13 @@ class _Batch:
         bc = None if self.record is None else collect(self.replays, self.returns, self.frames)
         wall = time.monotonic() - self.t0
         return Results(
-            self.returns, self.lengths, self.frames, wall_s=wall, tail_s=self.tail_s, behaviours=bc
+            self.returns,
+            self.lengths,
+            self.frames,
+            wall_s=wall,
+            tail_s=self.tail_s,
+            forward_s=self.forward_s,
+            behaviours=bc,
         )
 
 

@@ -112,6 +112,7 @@ def generation_row(gen, frames, wall, gen_s, train, valid, fitness) -> dict:
         "perf/gen_s": round(gen_s, 3),
         "perf/frames_per_s": round(gen_frames / gen_s, 1),
         "perf/tail_fraction": round((train.tail_s + valid.tail_s) / gen_s, 4),
+        "perf/forward_fraction": round((train.forward_s + valid.forward_s) / gen_s, 4),
         "score/pop_max": float(np.max(fitness)),
         "score/pop_mean": float(np.mean(fitness)),
         "score/pop_median": float(np.median(fitness)),

@@ -40,7 +40,7 @@ class SyncEvaluator:
         n_ep, S = len(ind), self.slots
         returns, lengths = np.zeros(n_ep, np.float64), np.zeros(n_ep, np.int64)
         t0 = last_report = time.monotonic()
-        tail_s = 0.0
+        tail_s = forward_s = 0.0
         if n_ep == 0:
             return Results(returns, lengths, lengths.copy())
         slot_ep = np.full(S, -1, np.int64)  # the episode each slot plays (-1: idle)
@@ -60,6 +60,7 @@ class SyncEvaluator:
                 tick = time.monotonic()
                 ep = slot_ep[live]
                 actions = self.policy(ind[ep], obs[live])
+                forward_s += time.monotonic() - tick
                 o, r, ended = self.task.step(live, actions)
                 obs[live] = o
                 returns[ep] += r
@@ -92,4 +93,12 @@ class SyncEvaluator:
         finally:
             self.policy.release()
         wall = time.monotonic() - t0
-        return Results(returns, lengths, lengths.copy(), wall_s=wall, tail_s=tail_s, behaviours=behaviours)
+        return Results(
+            returns,
+            lengths,
+            lengths.copy(),
+            wall_s=wall,
+            tail_s=tail_s,
+            forward_s=forward_s,
+            behaviours=behaviours,
+        )

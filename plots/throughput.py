@@ -1,10 +1,13 @@
-"""Throughput over a run: game frames per second against wall-clock hours, and the straggler tail.
+"""Throughput over a run: game frames per second against wall-clock hours, the straggler tail and
+the forward pass's share.
 
     python -m plots.throughput RUN_DIR [RUN_DIR ...] [--out PREFIX]
 
 writes PREFIX.png and PREFIX.pdf: `perf/frames_per_s` of each generation (all game frames the
 generation emulated, training and validation, over its wall time) and, where the metrics hold it,
-`perf/tail_fraction` (the share of a generation's time spent waiting on its last episodes).
+`perf/tail_fraction` (the share of a generation's time spent waiting on its last episodes) and
+`perf/forward_fraction` (the share spent choosing actions: near 1, the net is the limit; low, the
+emulators are).
 """
 
 from __future__ import annotations
@@ -18,15 +21,18 @@ from plots import rundata, style
 from plots.curves import load_or_fail
 
 TAIL = "perf/tail_fraction"
+FORWARD = "perf/forward_fraction"
 
 
 def plot_throughput(runs: list[rundata.Run]):
-    """The Figure: frames/s against hours, plus a tail-fraction panel if any run has that metric."""
+    """The Figure: frames/s against hours, plus tail and forward panels where runs have them."""
     groups = rundata.group_runs(runs)
     labels = rundata.group_labels(groups)
     keys = [("perf/frames_per_s", "Throughput", "Game frames per second (thousands)", 1e-3)]
     if any(r.has(TAIL) for r in runs):
         keys.append((TAIL, "Straggler tail", "Fraction of generation time in the tail", 1.0))
+    if any(r.has(FORWARD) for r in runs):
+        keys.append((FORWARD, "Forward pass", "Fraction of generation time in the net", 1.0))
     with style.paper():
         fig, axes = style.figure(len(keys), width=3.5 * len(keys), height=2.7)
         for ax, (key, title, ylabel, scale) in zip(axes, keys):

@@ -1,5 +1,7 @@
 """The evaluator: episodes attributed right, outcomes independent of slots, frames exact."""
 
+import time
+
 import numpy as np
 import pytest
 from ale_py.vector_env import AtariVectorEnv
@@ -126,14 +128,26 @@ def test_an_error_in_the_policy_stops_the_run_and_leaves_the_evaluator_usable():
         ev.close()
 
 
-def test_tail_time_is_part_of_the_wall_time():
-    """The straggler tail (fewer live episodes than slots) is measured within the run's wall time."""
-    ev = Evaluator(CFG, FakePolicy(), slots=4, threads=1, group_size=2)
+def test_tail_and_forward_times_are_parts_of_the_wall_time():
+    """The straggler tail (fewer live episodes than slots) and the time in the policy are measured
+    within the run's wall time; a policy that sleeps 2 ms a call shows in forward_s."""
+
+    class SlowPolicy(FakePolicy):
+        calls = 0
+
+        def __call__(self, rows_ind, obs):
+            self.calls += 1
+            time.sleep(0.002)
+            return super().__call__(rows_ind, obs)
+
+    slow = SlowPolicy()
+    ev = Evaluator(CFG, slow, slots=4, threads=1, group_size=2)
     try:
         res = ev.run(None, Episodes(np.array([0, 1, 2, 3, 4]), np.arange(5)))
     finally:
         ev.close()
     assert 0 < res.tail_s <= res.wall_s
+    assert slow.calls > 0 and 0.002 * slow.calls <= res.forward_s < res.wall_s
 
 
 def test_layout_overlaps_on_a_gpu_and_runs_lockstep_on_the_cpu():

@@ -54,13 +54,16 @@ def test_curves_cli_writes_png_and_pdf_for_each_axis(tiny_runs, tmp_path):
             assert (tmp_path / f"c_{x}.{ext}").stat().st_size > 1000
 
 
-def test_throughput_shows_frames_per_second_and_the_tail(tiny_runs):
+def test_throughput_shows_frames_per_second_the_tail_and_the_forward_share(tiny_runs):
     fig = throughput.plot_throughput(rundata.load_runs(tiny_runs[:1]))
-    speed, tail = fig.get_axes()
+    speed, tail, forward = fig.get_axes()
     np.testing.assert_allclose(
         speed.get_lines()[0].get_ydata(), np.array(metric(tiny_runs[0], "perf/frames_per_s")) / 1e3
     )
     np.testing.assert_allclose(tail.get_lines()[0].get_ydata(), metric(tiny_runs[0], "perf/tail_fraction"))
+    share = metric(tiny_runs[0], "perf/forward_fraction")
+    np.testing.assert_allclose(forward.get_lines()[0].get_ydata(), share)
+    assert all(0 < f < 1 for f in share)
 
 
 def test_a_run_still_being_written_plots(tiny_runs, tmp_path):
