@@ -8,7 +8,8 @@ Prints, for the same vector env, preprocessing, emulator groups and threads:
 - nevo's pipeline for each net and population, one episode per individual as in a GA
   generation (so the straggler tail is included), in its two modes: overlap (one group's
   forward runs while the other groups' emulators step; the default with a GPU) and lockstep
-  (one forward over all live groups of 8, then they all step; the default on the CPU); and
+  (one forward over every live emulator, then they all step, each its own group; the default
+  on the CPU); and
   the foundation's plain loop (one group of all slots, lockstep) for comparison;
 - each one's ratio to the emulator limit, the share of its time in the straggler tail (tail)
   and the share in the forward pass (fwd: near 100% the net is the limit, low the emulators are).
@@ -123,6 +124,7 @@ def main(argv=None) -> None:
     run_cfg = RunConfig(env_slots=a.slots, batch_size=a.batch_size, pipeline="overlap")
     slots, group, _ = layout(device, cores, 10**9, run_cfg)
     slots = -(-slots // group) * group  # whole groups, as the Evaluator makes them
+    lock_group = layout(device, cores, 10**9, RunConfig(env_slots=slots, pipeline="lockstep"))[1]
     pops = a.populations or ([64, 256, 1000] if device == "cuda" else [64, 256])
     env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
     n_actions = atari_actions(a.game)
@@ -146,11 +148,13 @@ def main(argv=None) -> None:
                 print(f"{name:>6} {n:>5}  skipped: {need / 2**30:.1f} GiB of weights does not fit")
                 continue
             weights = population(spec, n, seed=n)
-            modes = [("overlap", group, True, False), ("lockstep", 8, False, False)]
+            modes = [("overlap", group, True, False), ("lockstep", lock_group, False, False)]
             modes += [] if a.no_plain else [("plain", slots, False, False)]
             if a.ram:  # the default mode of this device, with RAM behaviours
-                gpu = device == "cuda"
-                modes += [("overlap+ram", group, True, True) if gpu else ("lockstep+ram", 8, False, True)]
+                if device == "cuda":
+                    modes.append(("overlap+ram", group, True, True))
+                else:
+                    modes.append(("lockstep+ram", lock_group, False, True))
             rates = {}
             for mode, g, overlap, ram in modes:
                 rate, tail, fwd, frames = pipeline_rate(

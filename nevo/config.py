@@ -98,11 +98,11 @@ class RunConfig:
     noise_table_size: int = setting(250_000_000, "float32 N(0,1) numbers in the shared noise table")
     noise_seed: int = setting(42, "seed of the shared noise table")
     env_slots: int = setting(0, "episodes run at once (emulators); 0 = chosen from the machine")
-    batch_size: int = setting(0, "emulators per group; 0 = env_slots/4 (overlap) or 8 (lockstep)")
+    batch_size: int = setting(0, "emulators per group; 0 = env_slots/4 (overlap) or 1 (lockstep)")
     pipeline: str = setting(
         "auto", "overlap (a group's forward runs while others step), lockstep, or auto (overlap on GPU)"
     )
-    threads: int = setting(0, "emulator threads per group; 0 = one per core")
+    threads: int = setting(0, "emulator threads per group (at most its emulators); 0 = one per core")
     out_dir: str = setting("runs", "folder under which run folders are made")
     device: str = setting(
         "auto", "inference backend: auto (cuda if a GPU is present), cpu (numba) or cuda (numba.cuda)"

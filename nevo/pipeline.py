@@ -81,12 +81,15 @@ def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int,
 
     overlap where the forward runs on a GPU: four groups, so three step while one's forward
     runs. On the CPU the forward and the emulators share the cores, and running each on all
-    cores in turn (lockstep, groups of 8 so idle groups stop early) is faster (measured in
-    docs/performance.md). Slots: 16 per core on the CPU, 32 per core with a GPU.
+    cores in turn (lockstep) is faster; there each emulator is a group of its own, so that an
+    emulator whose episode has ended stops stepping at once (ALE's vector env steps all of its
+    emulators or none) and its seeded reset holds up no other slot: 1.16x frames/s over groups
+    of 8 on a GA's first generation (both measured in docs/performance.md). Slots: 16 per core
+    on the CPU, 32 per core with a GPU.
     """
     overlap = run_cfg.pipeline == "overlap" or (run_cfg.pipeline == "auto" and device == "cuda")
     slots = run_cfg.env_slots or min(population, (32 if device == "cuda" else 16) * cores)
-    group = run_cfg.batch_size or (-(-slots // 4) if overlap else 8)
+    group = run_cfg.batch_size or (-(-slots // 4) if overlap else 1)
     return slots, max(1, min(slots, group)), overlap
 
 
@@ -108,7 +111,8 @@ class Evaluator:
         self.group = max(1, min(slots, group_size or -(-slots // 2)))
         n_groups = -(-slots // self.group)
         self.slots = n_groups * self.group
-        self.envs = [make_atari(env_cfg, self.group, threads) for _ in range(n_groups)]
+        # C++ threads per vector env: more than its emulators would only sleep
+        self.envs = [make_atari(env_cfg, self.group, min(threads, self.group)) for _ in range(n_groups)]
         self.resetter = ThreadPoolExecutor(max_workers=min(n_groups, cores()), thread_name_prefix="reset")
         # ram: each episode's final RAM is its behaviour (Results.behaviours), found by replaying
         # its actions in worker processes (nevo.atari_ram).
@@ -219,11 +223,14 @@ class _Batch:
         self.slot_ep[:first] = np.arange(first)
         self.next_ep = first
         used = list(range(-(-first // G)))
-        for g in used:
-            # A fixed reset seed: an unseeded reset draws a random one, and ALE's reset then
-            # differs from a fresh emulator's (sticky actions are off and no-ops are nevo's, so
-            # the seed changes nothing else).
-            o, info = self.ev.envs[g].reset(seed=np.zeros(G, np.int64))
+        # A fixed reset seed: an unseeded reset draws a random one, and ALE's reset then
+        # differs from a fresh emulator's (sticky actions are off and no-ops are nevo's, so the
+        # seed changes nothing else). speed: the groups reset at once in the reset threads
+        # (a seeded reset reloads the ROM, ~0.1 s per emulator).
+        futures = [self.ev.resetter.submit(self.ev.envs[g].reset, seed=np.zeros(G, np.int64)) for g in used]
+        wait(futures)  # all of them, even if one failed, before any error goes up
+        for g, future in zip(used, futures):
+            o, info = future.result()
             sl = slice(g * G, (g + 1) * G)
             self.obs[sl] = o
             self.start_total[sl], self.start_episode[sl] = info["frame_number"], info["episode_frame_number"]
@@ -369,7 +376,7 @@ def make_evaluator(env_cfg, run_cfg, policy, device: str, population: int, ram: 
     facts = {
         "env_slots": evaluator.slots,
         "batch_size": evaluator.group,
-        "threads": threads,
+        "threads": min(threads, evaluator.group),
         "pipeline": "overlap" if overlap else "lockstep",
         **({"behaviour": "final RAM, replayed"} if ram else {}),
     }
