@@ -98,7 +98,7 @@ class RunConfig:
     noise_table_size: int = setting(250_000_000, "float32 N(0,1) numbers in the shared noise table")
     noise_seed: int = setting(42, "seed of the shared noise table")
     env_slots: int = setting(0, "episodes run at once (emulators); 0 = chosen from the machine")
-    batch_size: int = setting(0, "emulators per group; 0 = env_slots/4 (overlap) or 1 (lockstep)")
+    batch_size: int = setting(0, "emulators per group; 0 = env_slots/4 (overlap), env_slots/32 (lockstep)")
     pipeline: str = setting(
         "auto", "overlap (a group's forward runs while others step), lockstep, or auto (overlap on GPU)"
     )

@@ -83,13 +83,15 @@ def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int,
     runs. On the CPU the forward and the emulators share the cores, and running each on all
     cores in turn (lockstep) is faster; there each emulator is a group of its own, so that an
     emulator whose episode has ended stops stepping at once (ALE's vector env steps all of its
-    emulators or none) and its seeded reset holds up no other slot: 1.16x frames/s over groups
-    of 8 on a GA's first generation (both measured in docs/performance.md). Slots: 16 per core
-    on the CPU, 32 per core with a GPU.
+    emulators or none) and its seeded reset holds up no other slot: 1.16-1.21x frames/s over
+    groups of 8 on a GA's first generation, 2 cores (both measured in docs/performance.md).
+    Beyond 32 slots the groups grow so that there are at most 32 (the Python work per step
+    grows with the groups; not measured on a big CPU-only machine). Slots: 16 per core on the
+    CPU, 32 per core with a GPU.
     """
     overlap = run_cfg.pipeline == "overlap" or (run_cfg.pipeline == "auto" and device == "cuda")
     slots = run_cfg.env_slots or min(population, (32 if device == "cuda" else 16) * cores)
-    group = run_cfg.batch_size or (-(-slots // 4) if overlap else 1)
+    group = run_cfg.batch_size or (-(-slots // 4) if overlap else -(-slots // 32))
     return slots, max(1, min(slots, group)), overlap
 
 

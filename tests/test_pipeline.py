@@ -152,11 +152,12 @@ def test_tail_and_forward_times_are_parts_of_the_wall_time():
 
 def test_layout_overlaps_on_a_gpu_and_runs_lockstep_on_the_cpu():
     """auto picks overlap with four groups on a GPU, lockstep with one emulator per group on the
-    CPU; settings win."""
+    CPU (up to 32 groups); settings win."""
     from nevo.config import RunConfig
     from nevo.pipeline import layout
 
     assert layout("cpu", 2, 1000, RunConfig()) == (32, 1, False)
     assert layout("cuda", 16, 1000, RunConfig()) == (512, 128, True)
     assert layout("cpu", 2, 10, RunConfig()) == (10, 1, False)  # no more slots than individuals
+    assert layout("cpu", 16, 1000, RunConfig()) == (256, 8, False)  # at most 32 groups
     assert layout("cpu", 2, 1000, RunConfig(pipeline="overlap", env_slots=12, batch_size=3)) == (12, 3, True)
