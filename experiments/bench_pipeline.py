@@ -130,7 +130,10 @@ def main(argv=None) -> None:
     n_actions = atari_actions(a.game)
 
     print(f"machine: {cores} cores; device {device}; game {a.game}; frame cap {a.frame_cap}")
-    print(f"emulators: {slots} slots in {slots // group} groups of {group}, {threads} threads per group")
+    print(
+        f"emulators: {slots} slots; overlap: {slots // group} groups of {group}, {threads} threads "
+        f"per group; lockstep: groups of {lock_group}, {min(threads, lock_group)} threads per group"
+    )
     limit = emulator_limit(env_cfg, slots, group, threads, a.limit_seconds, n_actions)
     print(f"emulator limit (random actions, no inference): {limit:,.0f} frames/s")
     if a.ram:
