@@ -113,8 +113,8 @@ class Evaluator:
         self.group = max(1, min(slots, group_size or -(-slots // 2)))
         n_groups = -(-slots // self.group)
         self.slots = n_groups * self.group
-        # C++ threads per vector env: more than its emulators would only sleep
-        self.envs = [make_atari(env_cfg, self.group, min(threads, self.group)) for _ in range(n_groups)]
+        self.threads = min(threads, self.group)  # C++ threads per vector env: more would only sleep
+        self.envs = [make_atari(env_cfg, self.group, self.threads) for _ in range(n_groups)]
         self.resetter = ThreadPoolExecutor(max_workers=min(n_groups, cores()), thread_name_prefix="reset")
         # ram: each episode's final RAM is its behaviour (Results.behaviours), found by replaying
         # its actions in worker processes (nevo.atari_ram).
@@ -378,7 +378,7 @@ def make_evaluator(env_cfg, run_cfg, policy, device: str, population: int, ram: 
     facts = {
         "env_slots": evaluator.slots,
         "batch_size": evaluator.group,
-        "threads": min(threads, evaluator.group),
+        "threads": evaluator.threads,
         "pipeline": "overlap" if overlap else "lockstep",
         **({"behaviour": "final RAM, replayed"} if ram else {}),
     }

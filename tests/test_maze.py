@@ -48,9 +48,8 @@ def test_reward_greedy_policy_ends_in_the_dead_end():
     x, y = xy[-1]
     d = maze.distance_to_goal(xy[-1])
     assert len(rewards) == STEPS
-    early, early_rewards = play(
-        maze.greedy_action
-    )  # stuck under the shelf: the episode ends early, same outcome
+    # stuck under the shelf: the episode ends early, with the same outcome
+    early, early_rewards = play(maze.greedy_action)
     np.testing.assert_array_equal(early[-1], xy[-1])
     assert early_rewards[-1] == rewards[-1] and len(early_rewards) < STEPS / 4
     assert TRAP_BOX[0] <= x <= TRAP_BOX[2] and TRAP_BOX[1] <= y <= TRAP_BOX[3]
