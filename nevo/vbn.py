@@ -13,7 +13,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from nevo.kernels.cpu import _conv_rows, _dense_block, _load_obs, _segments
+from nevo.kernels.cpu import _cols_size, _conv_rows, _dense_block, _load_obs, _segments
 from nevo.kernels.reference import conv_same
 from nevo.nets import B_OFF, CIN, CONV, COUT, IN_W, KIND, OUT_H, OUT_W, PAD_L, PAD_R, PAD_T, RELU, W_OFF
 
@@ -148,6 +148,7 @@ def _fold(table, weights, ref, div, out, n_threads):
         max_out = max(max_out, table[i, COUT])
     nz = np.empty((n_threads, n_ref, max_in), np.int32)  # (threads, B, inputs)
     stat = np.empty((n_threads, 3, max_out), np.float64)  # (threads, [bias, mean, inv], Cout)
+    cols = np.empty((n_threads, _cols_size(table)), np.float32)  # (threads, conv patch scratch)
     order = np.arange(n_ref)  # every reference row shares the individual: one dense group
     plain = table.copy()
     plain[:, RELU] = 0  # z is measured before the ReLU, which _normalise applies
@@ -175,7 +176,7 @@ def _fold(table, weights, ref, div, out, n_threads):
                             src = first[t]
                         else:
                             src = a[j, seg[i] - lo : y0]
-                        _conv_rows(plain, i, w, src, a[j, y0 : seg[i + 2] - lo], 0, table[i, OUT_H])
+                        _conv_rows(plain, i, w, src, a[j, y0 : seg[i + 2] - lo], 0, table[i, OUT_H], cols[t])
                 else:
                     _dense_block(plain, i, w, a, seg[i] - lo, y0, order, 0, n_ref, 0, cout, nz[t])
                 _measure(table, i, a, y0, mean, inv)

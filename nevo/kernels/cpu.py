@@ -8,15 +8,17 @@ first dense layer is memory bound (every row generally has different weights; `l
   TF's flatten order;
 - each conv writes into the interior of the next layer's zero-padded input, so no loop checks
   bounds: a kernel row (kx, ci) is one contiguous run in both the padded input and the weights;
-- the convs compute 4 output pixels x 4 inputs per pass (`_pixels4`), one store per 4 FMAs;
+- a conv is im2col then one BLAS matrix product per row (`_conv_rows`; NumPy's `np.dot`, which
+  Numba lowers to SciPy's BLAS): 2x the GFLOP/s of the hand-written loops it replaced, which
+  LLVM would not keep in registers;
 - the dense layers skip zero inputs (half of every ReLU output) and so never read the weight rows
-  they would multiply, about halving their memory traffic (the convs do not skip: mispredicts);
-- FMA contraction is the only fastmath flag, so results are bit-identical across thread counts
-  and batch compositions;
+  they would multiply, about halving their memory traffic;
+- FMA contraction is the only fastmath flag, and BLAS runs one thread on the same shapes for
+  every row, so results are bit-identical across thread counts and batch compositions;
 - the dense layers take the rows of one individual together, so shared weights are read once;
 - with enough individuals per thread, one parallel pass per individual runs its convs then its
   dense layers: no barrier between layers, and one thread's convs overlap the other's dense reads.
-Scratch is allocated once per call: the conv buffers per thread (or per row when rows are too
+Scratch is allocated once per call: the conv buffers and im2col patches per thread (or per row when rows are too
 few to keep the threads busy), the dense layers' inputs and outputs per row. Every function here
 releases the GIL (nogil), so an emulator thread runs beside the forward.
 """
@@ -27,6 +29,9 @@ import os
 # parallel region then waits out whole scheduler slices, ~50 ms per call, measured). Must be set
 # before Numba first loads its OpenMP layer; a user's own setting wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# speed: the convs call BLAS (through SciPy) once per row from each Numba thread, on shapes far
+# too small to split: BLAS threads of its own would only oversubscribe the cores.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
@@ -93,63 +98,29 @@ def _load_obs(table, obs, r, dst, div):
                 dst[d + c] = scale_input(obs[r, c, y, x], div)
 
 
-@numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
-def _pixels4(x, q, step, wk, out, m):
-    """out[m:m+4] += the conv taps of one kernel row for 4 neighbouring output pixels.
-
-    x[q + n*step + j] is input j of pixel m+n's kernel row, wk (KW*Cin, Cout) its weights.
-    speed: 4 pixels x 4 inputs per pass: each weight vector feeds 4 pixels, each stored output
-    vector takes 4 FMAs (the stores, not the FMAs, bound a plainer loop). The sum keeps the
-    sequential order out + a_j*w_j + a_(j+1)*w_(j+1) + ..., exactly as a plain loop would.
-    """
-    run, cout = wk.shape
-    q1, q2, q3 = q + step, q + 2 * step, q + 3 * step
-    j = 0
-    while j + 4 <= run:
-        a00, a01, a02, a03 = x[q + j], x[q + j + 1], x[q + j + 2], x[q + j + 3]
-        a10, a11, a12, a13 = x[q1 + j], x[q1 + j + 1], x[q1 + j + 2], x[q1 + j + 3]
-        a20, a21, a22, a23 = x[q2 + j], x[q2 + j + 1], x[q2 + j + 2], x[q2 + j + 3]
-        a30, a31, a32, a33 = x[q3 + j], x[q3 + j + 1], x[q3 + j + 2], x[q3 + j + 3]
-        w0, w1, w2, w3 = wk[j], wk[j + 1], wk[j + 2], wk[j + 3]
-        for co in range(cout):  # contiguous: vectorises
-            v0, v1, v2, v3 = w0[co], w1[co], w2[co], w3[co]
-            out[m, co] = out[m, co] + a00 * v0 + a01 * v1 + a02 * v2 + a03 * v3
-            out[m + 1, co] = out[m + 1, co] + a10 * v0 + a11 * v1 + a12 * v2 + a13 * v3
-            out[m + 2, co] = out[m + 2, co] + a20 * v0 + a21 * v1 + a22 * v2 + a23 * v3
-            out[m + 3, co] = out[m + 3, co] + a30 * v0 + a31 * v1 + a32 * v2 + a33 * v3
-        j += 4
-    for jj in range(j, run):
-        a0, a1, a2, a3, wj = x[q + jj], x[q1 + jj], x[q2 + jj], x[q3 + jj], wk[jj]
-        for co in range(cout):
-            out[m, co] += a0 * wj[co]
-            out[m + 1, co] += a1 * wj[co]
-            out[m + 2, co] += a2 * wj[co]
-            out[m + 3, co] += a3 * wj[co]
+@numba.njit(nogil=True, cache=True)
+def _cols_size(table):
+    """Floats of scratch `_conv_rows` needs for any conv layer of this table: the patch matrix
+    (output pixels, KH*KW*Cin) and the product (output pixels, Cout)."""
+    size = 0
+    for i in range(table.shape[0]):
+        if table[i, KIND] == CONV:
+            m = table[i, OUT_H] * table[i, OUT_W]
+            size = max(size, m * (table[i, KH] * table[i, KW] * table[i, CIN] + table[i, COUT]))
+    return size
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
-def _pixel1(x, q, wk, out, m):
-    """out[m] += the conv taps of one kernel row for one output pixel (the last ow % 4 pixels)."""
-    run, cout = wk.shape
-    j = 0
-    while j + 4 <= run:
-        a0, a1, a2, a3 = x[q + j], x[q + j + 1], x[q + j + 2], x[q + j + 3]
-        w0, w1, w2, w3 = wk[j], wk[j + 1], wk[j + 2], wk[j + 3]
-        for co in range(cout):
-            out[m, co] = out[m, co] + a0 * w0[co] + a1 * w1[co] + a2 * w2[co] + a3 * w3[co]
-        j += 4
-    for jj in range(j, run):
-        a, wj = x[q + jj], wk[jj]
-        for co in range(cout):
-            out[m, co] += a * wj[co]
-
-
-@numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
-def _conv_rows(table, i, w, src, dst, y0, y1):
+def _conv_rows(table, i, w, src, dst, y0, y1, cols):
     """Conv layer i, output rows y0..y1, of one row: src its padded input, dst the next input.
 
     Work = (row, range of output y), every x and output channel. dst is the next conv's padded
     input (written inside its padding) or, after the last conv, the flat (H, W, C) features.
+    cols is float32 scratch of at least _cols_size(table) floats.
+    speed: im2col then one BLAS matrix product, (pixels, KH*KW*Cin) x (KH*KW*Cin, Cout): TF's
+    HWIO weights are already that matrix, and a (kx, ci) kernel row is one contiguous run in the
+    padded HWC input, so each patch row is KH copies. The product runs at ~90 GFLOP/s per core
+    against ~45 for the direct loops it replaced (docs/performance.md, session 6).
     """
     kh, kw, s = table[i, KH], table[i, KW], table[i, STRIDE]
     cin, cout, ow = table[i, CIN], table[i, COUT], table[i, OUT_W]
@@ -161,27 +132,26 @@ def _conv_rows(table, i, w, src, dst, y0, y1):
     else:
         dpt, dpl, dwp = 0, 0, ow
     run = kw * cin  # (kx, ci) is one contiguous run in the padded HWC input and in HWIO weights
-    step = s * cin  # input offset between neighbouring output pixels
-    # speed: 2-D/3-D views indexed from 0 let Numba drop negative-index checks, so loops vectorise
-    wt = w[w_off:b_off].reshape((kh, run, cout))  # (KH, KW*Cin, Cout)
+    k = kh * run  # patch length
+    m = (y1 - y0) * ow  # output pixels
+    patches = cols[: m * k].reshape((m, k))  # (pixels, KH*KW*Cin)
+    prod = cols[m * k : m * k + m * cout].reshape((m, cout))  # (pixels, Cout)
+    for oy in range(y0, y1):
+        for ox in range(ow):
+            row = patches[(oy - y0) * ow + ox]
+            for ky in range(kh):
+                p = ((oy * s + ky) * wp + ox * s) * cin  # SAME padding is in src
+                row[ky * run : (ky + 1) * run] = src[p : p + run]
+    np.dot(patches, w[w_off:b_off].reshape((k, cout)), prod)
     bias = w[b_off : b_off + cout]
-    n4 = ow - ow % 4
+    relu_on = table[i, RELU] != 0
     for oy in range(y0, y1):
         d = ((oy + dpt) * dwp + dpl) * cout
         out = dst[d : d + ow * cout].reshape((ow, cout))  # (OW, Cout)
-        for m in range(ow):
-            out[m, :] = bias
-        # speed: no zero skipping here, the branch mispredicts cost more than the FMAs saved
-        for ky in range(kh):
-            p = (oy * s + ky) * wp * cin  # padded input row oy*s + ky: SAME padding is in src
-            for m in range(0, n4, 4):
-                _pixels4(src, p + m * step, step, wt[ky], out, m)
-            for m in range(n4, ow):
-                _pixel1(src, p + m * step, wt[ky], out, m)
-        if table[i, RELU]:
-            for m in range(ow):
-                for co in range(cout):
-                    out[m, co] = relu(out[m, co])
+        for ox in range(ow):
+            z = prod[(oy - y0) * ow + ox]
+            for co in range(cout):
+                out[ox, co] = relu(z[co] + bias[co]) if relu_on else z[co] + bias[co]
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
@@ -271,6 +241,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
         # its dense layers. speed: one parallel region, no barrier between the layers, and one
         # thread's convs (compute bound) overlap the other's dense layers (memory bound).
         scr = np.zeros((n_threads, base), np.float32)
+        cols = np.empty((n_threads, _cols_size(table)), np.float32)
         for t in prange(n_threads):
             for g in range(t, n_groups, n_threads):  # static round robin
                 g0, g1 = starts[g], starts[g + 1]
@@ -284,7 +255,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
                     for i in range(n_conv):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
                         src = scr[t, seg[i] : seg[i + 1]]
-                        _conv_rows(table, i, w, src, dst, 0, table[i, OUT_H])
+                        _conv_rows(table, i, w, src, dst, 0, table[i, OUT_H], cols[t])
                 for i in range(n_conv, n_layers):
                     nz = np.empty((g1 - g0, table[i, CIN]), np.int32)
                     x0, y0 = seg[i] - base, seg[i + 1] - base
@@ -298,6 +269,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
         elif rows >= 2 * n_threads:
             # Work = one row, every conv layer, in its thread's scratch (as above).
             scr = np.zeros((n_threads, base), np.float32)
+            cols = np.empty((n_threads, _cols_size(table)), np.float32)
             for t in prange(n_threads):
                 for r in range(t, rows, n_threads):  # all rows cost the same: static round robin
                     w = weights[rows_ind[r]]
@@ -305,7 +277,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
                     for i in range(n_conv):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
                         src = scr[t, seg[i] : seg[i + 1]]
-                        _conv_rows(table, i, w, src, dst, 0, table[i, OUT_H])
+                        _conv_rows(table, i, w, src, dst, 0, table[i, OUT_H], cols[t])
         else:
             # Too few rows for the threads: work = (row, band of output rows), one layer at a time.
             scr = np.zeros((rows, base), np.float32)
@@ -314,12 +286,13 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
             for i in range(n_conv):
                 oh = table[i, OUT_H]
                 bands = min(oh, max(1, (2 * n_threads + rows - 1) // max(rows, 1)))
+                cols = np.empty((rows * bands, _cols_size(table)), np.float32)
                 for it in prange(rows * bands):
                     r, b = it // bands, it % bands
                     dst = scr[r, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
                     w = weights[rows_ind[r]]
                     src = scr[r, seg[i] : seg[i + 1]]
-                    _conv_rows(table, i, w, src, dst, b * oh // bands, (b + 1) * oh // bands)
+                    _conv_rows(table, i, w, src, dst, b * oh // bands, (b + 1) * oh // bands, cols[it])
         for i in range(n_conv, n_layers):
             # Work = (group, block of outputs); blocks only when groups are too few for the
             # threads, each a multiple of 16 floats so no cache line is split between threads.
