@@ -18,9 +18,9 @@ first dense layer is memory bound (every row generally has different weights; `l
 - the dense layers take the rows of one individual together, so shared weights are read once;
 - with enough individuals per thread, one parallel pass per individual runs its convs then its
   dense layers: no barrier between layers, and one thread's convs overlap the other's dense reads.
-Scratch is allocated once per call: the conv buffers and im2col patches per thread (or per row when rows are too
-few to keep the threads busy), the dense layers' inputs and outputs per row. Every function here
-releases the GIL (nogil), so an emulator thread runs beside the forward.
+Scratch is allocated once per call: the conv buffers and im2col patches per thread (or per row
+when rows are too few to keep the threads busy), the dense layers' inputs and outputs per row.
+Every function here releases the GIL (nogil), so an emulator thread runs beside the forward.
 """
 
 import os
