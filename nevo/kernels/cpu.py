@@ -29,13 +29,12 @@ import os
 # parallel region then waits out whole scheduler slices, ~50 ms per call, measured). Must be set
 # before Numba first loads its OpenMP layer; a user's own setting wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-# speed: the convs call BLAS (through SciPy) once per row from each Numba thread, on shapes far
-# too small to split: BLAS threads of its own would only oversubscribe the cores.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
+import scipy.linalg.cython_blas  # noqa: E402, F401 (the BLAS Numba's np.dot calls, loaded now)
 from numba import prange  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 
 from nevo.kernels.common import argmax_row, relu, scale_input
 from nevo.nets import (
@@ -58,6 +57,11 @@ from nevo.nets import (
     STRIDE,
     W_OFF,
 )
+
+# speed: the convs call BLAS once per row from each Numba thread, on shapes too small to share:
+# BLAS threads of its own would oversubscribe the cores (and OpenBLAS warns on every call from
+# inside an OpenMP region). Process-wide, and whichever package loaded BLAS first.
+threadpool_limits(limits=1, user_api="blas")
 
 # speed: FMA contraction only; no reassociation, so results do not depend on threads or batching
 _FASTMATH = {"contract"}
