@@ -1,5 +1,9 @@
 """The Numba CPU forward pass against the NumPy reference, and that it releases the GIL."""
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -209,3 +213,21 @@ def test_many_groups_match_few_groups():
         np.testing.assert_array_equal(alone[0], many[r])
     _, two = cpu.forward(spec, weights, rows_ind[[0, 9, 1, 8]], obs[[0, 9, 1, 8]])  # 2 groups
     np.testing.assert_array_equal(two, many[[0, 9, 1, 8]])
+
+
+def test_blas_runs_one_thread_even_if_loaded_first():
+    """The convs' BLAS calls run in Numba's threads: BLAS threads of its own would oversubscribe the
+    cores. Importing the CPU kernels limits every loaded BLAS to one thread, also when SciPy came
+    first (as it does under EvoTorch or in a notebook)."""
+    code = (
+        "import scipy.linalg, json\n"
+        "import nevo.kernels.cpu\n"
+        "from threadpoolctl import threadpool_info\n"
+        "print(json.dumps([d['num_threads'] for d in threadpool_info() if d['user_api'] == 'blas']))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root)
+    assert run.returncode == 0, run.stderr
+    threads = json.loads(run.stdout.strip().splitlines()[-1])
+    assert threads and all(n == 1 for n in threads), threads
