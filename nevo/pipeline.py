@@ -116,9 +116,23 @@ class Evaluator:
         self.threads = min(threads, self.group)  # C++ threads per vector env: more would only sleep
         self.envs = [make_atari(env_cfg, self.group, self.threads) for _ in range(n_groups)]
         self.resetter = ThreadPoolExecutor(max_workers=min(n_groups, cores()), thread_name_prefix="reset")
+        # group -> Future of its seeded reset, made when the group went idle at the end of a run
+        # (its slots' episodes ended and the queue was empty): the next run starts from it.
+        # speed: the ~0.1 s ROM reloads then run in a run's straggler tail, where the cores have
+        # room, not at the next run's start, where nothing else can (docs/performance.md).
+        self.fresh: dict = {}
         # ram: each episode's final RAM is its behaviour (Results.behaviours), found by replaying
         # its actions in worker processes (nevo.atari_ram).
         self.replayer = RamReplayer(env_cfg.game, env_cfg.frameskip, cores()) if ram else None
+
+    def reset_group(self, g: int):
+        """Future of group g's seeded reset (all its slots), run in a reset thread.
+
+        A fixed reset seed: an unseeded reset draws a random one, and ALE's reset then differs
+        from a fresh emulator's (sticky actions are off and no-ops are nevo's, so the seed
+        changes nothing else). A seeded reset reloads the ROM: ~0.1 s per emulator.
+        """
+        return self.resetter.submit(self.envs[g].reset, seed=np.zeros(self.group, np.int64))
 
     def close(self) -> None:
         self.resetter.shutdown()
@@ -225,11 +239,9 @@ class _Batch:
         self.slot_ep[:first] = np.arange(first)
         self.next_ep = first
         used = list(range(-(-first // G)))
-        # A fixed reset seed: an unseeded reset draws a random one, and ALE's reset then
-        # differs from a fresh emulator's (sticky actions are off and no-ops are nevo's, so the
-        # seed changes nothing else). speed: the groups reset at once in the reset threads
-        # (a seeded reset reloads the ROM, ~0.1 s per emulator).
-        futures = [self.ev.resetter.submit(self.ev.envs[g].reset, seed=np.zeros(G, np.int64)) for g in used]
+        # The groups reset at the last run's end where they could, the others now, at once in
+        # the reset threads.
+        futures = [self.ev.fresh.pop(g, None) or self.ev.reset_group(g) for g in used]
         wait(futures)  # all of them, even if one failed, before any error goes up
         for g, future in zip(used, futures):
             o, info = future.result()
@@ -312,7 +324,10 @@ class _Batch:
             future = self.ev.resetter.submit(env.reset, seed=seeds, options={"reset_mask": mask})
             self.resets[g] = (future, g * G + fresh_slots)
             return RESETTING
-        return LIVE if (self.slot_ep[sl] >= 0).any() else IDLE
+        if (self.slot_ep[sl] >= 0).any():
+            return LIVE
+        self.ev.fresh[g] = self.ev.reset_group(g)  # ready for the next run's first episodes
+        return IDLE
 
     def finished_resets(self, block: bool) -> list[int]:
         """Groups whose seeded reset is done (waiting for one if block), ready to act again."""

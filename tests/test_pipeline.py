@@ -72,6 +72,27 @@ def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap):
     np.testing.assert_array_equal(res.lengths, steps)
     np.testing.assert_array_equal(res.frames, frames)
     np.testing.assert_array_equal(again.returns, ret)
+    np.testing.assert_array_equal(again.lengths, steps)
+    np.testing.assert_array_equal(again.frames, frames)
+
+
+def test_idle_groups_are_reset_for_the_next_run(reference):
+    """A group whose episodes are over is reset at once, and the next run starts from that reset
+    rather than resetting again: one seeded reset per group and run, outcomes unchanged."""
+    ev = Evaluator(CFG, FakePolicy(), slots=4, threads=1, group_size=2)
+    calls = []
+    reset_group = ev.reset_group
+    ev.reset_group = lambda g: calls.append(g) or reset_group(g)
+    try:
+        ev.run(None, EPISODES)
+        assert sorted(calls) == [0, 0, 1, 1]  # at the start, then as each group went idle
+        assert sorted(ev.fresh) == [0, 1]
+        again = ev.run(None, EPISODES)
+        assert sorted(calls[4:]) == [0, 1]  # only as they went idle again
+    finally:
+        ev.close()
+    np.testing.assert_array_equal(again.returns, [r for r, _, _ in reference])
+    np.testing.assert_array_equal(again.frames, [f for _, _, f in reference])
 
 
 def test_frames_respect_the_cap(reference):
