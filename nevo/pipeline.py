@@ -13,7 +13,8 @@ emulator threads and the inference keep every core busy; neither waits for the o
 there are two or more groups. Where the forward runs on the same few cores as the emulators
 (the CPU backend) the two would only fight over them, so there the groups run in lockstep:
 one forward over every live group, then every live group steps (docs/performance.md).
-Seeded resets of ended slots run in reset threads meanwhile (ALE frees the GIL).
+Seeded resets of ended slots run in reset threads meanwhile (ALE frees the GIL); a group whose
+episodes are all over is reset there too, at once, so the next run starts without waiting.
 
 A queue of episodes (individual, episode seed) feeds the slots: when an episode ends its slot
 takes the next one at once; when the queue is empty, finished slots leave the inference batch
