@@ -287,10 +287,11 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
             scr = np.zeros((rows, base), np.float32)
             for r in prange(rows):
                 _load_obs(table, obs, r, scr[r, : seg[1]], div)
+            want = max(1, (2 * n_threads + rows - 1) // max(rows, 1))  # bands per row
+            cols = np.empty((rows * want, _cols_size(table)), np.float32)  # once, for every layer
             for i in range(n_conv):
                 oh = table[i, OUT_H]
-                bands = min(oh, max(1, (2 * n_threads + rows - 1) // max(rows, 1)))
-                cols = np.empty((rows * bands, _cols_size(table)), np.float32)
+                bands = min(oh, want)
                 for it in prange(rows * bands):
                     r, b = it // bands, it % bands
                     dst = scr[r, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
