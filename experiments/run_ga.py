@@ -82,25 +82,30 @@ def main(argv=None) -> int:
             row = {
                 **runs.generation_row(gen, frames, wall, gen_s, train, valid, fitness),
                 "score/elite_mean": algo.elite_score,
+                "score/best_mean": algo.best_score,
                 "elite/genome_len": len(algo.elite),
+                "elite/kept": int(algo.elite_kept),
                 "episode/mean_length": float(np.mean(train.lengths)),
             }
             runs.append_metrics(run_dir, row)
-            runs.write_json(
-                run_dir,
-                runs.ELITE,
-                {
-                    "generation": gen,
-                    "seeds": [int(s) for s in algo.elite],
-                    "validation_mean": algo.elite_score,
-                    "validation_episodes": cfg.ga.validation_episodes,
-                    "net": cfg.net.net,
-                    "vbn": cfg.net.vbn,
-                    "sigma": cfg.ga.sigma,
-                    "noise_table_size": cfg.run.noise_table_size,
-                    "noise_seed": cfg.run.noise_seed,
-                },
-            )
+            rebuild = {
+                "validation_episodes": cfg.ga.validation_episodes,
+                "net": cfg.net.net,
+                "vbn": cfg.net.vbn,
+                "sigma": cfg.ga.sigma,
+                "noise_table_size": cfg.run.noise_table_size,
+                "noise_seed": cfg.run.noise_seed,
+            }
+            kept = [(runs.ELITE, gen, algo.elite, algo.elite_score)]
+            if algo.best is not None:  # None only while every validation mean was NaN
+                kept.append((runs.BEST, algo.best_generation, algo.best, algo.best_score))
+            for name, generation, seeds, score in kept:
+                runs.write_json(
+                    run_dir,
+                    name,
+                    {"generation": generation, "seeds": [int(s) for s in seeds], "validation_mean": score}
+                    | rebuild,
+                )
             if train.behaviours is not None:  # the maze: the population's final positions
                 runs.save_array(run_dir, runs.BEHAVIOURS, train.behaviours)
             runs.save_checkpoint(run_dir, {**algo.state(), "frames": frames, "wall_s": wall})
@@ -110,7 +115,10 @@ def main(argv=None) -> int:
         return 130
     finally:
         evaluator.close()
-    out.say(f"done: {frames:,} frames in {wall / 60:.1f} min; elite {algo.elite_score:.1f}; {run_dir}")
+    out.say(
+        f"done: {frames:,} frames in {wall / 60:.1f} min; elite {algo.elite_score:.1f}, best "
+        f"{algo.best_score:.1f} (generation {algo.best_generation}); {run_dir}"
+    )
     return 0
 
 

@@ -6,6 +6,7 @@
         checkpoint.npz     algorithm state + counters after the last finished generation
         elite.json         the elite's seed list and what is needed to rebuild its weights
                            (ES: the elite is theta, kept beside it in theta.npy)
+        best.json          the GA: the best elite of the run so far (by validation mean), same fields
         ref_batch.npy      virtual batch norm's reference observations (nets with --vbn)
 
 Files are replaced atomically (write to a temporary file, fsync, rename): a kill at any
@@ -26,6 +27,7 @@ from nevo import config as config_mod
 CHECKPOINT = "checkpoint.npz"
 METRICS = "metrics.jsonl"
 ELITE = "elite.json"
+BEST = "best.json"  # the GA: the best elite ever seen, by validation mean
 CONFIG = "config.json"
 THETA = "theta.npy"  # ES: theta after the last finished generation
 BEHAVIOURS = "behaviours.npy"  # tasks with behaviours (the maze): the last generation's, per individual

@@ -1,10 +1,19 @@
 """The deep genetic algorithm of Such et al. 2017 (arXiv 1712.06567), and random search.
 
 Each generation: every individual plays one episode; the top T by that score are the
-parents; the top `elite_candidates` are re-evaluated on `validation_episodes` episodes and
-the best mean is the elite, copied unmodified into the next generation; every other child is
-a uniformly chosen parent plus sigma * N(0, I). No crossover. Random search is the same loop
-with T = 0: every child is a fresh random network (the elite is still kept).
+parents; the elite candidates (the previous elite and the top `elite_candidates` - 1 by that
+score) are re-evaluated on the same `validation_episodes` fresh episodes and the best mean is
+the elite, copied unmodified into the next generation and always one of its parents; every
+other child is a uniformly chosen parent plus sigma * N(0, I). No crossover. Random search is
+the same loop with T = 0: every child is a fresh random network (the elite is still kept).
+
+The previous elite is re-validated every generation, as Uber's reference GA does
+(gpu_implementation/ga.py of uber-research/deep-neuroevolution: the validation set is the
+elite plus the top k - 1, and the elite replaces the last of the top T parents when it is not
+among them). Without that, an elite whose one training episode went badly (its no-op start
+differs each generation) drops out of the candidates and a worse network takes its place: a
+Frostbite run lost a 2,520-point elite that way. The best elite ever seen (by validation
+mean) is kept too, as the reference's final report does.
 
 State is plain data: the genomes of the population to evaluate (seed lists) plus how each
 row's weights come from the cached parents (copy, mutate or fresh), the elite, and the
@@ -38,6 +47,10 @@ class GA:
         self.generation = 0
         self.elite: np.ndarray | None = None  # seed list of the current elite
         self.elite_score = float("nan")  # its validation mean
+        self.elite_kept = False  # whether the previous elite stayed the elite this generation
+        self.best: np.ndarray | None = None  # seed list of the best elite ever (by validation mean)
+        self.best_score = float("nan")
+        self.best_generation = -1
         # The population to evaluate, as seed lists and as how to build its weights:
         # row i = parents[base_idx[i]] mutated by new_seed[i] (base -1: fresh; seed -1: copy).
         n = ga_cfg.population
@@ -64,14 +77,20 @@ class GA:
 
     def tell(self, results: Results, fitness: np.ndarray | None = None) -> np.ndarray:
         """Rank the population by its episode scores (or by `fitness` given by the caller, e.g.
-        novelty for GA-NS); returns the fitness array."""
+        novelty for GA-NS) and choose the elite candidates; returns the fitness array."""
         fitness = results.returns if fitness is None else np.asarray(fitness, np.float64)
         self._order = fitness_order(fitness)
-        self._candidates = self._order[: self.cfg.elite_candidates]
+        k = self.cfg.elite_candidates
+        if self.elite is None:  # generation 0: the top k
+            self._candidates = self._order[:k]
+        else:  # row 0 is the previous elite: it and the top k - 1 of the others (the reference's rule)
+            others = self._order[self._order != 0]
+            self._candidates = np.concatenate([[0], others[: k - 1]]).astype(np.int64)
         return fitness
 
     def ask_validation(self) -> tuple[np.ndarray, Episodes]:
-        """Weights (k, P) of the k elite candidates, each on the same validation episode seeds."""
+        """Weights (k, P) of the k elite candidates (the previous elite first, after generation
+        0), each on the same validation episode seeds."""
         v, k = self.cfg.validation_episodes, len(self._candidates)
         seeds = rng_for(self.seed, self.generation, VALIDATION_EPISODES).integers(0, SEED_LIMIT, v)
         ind = np.repeat(np.arange(k, dtype=np.int64), v)
@@ -79,12 +98,17 @@ class GA:
         return self.weights[self._candidates], Episodes(ind, np.tile(seeds, k).astype(np.int64))
 
     def tell_validation(self, results: Results) -> np.ndarray:
-        """Pick the elite by validation mean, then breed the next generation."""
+        """Pick the elite by validation mean (a tie keeps the earlier candidate: the previous
+        elite), remember the best ever, then breed the next generation; returns the means."""
         k, v = len(self._candidates), self.cfg.validation_episodes
         means = results.returns.reshape(k, v).mean(axis=1)
-        best = self._candidates[fitness_order(means)[0]]
+        pick = int(fitness_order(means)[0])
+        best = int(self._candidates[pick])
+        self.elite_kept = self.elite is not None and best == 0
         self.elite = self.genomes[best]
-        self.elite_score = float(means.max()) if np.isfinite(means).any() else float("nan")
+        self.elite_score = float(means[pick])
+        if np.isfinite(self.elite_score) and not self.elite_score <= self.best_score:
+            self.best, self.best_score, self.best_generation = self.elite, self.elite_score, self.generation
         self._breed(best)
         return means
 
@@ -92,22 +116,26 @@ class GA:
         """The elite is the top of the training ranking, kept without re-evaluation (GA-NS: the
         maze is deterministic and novelty is no noisy score); then breed. score: its record."""
         best = int(self._order[0])
+        self.elite_kept = self.elite is not None and best == 0
         self.elite, self.elite_score = self.genomes[best], float(score)
         self._breed(best)
 
     # ---- breeding ---------------------------------------------------------------------
     def _breed(self, elite_row: int) -> None:
-        """Next population: the elite copied as row 0, then children of the top T."""
+        """Next population: the elite copied as row 0, then children of the T parents: the top
+        T by training score, or, when the elite is not among them, the elite and the top T - 1
+        (as the reference GA caches its parents)."""
         n, t, g = self.cfg.population, self.cfg.truncation, self.generation + 1
         top = [int(i) for i in self._order[:t]]
-        # Parents cached: the top T and the elite (a parent may also be the elite).
-        keep = list(dict.fromkeys([elite_row, *top]))
+        parents = top if elite_row in top or t == 0 else [elite_row, *top[: t - 1]]
+        # Rows whose weights are cached: the parents and the elite (row 0 of the next population).
+        keep = list(dict.fromkeys([elite_row, *parents]))
         self._parent_weights = self.weights[keep].copy()  # (K, P)
         self.parents = [self.genomes[i] for i in keep]
         mutation = rng_for(self.seed, g, MUTATION_SEEDS).integers(0, SEED_LIMIT, n).astype(np.int64)
         if t > 0:
             choice = rng_for(self.seed, g, PARENT_CHOICE).integers(0, t, n)
-            base = np.array([keep.index(top[c]) for c in choice], np.int64)
+            base = np.array([keep.index(parents[c]) for c in choice], np.int64)
         else:  # random search: fresh networks
             base = np.full(n, -1, np.int64)
         base[0], mutation[0] = 0, -1  # the elite, unmodified
@@ -132,6 +160,7 @@ class GA:
         lengths = np.array([len(p) for p in self.parents], np.int64)
         flat = np.concatenate(self.parents) if self.parents else np.zeros(0, np.int64)
         elite = self.elite if self.elite is not None else np.zeros(0, np.int64)
+        best = self.best if self.best is not None else np.zeros(0, np.int64)
         return {
             "generation": np.int64(self.generation),
             "parent_seeds": flat,
@@ -140,6 +169,10 @@ class GA:
             "new_seed": self.new_seed,
             "elite": elite,
             "elite_score": np.float64(self.elite_score),
+            "elite_kept": np.bool_(self.elite_kept),
+            "best": best,
+            "best_score": np.float64(self.best_score),
+            "best_generation": np.int64(self.best_generation),
         }
 
     def load_state(self, st: dict) -> None:
@@ -159,4 +192,12 @@ class GA:
         elite = np.asarray(st["elite"], np.int64)
         self.elite = elite if elite.size else None
         self.elite_score = float(st["elite_score"])
+        self.elite_kept = bool(st.get("elite_kept", False))
+        if "best" in st:
+            best = np.asarray(st["best"], np.int64)
+            self.best = best if best.size else None
+            self.best_score, self.best_generation = float(st["best_score"]), int(st["best_generation"])
+        else:  # a checkpoint written before the best elite was kept: the elite stands for it
+            self.best, self.best_score = self.elite, self.elite_score
+            self.best_generation = self.generation - 1 if self.elite is not None else -1
         self._set_population(np.asarray(st["base_idx"], np.int64), np.asarray(st["new_seed"], np.int64))
