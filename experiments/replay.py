@@ -2,12 +2,16 @@
 
     python -m experiments.replay RUN_DIR                       # 200 test episodes, 400,000-frame cap
     python -m experiments.replay RUN_DIR --episodes 10 --gif elite.gif --still elite.png
+    python -m experiments.replay RUN_DIR --elite last          # the last generation's elite instead
 
 Such et al. 2017 report the elite's mean over 200 test episodes with up to 30 random no-ops and
-a cap of 400,000 game frames. The elite is rebuilt from its seed list in elite.json alone; the
-episodes run on the same evaluator as training, with the frame cap replaced and episode seeds drawn
-from --seed, so the same elite and seed give the same scores. The result goes to RUN_DIR/test.json
-(atomically), where plots.table finds it.
+a cap of 400,000 game frames. The individual tested is the run's best elite (best.json: the
+highest validation mean of the run, which Uber's reference GA reports at the end of a run), or
+with --elite last the last generation's (elite.json); runs without best.json (ES, novelty
+search) have only elite.json. It is rebuilt from its seed list alone; the episodes run on the
+same evaluator as training, with the frame cap replaced and episode seeds drawn from --seed, so
+the same elite and seed give the same scores. The result goes to RUN_DIR/test.json
+(atomically, naming the file tested), where plots.table finds it.
 
 --gif records one episode (the first test episode's seed) at the emulator's full 210x160 colour:
 a second emulator with full-size frames runs in lockstep with the policy's (same seeded reset,
@@ -36,6 +40,13 @@ GIF_MAX_IMAGES = 1000  # beyond this many pictures the GIF keeps every k-th agen
 def parse(argv):
     p = argparse.ArgumentParser(prog="python -m experiments.replay", description=__doc__.split("\n")[0])
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (config.json, elite.json)")
+    p.add_argument(
+        "--elite",
+        choices=("best", "last"),
+        default="best",
+        help="best: the best elite of the run (best.json, where the run has one); last: the last "
+        "generation's (elite.json) (default: best)",
+    )
     p.add_argument("--episodes", type=int, default=200, help="test episodes (default: 200, as the paper)")
     p.add_argument(
         "--frame-cap", type=int, default=400_000, help="episode cap in game frames (default: 400000)"
@@ -57,16 +68,28 @@ def parse(argv):
     return args
 
 
-def load_elite(run_dir: str):
-    """(config, elite dict, NetSpec, (P,) float32 weights): rebuilt from the elite's seed list,
-    or for an ES run, theta as saved."""
+def elite_file(run_dir: str, which: str = "best") -> str:
+    """The file that holds the individual to test: best.json for "best" where the run has one
+    (the GA), else elite.json."""
+    if which == "best" and os.path.isfile(os.path.join(run_dir, runs.BEST)):
+        return runs.BEST
+    return runs.ELITE
+
+
+def load_elite(run_dir: str, which: str = "best"):
+    """(config, elite dict, NetSpec, (P,) float32 weights): rebuilt from the seed list of
+    elite_file(run_dir, which), or for an ES run, theta as saved."""
     for name in (runs.CONFIG, runs.ELITE):
         if not os.path.isfile(os.path.join(run_dir, name)):
             why = "not a run folder" if name == runs.CONFIG else "no elite yet (no generation finished)"
             raise config.ConfigError(f"{run_dir}: {why} (no {name})")
     cfg = config.load(os.path.join(run_dir, runs.CONFIG))
-    with open(os.path.join(run_dir, runs.ELITE)) as f:
-        elite = json.load(f)
+    name = elite_file(run_dir, which)
+    try:
+        with open(os.path.join(run_dir, name)) as f:
+            elite = {**json.load(f), "file": name}
+    except json.JSONDecodeError as e:
+        raise config.ConfigError(f"{os.path.join(run_dir, name)}: damaged ({e})") from None
     spec = build.net_for(cfg)
     if "theta" in elite:  # ES: the elite is theta itself
         return cfg, elite, spec, np.load(os.path.join(run_dir, elite["theta"]))
@@ -183,7 +206,7 @@ def main(argv=None) -> int:
     # ---- settings and the elite ----------------------------------------------------------
     try:
         args = parse(argv)
-        cfg, elite, spec, weights = load_elite(args.run_dir)
+        cfg, elite, spec, weights = load_elite(args.run_dir, args.elite)
         if args.gif and not config.is_atari(cfg.env):
             raise config.ConfigError(f"--gif: records Atari screens; {cfg.env.env} has none")
         cfg = replace(cfg, run=replace(cfg.run, device=args.device))
@@ -197,9 +220,9 @@ def main(argv=None) -> int:
     seeds = np.random.default_rng(args.seed).integers(0, noise.SEED_LIMIT, args.episodes).astype(np.int64)
     env = cfg.env.game if config.is_atari(cfg.env) else cfg.env.env
     what = "theta" if "theta" in elite else f"{len(elite['seeds'])} seeds"
-    print(f"replay {env} | elite of generation {elite['generation']} ({what}, validation mean "
-          f"{elite['validation_mean']:.1f}) | {args.episodes} episodes, cap {args.frame_cap:,} frames, "
-          f"seed {args.seed}")  # fmt: skip
+    print(f"replay {env} | {elite['file']}: elite of generation {elite['generation']} ({what}, "
+          f"validation mean {elite['validation_mean']:.1f}) | {args.episodes} episodes, "
+          f"cap {args.frame_cap:,} frames, seed {args.seed}")  # fmt: skip
 
     # ---- the test episodes ---------------------------------------------------------------
     t0, status = time.monotonic(), Status()
@@ -223,7 +246,8 @@ def main(argv=None) -> int:
             "episodes": args.episodes, "frame_cap": args.frame_cap, "seed": args.seed,
             "mean": float(r.mean()), "std": float(r.std()), "min": float(r.min()), "max": float(r.max()),
             "returns": r.tolist(), "lengths": res.lengths.tolist(), "frames": res.frames.tolist(),
-            "elite_generation": elite["generation"], "elite_genome_len": len(elite.get("seeds", [])),
+            "elite_file": elite["file"], "elite_generation": elite["generation"],
+            "elite_genome_len": len(elite.get("seeds", [])),
             "elite_validation_mean": elite["validation_mean"], "game": env,
             "device": args.device, "wall_s": round(wall, 3),
         })  # fmt: skip

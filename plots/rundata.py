@@ -1,4 +1,4 @@
-"""Read run folders (config.json, metrics.jsonl, elite.json, test.json) for figures and tables.
+"""Read run folders (config.json, metrics.jsonl, elite.json, best.json, test.json) for figures and tables.
 
 plots/ reads only the files a run writes and never imports training code (STYLE.md point 9),
 so a figure can be remade from a folder alone. Runs still going (a half-written last line) and
@@ -44,6 +44,7 @@ class Run:
     config: dict  # config.json as written
     metrics: list[dict]  # one dict per finished generation, sorted by generation
     elite: dict | None  # elite.json, or None before the first generation ends
+    best: dict | None  # best.json (the GA's best elite so far), or None
     test: dict | None  # test.json written by experiments.replay, or None
     settings: dict = field(default_factory=dict)  # flattened config without NOT_CONFIG keys
 
@@ -127,6 +128,7 @@ def load_run(path: str) -> Run:
         config=config,
         metrics=read_metrics(os.path.join(path, "metrics.jsonl")),
         elite=read_json(os.path.join(path, "elite.json")),
+        best=read_json(os.path.join(path, "best.json")),
         test=read_json(os.path.join(path, "test.json")),
         settings=settings,
     )
@@ -179,15 +181,26 @@ def interp_median(xs: list[np.ndarray], ys: list[np.ndarray], points: int = 200)
 
 
 def final_score(run: Run) -> tuple[float | None, str]:
-    """(score, kind): the replay test mean ("test"), else the last elite validation mean ("validation")."""
+    """(score, kind): the replay test mean ("test"); else the validation mean ("validation") of
+    the best elite (best.json, which experiments.replay tests by default), or of the last elite
+    where the run has no best.json."""
     if run.test is not None and _number(run.test.get("mean")) is not None:
         return float(run.test["mean"]), "test"
+    if run.best is not None and _number(run.best.get("validation_mean")) is not None:
+        return float(run.best["validation_mean"]), "validation"
     _, vals = run.series("score/elite_mean")
     if vals.size:
         return float(vals[-1]), "validation"
     if run.elite is not None and _number(run.elite.get("validation_mean")) is not None:
         return float(run.elite["validation_mean"]), "validation"
     return None, "none"
+
+
+def tested_elite(run: Run) -> dict | None:
+    """The elite file's contents (best.json or elite.json) that test.json says it tested."""
+    if run.test is None:
+        return None
+    return run.best if run.test.get("elite_file") == "best.json" else run.elite
 
 
 def median(values: list[float]) -> float:

@@ -6,7 +6,9 @@ prints a Markdown table (or LaTeX with --latex; --out writes PREFIX.md and PREFI
 elite's test score (the mean over the episodes of `test.json`, written by experiments.replay),
 beside DQN, ES, A3C, random search and the Deep GA from plots/data/published_atari.json (Such et
 al. 2017, Table 1, and the papers it cites), whose sources are printed under the table. A run
-without test.json shows its last elite validation mean, marked with a dagger.
+without test.json shows the validation mean of its best elite (best.json, the individual that
+experiments.replay tests by default; the last elite where a run has no best.json), marked with
+a dagger.
 """
 
 from __future__ import annotations
@@ -81,8 +83,8 @@ def build_rows(runs: list[rundata.Run], published: dict) -> tuple[list[str], lis
     footnotes = []
     if DAGGER in notes:
         footnotes.append(
-            f"{DAGGER} validation mean of the last elite, not a test score (no test.json: "
-            "run python -m experiments.replay RUN_DIR)."
+            f"{DAGGER} validation mean of the best elite (best.json; the last elite where a run has "
+            "none), not a test score (no test.json: run python -m experiments.replay RUN_DIR)."
         )
     if DDAGGER in notes:
         footnotes.append(
@@ -101,10 +103,12 @@ def build_rows(runs: list[rundata.Run], published: dict) -> tuple[list[str], lis
 
 
 def _stale(run: rundata.Run) -> bool:
-    """True if test.json tested an elite older than the run's current one."""
-    if run.test is None or run.elite is None:
+    """True if test.json tested an elite older than the run's current one (its best elite, or
+    its last one, whichever file the test was of)."""
+    tested = rundata.tested_elite(run)
+    if tested is None:
         return False
-    return run.test.get("elite_generation") != run.elite.get("generation")
+    return run.test.get("elite_generation") != tested.get("generation")
 
 
 def markdown(header, rows, footnotes, sources: dict) -> str:

@@ -132,6 +132,26 @@ def test_table_reports_the_test_mean_and_flags_a_test_of_an_older_elite(tiny_run
     assert rows[0][1] == "1,234.5" + table.DDAGGER and any("earlier elite" in n for n in notes)
 
 
+def test_table_without_a_test_reports_the_best_elite_and_flags_a_test_of_an_older_best(tiny_runs, tmp_path):
+    """Without test.json the table shows best.json's validation mean (dagger); a test of the best
+    elite is current until a better elite replaces it in best.json."""
+    run = shutil.copytree(tiny_runs[0], tmp_path / "run")
+    (run / "test.json").unlink(missing_ok=True)  # another test may have replayed this run
+    best = json.load(open(run / "best.json"))
+    json.dump({**best, "validation_mean": 777.0}, open(run / "best.json", "w"))
+    published = table.load_published()
+    _, rows, _ = table.build_rows(rundata.load_runs([str(run)]), published)
+    assert rows[0][1] == "777" + table.DAGGER
+    test = {"mean": 800.0, "episodes": 200, "frame_cap": 400000, "elite_file": "best.json",
+            "elite_generation": best["generation"]}  # fmt: skip
+    json.dump(test, open(run / "test.json", "w"))
+    _, rows, _ = table.build_rows(rundata.load_runs([str(run)]), published)
+    assert rows[0][1] == "800"
+    json.dump({**best, "generation": best["generation"] + 1}, open(run / "best.json", "w"))
+    _, rows, _ = table.build_rows(rundata.load_runs([str(run)]), published)
+    assert rows[0][1] == "800" + table.DDAGGER
+
+
 def test_the_command_line_fails_on_a_non_run_folder_without_a_traceback(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run([sys.executable, "-m", "plots.curves", str(tmp_path)], cwd=root,

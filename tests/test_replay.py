@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 from PIL import Image
 
@@ -32,3 +33,27 @@ def test_gif_is_full_resolution(tiny_runs, tmp_path):
 def test_not_a_run_folder_is_one_clear_error(tmp_path, capsys):
     assert replay.main([str(tmp_path)]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_replay_tests_the_best_elite_unless_asked_for_the_last(tiny_runs, tmp_path):
+    """By default the individual of best.json plays; --elite last plays elite.json's; test.json
+    names the file."""
+    run = shutil.copytree(tiny_runs[0], tmp_path / "run")
+    best = json.load(open(run / "best.json"))
+    json.dump({**best, "generation": 0, "seeds": [12345]}, open(run / "best.json", "w"))
+    args = [str(run), "--episodes", "1", "--frame-cap", "400"]
+    assert replay.main(args) == 0
+    test = json.load(open(run / "test.json"))
+    assert (test["elite_file"], test["elite_generation"], test["elite_genome_len"]) == ("best.json", 0, 1)
+    assert replay.main([*args, "--elite", "last"]) == 0
+    test = json.load(open(run / "test.json"))
+    elite = json.load(open(run / "elite.json"))
+    assert test["elite_file"] == "elite.json" and test["elite_genome_len"] == len(elite["seeds"])
+
+
+def test_a_damaged_best_json_is_one_clear_error(tiny_runs, tmp_path, capsys):
+    run = shutil.copytree(tiny_runs[0], tmp_path / "run")
+    (run / "best.json").write_text('{"generation": 1, "se')
+    assert replay.main([str(run), "--episodes", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "best.json: damaged" in err[0]

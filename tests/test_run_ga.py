@@ -52,6 +52,20 @@ def test_elite_rebuilds_from_its_seed_list_alone(reference_run):
     assert len(elite["seeds"]) == runs.read_metrics(reference_run)[-1]["elite/genome_len"]
 
 
+def test_best_json_holds_the_best_elite_so_far(reference_run):
+    """best.json is the elite with the highest validation mean of the run, from its generation;
+    score/best_mean is the running maximum of score/elite_mean."""
+    rows = runs.read_metrics(reference_run)
+    means = [r["score/elite_mean"] for r in rows]
+    assert [r["score/best_mean"] for r in rows] == list(np.maximum.accumulate(means))
+    best = json.load(open(os.path.join(reference_run, "best.json")))
+    assert best["validation_mean"] == max(means) and best["generation"] == int(np.argmax(means))
+    elite = json.load(open(os.path.join(reference_run, "elite.json")))
+    assert {k: v for k, v in best.items() if k not in ("generation", "seeds", "validation_mean")} == {
+        k: v for k, v in elite.items() if k not in ("generation", "seeds", "validation_mean")
+    }
+
+
 def test_same_seed_same_metrics(reference_run, tmp_path):
     """A second run with the same seed and settings logs identical metrics (wall clock aside)."""
     assert results(run(str(tmp_path))) == results(reference_run)
@@ -84,6 +98,10 @@ def test_killed_run_resumes_to_the_same_generations(reference_run, tmp_path):
     assert done < 4, "the run finished before it could be killed"
     assert run_ga.main(["--resume", folder]) == 0
     assert results(folder) == results(reference_run)
+    for name in ("elite.json", "best.json"):
+        assert json.load(open(os.path.join(folder, name))) == json.load(
+            open(os.path.join(reference_run, name))
+        )
 
 
 def test_resume_of_a_folder_that_is_not_a_run_fails_clearly(tmp_path, capsys):
