@@ -14,12 +14,14 @@ first dense layer is memory bound (every row generally has different weights; `l
 - the dense layers skip zero inputs (half of every ReLU output) and so never read the weight rows
   they would multiply, about halving their memory traffic;
 - FMA contraction is the only fastmath flag, and BLAS runs one thread on the same shapes for
-  every row, so results are bit-identical across thread counts and batch compositions;
+  every row (a whole layer's pixels at once, never a band of them: BLAS's result for a pixel
+  depends on the matrix's shape), so results are bit-identical across thread counts and batch
+  compositions;
 - the dense layers take the rows of one individual together, so shared weights are read once;
 - with enough individuals per thread, one parallel pass per individual runs its convs then its
   dense layers: no barrier between layers, and one thread's convs overlap the other's dense reads.
-Scratch is allocated once per call: the conv buffers and im2col patches per thread (or per row
-when rows are too few to keep the threads busy), the dense layers' inputs and outputs per row.
+Scratch is allocated once per call: the conv buffers and im2col patches per thread, the dense
+layers' inputs and outputs per row.
 Every function here releases the GIL (nogil), so an emulator thread runs beside the forward.
 """
 
@@ -270,8 +272,12 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
         if n_conv == 0:
             for r in prange(rows):  # work = one row
                 _load_obs(table, obs, r, act[r], div)
-        elif rows >= 2 * n_threads:
-            # Work = one row, every conv layer, in its thread's scratch (as above).
+        else:
+            # Work = one row, every conv layer, in its thread's scratch (as above). Rows are not
+            # split into bands of output rows when they are too few for the threads: BLAS gives
+            # a pixel a result that depends on the matrix's shape (OpenBLAS's Haswell and
+            # SkylakeX kernels both do), so a band would make a row's actions depend on the
+            # batch it ran in. Steps with that few live rows are under 1% of a generation.
             scr = np.zeros((n_threads, base), np.float32)
             cols = np.empty((n_threads, _cols_size(table)), np.float32)
             for t in prange(n_threads):
@@ -282,22 +288,6 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
                         src = scr[t, seg[i] : seg[i + 1]]
                         _conv_rows(table, i, w, src, dst, 0, table[i, OUT_H], cols[t])
-        else:
-            # Too few rows for the threads: work = (row, band of output rows), one layer at a time.
-            scr = np.zeros((rows, base), np.float32)
-            for r in prange(rows):
-                _load_obs(table, obs, r, scr[r, : seg[1]], div)
-            want = max(1, (2 * n_threads + rows - 1) // max(rows, 1))  # bands per row
-            cols = np.empty((rows * want, _cols_size(table)), np.float32)  # once, for every layer
-            for i in range(n_conv):
-                oh = table[i, OUT_H]
-                bands = min(oh, want)
-                for it in prange(rows * bands):
-                    r, b = it // bands, it % bands
-                    dst = scr[r, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
-                    w = weights[rows_ind[r]]
-                    src = scr[r, seg[i] : seg[i + 1]]
-                    _conv_rows(table, i, w, src, dst, b * oh // bands, (b + 1) * oh // bands, cols[it])
         for i in range(n_conv, n_layers):
             # Work = (group, block of outputs); blocks only when groups are too few for the
             # threads, each a multiple of 16 floats so no cache line is split between threads.
