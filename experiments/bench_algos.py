@@ -26,7 +26,7 @@ import numpy as np
 from nevo import machine, nets, noise
 from nevo.algos.es import ES
 from nevo.config import ESConfig
-from nevo.pipeline import Results
+from nevo.episodes import Results
 
 CPU_FRAMES_PER_S = 3676  # bench_pipeline, large net, population 64, lockstep, 2 cores (performance.md)
 

@@ -29,8 +29,9 @@ import numpy as np
 from nevo import machine, nets, noise
 from nevo.config import EnvConfig, RunConfig
 from nevo.envs import atari_actions, make_atari
+from nevo.episodes import Episodes
 from nevo.kernels import make_policy
-from nevo.pipeline import Episodes, Evaluator, layout
+from nevo.pipeline import Evaluator, layout
 
 
 def emulator_limit(env_cfg, slots: int, group: int, threads: int, seconds: float, n_actions: int) -> float:

@@ -31,7 +31,8 @@ from dataclasses import replace
 import numpy as np
 
 from nevo import build, config, envs, nets, noise, runs
-from nevo.pipeline import Episodes, make_evaluator
+from nevo.episodes import Episodes
+from nevo.pipeline import make_evaluator
 
 GIF_MAX_BYTES = 5_000_000
 GIF_MAX_IMAGES = 1000  # beyond this many pictures the GIF keeps every k-th agent step

@@ -20,7 +20,8 @@ import numpy as np
 from nevo import build, config, machine, nets, noise, runs
 from nevo.algos.es import ES
 from nevo.config import ConfigError
-from nevo.pipeline import Results, make_evaluator
+from nevo.episodes import Results
+from nevo.pipeline import make_evaluator
 from nevo.progress import Progress
 
 MAX_CHUNK = 1000  # most weight rows built at once (large net: 16 GB)

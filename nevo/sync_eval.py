@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from nevo.pipeline import Episodes, Results
+from nevo.episodes import Episodes, Results
 
 
 class SyncEvaluator:

@@ -7,7 +7,8 @@ from ale_py import roms
 
 from nevo.atari_ram import replay
 from nevo.envs import NOOP, make_atari, noop_count
-from nevo.pipeline import Episodes, Evaluator
+from nevo.episodes import Episodes
+from nevo.pipeline import Evaluator
 from tests.test_pipeline import CFG, FakePolicy, policy
 
 SCREEN = {"img_height": 210, "img_width": 160, "stack_num": 1, "maxpool": False}  # ALE's own screen

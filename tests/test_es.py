@@ -10,8 +10,8 @@ import pytest
 from experiments import run_es
 from nevo.algos.es import ES, centered_ranks, weighted_noise_sum, weighted_noise_sum_reference
 from nevo.config import ES_PRESETS, ConfigError, ESConfig, parse_args
+from nevo.episodes import Results
 from nevo.noise import NoiseSource
-from nevo.pipeline import Results
 from tests.conftest import metrics_without_clock, run_folder
 
 P = 40  # parameters of the toy problems

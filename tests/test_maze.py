@@ -3,9 +3,9 @@
 import numpy as np
 
 from nevo import maze, nets
+from nevo.episodes import Episodes
 from nevo.kernels import make_policy
 from nevo.maze import GOAL_RADIUS, N_ACTIONS, SPEED, START, STEPS, TRAP, TRAP_BOX, WALLS, MazeSlots
-from nevo.pipeline import Episodes
 from nevo.sync_eval import SyncEvaluator
 
 

@@ -8,7 +8,8 @@ from ale_py.vector_env import AtariVectorEnv
 
 from nevo.config import EnvConfig
 from nevo.envs import NOOP, noop_count
-from nevo.pipeline import Episodes, Evaluator
+from nevo.episodes import Episodes
+from nevo.pipeline import Evaluator
 
 CFG = EnvConfig(game="frostbite", frame_cap=400)
 

@@ -9,8 +9,8 @@ from experiments import replay, run_ga
 from nevo import nets
 from nevo.config import EnvConfig
 from nevo.envs import VectorTaskSlots, reference_batch
+from nevo.episodes import Episodes
 from nevo.kernels import make_policy
-from nevo.pipeline import Episodes
 from nevo.sync_eval import SyncEvaluator
 
 

@@ -26,8 +26,8 @@ import numpy as np
 
 from nevo.algos import fitness_order
 from nevo.algos.ga import rng_for
+from nevo.episodes import Episodes, Results
 from nevo.noise import SEED_LIMIT, NoiseSource, build_rows, offsets_of
-from nevo.pipeline import Episodes, Results
 
 # Purposes of the per-generation random streams (distinct from the GA's by value, not needed).
 TRAIN_EPISODES, VALIDATION_EPISODES, NOISE_SEEDS, INIT_SEED = range(4)

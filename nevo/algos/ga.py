@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from nevo.algos import fitness_order
+from nevo.episodes import Episodes, Results
 from nevo.noise import SEED_LIMIT, NoiseSource
-from nevo.pipeline import Episodes, Results
 
 # Purposes of the per-generation random streams.
 TRAIN_EPISODES, VALIDATION_EPISODES, MUTATION_SEEDS, PARENT_CHOICE, INIT_SEEDS = range(5)
