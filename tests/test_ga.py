@@ -216,3 +216,15 @@ def test_resume_keeps_the_elite_rules_and_the_best(zero_start):
     assert stand_in_generations(back, 6) == stand_in_generations(ga, 6)
     assert [list(p) for p in back.parents] == [list(p) for p in ga.parents]
     assert (back.best_score, back.best_generation) == (ga.best_score, ga.best_generation)
+
+
+def test_a_later_network_that_ties_the_best_becomes_the_best(source):
+    """Of equal validation means the later network is the best; the same network re-validated at
+    the same mean stays the best of its first generation."""
+    ga = GA(CFG, seed=1, noise=source)
+    generation(ga, [0, 5, 1, 9, 2, 3, 4, 0], [1, 1, 1, 7, 7, 7])  # generation 0: best 7
+    first = list(ga.best)
+    generation(ga, [0, 5, 1, 9, 2, 3, 4, 0], [7, 7, 7, 1, 1, 1])  # the elite again, at 7
+    assert list(ga.best) == first and ga.best_generation == 0
+    generation(ga, [0, 5, 1, 9, 2, 3, 4, 0], [1, 1, 1, 7, 7, 7])  # another network ties at 7
+    assert list(ga.best) != first and ga.best_generation == 2 and ga.best_score == 7.0

@@ -107,10 +107,20 @@ class GA:
         self.elite_kept = self.elite is not None and best == 0
         self.elite = self.genomes[best]
         self.elite_score = float(means[pick])
-        if np.isfinite(self.elite_score) and not self.elite_score <= self.best_score:
+        if self._is_new_best():
             self.best, self.best_score, self.best_generation = self.elite, self.elite_score, self.generation
         self._breed(best)
         return means
+
+    def _is_new_best(self) -> bool:
+        """The elite beats the best so far, or ties it as another network: of equal validation
+        means the later one is kept (on a capped score such as CartPole's 500 the first to tie
+        the cap is often a lucky one; a later one has survived more selection)."""
+        if not np.isfinite(self.elite_score):
+            return False
+        if self.best is None or self.elite_score > self.best_score:
+            return True
+        return self.elite_score == self.best_score and not np.array_equal(self.elite, self.best)
 
     def tell_no_validation(self, score: float) -> None:
         """The elite is the top of the training ranking, kept without re-evaluation (GA-NS: the
