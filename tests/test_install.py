@@ -1,0 +1,44 @@
+"""nevo installs as a package: `pip install -e .` in a fresh virtual environment, then `import
+nevo` from any folder."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_pip_install_editable_in_a_fresh_venv_then_import_from_elsewhere(tmp_path):
+    """The venv sees this machine's packages (so nothing is downloaded but the build backend);
+    pip still checks that they satisfy pyproject.toml's dependencies."""
+    src = tmp_path / "nevo-src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(os.path.join(ROOT, name), src / name)
+    shutil.copytree(os.path.join(ROOT, "nevo"), src / "nevo", ignore=shutil.ignore_patterns("__pycache__"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    install = subprocess.run(
+        [python, "-m", "pip", "install", "-q", "-e", str(src)], capture_output=True, text=True
+    )
+    assert install.returncode == 0, install.stderr[-2000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    probe = "import nevo, nevo.algos.ga; print(nevo.__file__, nevo.__version__)"
+    out = subprocess.run([python, "-c", probe], cwd=elsewhere, capture_output=True, text=True, check=True)
+    path, version = out.stdout.split()
+    assert path == str(src / "nevo" / "__init__.py") and version == "0.1.0"
+
+
+def test_requirements_txt_pins_what_pyproject_toml_depends_on():
+    """The README's `pip install -r requirements.txt` and `pip install .` install the same packages."""
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    with open(os.path.join(ROOT, "requirements.txt")) as f:
+        lines = [line.split("#")[0].strip() for line in f]
+    pinned = {line for line in lines if line}
+    assert set(project["dependencies"]) | set(project["optional-dependencies"]["test"]) == pinned
