@@ -7,8 +7,9 @@ OpenAI-ES, per generation (Salimans et al. 2017; issue: the update must cost <= 
 generation on the GPU machine, <= 5% on 2 cores):
 - the update: centered ranks, the weighted sum of the perturbations read from the noise table
   (numba-parallel, no population x parameters matrix), and the Adam step;
-- building the perturbed weights the evaluator reads (theta +- sigma*eps, chunk by chunk), which
-  the evaluation needs whatever the algorithm;
+- building the perturbed weights the evaluator reads (theta +- sigma*eps; the evaluator builds
+  them as episodes take slots, timed here --chunk rows at a time), which the evaluation needs
+  whatever the algorithm;
 - beside them, one generation's evaluation time at a pipeline throughput (--frames-per-s; the
   default is the measured 2-core CPU figure of docs/performance.md) for a few episode lengths,
   since the length of an episode sets how many frames a generation is.
@@ -36,9 +37,7 @@ def parse(argv):
     p.add_argument("--net", default="large", help="large or small (default: large)")
     p.add_argument("--population", type=int, default=5000, help="ES perturbations (default: 5000)")
     p.add_argument("--noise-table-size", type=int, default=250_000_000, help="(default: 250M, the paper's)")
-    p.add_argument(
-        "--chunk", type=int, default=250, help="rows built at once, as run_es builds them (default: 250)"
-    )
+    p.add_argument("--chunk", type=int, default=250, help="rows built per timed call (default: 250)")
     p.add_argument(
         "--frames-per-s", type=float, default=CPU_FRAMES_PER_S, help="pipeline throughput to compare with"
     )
@@ -83,9 +82,12 @@ def main(argv=None) -> int:
 
     update()  # compile
     update_s = best_of(update, a.repeats)
-    es.ask(0, min(a.chunk, a.population))  # compile
     chunk = min(a.chunk, a.population)
-    build_s = best_of(lambda: es.ask(0, chunk), a.repeats) * a.population / chunk
+    builder = noise.WeightBuilder(table, nets.init_scale(spec))
+    builder.use(es.ask()[0])
+    rows = np.empty((chunk, spec.n_params), np.float32)
+    builder.build(np.arange(chunk), rows)  # compile
+    build_s = best_of(lambda: builder.build(np.arange(chunk), rows), a.repeats) * a.population / chunk
     read_gb = a.population // 2 * spec.n_params * 4 / 1e9
     print(f"ES update (ranks + weighted noise sum + Adam): {update_s:.3f} s per generation "
           f"({read_gb:.1f} GB of noise read: {read_gb / update_s:.1f} GB/s)")  # fmt: skip

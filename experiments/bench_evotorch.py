@@ -33,13 +33,14 @@ import time
 import numpy as np
 
 from experiments.bench_forward import torch_module, torch_params
-from experiments.bench_pipeline import pipeline_rate, population
+from experiments.bench_pipeline import fresh_weights, given, pipeline_rate
 from nevo import machine, nets, noise
 from nevo.algos.ga import GA
 from nevo.config import EnvConfig, GAConfig, RunConfig
 from nevo.envs import atari_actions, make_atari
 from nevo.kernels import make_policy
 from nevo.pipeline import Evaluator, layout
+from nevo.slot_weights import PooledWeights
 
 
 def parse(argv):
@@ -124,13 +125,14 @@ class NevoGA:
         table = noise.make_table(spec.n_params + 1_000_000, seed=n)
         source = noise.NoiseSource(table, nets.init_scale(spec), cfg.sigma)
         self.ga = GA(cfg, seed=n, noise=source)
-        self.ev = Evaluator(env_cfg, policy, slots, threads, group_size=group, overlap=overlap)
+        weights = PooledWeights(noise.WeightBuilder(table, nets.init_scale(spec)))  # built per slot
+        self.ev = Evaluator(env_cfg, policy, weights, slots, threads, group_size=group, overlap=overlap)
 
     def step(self) -> tuple[float, int]:
         """(frames/s, frames) of one generation, breeding included."""
         t0 = time.perf_counter()
-        weights, episodes = self.ga.ask()
-        res = self.ev.run(weights, episodes)
+        population, episodes = self.ga.ask()
+        res = self.ev.run(population, episodes)
         fitness = self.ga.tell(res)
         self.ga.tell_no_validation(float(fitness.max()))
         return res.total_frames / (time.perf_counter() - t0), res.total_frames
@@ -165,7 +167,7 @@ def main(argv=None) -> None:
     for n in a.populations:
         layouts = [layout("cpu", cores, n, RunConfig(env_slots=s)) for s in a.slots]
         inits = {
-            "nevo": population(spec, n, seed=n),
+            "nevo": fresh_weights(spec, n, seed=n),
             "evotorch": np.random.default_rng(n).uniform(-1e-5, 1e-5, (n, spec.n_params)).astype(np.float32),
         }
         for init, weights in inits.items():
@@ -178,7 +180,10 @@ def main(argv=None) -> None:
                 theirs.append(rate)
                 print(f"{n:>4} {init:>8} {r:>5} {'EvoTorch':>14} {frames:>10,} {rate:>10,.0f}", flush=True)
                 for slots, group, overlap in layouts:
-                    rate, _, _, frames = pipeline_rate(env_cfg, policy, weights, slots, group, cores, overlap)
+                    pop = given(weights)
+                    rate, _, _, frames = pipeline_rate(
+                        env_cfg, policy, "cpu", pop, slots, group, cores, overlap
+                    )
                     ours[slots, group, overlap].append(rate)
                     name = f"nevo {slots} slots"
                     print(f"{n:>4} {init:>8} {r:>5} {name:>14} {frames:>10,} {rate:>10,.0f}", flush=True)

@@ -29,9 +29,10 @@ import numpy as np
 from nevo import machine, nets, noise
 from nevo.config import EnvConfig, RunConfig
 from nevo.envs import atari_actions, make_atari
-from nevo.episodes import Episodes
+from nevo.episodes import Episodes, Population
 from nevo.kernels import make_policy
 from nevo.pipeline import Evaluator, layout
+from nevo.slot_weights import for_device
 
 
 def emulator_limit(env_cfg, slots: int, group: int, threads: int, seconds: float, n_actions: int) -> float:
@@ -56,13 +57,11 @@ def emulator_limit(env_cfg, slots: int, group: int, threads: int, seconds: float
     return (sum(end.values()) - start) / dt
 
 
-def population(spec, n: int, seed: int) -> np.ndarray:
-    """(n, P) float32 freshly initialised networks, as in a GA's first generation."""
+def population(spec, n: int, seed: int):
+    """(Population of n fresh networks, as in a GA's first generation; its WeightBuilder)."""
     table = noise.make_table(spec.n_params + 1_000_000, seed=seed)
-    source = noise.NoiseSource(table, nets.init_scale(spec), sigma=0.002)
-    w = np.empty((n, spec.n_params), np.float32)
-    source.build(w, w, np.full(n, -1), np.arange(n))
-    return w
+    fresh = Population([], np.full(n, -1, np.int64), np.arange(n, dtype=np.int64), np.zeros(n, np.float32))
+    return fresh, noise.WeightBuilder(table, nets.init_scale(spec))
 
 
 def replay_limit(env_cfg, workers: int, episodes: int, n_actions: int) -> float:
@@ -84,13 +83,28 @@ def replay_limit(env_cfg, workers: int, episodes: int, n_actions: int) -> float:
         replayer.close()
 
 
-def pipeline_rate(env_cfg, policy, weights, slots, group, threads, overlap, ram=False) -> tuple:
+def fresh_weights(spec, n: int, seed: int) -> np.ndarray:
+    """(n, P) float32 weights of population()'s networks, for a peer that is handed weights."""
+    fresh, builder = population(spec, n, seed)
+    builder.use(fresh)
+    return builder.build(np.arange(n), np.empty((n, spec.n_params), np.float32))
+
+
+def given(weights: np.ndarray):
+    """(Population, WeightBuilder) of networks whose (n, P) weights are given, for pipeline_rate."""
+    return Population.of_weights(weights), noise.WeightBuilder(None, np.zeros(weights.shape[1], np.float32))
+
+
+def pipeline_rate(env_cfg, policy, device, pop, slots, group, threads, overlap, ram=False) -> tuple:
     """(frames/s, tail fraction, forward fraction, frames) of one generation: one episode per
-    individual. The fractions are shares of the wall time."""
-    ev = Evaluator(env_cfg, policy, slots, threads, group_size=group, overlap=overlap, ram=ram)
+    individual, its weights built as its episode starts (as in training). The fractions are
+    shares of the wall time."""
+    population, builder = pop
+    weights = for_device(builder, device)
+    ev = Evaluator(env_cfg, policy, weights, slots, threads, group_size=group, overlap=overlap, ram=ram)
     try:
-        n = len(weights)
-        res = ev.run(weights, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
+        n = len(population)
+        res = ev.run(population, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
     finally:
         ev.close()
     wall = res.wall_s
@@ -151,7 +165,7 @@ def main(argv=None) -> None:
             if need > 0.6 * (machine.available_memory() or 0):
                 print(f"{name:>6} {n:>5}  skipped: {need / 2**30:.1f} GiB of weights does not fit")
                 continue
-            weights = population(spec, n, seed=n)
+            pop = population(spec, n, seed=n)
             modes = [("overlap", group, True, False), ("lockstep", lock_group, False, False)]
             modes += [] if a.no_plain else [("plain", slots, False, False)]
             if a.ram:  # the default mode of this device, with RAM behaviours
@@ -162,14 +176,14 @@ def main(argv=None) -> None:
             rates = {}
             for mode, g, overlap, ram in modes:
                 rate, tail, fwd, frames = pipeline_rate(
-                    env_cfg, policy, weights, slots, g, threads, overlap, ram
+                    env_cfg, policy, device, pop, slots, g, threads, overlap, ram
                 )
                 rates[mode] = rate
                 row = f"{name:>6} {n:>5} {mode:>12} {frames:>10,} {rate:>10,.0f} {rate / limit:>8.0%}"
                 base = mode.removesuffix("+ram")
                 extra = f"  {rate / rates[base]:.0%} of {base} without RAM" if ram else ""
                 print(f"{row} {tail:>6.0%} {fwd:>6.0%}{extra}", flush=True)
-            del weights
+            del pop
 
 
 if __name__ == "__main__":

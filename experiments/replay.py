@@ -31,7 +31,7 @@ from dataclasses import replace
 import numpy as np
 
 from nevo import build, config, envs, nets, noise, runs
-from nevo.episodes import Episodes
+from nevo.episodes import Episodes, Population
 from nevo.pipeline import make_evaluator
 
 GIF_MAX_BYTES = 5_000_000
@@ -212,7 +212,10 @@ def main(argv=None) -> int:
             raise config.ConfigError(f"--gif: records Atari screens; {cfg.env.env} has none")
         cfg = replace(cfg, run=replace(cfg.run, device=args.device))
         device = build.device_for(cfg)
-        policy = build.policy_for(cfg, spec, device, args.run_dir)
+        policy = build.policy_for(cfg, spec, device)
+        # The elite's weights as they are; the builder folds virtual batch norm in, as in training.
+        builder = build.weight_builder(cfg, spec, args.run_dir, None)
+        elite_only = Population.of_weights(weights[None])
     except (config.ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -227,9 +230,9 @@ def main(argv=None) -> int:
 
     # ---- the test episodes ---------------------------------------------------------------
     t0, status = time.monotonic(), Status()
-    evaluator, _ = make_evaluator(env_cfg, run_cfg, policy, device, args.episodes)
+    evaluator, _ = make_evaluator(env_cfg, run_cfg, policy, builder, device, args.episodes)
     try:
-        res = evaluator.run(weights[None], Episodes(np.zeros(args.episodes, np.int64), seeds), status)
+        res = evaluator.run(elite_only, Episodes(np.zeros(args.episodes, np.int64), seeds), status)
     except KeyboardInterrupt:
         status.clear()
         print("interrupted; nothing written")
@@ -256,7 +259,9 @@ def main(argv=None) -> int:
 
     # ---- the recording -------------------------------------------------------------------
     if args.gif:
-        ret, steps, ended = make_gif(args, env_cfg, policy, weights, int(seeds[0]))
+        builder.use(elite_only)  # the weights the policy plays with (virtual batch norm folded in)
+        played = builder.build([0], np.empty((1, spec.n_params), np.float32))[0]
+        ret, steps, ended = make_gif(args, env_cfg, policy, played, int(seeds[0]))
         same = "" if not ended else f" (test episode 0: {r[0]:.0f})"
         print(f"recorded episode: return {ret:.0f} in {steps} agent steps{'' if ended else ', cut'}{same}")
         if ended and (ret != r[0] or steps != res.lengths[0]):

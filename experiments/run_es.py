@@ -5,8 +5,8 @@
     python -m experiments.run_es --preset paper --game frostbite   # 5,000 perturbations, VBN
     python -m experiments.run_es --resume runs/<folder>   # continue a killed run
 
-Each generation: ask the perturbations chunk by chunk -> evaluate -> tell (the update of theta)
--> validate theta -> log -> checkpoint. Run folders, metrics and resume are the GA's; the elite
+Each generation: ask the perturbations -> evaluate -> tell (the update of theta) -> validate
+theta -> log -> checkpoint. Run folders, metrics and resume are the GA's; the elite
 of an ES run is theta itself, saved as theta.npy beside elite.json.
 """
 
@@ -17,22 +17,11 @@ import time
 
 import numpy as np
 
-from nevo import build, config, machine, nets, noise, runs
+from nevo import build, config, nets, noise, runs
 from nevo.algos.es import ES
 from nevo.config import ConfigError
-from nevo.episodes import Results
 from nevo.pipeline import make_evaluator
 from nevo.progress import Progress
-
-MAX_CHUNK = 1000  # most weight rows built at once (large net: 16 GB)
-
-
-def chunk_rows(population: int, n_params: int) -> int:
-    """Individuals evaluated at once: all of them when a quarter of the free memory holds their
-    weights, else fewer (an even number, so mirrored pairs stay together)."""
-    avail = machine.available_memory() or 8 * 2**30
-    rows = min(population, MAX_CHUNK, max(2, int(0.25 * avail) // (4 * n_params)))
-    return rows if rows == population else max(2, rows - rows % 2)
 
 
 def main(argv=None) -> int:
@@ -42,16 +31,18 @@ def main(argv=None) -> int:
         spec = build.net_for(cfg)
         config.check_noise_table(cfg, spec.n_params)
         device = build.device_for(cfg)
-        chunk = chunk_rows(cfg.es.population, spec.n_params)
-        build.check_memory(spec.n_params, chunk + 3, cfg.run.noise_table_size, device, "--population")
+        rows = build.weight_rows(cfg, device, cfg.es.population, 1)  # the rows and theta
+        build.check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population")
         checkpoint = runs.load_checkpoint(resume_dir) if resume_dir else None
     except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
     run_dir = resume_dir or runs.new_run_dir(cfg)
-    policy = build.policy_for(cfg, spec, device, run_dir)
-    evaluator, layout = make_evaluator(cfg.env, cfg.run, policy, device, chunk)
-    facts = {"n_params": spec.n_params, "n_actions": spec.n_actions, "chunk": chunk, **layout}
+    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
+    builder = build.weight_builder(cfg, spec, run_dir, table)  # genomes -> weights, in the evaluator
+    policy = build.policy_for(cfg, spec, device)
+    evaluator, layout = make_evaluator(cfg.env, cfg.run, policy, builder, device, cfg.es.population)
+    facts = {"n_params": spec.n_params, "n_actions": spec.n_actions, **layout}
     runs.write_config(run_dir, cfg, facts)
     out = Progress(cfg.run.frame_budget)
     env, es = (cfg.env.game if config.is_atari(cfg.env) else cfg.env.env), cfg.es
@@ -63,7 +54,6 @@ def main(argv=None) -> int:
     )
 
     # ---- state: noise table, theta and the optimizer, counters ------------------------
-    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
     algo = ES(es, cfg.run.seed, noise.NoiseSource(table, nets.init_scale(spec), es.sigma))
     frames, wall = 0, 0.0
     if checkpoint is not None:
@@ -77,20 +67,16 @@ def main(argv=None) -> int:
     try:
         while frames < cfg.run.frame_budget:
             gen, t0 = algo.generation, time.monotonic()
-            parts = []
-            for lo in range(0, es.population, chunk):
-                weights, episodes = algo.ask(lo, min(lo + chunk, es.population))
-                out.start_phase(gen, "train", frames + sum(p.total_frames for p in parts))
-                parts.append(evaluator.run(weights, episodes, out.episodes))
-            del weights
-            train = Results.concat(parts)
+            population, episodes = algo.ask()
+            out.start_phase(gen, "train", frames)
+            train = evaluator.run(population, episodes, out.episodes)
             t_update = time.monotonic()
             fitness = algo.tell(train)
             update_s = time.monotonic() - t_update
 
-            weights, episodes = algo.ask_validation()
+            population, episodes = algo.ask_validation()
             out.start_phase(gen, "validate", frames + train.total_frames)
-            valid = evaluator.run(weights, episodes, out.episodes)
+            valid = evaluator.run(population, episodes, out.episodes)
             algo.tell_validation(valid)
 
             gen_frames = train.total_frames + valid.total_frames

@@ -30,15 +30,17 @@ def main(argv=None) -> int:
         spec = build.net_for(cfg)
         config.check_noise_table(cfg, spec.n_params)
         device = build.device_for(cfg)
-        rows = cfg.ga.population + cfg.ga.truncation + 1  # the population and the cached parents
+        rows = build.weight_rows(cfg, device, cfg.ga.population, cfg.ga.truncation + 1)
         build.check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population")
         checkpoint = runs.load_checkpoint(resume_dir) if resume_dir else None
     except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
     run_dir = resume_dir or runs.new_run_dir(cfg)
-    policy = build.policy_for(cfg, spec, device, run_dir)
-    evaluator, layout = make_evaluator(cfg.env, cfg.run, policy, device, cfg.ga.population)
+    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
+    builder = build.weight_builder(cfg, spec, run_dir, table)  # genomes -> weights, in the evaluator
+    policy = build.policy_for(cfg, spec, device)
+    evaluator, layout = make_evaluator(cfg.env, cfg.run, policy, builder, device, cfg.ga.population)
     runs.write_config(run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **layout})
     out = Progress(cfg.run.frame_budget)
     env = cfg.env.game if config.is_atari(cfg.env) else cfg.env.env
@@ -50,8 +52,7 @@ def main(argv=None) -> int:
         + f" | run folder {run_dir}"
     )
 
-    # ---- state: noise table, algorithm, counters (from the checkpoint on resume) --------
-    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
+    # ---- state: algorithm, counters (from the checkpoint on resume) ----------------------
     source = noise.NoiseSource(table, nets.init_scale(spec), cfg.ga.sigma)
     algo = make_algo(cfg.algo, cfg, source)
     frames, wall = 0, 0.0
@@ -66,14 +67,14 @@ def main(argv=None) -> int:
     try:
         while frames < cfg.run.frame_budget:
             gen, t0 = algo.generation, time.monotonic()
-            weights, episodes = algo.ask()
+            population, episodes = algo.ask()
             out.start_phase(gen, "train", frames)
-            train = evaluator.run(weights, episodes, out.episodes)
+            train = evaluator.run(population, episodes, out.episodes)
             fitness = algo.tell(train)
 
-            weights, episodes = algo.ask_validation()
+            population, episodes = algo.ask_validation()
             out.start_phase(gen, "validate", frames + train.total_frames)
-            valid = evaluator.run(weights, episodes, out.episodes)
+            valid = evaluator.run(population, episodes, out.episodes)
             algo.tell_validation(valid)
 
             gen_frames = train.total_frames + valid.total_frames

@@ -1,4 +1,5 @@
-"""What a run script builds from its settings: the net, the device, the policy, the memory check.
+"""What a run script builds from its settings: the net, the device, the policy, the weight builder,
+the memory check.
 
 Shared by experiments/run_ga.py, run_es.py and replay.py, so that a run and its replay see the
 same net (with virtual batch norm's reference batch, when the net uses it) on the same kind of
@@ -14,6 +15,7 @@ import numpy as np
 from nevo import config, envs, machine, nets, runs
 from nevo.config import ConfigError
 from nevo.kernels import make_policy, resolve_device
+from nevo.noise import WeightBuilder
 
 REF_BATCH = "ref_batch.npy"  # VBN's reference observations, in the run folder
 
@@ -33,15 +35,21 @@ def device_for(cfg) -> str:
     return resolve_device(name)
 
 
-def policy_for(cfg, spec, device: str, run_dir: str):
-    """The evaluator's policy; with --vbn, wrapped to fold virtual batch norm into the weights
-    using the run folder's reference batch (collected and saved on the run's first start)."""
-    policy = make_policy(device, spec)
-    if not cfg.net.vbn:
-        return policy
-    from nevo.vbn import VBNPolicy
+def policy_for(cfg, spec, device: str):
+    """The evaluator's policy on this device."""
+    return make_policy(device, spec)
 
-    return VBNPolicy(policy, spec, reference_batch(cfg, run_dir))
+
+def weight_builder(cfg, spec, run_dir: str, table: np.ndarray | None) -> WeightBuilder:
+    """What turns genomes into the policy's weights; with --vbn, each built row gets virtual batch
+    norm folded in, over the run folder's reference batch (collected and saved on the run's
+    first start), so the forward kernels run plain weights."""
+    if not cfg.net.vbn:
+        return WeightBuilder(table, nets.init_scale(spec))
+    from nevo.vbn import fold
+
+    ref = reference_batch(cfg, run_dir)
+    return WeightBuilder(table, nets.init_scale(spec), lambda w: fold(spec, w, ref, out=w))
 
 
 def reference_batch(cfg, run_dir: str) -> np.ndarray:
@@ -52,6 +60,15 @@ def reference_batch(cfg, run_dir: str) -> np.ndarray:
     ref = envs.reference_batch(cfg.env, cfg.net.vbn, cfg.run.seed)
     runs.save_array(run_dir, REF_BATCH, ref)
     return ref
+
+
+def weight_rows(cfg, device: str, population: int, bases: int) -> int:
+    """Weight rows an evaluation holds at once: on the CPU one per emulator slot (plus one), on
+    a GPU every row of the population; plus the bases rows are built from, this generation's and
+    last one's."""
+    slots = cfg.run.env_slots or 32 * machine.cores()
+    held = population if device == "cuda" else min(population, slots + 1)
+    return held + 2 * bases
 
 
 def check_memory(n_params: int, rows: int, noise_table_size: int, device: str, flag: str) -> None:

@@ -85,7 +85,9 @@ class NSConfig:
     l2: float = setting(0.005, "ES family: L2 weight decay coefficient")
     momentum: float = setting(0.9, "ES family: sgd momentum")
     mirrored: int = setting(1, "ES family: 1 antithetic pairs on one episode seed; 0 independent")
-    reward_weight: float = setting(0.5, "NSR-ES: weight of reward's ranks vs novelty's; NSRA-ES: its start")
+    reward_weight: float = setting(
+        0.5, "NSR-ES: weight of reward's ranks vs novelty's; NSRA-ES: its start (1.0 unless set)"
+    )
     nsra_patience: int = setting(10, "NSRA-ES: generations without a better reward before the weight drops")
     nsra_delta: float = setting(0.05, "NSRA-ES: step of the reward weight")
     validation_episodes: int = setting(1, "ES family: episodes the updated agent is evaluated on")
@@ -186,8 +188,9 @@ NS_PRESETS: dict[str, NSRunConfig] = {
     "paper": NSRunConfig(ns=NSConfig(sigma=0.005), run=RunConfig(frame_budget=200_000_000), preset="paper"),
 }
 # The ES family's own defaults where the command line is silent (Conti et al.: sigma 0.02 as
-# OpenAI-ES; NSRA-ES starts with all weight on reward).
+# OpenAI-ES), and NSRA-ES's (Conti et al.: it starts with all weight on reward; NSR-ES keeps 0.5).
 NS_ES_DEFAULTS = {"sigma": 0.02}
+NSRA_ES_DEFAULTS = {"reward_weight": 1.0}
 
 # Novelty search on Atari, where the command line is silent: GA-NS with the Deep GA's large net
 # and sigma (Such et al.), the ES family with OpenAI-ES's small net and virtual batch norm (Conti
@@ -514,6 +517,8 @@ def parse_args(argv, description: str, presets=None) -> tuple:
         cfg = override(cfg, {k: v for k, v in atari.items() if k not in given})
     if family == "ns" and cfg.ns.algo != "ga-ns":
         cfg = override(cfg, {k: v for k, v in NS_ES_DEFAULTS.items() if k not in given})
+    if family == "ns" and cfg.ns.algo == "nsra-es":
+        cfg = override(cfg, {k: v for k, v in NSRA_ES_DEFAULTS.items() if k not in given})
     return validate(cfg), None
 
 

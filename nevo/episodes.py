@@ -17,7 +17,7 @@ import numpy as np
 class Episodes:
     """What to evaluate: episode e runs individual ind[e] with seed seeds[e]."""
 
-    ind: np.ndarray  # (E,) int64 row of the weights array
+    ind: np.ndarray  # (E,) int64 row of the Population
     seeds: np.ndarray  # (E,) int64 episode seeds
 
 
@@ -37,6 +37,13 @@ class Results:
     def total_frames(self) -> int:
         return int(self.frames.sum())
 
+    def select(self, which) -> Results:
+        """The outcomes of episodes `which`, in that order (times stay the whole evaluation's)."""
+        which = np.asarray(which, np.int64)
+        bc = None if self.behaviours is None else self.behaviours[which]
+        return Results(self.returns[which], self.lengths[which], self.frames[which], self.wall_s,
+                       self.tail_s, self.forward_s, bc)  # fmt: skip
+
     @staticmethod
     def concat(parts: list[Results]) -> Results:
         """The results of several evaluations, one after the other (times add up)."""
@@ -48,4 +55,41 @@ class Results:
             tail_s=sum(p.tail_s for p in parts),
             forward_s=sum(p.forward_s for p in parts),
             behaviours=None if parts[0].behaviours is None else np.concatenate([p.behaviours for p in parts]),
+        )
+
+
+@dataclass
+class Population:
+    """Who to evaluate, as genomes, never as weights: whoever evaluates builds each row where it
+    is used (nevo.noise.WeightBuilder), so only seeds cross the boundary.
+
+    Row i is built from base[i] and seed[i] (eps(s): the noise table's slice for seed s):
+        base[i] < 0    a fresh network: init_scale * eps(seed[i])
+        seed[i] < 0    a copy of base row base[i] (the GA's elite; ES's theta)
+        otherwise      base row base[i] + scale[i] * eps(seed[i])  (a GA child; ES's theta +- sigma eps)
+    bases: the few rows the others are built from, either genomes (int64 seed lists, rebuilt
+    with `sigma`: init_scale * eps(s0) + sigma * (eps(s1) + eps(s2) + ...)) or, as they are, a
+    (K, P) float32 array (ES's theta; weights a caller already has).
+    """
+
+    bases: list | np.ndarray  # [(L_k,) int64 seed lists] or (K, P) float32
+    base: np.ndarray  # (N,) int64 index into bases, -1: fresh
+    seed: np.ndarray  # (N,) int64 noise seed, -1: copy of the base
+    scale: np.ndarray  # (N,) float32 the noise's multiplier (sigma, or -sigma for a mirrored ES row)
+    sigma: float = 0.0  # the mutation power of the seed lists in bases
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def rows(self, which) -> Population:
+        """The population of rows `which` (in that order), over the same bases."""
+        which = np.asarray(which, np.int64)
+        return Population(self.bases, self.base[which], self.seed[which], self.scale[which], self.sigma)
+
+    @staticmethod
+    def of_weights(weights: np.ndarray) -> Population:
+        """The individuals whose (N, P) float32 weights the caller already has (benchmarks, tests)."""
+        n = len(weights)
+        return Population(
+            weights, np.arange(n, dtype=np.int64), np.full(n, -1, np.int64), np.zeros(n, np.float32)
         )

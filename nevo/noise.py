@@ -70,20 +70,21 @@ _PIECES = 16
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
-def build_rows(out, base, base_idx, offsets, init_scale, sigma, table):
+def build_rows(out, base, base_idx, offsets, init_scale, scale, table):
     """Write each out row i (threads map to (row, piece of the row)):
     base_idx[i] < 0            -> fresh network: init_scale * eps(offsets[i])
     offsets[i] < 0             -> copy of base[base_idx[i]]
-    otherwise                  -> child: base[base_idx[i]] + sigma * eps(offsets[i])
+    otherwise                  -> child: base[base_idx[i]] + scale[i] * eps(offsets[i])
+    scale (n,) float32: sigma for a GA child, +-sigma for a mirrored ES pair.
     out may alias base (in-place mutation of a row by itself)."""
     n, p = out.shape
-    sig = np.float32(sigma)
     for k in numba.prange(n * _PIECES):
         i = k // _PIECES
         lo = (k % _PIECES) * p // _PIECES
         hi = (k % _PIECES + 1) * p // _PIECES
         b = base_idx[i]
         o = offsets[i]
+        sig = scale[i]
         if b < 0:
             for j in range(lo, hi):
                 out[i, j] = init_scale[j] * table[o + j]
@@ -115,15 +116,8 @@ class NoiseSource:
         """Fill out (rows, P): base_idx -1 = fresh from seed, seed -1 = copy, else mutate."""
         seeds = np.asarray(seeds, dtype=np.int64)
         offs = np.where(seeds >= 0, self.offsets(np.maximum(seeds, 0)), -1).astype(np.int64)
-        build_rows(
-            out,
-            base,
-            np.asarray(base_idx, dtype=np.int64),
-            offs,
-            self.init_scale,
-            self.sigma,
-            self.table,
-        )
+        scale = np.full(len(offs), self.sigma, np.float32)
+        build_rows(out, base, np.asarray(base_idx, dtype=np.int64), offs, self.init_scale, scale, self.table)
 
     def rebuild(self, genome, out=None) -> np.ndarray:
         """(P,) float32 weights of a seed list, applying the seeds one by one."""
@@ -139,4 +133,67 @@ class NoiseSource:
         out = np.empty((len(genomes), self.n_params), np.float32)
         for i, g in enumerate(genomes):
             self.rebuild(g, out[i])
+        return out
+
+
+class WeightBuilder:
+    """Builds the weights of a Population's rows where they are used (an evaluator, a worker).
+
+    `use(population)` readies its bases: a genome is taken from the bases of the last two
+    populations used, or built in one pass from its parent's weights there (a GA parent is a
+    child, or a copy, of last generation's), or else rebuilt seed by seed (after a resume).
+    `build(rows, out)` then writes rows' weights in one `build_rows` pass, bit-identical to a
+    rebuild from their seed lists. `fold`, when given, changes built rows in place (virtual
+    batch norm folded into the weights).
+    """
+
+    def __init__(self, table: np.ndarray | None, init_scale: np.ndarray, fold=None):
+        # table None: only copies of weights given as they are (a replay of ES's theta)
+        self.table = table if table is not None else np.zeros(0, np.float32)
+        self.init_scale = np.ascontiguousarray(init_scale, dtype=np.float32)
+        self.n_params = self.init_scale.size
+        self.fold = fold  # fold(weights (n, P) float32) -> None, in place
+        self._known: list[dict[bytes, np.ndarray]] = [{}, {}]  # genome bytes -> (P,): last two uses
+        self._pop = None
+        self._bases = np.zeros((0, self.n_params), np.float32)  # (K, P) of the population in use
+        self._offsets = np.zeros(0, np.int64)
+
+    def use(self, pop) -> None:
+        """Make pop the population whose rows `build` builds."""
+        seeds = np.asarray(pop.seed, np.int64)
+        self._offsets = np.full(seeds.size, -1, np.int64)
+        noisy = seeds >= 0
+        self._offsets[noisy] = offsets_of(seeds[noisy], self.table.size, self.n_params)
+        same_bases = self._pop is not None and pop.bases is self._pop.bases  # e.g. validation rows
+        self._pop = pop
+        if same_bases:
+            return
+        if isinstance(pop.bases, np.ndarray):  # weights as they are
+            self._bases = np.ascontiguousarray(pop.bases, dtype=np.float32).reshape(-1, self.n_params)
+            return
+        source = NoiseSource(self.table, self.init_scale, pop.sigma)
+        bases = np.empty((len(pop.bases), self.n_params), np.float32)
+        known = {**self._known[0], **self._known[1]}
+        for k, genome in enumerate(pop.bases):
+            g = np.asarray(genome, np.int64)
+            parent = known.get(g[:-1].tobytes())
+            if g.tobytes() in known:
+                bases[k] = known[g.tobytes()]
+            elif parent is not None:  # one pass: the parent's weights plus the last seed
+                source.build(bases[k : k + 1], parent[None], [0], g[-1:])
+            else:
+                source.rebuild(g, out=bases[k])
+        keys = [np.asarray(g, np.int64).tobytes() for g in pop.bases]
+        self._known = [self._known[1], dict(zip(keys, bases))]
+        self._bases = bases
+
+    def build(self, rows, out: np.ndarray) -> np.ndarray:
+        """out (len(rows), P) float32 = the weights of these rows of the population in use."""
+        rows = np.asarray(rows, np.int64)
+        pop = self._pop
+        base = np.ascontiguousarray(pop.base[rows], np.int64)
+        scale = np.ascontiguousarray(pop.scale[rows], np.float32)
+        build_rows(out, self._bases, base, self._offsets[rows], self.init_scale, scale, self.table)
+        if self.fold is not None:
+            self.fold(out)
         return out

@@ -283,7 +283,7 @@ def mix_ranks(reward, novelty, w: float) -> np.ndarray:
 
 
 class NSRAWeight:
-    """NSRA-ES's reward weight w (Conti et al.): starts at 1 (all reward); after `patience`
+    """NSRA-ES's reward weight w (Conti et al.): starts at w (theirs: 1, all reward); after `patience`
     generations in a row without a new best reward it moves `delta` toward novelty (w -= delta),
     and each new best reward moves it `delta` back (w += delta); w stays in [0, 1].
 

@@ -1,8 +1,9 @@
 """The evaluator: episodes over many emulator slots, with batched inference overlapping emulation.
 
-Interface (narrow and serialisable, so a remote worker can serve it later): weights of the
-individuals plus a list of episodes (individual, episode seed) in; per episode return,
-length and game frames out.
+Interface (narrow and serialisable, so a remote worker can serve it later): the individuals as
+genomes (a Population) plus a list of episodes (individual, episode seed) in; per episode
+return, length and game frames out. Weights are built here, where they are used
+(nevo.slot_weights): on the CPU when an individual's first episode takes a slot.
 
 The pipeline, in SEED RL's shape on one machine (Espeholt et al. 2019; the accelerated deep
 neuroevolution of Uber AI, 2018): the slots are split into groups, each a synchronous ale-py
@@ -34,6 +35,7 @@ from nevo.atari_ram import RamReplayer, collect
 from nevo.envs import NOOP, make_atari, noop_count
 from nevo.episodes import Episodes, Results
 from nevo.machine import cores
+from nevo.slot_weights import for_device, in_parts
 
 # What receive() finds a group to be after its step.
 LIVE, RESETTING, IDLE = range(3)
@@ -68,10 +70,19 @@ class Evaluator:
     """
 
     def __init__(
-        self, env_cfg, policy, slots: int, threads: int, group_size: int = 0, overlap: bool = True, ram=False
+        self,
+        env_cfg,
+        policy,
+        weights,
+        slots: int,
+        threads: int,
+        group_size: int = 0,
+        overlap: bool = True,
+        ram=False,
     ):
         self.env_cfg = env_cfg
         self.policy = policy  # nevo.kernels.make_policy(...): load(weights), (rows_ind, obs) -> actions
+        self.weights = weights  # nevo.slot_weights: the rows the policy reads, built from genomes
         self.overlap = overlap
         self.group = max(1, min(slots, group_size or -(-slots // 2)))
         n_groups = -(-slots // self.group)
@@ -104,12 +115,20 @@ class Evaluator:
         for env in self.envs:
             env.close()
 
-    def run(self, weights: np.ndarray, episodes: Episodes, progress=None) -> Results:
-        """Play every episode to its end (or the frame cap); progress(done, total, frames)."""
+    def run(self, population, episodes: Episodes, progress=None) -> Results:
+        """Play every episode to its end (or the frame cap); progress(done, total, frames).
+        population: nevo.episodes.Population, whose rows episodes.ind name."""
+
+        def run_part(pop, eps):
+            return self._run(pop, eps, progress)
+
+        return in_parts(run_part, population, episodes, self.weights.max_rows)
+
+    def _run(self, population, episodes: Episodes, progress) -> Results:
         batch = _Batch(self, episodes)
         if batch.n_ep == 0:
             return batch.results()
-        self.policy.load(weights)
+        self.policy.load(self.weights.start(population, batch.ind, self.slots))
         try:
             if self.overlap:
                 self._pipelined(batch, progress)
@@ -172,6 +191,7 @@ class _Batch:
         self.lengths = np.zeros(self.n_ep, np.int64)
         self.frames = np.zeros(self.n_ep, np.int64)
         self.slot_ep = np.full(S, -1, np.int64)
+        self.slot_row = np.zeros(S, np.int64)  # the policy's weight row of each live slot
         self.slot_steps = np.zeros(S, np.int64)
         self.slot_ret = np.zeros(S, np.float64)
         # ALE's cumulative and per-episode frame counters when the slot's episode started.
@@ -200,6 +220,7 @@ class _Batch:
         G = self.G
         first = min(self.ev.slots, self.n_ep)
         self.slot_ep[:first] = np.arange(first)
+        self.slot_row[:first] = self.ev.weights.take(self.ind[:first])
         self.next_ep = first
         used = list(range(-(-first // G)))
         # The groups reset at the last run's end where they could, the others now, at once in
@@ -223,7 +244,7 @@ class _Batch:
         self.actions[slots] = NOOP
         if acting.size:  # compaction: only these rows go through the net
             t0 = time.monotonic()
-            self.actions[acting] = self.ev.policy(self.ind[self.slot_ep[acting]], self.obs[acting])
+            self.actions[acting] = self.ev.policy(self.slot_row[acting], self.obs[acting])
             self.forward_s += time.monotonic() - t0
         if self.record is not None:
             self._record(slots[ep >= 0])
@@ -272,8 +293,11 @@ class _Batch:
             if self.record is not None:
                 self.replays[e] = self.ev.replayer.submit(self.record[s, : self.slot_steps[s]].copy())
             self.done += 1
+            self.ev.weights.done(self.ind[e])
             self.slot_ret[s], self.slot_steps[s] = 0.0, 0
             self.slot_ep[s] = self.next_ep if self.next_ep < self.n_ep else -1
+            if self.next_ep < self.n_ep:
+                self.slot_row[s] = self.ev.weights.take(self.ind[self.next_ep : self.next_ep + 1])[0]
             self.next_ep = min(self.next_ep + 1, self.n_ep)
         fresh_slots = ended[self.slot_ep[g * G + ended] >= 0]  # ended slots given a new episode
         if fresh_slots.size:
@@ -339,20 +363,28 @@ class _Batch:
         )
 
 
-def make_evaluator(env_cfg, run_cfg, policy, device: str, population: int, ram: bool = False):
+def make_evaluator(
+    env_cfg, run_cfg, policy, builder, device: str, population: int, max_rows: int = 0, ram: bool = False
+):
     """(evaluator, facts for config.json) for this environment: the pipeline on Atari, the
     synchronous evaluator on the maze and gymnasium vector tasks; slots and groups as `layout`
-    chooses. ram: on Atari, each episode's final RAM is its behaviour (nevo.atari_ram)."""
+    chooses. builder: the nevo.noise.WeightBuilder that turns genomes into weights (one row per
+    slot on the CPU; on a GPU every row of a population, of at most max_rows rows at a time, 0:
+    as many as a quarter of the free memory holds). ram: on Atari, each episode's final RAM is
+    its behaviour (nevo.atari_ram)."""
+    weights = for_device(builder, device, max_rows)
+
     if env_cfg.env != "atari":
         from nevo.envs import make_task
         from nevo.sync_eval import SyncEvaluator
 
         slots = run_cfg.env_slots or min(population, 256)
         task = make_task(env_cfg, slots)
-        return SyncEvaluator(task, policy, env_cfg.frame_cap), {"env_slots": slots, "pipeline": "sync"}
+        evaluator = SyncEvaluator(task, policy, weights, env_cfg.frame_cap)
+        return evaluator, {"env_slots": slots, "pipeline": "sync"}
     threads = run_cfg.threads or cores()
     slots, batch, overlap = layout(device, cores(), population, run_cfg)
-    evaluator = Evaluator(env_cfg, policy, slots, threads, batch, overlap, ram=ram)
+    evaluator = Evaluator(env_cfg, policy, weights, slots, threads, batch, overlap, ram=ram)
     facts = {
         "env_slots": evaluator.slots,
         "batch_size": evaluator.group,

@@ -1,6 +1,7 @@
 """The synchronous evaluator, for environments stepped in this process: gymnasium vector tasks.
 
-Same interface and results as `nevo.pipeline.Evaluator` (weights and Episodes in, Results out),
+Same interface and results as `nevo.pipeline.Evaluator` (a Population and Episodes in, Results
+out; weights built per slot by nevo.slot_weights),
 and the same episode queue and active-episode compaction: every step, one forward pass over the
 slots whose episode is still running, then those slots step; an ended slot takes the next queued
 episode at once (a reset with that episode's seed), and when the queue is empty it leaves the
@@ -25,17 +26,19 @@ from nevo.episodes import Episodes, Results
 class SyncEvaluator:
     """Runs Episodes on a task's slots, `policy` (nevo.kernels.make_policy) choosing actions."""
 
-    def __init__(self, task, policy, frame_cap: int):
+    def __init__(self, task, policy, weights, frame_cap: int):
         self.task = task
         self.policy = policy
+        self.weights = weights  # nevo.slot_weights: the rows the policy reads, built from genomes
         self.slots = task.slots
         self.frame_cap = frame_cap  # an episode is cut after this many steps
 
     def close(self) -> None:
         self.task.close()
 
-    def run(self, weights: np.ndarray, episodes: Episodes, progress=None) -> Results:
-        """Play every episode to its end (or the frame cap); progress(done, total, frames)."""
+    def run(self, population, episodes: Episodes, progress=None) -> Results:
+        """Play every episode to its end (or the frame cap); progress(done, total, frames).
+        population: nevo.episodes.Population, whose rows episodes.ind name."""
         ind, seeds = np.asarray(episodes.ind, np.int64), np.asarray(episodes.seeds, np.int64)
         n_ep, S = len(ind), self.slots
         returns, lengths = np.zeros(n_ep, np.float64), np.zeros(n_ep, np.int64)
@@ -44,6 +47,7 @@ class SyncEvaluator:
         if n_ep == 0:
             return Results(returns, lengths, lengths.copy())
         slot_ep = np.full(S, -1, np.int64)  # the episode each slot plays (-1: idle)
+        slot_row = np.zeros(S, np.int64)  # the policy's weight row of each live slot
         obs = np.zeros((S, *self.task.obs_shape), self.task.obs_dtype)
         first = min(S, n_ep)
         slot_ep[:first] = np.arange(first)
@@ -51,7 +55,8 @@ class SyncEvaluator:
         next_ep, done, frames = first, 0, 0
         has_bc = hasattr(self.task, "behaviour")
         behaviours = None
-        self.policy.load(weights)
+        self.policy.load(self.weights.start(population, ind, S))
+        slot_row[:first] = self.weights.take(ind[:first])
         try:
             while True:
                 live = np.flatnonzero(slot_ep >= 0)  # compaction: only these rows run
@@ -59,7 +64,7 @@ class SyncEvaluator:
                     break
                 tick = time.monotonic()
                 ep = slot_ep[live]
-                actions = self.policy(ind[ep], obs[live])
+                actions = self.policy(slot_row[live], obs[live])
                 forward_s += time.monotonic() - tick
                 o, r, ended = self.task.step(live, actions)
                 obs[live] = o
@@ -75,8 +80,10 @@ class SyncEvaluator:
                 refill, refill_seeds = [], []
                 for s in live[ended]:
                     done += 1
+                    self.weights.done(ind[slot_ep[s]])
                     if next_ep < n_ep:
                         slot_ep[s] = next_ep
+                        slot_row[s] = self.weights.take(ind[next_ep : next_ep + 1])[0]
                         refill.append(s)
                         refill_seeds.append(seeds[next_ep])
                         next_ep += 1

@@ -212,32 +212,3 @@ def fold(spec, weights, ref, out=None):
     n_threads = max(1, min(numba.get_num_threads(), len(weights)))
     _fold(spec.table, weights, ref, spec.obs_div, out, n_threads)
     return out
-
-
-class VBNPolicy:
-    """A policy (see nevo.kernels) whose hidden layers are normalised over a reference batch.
-
-    load folds the weights (into a buffer kept while it is large enough) and loads the folded ones
-    into the inner policy, which then runs the ordinary forward: no cost per step.
-    """
-
-    def __init__(self, inner, spec, ref):
-        self.inner = inner
-        self.spec = spec
-        self.ref = np.ascontiguousarray(ref)  # (B, C, H, W) of spec.obs_dtype
-        self.folded = None  # (capacity, n_params) float32, reused between loads
-
-    def load(self, weights):
-        """Fold these (n_individuals, n_params) float32 weights and use them until the next load."""
-        weights = np.ascontiguousarray(weights, dtype=np.float32)
-        n = len(weights)
-        if self.folded is None or len(self.folded) < n:
-            self.folded = np.empty((n, self.spec.n_params), np.float32)
-        self.inner.load(fold(self.spec, weights, self.ref, out=self.folded[:n]))
-
-    def __call__(self, rows_ind, obs):
-        """(rows,) int64 greedy actions of rows_ind's individuals on obs (rows, C, H, W)."""
-        return self.inner(rows_ind, obs)
-
-    def release(self):
-        self.inner.release()

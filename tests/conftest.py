@@ -9,6 +9,30 @@ from nevo import runs
 from nevo.noise import NoiseSource, make_table
 
 
+class RowsAreIndividuals:
+    """An evaluator's weights (see nevo.slot_weights) for stand-in policies that need none: the
+    policy is handed each slot's individual itself as its row."""
+
+    max_rows = None
+
+    def start(self, population, ind, slots):
+        return None
+
+    def take(self, inds):
+        return np.asarray(inds, np.int64)
+
+    def done(self, ind):
+        pass
+
+
+def host_weights(n_params: int):
+    """The CPU evaluators' weights for individuals given as weights (Population.of_weights)."""
+    from nevo.noise import WeightBuilder
+    from nevo.slot_weights import PooledWeights
+
+    return PooledWeights(WeightBuilder(None, np.zeros(n_params, np.float32)))
+
+
 def run_folder(main, argv, out) -> str:
     """Run an experiment's main(argv) in-process with --out-dir out; return the run folder it made."""
     assert main([*argv, "--out-dir", str(out)]) == 0

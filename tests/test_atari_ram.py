@@ -9,6 +9,7 @@ from nevo.atari_ram import replay
 from nevo.envs import NOOP, make_atari, noop_count
 from nevo.episodes import Episodes
 from nevo.pipeline import Evaluator
+from tests.conftest import RowsAreIndividuals
 from tests.test_pipeline import CFG, FakePolicy, policy
 
 SCREEN = {"img_height": 210, "img_width": 160, "stack_num": 1, "maxpool": False}  # ALE's own screen
@@ -70,7 +71,16 @@ def test_replay_gives_the_lone_emulators_ram_return_and_frames(alone):
 def test_pipeline_ram_behaviours_equal_a_single_ale_interface(alone, slots, group, overlap):
     """With slots reused and groups pipelined or not, each episode's behaviour is the RAM a lone
     ALEInterface ends that episode with, and its return matches."""
-    ev = Evaluator(CFG, FakePolicy(), slots=slots, threads=1, group_size=group, overlap=overlap, ram=True)
+    ev = Evaluator(
+        CFG,
+        FakePolicy(),
+        RowsAreIndividuals(),
+        slots=slots,
+        threads=1,
+        group_size=group,
+        overlap=overlap,
+        ram=True,
+    )
     try:
         res = ev.run(None, EPISODES)
     finally:
@@ -84,7 +94,7 @@ def test_pipeline_ram_behaviours_equal_a_single_ale_interface(alone, slots, grou
 
 def test_without_ram_there_are_no_behaviours():
     """The plain pipeline replays nothing and gives no behaviours."""
-    ev = Evaluator(CFG, FakePolicy(), slots=2, threads=1)
+    ev = Evaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, threads=1)
     try:
         assert ev.run(None, Episodes(np.array([0]), np.array([1]))).behaviours is None
     finally:

@@ -7,7 +7,7 @@ from nevo.algos import fitness_order
 from nevo.algos.ga import GA
 from nevo.config import GAConfig
 from nevo.episodes import Results
-from nevo.noise import NoiseSource
+from nevo.noise import NoiseSource, WeightBuilder
 
 
 def results(returns):
@@ -15,12 +15,30 @@ def results(returns):
     return Results(r, np.ones(r.size, np.int64), np.full(r.size, 4, np.int64))
 
 
+def weights_of(ga, population):
+    """(N, P) weights of a population the GA asked for, built as an evaluator builds them."""
+    builder = WeightBuilder(ga.noise.table, ga.noise.init_scale)
+    builder.use(population)
+    return builder.build(
+        np.arange(len(population)), np.empty((len(population), ga.noise.n_params), np.float32)
+    )
+
+
+def ask(ga):
+    population, episodes = ga.ask()
+    return weights_of(ga, population), episodes
+
+
+def ask_validation(ga):
+    population, episodes = ga.ask_validation()
+    return weights_of(ga, population), episodes
+
+
 def generation(ga, fitness, validation):
     """One ask/tell/validate round with given scores; returns the weights evaluated."""
-    weights, eps = ga.ask()
-    weights = weights.copy()
+    weights, eps = ask(ga)
     ga.tell(results(fitness))
-    _, veps = ga.ask_validation()
+    _, veps = ask_validation(ga)
     ga.tell_validation(results(validation))
     return weights, eps, veps
 
@@ -36,7 +54,7 @@ def test_fitness_order_puts_nan_last_and_keeps_ties_stable():
 def test_first_generation_is_fresh_networks(source):
     """Generation 0 holds N one-seed genomes with distinct seeds and one episode each."""
     ga = GA(CFG, seed=1, noise=source)
-    weights, eps = ga.ask()
+    weights, eps = ask(ga)
     assert weights.shape == (8, 1000)
     assert all(len(g) == 1 for g in ga.genomes)
     assert len({int(g[0]) for g in ga.genomes}) == 8
@@ -47,10 +65,10 @@ def test_first_generation_is_fresh_networks(source):
 def test_validation_reevaluates_the_top_candidates_on_shared_seeds(source):
     """The top elite_candidates by episode score each get the same validation_episodes seeds."""
     ga = GA(CFG, seed=1, noise=source)
-    ga.ask()
+    train, _ = ask(ga)
     ga.tell(results([0, 5, 1, 9, 2, 3, 4, 0]))
-    w, veps = ga.ask_validation()
-    np.testing.assert_array_equal(w, ga.weights[[3, 1]])
+    w, veps = ask_validation(ga)
+    np.testing.assert_array_equal(w, train[[3, 1]])
     np.testing.assert_array_equal(veps.ind, [0, 0, 0, 1, 1, 1])
     np.testing.assert_array_equal(veps.seeds[:3], veps.seeds[3:])
 
@@ -60,7 +78,7 @@ def test_elite_survives_unchanged(source):
     ga = GA(CFG, seed=1, noise=source)
     w0, _, _ = generation(ga, [0, 5, 1, 9, 2, 3, 4, 0], [1, 1, 1, 7, 7, 7])  # candidate 1 wins
     elite_genome = ga.genomes[0]
-    w1, _ = ga.ask()
+    w1, _ = ask(ga)
     np.testing.assert_array_equal(w1[0], w0[1])
     np.testing.assert_array_equal(ga.elite, elite_genome)
     assert ga.elite_score == 7.0
@@ -72,7 +90,7 @@ def test_children_are_top_t_parents_plus_one_seed(source):
     w0, _, _ = generation(ga, [0, 5, 1, 9, 2, 3, 4, 0], [1, 1, 1, 7, 7, 7])
     top = {3: w0[3], 1: w0[1], 6: w0[6]}
     old = {i: tuple(g) for i, g in enumerate(GA(CFG, seed=2, noise=source).genomes)}
-    w1, _ = ga.ask()
+    w1, _ = ask(ga)
     parents_used = set()
     for i in range(1, 8):
         g = ga.genomes[i]
@@ -97,10 +115,10 @@ def test_state_round_trip_rebuilds_the_same_population(source):
     ga = GA(CFG, seed=4, noise=source)
     for _ in range(3):
         generation(ga, np.arange(8.0)[::-1], [1, 1, 1, 2, 2, 2])
-    w, eps = ga.ask()
+    w, eps = ask(ga)
     back = GA(CFG, seed=4, noise=source)
     back.load_state({k: np.asarray(v) for k, v in ga.state().items()})
-    w2, eps2 = back.ask()
+    w2, eps2 = ask(back)
     np.testing.assert_array_equal(w, w2)
     np.testing.assert_array_equal(eps.seeds, eps2.seeds)
     assert back.generation == 3 and back.elite_score == ga.elite_score
@@ -123,9 +141,9 @@ def test_the_previous_elite_is_a_candidate_after_a_bad_training_episode(source):
     ga = GA(CFG, seed=1, noise=source)
     generation(ga, [0, 5, 1, 9, 2, 3, 4, 0], [1, 1, 1, 7, 7, 7])  # candidate 1 (row 1) wins
     elite = ga.elite
-    w1, _ = ga.ask()
+    w1, _ = ask(ga)
     ga.tell(results([-50, 5, 1, 9, 2, 3, 4, 0]))  # the elite's training episode is the worst
-    w, veps = ga.ask_validation()
+    w, veps = ask_validation(ga)
     np.testing.assert_array_equal(w, w1[[0, 3]])
     ga.tell_validation(results([8, 8, 8, 6, 6, 6]))
     np.testing.assert_array_equal(ga.elite, elite)
@@ -154,12 +172,12 @@ def test_the_elite_is_always_a_parent(source):
     ga = GA(cfg, seed=5, noise=source)
     generation(ga, np.arange(40.0), [0, 1])  # row 38 (second by training) becomes the elite
     elite = tuple(ga.elite)
-    ga.ask()
+    ask(ga)
     train = np.arange(40.0)
     train[0] = -1.0  # the elite's episode is the worst: top 3 by training are rows 39, 38, 37
     ranked = [tuple(ga.genomes[i]) for i in (39, 38, 37)]
     ga.tell(results(train))
-    ga.ask_validation()
+    ask_validation(ga)
     ga.tell_validation(results([5.0, 1.0]))  # the elite stays the elite
     assert tuple(ga.elite) == elite
     parents = {tuple(g[:-1]) for g in ga.genomes[1:]}
@@ -177,9 +195,9 @@ def stand_in_generations(ga, generations):
 
     scores = []
     for _ in range(generations):
-        weights, eps = ga.ask()
+        weights, eps = ask(ga)
         ga.tell(results(true_score(weights)[eps.ind] - 100.0 * (eps.seeds % 2)))
-        weights, veps = ga.ask_validation()
+        weights, veps = ask_validation(ga)
         ga.tell_validation(results(true_score(weights)[veps.ind]))
         scores.append(ga.elite_score)
     return scores

@@ -3,10 +3,11 @@
 import numpy as np
 
 from nevo import maze, nets
-from nevo.episodes import Episodes
+from nevo.episodes import Episodes, Population
 from nevo.kernels import make_policy
 from nevo.maze import GOAL_RADIUS, N_ACTIONS, SPEED, START, STEPS, TRAP, TRAP_BOX, WALLS, MazeSlots
 from nevo.sync_eval import SyncEvaluator
+from tests.conftest import host_weights
 
 
 def play(policy, slots=1, stop_stuck=True):
@@ -162,9 +163,9 @@ def test_the_sync_evaluator_plays_maze_episodes_with_a_conv_net():
     spec = nets.net_spec("small", (4, 84, 84), N_ACTIONS)
     rng = np.random.default_rng(3)
     weights = (rng.standard_normal((3, spec.n_params)) * nets.init_scale(spec) * 3).astype(np.float32)
-    ev = SyncEvaluator(MazeSlots(slots=2), make_policy("cpu", spec), frame_cap=10_000)
+    ev = SyncEvaluator(MazeSlots(slots=2), make_policy("cpu", spec), host_weights(spec.n_params), 10_000)
     try:
-        res = ev.run(weights, Episodes(np.array([0, 1, 2, 0]), np.array([5, 6, 7, 8])))
+        res = ev.run(Population.of_weights(weights), Episodes(np.array([0, 1, 2, 0]), np.array([5, 6, 7, 8])))
     finally:
         ev.close()
     assert (res.lengths <= STEPS).all()
@@ -196,9 +197,10 @@ def test_ending_a_stuck_agents_episode_changes_no_outcome():
     episodes = Episodes(np.arange(6), np.arange(6))
     out = []
     for stop in (True, False):
-        ev = SyncEvaluator(MazeSlots(slots=6, stop_stuck=stop), make_policy("cpu", spec), frame_cap=10_000)
+        slots = MazeSlots(slots=6, stop_stuck=stop)
+        ev = SyncEvaluator(slots, make_policy("cpu", spec), host_weights(spec.n_params), 10_000)
         try:
-            out.append(ev.run(weights, episodes))
+            out.append(ev.run(Population.of_weights(weights), episodes))
         finally:
             ev.close()
     cut, full = out

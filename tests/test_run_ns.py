@@ -1,5 +1,6 @@
 """End to end: `python -m experiments.run_ns` on the maze; resume equals uninterrupted; bad input."""
 
+import json
 import os
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 
 from experiments import run_ns
 from nevo import runs
-from nevo.config import NS_PRESETS, ConfigError, parse_args
+from nevo.config import NS_PRESETS, ConfigError, build_parser, parse_args
 from tests.conftest import metrics_without_clock, run_folder
 
 TINY = [
@@ -68,6 +69,54 @@ def test_es_family_defaults_to_the_es_sigma():
     assert cfg.ns.sigma == 0.02 and cfg.env.env == "maze"
     cfg, _ = parse_args(["--algo", "ga-ns"], "", NS_PRESETS)
     assert cfg.ns.sigma == 0.005
+
+
+def test_nsra_es_starts_at_the_reward_weight_given_and_else_at_1(tmp_path, monkeypatch):
+    """--reward-weight is NSRA-ES's start (generation 0 logs it); where the command line is silent
+    NSRA-ES starts with all weight on reward (Conti et al.) and NSR-ES keeps 0.5; --help says so."""
+    rows = runs.read_metrics(
+        ns_run(tmp_path, "--algo", "nsra-es", "--reward-weight", "0.3", "--frame-budget", "500")
+    )
+    assert rows[0]["generation"] == 0 and rows[0]["ns/reward_weight"] == 0.3
+    weights = [parse_args(["--algo", a], "", NS_PRESETS)[0].ns.reward_weight for a in ("nsra-es", "nsr-es")]
+    assert weights == [1.0, 0.5]
+    monkeypatch.setenv("COLUMNS", "400")  # one line per flag: argparse would break NSRA-ES at its hyphen
+    assert "NSRA-ES: its start (1.0 unless set)" in build_parser("", NS_PRESETS).format_help()
+
+
+@pytest.fixture(scope="module")
+def maze_runs(tmp_path_factory):
+    """A finished GA-NS and NS-ES run on the maze, a few generations each: {algo: run folder}."""
+    out = tmp_path_factory.mktemp("maze_runs")
+    args = ["--archive-prob", "0.5", "--frame-budget", "3000"]
+    return {algo: ns_run(out / algo, "--algo", algo, *args) for algo in ("ga-ns", "ns-es")}
+
+
+def test_ga_ns_logs_its_elites_game_score_and_novelty_apart(maze_runs):
+    """score/elite_mean is the elite's return (minus its distance to the goal), not its novelty;
+    the elite, the most novel individual, logs its novelty as ns/elite_novelty."""
+    rows = runs.read_metrics(maze_runs["ga-ns"])
+    assert len(rows) >= 3
+    for r in rows:
+        assert r["score/elite_mean"] <= min(0.0, r["score/pop_max"])
+        assert r["ns/elite_novelty"] == r["ns/novelty_max"] > 0
+    elite = json.load(open(os.path.join(maze_runs["ga-ns"], runs.ELITE)))
+    assert elite["validation_mean"] == rows[-1]["score/elite_mean"] and elite["generation"] == len(rows) - 1
+
+
+@pytest.mark.parametrize("algo", ["ga-ns", "ns-es"])
+def test_replay_plays_a_novelty_search_runs_elite(maze_runs, algo):
+    """elite.json names the elite (GA-NS: its seeds; NS-ES: the best agent's theta.npy), and on
+    the deterministic maze the replay scores exactly its recorded mean."""
+    from experiments import replay
+
+    folder = maze_runs[algo]
+    assert replay.main([folder, "--episodes", "1", "--frame-cap", "200"]) == 0
+    elite = json.load(open(os.path.join(folder, runs.ELITE)))
+    test = json.load(open(os.path.join(folder, "test.json")))
+    assert ("seeds" in elite) == (algo == "ga-ns") and ("theta" in elite) == (algo == "ns-es")
+    assert test["returns"] == [elite["validation_mean"]]
+    assert elite["validation_mean"] == runs.read_metrics(folder)[-1]["score/elite_mean"]
 
 
 ATARI = ["--env", "frostbite", "--frame-cap", "400", "--population", "4", "--truncation", "2"]

@@ -9,16 +9,22 @@ from experiments import replay, run_ga
 from nevo import nets
 from nevo.config import EnvConfig
 from nevo.envs import VectorTaskSlots, reference_batch
-from nevo.episodes import Episodes
+from nevo.episodes import Episodes, Population
 from nevo.kernels import make_policy
 from nevo.sync_eval import SyncEvaluator
+from tests.conftest import host_weights
 
 
 def evaluate(slots, weights, episodes, frame_cap=500):
     spec = nets.net_spec("mlp", (4, 1, 1), 2, np.float32)
-    ev = SyncEvaluator(VectorTaskSlots("CartPole-v1", slots), make_policy("cpu", spec), frame_cap)
+    ev = SyncEvaluator(
+        VectorTaskSlots("CartPole-v1", slots),
+        make_policy("cpu", spec),
+        host_weights(spec.n_params),
+        frame_cap,
+    )
     try:
-        return ev.run(weights, episodes)
+        return ev.run(Population.of_weights(weights), episodes)
     finally:
         ev.close()
 

@@ -5,9 +5,11 @@ import numpy as np
 import pytest
 
 from nevo import vbn
+from nevo.episodes import Population
 from nevo.kernels import HostPolicy, cpu, reference
 from nevo.kernels.reference import conv_same
 from nevo.nets import init_scale, make_spec, net_spec
+from nevo.noise import WeightBuilder
 
 N_REF = 16  # reference batch rows
 SPECS = {
@@ -132,18 +134,21 @@ def test_fold_is_thread_count_independent_and_keeps_its_input():
     assert not np.array_equal(one, weights)  # it did fold something
 
 
-def test_vbn_policy_picks_explicit_vbn_actions():
-    """VBNPolicy over the Numba CPU policy picks the explicit VBN net's actions, across reloads."""
+def test_weights_built_with_the_fold_pick_explicit_vbn_actions(table):
+    """A WeightBuilder folding VBN in (as nevo.build makes it for --vbn), under the Numba CPU
+    policy, picks the explicit VBN net's actions, one row or several built at a time."""
     spec, weights, ref = setup("conv", 4, 6)
-    policy = vbn.VBNPolicy(HostPolicy(spec, cpu.forward), spec, ref)
+    builder = WeightBuilder(
+        table, np.ones(spec.n_params, np.float32), lambda w: vbn.fold(spec, w, ref, out=w)
+    )
+    builder.use(Population.of_weights(weights))
+    policy = HostPolicy(spec, cpu.forward)
     rng = np.random.default_rng(7)
-    for n in (4, 2):  # a smaller population reuses the buffer
-        rows_ind = rng.integers(0, n, 12)
+    for rows in ([0, 1, 2, 3], [2], [3, 0]):
+        built = builder.build(rows, np.empty((len(rows), spec.n_params), np.float32))
+        rows_ind = rng.integers(0, len(rows), 12)
         obs = random_obs(spec, len(rows_ind), rng)
-        want_actions, want = vbn.reference_forward(spec, weights[:n], rows_ind, obs, ref)
-        policy.load(weights[:n])
+        want_actions, want = vbn.reference_forward(spec, weights[rows], rows_ind, obs, ref)
+        policy.load(built)
         clear = clear_rows(want)
         np.testing.assert_array_equal(policy(rows_ind, obs)[clear], want_actions[clear])
-    assert policy.folded.shape == (4, spec.n_params)
-    policy.release()
-    assert policy.inner.weights is None

@@ -10,9 +10,10 @@ and the optimizer (Adam or SGD with momentum) steps along g - l2 * theta, as the
 `optimizer.update(-g + l2coeff * theta)` does (no division by sigma: the step size absorbs it).
 
 g is computed by `weighted_noise_sum`, numba-parallel over blocks of parameters, reading the
-perturbations straight from the table: no (population x parameters) matrix is ever built. The
-population's weights are built in chunks (`ask(lo, hi)`), so a population of 5,000 large nets
-(80 GB) is evaluated a chunk at a time.
+perturbations straight from the table: no (population x parameters) matrix is ever built. Nor
+for the evaluation: `ask` describes the population as theta plus each row's noise seed and sign
+(nevo.episodes.Population), and the evaluator builds a row when it is used, so a population
+of 5,000 large nets (80 GB as weights) costs the evaluator's slots' worth of memory.
 
 State is plain arrays: theta, the optimizer's moments and step count, the generation. Every
 random choice comes from a generator seeded by (run seed, generation, purpose): a resumed run
@@ -26,8 +27,8 @@ import numpy as np
 
 from nevo.algos import fitness_order
 from nevo.algos.ga import rng_for
-from nevo.episodes import Episodes, Results
-from nevo.noise import SEED_LIMIT, NoiseSource, build_rows, offsets_of
+from nevo.episodes import Episodes, Population, Results
+from nevo.noise import SEED_LIMIT, NoiseSource, offsets_of
 
 # Purposes of the per-generation random streams (distinct from the GA's by value, not needed).
 TRAIN_EPISODES, VALIDATION_EPISODES, NOISE_SEEDS, INIT_SEED = range(4)
@@ -157,42 +158,20 @@ class ES:
             return j // 2, np.where(j % 2 == 0, 1, -1)
         return j, np.ones_like(j)
 
-    def ask(self, lo: int = 0, hi: int | None = None) -> tuple[np.ndarray, Episodes]:
-        """Weights (hi - lo, P) of individuals lo..hi-1 and one episode each (a mirrored pair
-        shares its episode seed). Results of the chunks, concatenated in order, go to tell."""
-        n = self.cfg.population
-        hi = n if hi is None else hi
-        if not 0 <= lo < hi <= n:
-            raise ValueError(f"ask({lo}, {hi}): need 0 <= lo < hi <= population ({n})")
-        j = np.arange(lo, hi, dtype=np.int64)
+    def ask(self) -> tuple[Population, Episodes]:
+        """The population, theta plus or minus sigma times each perturbation (as seeds), and one
+        episode each (a mirrored pair shares its episode seed)."""
+        j = np.arange(self.cfg.population, dtype=np.int64)
         k, sign = self._split(j)
-        offsets = offsets_of(self._seeds()[k], self.noise.table.size, self.noise.n_params)
-        # Rows: the chunk's + individuals, then its - ones (each part one contiguous build);
-        # Episodes.ind maps every individual to its row.
-        order = np.argsort(-sign, kind="stable")  # (hi - lo,) individuals by row
-        row = np.empty(hi - lo, np.int64)
-        row[order] = np.arange(hi - lo)
-        n_pos = int((sign > 0).sum())
-        weights = np.empty((hi - lo, self.noise.n_params), np.float32)
-        for part, s in ((slice(0, n_pos), 1), (slice(n_pos, hi - lo), -1)):
-            rows = order[part]
-            if rows.size:  # theta + s * sigma * eps_k
-                build_rows(
-                    weights[part],
-                    self.theta[None],
-                    np.zeros(rows.size, np.int64),
-                    offsets[rows],
-                    self.noise.init_scale,
-                    s * self.noise.sigma,
-                    self.noise.table,
-                )
+        scale = (sign * self.noise.sigma).astype(np.float32)  # theta + (+-sigma) * eps_k
+        population = Population(self.theta[None], np.zeros(j.size, np.int64), self._seeds()[k], scale)
         ep_seeds = rng_for(self.seed, self.generation, TRAIN_EPISODES + _AGENT_STRIDE * self.agent).integers(
             0, SEED_LIMIT, self.n_pert
         )
-        return weights, Episodes(row, ep_seeds[k].astype(np.int64))
+        return population, Episodes(j, ep_seeds[k].astype(np.int64))
 
     def tell(self, results: Results, shaped: np.ndarray | None = None) -> np.ndarray:
-        """Update theta from every individual's return (all chunks, in order); returns them.
+        """Update theta from every individual's return; returns them.
 
         shaped: per-individual weights already shaped by the caller (novelty search mixes the
         ranks of reward and novelty), used instead of shaping the returns."""
@@ -219,18 +198,30 @@ class ES:
         self.generation += 1
         return fitness
 
-    def ask_validation(self) -> tuple[np.ndarray, Episodes]:
-        """theta (1, P) on validation_episodes episode seeds."""
+    def ask_validation(self) -> tuple[Population, Episodes]:
+        """theta itself on validation_episodes episode seeds."""
         v = self.cfg.validation_episodes
         seeds = rng_for(
             self.seed, self.generation, VALIDATION_EPISODES + _AGENT_STRIDE * self.agent
         ).integers(0, SEED_LIMIT, v)
-        return self.theta[None].copy(), Episodes(np.zeros(v, np.int64), seeds.astype(np.int64))
+        population = Population(
+            self.theta[None].copy(), np.zeros(1, np.int64), np.full(1, -1, np.int64), np.zeros(1, np.float32)
+        )
+        return population, Episodes(np.zeros(v, np.int64), seeds.astype(np.int64))
 
     def tell_validation(self, results: Results) -> float:
         r = results.returns
         self.theta_score = float(np.mean(r)) if np.isfinite(r).any() else float("nan")
         return self.theta_score
+
+    def metrics(self) -> dict:
+        """theta's validation mean (the elite of ES is theta) and the last step's sizes, for the log line."""
+        return {
+            "score/elite_mean": self.theta_score,
+            "es/grad_norm": self.grad_norm,
+            "es/step_norm": self.step_norm,
+            "es/theta_norm": float(np.linalg.norm(self.theta)),
+        }
 
     # ---- checkpoint -------------------------------------------------------------------
     def state(self) -> dict:

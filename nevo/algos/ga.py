@@ -15,9 +15,10 @@ differs each generation) drops out of the candidates and a worse network takes i
 Frostbite run lost a 2,520-point elite that way. The best elite ever seen (by validation
 mean) is kept too, as the reference's final report does.
 
-State is plain data: the genomes of the population to evaluate (seed lists) plus how each
-row's weights come from the cached parents (copy, mutate or fresh), the elite, and the
-generation counter. Every random choice is drawn from a generator seeded by
+State is plain data: the genomes of the population to evaluate, as the parents' seed lists plus
+how each row comes from them (copy, mutate or fresh), the elite, and the generation counter.
+The GA never builds weights: `ask` describes the population (nevo.episodes.Population) and
+whoever evaluates builds each row where it is used. Every random choice is drawn from a generator seeded by
 (run seed, generation, purpose), so a resumed run repeats an uninterrupted one exactly.
 """
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from nevo.algos import fitness_order
-from nevo.episodes import Episodes, Results
+from nevo.episodes import Episodes, Population, Results
 from nevo.noise import SEED_LIMIT, NoiseSource
 
 # Purposes of the per-generation random streams.
@@ -51,7 +52,7 @@ class GA:
         self.best: np.ndarray | None = None  # seed list of the best elite ever (by validation mean)
         self.best_score = float("nan")
         self.best_generation = -1
-        # The population to evaluate, as seed lists and as how to build its weights:
+        # The population to evaluate, as seed lists and as how each row comes from the parents:
         # row i = parents[base_idx[i]] mutated by new_seed[i] (base -1: fresh; seed -1: copy).
         n = ga_cfg.population
         init = rng_for(seed, 0, INIT_SEEDS).integers(0, SEED_LIMIT, n)
@@ -59,21 +60,18 @@ class GA:
         self.base_idx = np.full(n, -1, np.int64)
         self.new_seed = init.astype(np.int64)
         self.genomes = [np.array([s], np.int64) for s in init]
-        self._parent_weights = np.zeros((0, noise.n_params), np.float32)
-        self.weights = np.empty((n, noise.n_params), np.float32)
-        self._built = False
+        self._population: Population | None = None
         self._order: np.ndarray | None = None
         self._candidates: np.ndarray | None = None
 
     # ---- ask / tell -------------------------------------------------------------------
-    def ask(self) -> tuple[np.ndarray, Episodes]:
-        """Weights (N, P) of the population and one training episode per individual."""
-        if not self._built:
-            self.noise.build(self.weights, self._parent_weights, self.base_idx, self.new_seed)
-            self._built = True
+    def ask(self) -> tuple[Population, Episodes]:
+        """The population (N rows, as genomes) and one training episode per individual."""
         n = self.cfg.population
+        sigma = np.full(n, self.cfg.sigma, np.float32)
+        self._population = Population(self.parents, self.base_idx, self.new_seed, sigma, self.cfg.sigma)
         seeds = rng_for(self.seed, self.generation, TRAIN_EPISODES).integers(0, SEED_LIMIT, n)
-        return self.weights, Episodes(np.arange(n, dtype=np.int64), seeds.astype(np.int64))
+        return self._population, Episodes(np.arange(n, dtype=np.int64), seeds.astype(np.int64))
 
     def tell(self, results: Results, fitness: np.ndarray | None = None) -> np.ndarray:
         """Rank the population by its episode scores (or by `fitness` given by the caller, e.g.
@@ -88,14 +86,15 @@ class GA:
             self._candidates = np.concatenate([[0], others[: k - 1]]).astype(np.int64)
         return fitness
 
-    def ask_validation(self) -> tuple[np.ndarray, Episodes]:
-        """Weights (k, P) of the k elite candidates (the previous elite first, after generation
-        0), each on the same validation episode seeds."""
+    def ask_validation(self) -> tuple[Population, Episodes]:
+        """The k elite candidates (the previous elite first, after generation 0), each on the
+        same validation episode seeds."""
         v, k = self.cfg.validation_episodes, len(self._candidates)
         seeds = rng_for(self.seed, self.generation, VALIDATION_EPISODES).integers(0, SEED_LIMIT, v)
         ind = np.repeat(np.arange(k, dtype=np.int64), v)
         # Only the candidates' rows: a GPU policy uploads k rows, not the population.
-        return self.weights[self._candidates], Episodes(ind, np.tile(seeds, k).astype(np.int64))
+        population = self._population.rows(self._candidates)
+        return population, Episodes(ind, np.tile(seeds, k).astype(np.int64))
 
     def tell_validation(self, results: Results) -> np.ndarray:
         """Pick the elite by validation mean (a tie keeps the earlier candidate: the previous
@@ -130,6 +129,15 @@ class GA:
         self.elite, self.elite_score = self.genomes[best], float(score)
         self._breed(best)
 
+    def metrics(self) -> dict:
+        """The elite's and the best elite's validation means and the elite's genome, for the log line."""
+        return {
+            "score/elite_mean": self.elite_score,
+            "score/best_mean": self.best_score,
+            "elite/genome_len": len(self.elite),
+            "elite/kept": int(self.elite_kept),
+        }
+
     # ---- breeding ---------------------------------------------------------------------
     def _breed(self, elite_row: int) -> None:
         """Next population: the elite copied as row 0, then children of the T parents: the top
@@ -138,9 +146,8 @@ class GA:
         n, t, g = self.cfg.population, self.cfg.truncation, self.generation + 1
         top = [int(i) for i in self._order[:t]]
         parents = top if elite_row in top or t == 0 else [elite_row, *top[: t - 1]]
-        # Rows whose weights are cached: the parents and the elite (row 0 of the next population).
+        # The rows the next population is built from: the elite (its row 0) and the parents.
         keep = list(dict.fromkeys([elite_row, *parents]))
-        self._parent_weights = self.weights[keep].copy()  # (K, P)
         self.parents = [self.genomes[i] for i in keep]
         mutation = rng_for(self.seed, g, MUTATION_SEEDS).integers(0, SEED_LIMIT, n).astype(np.int64)
         if t > 0:
@@ -162,7 +169,6 @@ class GA:
                 self.genomes.append(self.parents[b])
             else:
                 self.genomes.append(np.append(self.parents[b], s))
-        self._built = False
 
     # ---- checkpoint -------------------------------------------------------------------
     def state(self) -> dict:
@@ -186,18 +192,13 @@ class GA:
         }
 
     def load_state(self, st: dict) -> None:
-        """Restore from `state()`; the parents' weights are rebuilt from their seed lists."""
+        """Restore from `state()` (the evaluator rebuilds the parents' weights from their seed lists)."""
         self.generation = int(st["generation"])
         splits = np.cumsum(st["parent_lengths"])[:-1]
         self.parents = (
             list(np.split(np.asarray(st["parent_seeds"], np.int64), splits))
             if len(st["parent_lengths"])
             else []
-        )
-        self._parent_weights = (
-            self.noise.rebuild_many(self.parents)
-            if self.parents
-            else np.zeros((0, self.noise.n_params), np.float32)
         )
         elite = np.asarray(st["elite"], np.int64)
         self.elite = elite if elite.size else None

@@ -1,0 +1,275 @@
+"""Novelty search (Lehman & Stanley 2011) as the deep-neuroevolution papers run it.
+
+- GANS: GA-NS of Such et al. 2017 (arXiv 1712.06567). The deep GA (nevo.algos.ga.GA) selecting on
+  novelty instead of reward: novelty = mean distance to the k nearest behaviours among the archive
+  and the current population; each individual's behaviour joins the archive with probability
+  `archive_prob`; the elite is the most novel individual, kept without validation episodes (the
+  maze is deterministic and novelty is no noisy score), and logged with its game score.
+- NSES: NS-ES, NSR-ES and NSRA-ES of Conti et al. 2018 (arXiv 1712.06560). A meta-population of
+  OpenAI-ES agents (nevo.algos.es.ES); each generation the agent to update is drawn with
+  probability proportional to its novelty against the archive, its perturbations are ranked by
+  w * reward ranks + (1 - w) * novelty ranks (w = 0: NS-ES; fixed: NSR-ES; adapted: NSRA-ES),
+  the agent steps, and its new behaviour (its theta's, on its validation episodes) joins the
+  archive.
+
+Both follow the ask/tell shape of GA and ES: ask() -> (Population, Episodes); tell(Results);
+ask_validation() -> (Population, Episodes), zero episodes for GANS; tell_validation(Results);
+`generation`; metrics() for the log line; state()/load_state() as plain arrays. Novelty search
+adds one pair, ask_start()/tell_start(), which a run calls once before its first generation
+(not on resume): the ES family's agents' first behaviours start the archive (Conti et al.);
+GA-NS starts from an empty archive and asks for no episode.
+
+Every random choice is drawn from a generator seeded by (run seed, generation, purpose): a
+resumed run repeats an uninterrupted one exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nevo.algos import fitness_order
+from nevo.algos.es import ES
+from nevo.algos.ga import GA, rng_for
+from nevo.config import ESConfig, GAConfig
+from nevo.episodes import Episodes, Population, Results
+from nevo.noise import NoiseSource
+from nevo.novelty import Archive, NSRAWeight, knn_novelty, mix_ranks, pick_agent, sample_for_archive
+
+# Purposes of the novelty-search random streams (apart from the GA's and the agents' by value).
+ARCHIVE_PICK, AGENT_PICK = 100, 101
+
+ES_VARIANTS = ("ns-es", "nsr-es", "nsra-es")
+
+
+def _no_episodes() -> Episodes:
+    return Episodes(np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def _prefixed(st: dict, prefix: str) -> dict:
+    """The entries of st whose keys start with prefix, the prefix dropped."""
+    return {k[len(prefix) :]: v for k, v in st.items() if k.startswith(prefix)}
+
+
+class GANS:
+    """The deep GA selecting on novelty (Such et al.), with its archive; ask/tell as GA's."""
+
+    def __init__(self, ns_cfg, seed: int, noise: NoiseSource, behaviour: tuple[int, type]):
+        self.cfg = ns_cfg
+        self.seed = seed
+        # One elite candidate and no validation: the top of the novelty ranking is the elite.
+        ga_cfg = GAConfig(ns_cfg.population, ns_cfg.truncation, ns_cfg.sigma, elite_candidates=1)
+        self.ga = GA(ga_cfg, seed, noise)
+        self.archive = Archive(*behaviour)
+        self.best = -np.inf  # best training return so far
+        self.novelty: np.ndarray | None = None  # (N,) float64 this generation's novelty
+        self.elite_novelty = float("nan")
+        self._returns: np.ndarray | None = None  # (N,) this generation's training returns
+        self._elite_row = -1
+
+    @property
+    def generation(self) -> int:
+        return self.ga.generation
+
+    @property
+    def elite(self) -> np.ndarray | None:
+        """The elite's seed list."""
+        return self.ga.elite
+
+    @property
+    def elite_score(self) -> float:
+        """The elite's game score: its training return (novelty is not a score)."""
+        return self.ga.elite_score
+
+    def ask_start(self) -> tuple[Population, Episodes]:
+        """GA-NS starts from an empty archive: the population as ask() gives it, with no episode."""
+        return self.ga.ask()[0], _no_episodes()
+
+    def tell_start(self, results: Results) -> None:
+        """Nothing to start; results must be of the no episodes asked."""
+        if len(results.returns):
+            raise ValueError(f"GANS.tell_start: asked for no episode, got {len(results.returns)}")
+
+    def ask(self) -> tuple[Population, Episodes]:
+        """The population and one training episode each (GA.ask)."""
+        return self.ga.ask()
+
+    def tell(self, results: Results) -> np.ndarray:
+        """Rank the population by novelty, then add a random sample of its behaviours to the
+        archive; returns the (N,) novelty."""
+        bc = results.behaviours  # (N, d)
+        # Against the archive and the population (Such et al.): each counts a distance of 0 to itself.
+        nov = knn_novelty(bc, np.concatenate([self.archive.data, bc]), self.cfg.k)
+        self.ga.tell(results, fitness=nov)
+        self._elite_row = int(fitness_order(nov)[0])  # the elite GA.tell_no_validation will keep
+        rng = rng_for(self.seed, self.generation, ARCHIVE_PICK)
+        self.archive.add(bc[sample_for_archive(len(bc), self.cfg.archive_prob, rng)])
+        self.best = max(self.best, float(np.max(results.returns)))
+        self.novelty, self._returns = nov, results.returns
+        return nov
+
+    def ask_validation(self) -> tuple[Population, Episodes]:
+        """No episode: the maze is deterministic and novelty is no noisy score."""
+        return self.ga.ask()[0], _no_episodes()
+
+    def tell_validation(self, results: Results) -> None:
+        """Keep the most novel individual as the elite, recorded with its game score; then breed."""
+        self.elite_novelty = float(self.novelty[self._elite_row])
+        self.ga.tell_no_validation(score=float(self._returns[self._elite_row]))
+
+    def metrics(self) -> dict:
+        """The elite's game score and novelty, the population's novelty, the archive's size."""
+        return {
+            "score/best_ever": self.best,
+            "score/elite_mean": self.elite_score,
+            "ns/elite_novelty": self.elite_novelty,
+            "ns/novelty_max": float(self.novelty.max()),
+            "ns/novelty_mean": float(self.novelty.mean()),
+            "ns/archive_size": len(self.archive),
+        }
+
+    def state(self) -> dict:
+        return {
+            **{f"ga/{k}": v for k, v in self.ga.state().items()},
+            **{f"archive/{k}": v for k, v in self.archive.state().items()},
+            "best_return": np.float64(self.best),
+        }
+
+    def load_state(self, st: dict) -> None:
+        self.ga.load_state(_prefixed(st, "ga/"))
+        self.archive.load_state(_prefixed(st, "archive/"))
+        self.best = float(st["best_return"])
+
+
+class NSES:
+    """NS-ES, NSR-ES or NSRA-ES (Conti et al.): ES agents and the archive; ask/tell as ES's."""
+
+    def __init__(self, ns_cfg, seed: int, noise: NoiseSource, behaviour: tuple[int, type], variant: str):
+        if variant not in ES_VARIANTS:
+            raise ValueError(f"NSES: unknown variant {variant!r}; allowed: {', '.join(ES_VARIANTS)}")
+        self.cfg = ns_cfg
+        self.seed = seed
+        self.variant = variant
+        es_cfg = ESConfig(
+            population=ns_cfg.population,
+            sigma=ns_cfg.sigma,
+            optimizer=ns_cfg.optimizer,
+            lr=ns_cfg.lr,
+            l2=ns_cfg.l2,
+            momentum=ns_cfg.momentum,
+            mirrored=ns_cfg.mirrored,
+            validation_episodes=ns_cfg.validation_episodes,
+        )
+        self.agents = [ES(es_cfg, seed, noise, agent=m) for m in range(ns_cfg.meta_population)]
+        self.archive = Archive(*behaviour)
+        dim, dtype = behaviour
+        self.agent_bc = np.zeros((len(self.agents), dim), dtype)  # (M, d) behaviour of each agent's theta
+        self.agent_score = np.full(len(self.agents), np.nan)  # (M,) validation mean of each agent's theta
+        # Reward's share of the ranks: NSRA-ES adapts it from reward_weight; the others keep it.
+        self.nsra = (
+            NSRAWeight(ns_cfg.reward_weight, ns_cfg.nsra_delta, ns_cfg.nsra_patience)
+            if variant == "nsra-es"
+            else None
+        )
+        self._fixed_weight = 0.0 if variant == "ns-es" else ns_cfg.reward_weight
+        self.generation = 0
+        self.best = -np.inf  # best return so far: training episodes and agents' validations
+        self.agent_index = -1  # the agent updated this generation (drawn in ask)
+        self.weight = float("nan")  # reward's share of the ranks this generation
+        self.novelty: np.ndarray | None = None  # (N,) float64 this generation's novelty
+        self._pop_max = float("nan")
+
+    @property
+    def elite_agent(self) -> int:
+        """The agent of the best validation mean (NaN last, the lower index on a tie)."""
+        return int(fitness_order(self.agent_score)[0])
+
+    @property
+    def elite(self) -> np.ndarray:
+        """(P,) float32 theta of the elite agent."""
+        return self.agents[self.elite_agent].theta
+
+    @property
+    def elite_score(self) -> float:
+        return float(self.agent_score[self.elite_agent])
+
+    def ask_start(self) -> tuple[Population, Episodes]:
+        """Every agent's theta on its validation episodes: their behaviours start the archive."""
+        episodes = [a.ask_validation()[1] for a in self.agents]
+        # The one place NSES handles weights itself: the agents' thetas (M, P), row m agent m's.
+        population = Population.of_weights(np.stack([a.theta for a in self.agents]))
+        ind = np.concatenate([e.ind + m for m, e in enumerate(episodes)])
+        return population, Episodes(ind, np.concatenate([e.seeds for e in episodes]))
+
+    def tell_start(self, results: Results) -> None:
+        """Each agent's validation mean and first behaviour; the behaviours start the archive."""
+        v = self.cfg.validation_episodes
+        for m, agent in enumerate(self.agents):
+            part = results.select(np.arange(m * v, (m + 1) * v))
+            self.agent_score[m] = agent.tell_validation(part)
+            self.agent_bc[m] = part.behaviours[0]
+        self.archive.add(self.agent_bc)
+
+    def ask(self) -> tuple[Population, Episodes]:
+        """Draw the agent to update (probability ~ its novelty); its perturbations (ES.ask)."""
+        if not len(self.archive):
+            raise ValueError("NSES.ask: the archive is empty; start with ask_start/tell_start or load_state")
+        nov = knn_novelty(self.agent_bc, self.archive.data, self.cfg.k)
+        self.agent_index = pick_agent(nov, rng_for(self.seed, self.generation, AGENT_PICK))
+        return self.agents[self.agent_index].ask()
+
+    def tell(self, results: Results) -> np.ndarray:
+        """Step the agent along the mixed ranks of reward and novelty; returns them (N,)."""
+        # (N,) against the archive only (Conti et al.)
+        nov = knn_novelty(results.behaviours, self.archive.data, self.cfg.k)
+        self.weight = self.nsra.w if self.nsra is not None else self._fixed_weight
+        shaped = mix_ranks(results.returns, nov, self.weight)
+        self.agents[self.agent_index].tell(results, shaped=shaped)
+        self.novelty, self._pop_max = nov, float(np.max(results.returns))
+        return shaped
+
+    def ask_validation(self) -> tuple[Population, Episodes]:
+        """The updated agent's theta on its validation episodes (ES.ask_validation)."""
+        return self.agents[self.agent_index].ask_validation()
+
+    def tell_validation(self, results: Results) -> None:
+        """The agent's score and new behaviour, which joins the archive; NSRA-ES adapts its weight."""
+        m = self.agent_index
+        self.agent_score[m] = self.agents[m].tell_validation(results)
+        self.agent_bc[m] = results.behaviours[0]
+        self.archive.add(self.agent_bc[m : m + 1])
+        if self.nsra is not None:
+            self.nsra.update(self.agent_score[m])
+        self.best = max(self.best, self._pop_max, float(np.nanmax(self.agent_score)))
+        self.generation += 1
+
+    def metrics(self) -> dict:
+        """The updated agent, its weight and score; the elite agent's score; novelty; the archive's size."""
+        m = self.agent_index
+        return {
+            "ns/agent": m,
+            "ns/reward_weight": self.weight,
+            "score/agent_mean": float(self.agent_score[m]),
+            "score/best_ever": self.best,
+            "score/elite_mean": self.elite_score,
+            "ns/novelty_max": float(self.novelty.max()),
+            "ns/novelty_mean": float(self.novelty.mean()),
+            "ns/archive_size": len(self.archive),
+        }
+
+    def state(self) -> dict:
+        st = {f"archive/{k}": v for k, v in self.archive.state().items()}
+        for m, agent in enumerate(self.agents):
+            st.update({f"agent{m}/{k}": v for k, v in agent.state().items()})
+        st.update({"agent_bc": self.agent_bc.copy(), "agent_score": self.agent_score.copy()})
+        st.update({"best_return": np.float64(self.best), "generation": np.int64(self.generation)})
+        return {**st, **(self.nsra.state() if self.nsra is not None else {})}
+
+    def load_state(self, st: dict) -> None:
+        self.archive.load_state(_prefixed(st, "archive/"))
+        for m, agent in enumerate(self.agents):
+            agent.load_state(_prefixed(st, f"agent{m}/"))
+        self.agent_bc = np.array(st["agent_bc"], self.archive.dtype)
+        self.agent_score = np.array(st["agent_score"], np.float64)
+        self.best, self.generation = float(st["best_return"]), int(st["generation"])
+        if self.nsra is not None:
+            self.nsra.load_state(st)

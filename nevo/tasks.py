@@ -1,0 +1,206 @@
+"""Tasks: what an agent plays, one small class per kind, asked by the rest of nevo instead of
+switching on the environment's name.
+
+Each task knows its observations (shape and dtype, as the net's (C, H, W) input), its number of
+actions, its behaviour for novelty search (or None), the device that suits it, its checks of the
+settings, its evaluator and its reference observations for virtual batch norm:
+- `AtariGame`: an Atari game from pixels through ale-py's C++ vector env, with the Deep GA
+  reference's preprocessing (nevo.envs); behaviour = the console's final RAM (nevo.atari_ram);
+- `Maze`: the deceptive image maze (nevo.maze); behaviour = the final (x, y);
+- `GymTask`: a gymnasium environment with a flat Box observation and Discrete actions, either a
+  registered id (CartPole-v1, ...) or a user's own environment class or factory.
+`task_for(env_cfg)` picks the task an EnvConfig names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+
+import numpy as np
+
+from nevo import envs
+from nevo.config import ConfigError, EnvConfig
+
+
+def _require(ok: bool, name: str, allowed: str, value) -> None:
+    if not ok:
+        raise ConfigError(f"--{name.replace('_', '-')}: got {value!r}, allowed: {allowed}")
+
+
+def atari_games() -> list[str]:
+    from ale_py import roms
+
+    return sorted(roms.get_all_rom_ids())
+
+
+class AtariGame:
+    """An Atari game from pixels: 4 stacked 84x84 grayscale frames, the minimal action set."""
+
+    obs_dtype = np.uint8
+    behaviour = None  # set in __init__: (128, uint8), the final RAM
+    device = "auto"  # a GPU where there is one
+
+    def __init__(self, env_cfg: EnvConfig):
+        from nevo.atari_ram import RAM_BYTES
+        from nevo.nets import OBS_SHAPE
+
+        self.cfg = env_cfg
+        self.name = env_cfg.game
+        self.obs_shape = OBS_SHAPE
+        self.behaviour = (RAM_BYTES, np.uint8)
+        self._n_actions = None
+
+    @property
+    def n_actions(self) -> int:
+        if self._n_actions is None:  # loads the ROM: only when asked
+            self._n_actions = envs.atari_actions(self.cfg.game)
+        return self._n_actions
+
+    def check(self, net_cfg) -> None:
+        """ConfigError naming the setting unless the game exists and the net reads images."""
+        from nevo.nets import IMAGE_NETS
+
+        games = atari_games()
+        if self.cfg.game not in games:
+            close = difflib.get_close_matches(self.cfg.game, games, n=5, cutoff=0.5)
+            hint = f"did you mean {', '.join(close)}?" if close else "see ale_py.roms.get_all_rom_ids()"
+            raise ConfigError(f"--game: unknown Atari game {self.cfg.game!r}; {hint}")
+        _require(
+            net_cfg.net in IMAGE_NETS, "net", "large or small (Atari is played from pixels)", net_cfg.net
+        )
+
+    def evaluator(self, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
+        """(the pipeline of emulator groups, facts for config.json); behaviours: each episode's
+        final RAM, found by replaying its actions (nevo.atari_ram)."""
+        from nevo.machine import cores
+        from nevo.pipeline import Evaluator, layout
+        from nevo.slot_weights import for_device
+
+        threads = run_cfg.threads or cores()
+        slots, group, overlap = layout(device, cores(), population, run_cfg)
+        weights = for_device(builder, device)
+        evaluator = Evaluator(self.cfg, policy, weights, slots, threads, group, overlap, ram=behaviours)
+        facts = {
+            "env_slots": evaluator.slots,
+            "batch_size": evaluator.group,
+            "threads": evaluator.threads,
+            "pipeline": "overlap" if overlap else "lockstep",
+            **({"behaviour": "final RAM, replayed"} if behaviours else {}),
+        }
+        return evaluator, facts
+
+    def reference_batch(self, size: int, seed: int) -> np.ndarray:
+        return envs.atari_reference_batch(self.cfg, size, seed)
+
+
+class _InProcess:
+    """What the tasks stepped in this process share: the synchronous evaluator, frames = agent steps."""
+
+    device = "cpu"  # a GPU launch costs more than a step of these tasks' small nets
+
+    def slots(self, slots: int):
+        raise NotImplementedError
+
+    def evaluator(self, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
+        """(the synchronous evaluator over --env-slots slots, or min(population, 256), facts)."""
+        from nevo.slot_weights import for_device
+        from nevo.sync_eval import SyncEvaluator
+
+        n = run_cfg.env_slots or min(population, 256)
+        weights = for_device(builder, device)
+        return SyncEvaluator(self.slots(n), policy, weights, self.cfg.frame_cap), {
+            "env_slots": n,
+            "pipeline": "sync",
+        }
+
+    def reference_batch(self, size: int, seed: int) -> np.ndarray:
+        return envs.task_reference_batch(self.slots(1), self.n_actions, self.cfg.frame_cap, size, seed)
+
+
+class Maze(_InProcess):
+    """The deceptive image maze: an 84x84 top-down image, 4 stacked frames, 5 moves."""
+
+    obs_dtype = np.uint8
+    behaviour = (2, np.float32)  # the final (x, y) in [0, 1]
+
+    def __init__(self, env_cfg: EnvConfig):
+        from nevo import maze
+
+        self.cfg = env_cfg
+        self.name = "maze"
+        self.obs_shape = (maze.STACK, maze.SIZE, maze.SIZE)
+        self.n_actions = maze.N_ACTIONS
+
+    def check(self, net_cfg) -> None:
+        from nevo.maze import STEPS
+        from nevo.nets import IMAGE_NETS
+
+        _require(net_cfg.net in IMAGE_NETS, "net", "large or small (the maze is an image)", net_cfg.net)
+        _require(
+            self.cfg.frame_cap >= STEPS,
+            "frame_cap",
+            f">= {STEPS} (a maze episode's steps)",
+            self.cfg.frame_cap,
+        )
+
+    def slots(self, slots: int):
+        from nevo.maze import MazeSlots
+
+        return MazeSlots(slots)
+
+
+class GymTask(_InProcess):
+    """A gymnasium environment with a flat Box observation and Discrete actions: a registered id
+    (env_cfg.env, e.g. CartPole-v1) or, from Python, a user's own environment class or any
+    function that makes one (`make_env`), registered or not. Observations are float32 (n, 1, 1)."""
+
+    obs_dtype = np.float32
+    behaviour = None
+
+    def __init__(self, env_cfg: EnvConfig, make_env=None):
+        import gymnasium as gym
+        from gymnasium import spaces
+
+        self.cfg = env_cfg
+        self.name = env_cfg.env
+        if make_env is None:
+            envs.check_registered(env_cfg.env)
+            make_env = functools.partial(gym.make, env_cfg.env)
+        self.make_env = make_env
+        try:
+            env = make_env()
+        except gym.error.DependencyNotInstalled as e:
+            raise ConfigError(f"--env: {self.name} needs a package that is not installed: {e}") from None
+        except Exception as e:  # noqa: BLE001 (any failure to build the env is the user's to see)
+            raise ConfigError(f"--env: could not make {self.name!r}: {e}") from None
+        obs, act = env.observation_space, env.action_space
+        env.close()
+        if not (isinstance(obs, spaces.Box) and len(obs.shape) == 1 and isinstance(act, spaces.Discrete)):
+            raise ConfigError(
+                f"--env: {self.name} has observations {obs} and actions {act}; nevo's gymnasium "
+                "tasks need a 1-D Box observation and Discrete actions"
+            )
+        self.obs_shape = (obs.shape[0], 1, 1)  # (C, H, W) = (n, 1, 1)
+        self.n_actions = int(act.n)
+
+    def check(self, net_cfg) -> None:
+        from nevo.nets import IMAGE_NETS
+
+        allowed = "mlp (a gymnasium vector task has no image for the conv nets)"
+        _require(net_cfg.net not in IMAGE_NETS, "net", allowed, net_cfg.net)
+
+    def slots(self, slots: int):
+        return envs.VectorTaskSlots(self.make_env, slots)
+
+
+def task_for(env_cfg: EnvConfig, make_env=None):
+    """The task an EnvConfig names: atari (its game), maze, or a gymnasium id; make_env: a user's
+    own gymnasium environment class or factory (then env_cfg.env is only its name)."""
+    if make_env is not None:
+        return GymTask(env_cfg, make_env)
+    if env_cfg.env == "atari":
+        return AtariGame(env_cfg)
+    if env_cfg.env == "maze":
+        return Maze(env_cfg)
+    return GymTask(env_cfg)

@@ -1,0 +1,156 @@
+"""The registry and the one ask/tell shape: every algorithm by name, on a fake evaluator; GA-NS
+selects on novelty; NSR-ES steps along the mixed ranks of reward and novelty."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from nevo.algos import NAMES, NOVELTY, make_algo
+from nevo.algos.es import ES
+from nevo.algos.ga import GA
+from nevo.algos.ns import GANS, NSES
+from nevo.config import Config, ESConfig, ESRunConfig, GAConfig, NSConfig, NSRunConfig
+from nevo.episodes import Results
+from nevo.noise import WeightBuilder
+from nevo.novelty import mix_ranks
+
+BEHAVIOUR = (2, np.float32)  # the maze's: final (x, y)
+
+
+def tiny_config(name):
+    """A root config of name's family: 6 individuals, 2 parents or agents, 2 validation episodes."""
+    if name in NOVELTY:
+        ns = NSConfig(algo=name, population=6, truncation=2, sigma=0.01, k=2, archive_prob=0.5,
+                      meta_population=2, reward_weight=0.3, validation_episodes=2)  # fmt: skip
+        return NSRunConfig(ns=ns)
+    if name == "es":
+        return ESRunConfig(es=ESConfig(population=6, sigma=0.01, validation_episodes=2))
+    ga = GAConfig(population=6, truncation=0 if name == "rs" else 2, sigma=0.01, elite_candidates=2)
+    return Config(ga=replace(ga, validation_episodes=2), algo=name)
+
+
+class FakeEvaluator:
+    """Builds each episode's weights from its Population row: return = their sum plus the episode
+    seed mod 5 (so validation means differ), behaviour = the first two weights."""
+
+    def __init__(self, source):
+        self.builder = WeightBuilder(source.table, source.init_scale)
+
+    def run(self, population, episodes, progress=None) -> Results:
+        n = len(episodes.ind)
+        w = np.zeros((n, self.builder.n_params), np.float32)
+        if n:
+            self.builder.use(population)
+            self.builder.build(episodes.ind, w)
+        returns = w.sum(axis=1, dtype=np.float64) + episodes.seeds % 5
+        return Results(returns, np.ones(n, np.int64), np.ones(n, np.int64), behaviours=w[:, :2].copy())
+
+
+def generation(algo, evaluate) -> None:
+    """One generation in the shape every run script follows."""
+    population, episodes = algo.ask()
+    algo.tell(evaluate(population, episodes))
+    population, episodes = algo.ask_validation()
+    algo.tell_validation(evaluate(population, episodes))
+
+
+def results(returns, behaviours) -> Results:
+    n = len(returns)
+    return Results(np.asarray(returns, np.float64), np.ones(n, np.int64), np.ones(n, np.int64),
+                   behaviours=np.asarray(behaviours, np.float32))  # fmt: skip
+
+
+def test_the_registry_builds_every_algorithm_by_name(source):
+    built = {name: make_algo(name, tiny_config(name), source, BEHAVIOUR) for name in NAMES}
+    assert {name: type(a) for name, a in built.items()} == {
+        "ga": GA, "rs": GA, "es": ES, "ga-ns": GANS, "ns-es": NSES, "nsr-es": NSES, "nsra-es": NSES,
+    }  # fmt: skip
+    assert built["rs"].cfg.truncation == 0
+    assert [built[n].variant for n in ("ns-es", "nsr-es", "nsra-es")] == ["ns-es", "nsr-es", "nsra-es"]
+
+
+def test_an_unknown_name_is_one_clear_error_listing_the_allowed_names(source):
+    with pytest.raises(ValueError) as e:
+        make_algo("ns", tiny_config("ga"), source)
+    msg = str(e.value)
+    assert "\n" not in msg and "'ns'" in msg and all(name in msg for name in NAMES)
+    with pytest.raises(ValueError, match="behaviour"):
+        make_algo("ga-ns", tiny_config("ga-ns"), source)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_algorithm_follows_the_ask_tell_shape_and_resumes_exactly(name, source):
+    """Start (novelty search), two generations, then a copy rebuilt from state() goes on as the
+    original does."""
+    cfg, evaluate = tiny_config(name), FakeEvaluator(source).run
+    algo = make_algo(name, cfg, source, BEHAVIOUR)
+    if name in NOVELTY:
+        algo.tell_start(evaluate(*algo.ask_start()))
+    for _ in range(2):
+        generation(algo, evaluate)
+    assert algo.generation == 2
+    metrics = algo.metrics()
+    assert np.isfinite(metrics["score/elite_mean"])
+    assert all(isinstance(v, (int, float)) for v in metrics.values())
+
+    copy = make_algo(name, cfg, source, BEHAVIOUR)
+    copy.load_state({k: np.array(v) for k, v in algo.state().items()})
+    for a in (algo, copy):
+        generation(a, FakeEvaluator(source).run)
+    assert copy.metrics() == algo.metrics() and copy.generation == algo.generation == 3
+    mine, theirs = algo.state(), copy.state()
+    assert mine.keys() == theirs.keys()
+    for k in mine:
+        np.testing.assert_array_equal(mine[k], theirs[k], err_msg=k)
+
+
+def test_ns_es_asks_to_start_before_its_first_generation(source):
+    algo = make_algo("ns-es", tiny_config("ns-es"), source, BEHAVIOUR)
+    with pytest.raises(ValueError, match="ask_start"):
+        algo.ask()
+    population, episodes = algo.ask_start()  # every agent's theta on its validation episodes
+    assert len(population) == 2 and episodes.ind.tolist() == [0, 0, 1, 1]
+    algo.tell_start(FakeEvaluator(source).run(population, episodes))
+    assert len(algo.archive) == 2 and np.isfinite(algo.agent_score).all()
+
+
+def test_ga_ns_selects_on_novelty_not_on_reward(source):
+    """Four individuals in one spot score best; the two alone score worst but are the most novel:
+    they are the parents, the first of them the elite, logged with its game score."""
+    algo = make_algo("ga-ns", tiny_config("ga-ns"), source, BEHAVIOUR)
+    algo.ask()
+    genomes = [g.tolist() for g in algo.ga.genomes]
+    bc = [[0.5, 0.5]] * 4 + [[0.0, 0.0], [1.0, 1.0]]
+    algo.tell(results([10, 9, 8, 7, -5, -6], bc))
+    population, episodes = algo.ask_validation()
+    assert len(episodes.ind) == 0  # nothing to validate
+    algo.tell_validation(results([], np.zeros((0, 2))))
+    assert [p.tolist() for p in algo.ga.parents] == [genomes[4], genomes[5]]
+    assert algo.elite.tolist() == genomes[4]
+    m = algo.metrics()
+    # k = 2 nearest among the population, itself included: 0 and the spot at sqrt(0.5)
+    assert m["ns/elite_novelty"] == m["ns/novelty_max"] == pytest.approx(np.sqrt(0.5) / 2)
+    assert m["score/elite_mean"] == -5.0 and m["score/best_ever"] == 10.0
+
+
+def test_nsr_es_steps_along_the_mixed_ranks_of_reward_and_novelty(source):
+    """The agent's update is the ES step on mix_ranks(returns, novelty, reward_weight), with
+    reward and novelty ranking the perturbations differently."""
+    cfg = tiny_config("nsr-es")
+    cfg = replace(cfg, ns=replace(cfg.ns, meta_population=1, validation_episodes=1))
+    algo = make_algo("nsr-es", cfg, source, BEHAVIOUR)
+    algo.tell_start(results([0.0], [[0.5, 0.5]]))  # the archive: one behaviour at (0.5, 0.5)
+    algo.ask()
+    twin = ES(algo.agents[0].cfg, cfg.run.seed, source, agent=0)
+    twin.load_state({k: np.array(v) for k, v in algo.agents[0].state().items()})
+    other = ES(algo.agents[0].cfg, cfg.run.seed, source, agent=0)
+    other.load_state({k: np.array(v) for k, v in algo.agents[0].state().items()})
+    novelty = np.array([0.3, 0.1, 0.6, 0.2, 0.5, 0.4])  # distance to the archive's one behaviour
+    train = results([6, 5, 4, 3, 2, 1], 0.5 + np.stack([novelty, np.zeros(6)], axis=1))
+    algo.tell(train)
+    twin.tell(train, shaped=mix_ranks(train.returns, novelty, 0.3))
+    other.tell(train, shaped=mix_ranks(train.returns, novelty, 0.5))
+    np.testing.assert_array_equal(algo.agents[0].theta, twin.theta)
+    assert not np.array_equal(algo.agents[0].theta, other.theta)
+    assert algo.weight == 0.3
