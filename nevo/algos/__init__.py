@@ -7,20 +7,18 @@ tell_validation(Results); `generation`, the count of finished generations; metri
 {name: number} for the log line; state() -> a dict of plain arrays and load_state(that dict),
 so a resumed run repeats an uninterrupted one.
 
-The one fitness rule of nevo: higher is better, and a NaN fitness ranks below every number
-(it never becomes a parent or the elite). `fitness_order` is the only place that ranks.
+The one fitness rule of nevo (nevo.algos.ranking.fitness_order, the only place that ranks):
+higher is better, and a NaN fitness ranks below every number.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from nevo.algos.es import ES
+from nevo.algos.ga import GA
+from nevo.algos.ns import GANS, NSES
+from nevo.algos.ranking import fitness_order
 
-
-def fitness_order(fitness: np.ndarray) -> np.ndarray:
-    """Indices from best to worst; NaN last; ties keep the lower index first (stable)."""
-    f = np.asarray(fitness, np.float64)
-    # lexsort is stable and sorts by its last key first: NaN-ness, then descending score.
-    return np.lexsort((-np.nan_to_num(f, nan=0.0), np.isnan(f)))
+__all__ = ["NAMES", "NOVELTY", "fitness_order", "make_algo"]
 
 
 NAMES = ("ga", "rs", "es", "ga-ns", "ns-es", "nsr-es", "nsra-es")
@@ -34,11 +32,6 @@ def make_algo(name: str, cfg, noise, behaviour: tuple[int, type] | None = None):
     the novelty ones); noise: its NoiseSource; behaviour: (d, dtype) of an episode's behaviour,
     for the novelty ones (nevo.envs.behaviour_space gives it).
     """
-    # Imported here: the algorithm modules import fitness_order from this one.
-    from nevo.algos.es import ES
-    from nevo.algos.ga import GA
-    from nevo.algos.ns import GANS, NSES
-
     if name not in NAMES:
         raise ValueError(f"unknown algorithm {name!r}; allowed: {', '.join(NAMES)}")
     if name in NOVELTY and behaviour is None:

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from nevo.algos import fitness_order
 from nevo.algos.ga import rng_for
+from nevo.algos.ranking import fitness_order
 from nevo.episodes import Episodes, Population, Results
 from nevo.noise import SEED_LIMIT, NoiseSource, offsets_of
 

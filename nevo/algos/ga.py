@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nevo.algos import fitness_order
+from nevo.algos.ranking import fitness_order
 from nevo.episodes import Episodes, Population, Results
 from nevo.noise import SEED_LIMIT, NoiseSource
 

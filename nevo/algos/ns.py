@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from nevo.algos import fitness_order
 from nevo.algos.es import ES
 from nevo.algos.ga import GA, rng_for
+from nevo.algos.ranking import fitness_order
 from nevo.config import ESConfig, GAConfig
 from nevo.episodes import Episodes, Population, Results
 from nevo.noise import NoiseSource
