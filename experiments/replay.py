@@ -30,9 +30,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from nevo import build, config, envs, nets, noise, runs
+from nevo import build, config, envs, nets, noise, runs, tasks
 from nevo.episodes import Episodes, Population
-from nevo.pipeline import make_evaluator
+from nevo.kernels import make_policy
 
 GIF_MAX_BYTES = 5_000_000
 GIF_MAX_IMAGES = 1000  # beyond this many pictures the GIF keeps every k-th agent step
@@ -91,7 +91,7 @@ def load_elite(run_dir: str, which: str = "best"):
             elite = {**json.load(f), "file": name}
     except json.JSONDecodeError as e:
         raise config.ConfigError(f"{os.path.join(run_dir, name)}: damaged ({e})") from None
-    spec = build.net_for(cfg)
+    spec = build.net_for(cfg, tasks.task_for(cfg.env))
     if "theta" in elite:  # ES: the elite is theta itself
         return cfg, elite, spec, np.load(os.path.join(run_dir, elite["theta"]))
     table = noise.make_table(elite["noise_table_size"], elite["noise_seed"])
@@ -208,21 +208,22 @@ def main(argv=None) -> int:
     try:
         args = parse(argv)
         cfg, elite, spec, weights = load_elite(args.run_dir, args.elite)
-        if args.gif and not config.is_atari(cfg.env):
-            raise config.ConfigError(f"--gif: records Atari screens; {cfg.env.env} has none")
+        task = tasks.task_for(replace(cfg.env, frame_cap=args.frame_cap))
+        if args.gif and not isinstance(task, tasks.AtariGame):
+            raise config.ConfigError(f"--gif: records Atari screens; {task.name} has none")
         cfg = replace(cfg, run=replace(cfg.run, device=args.device))
-        device = build.device_for(cfg)
-        policy = build.policy_for(cfg, spec, device)
+        device = build.device_for(cfg, task)
+        policy = make_policy(device, spec)
         # The elite's weights as they are; the builder folds virtual batch norm in, as in training.
-        builder = build.weight_builder(cfg, spec, args.run_dir, None)
+        builder = build.weight_builder(cfg, task, spec, args.run_dir, None)
         elite_only = Population.of_weights(weights[None])
     except (config.ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    env_cfg = replace(cfg.env, frame_cap=args.frame_cap)
+    env_cfg = task.cfg
     run_cfg = replace(cfg.run, env_slots=args.env_slots, threads=args.threads)
     seeds = np.random.default_rng(args.seed).integers(0, noise.SEED_LIMIT, args.episodes).astype(np.int64)
-    env = cfg.env.game if config.is_atari(cfg.env) else cfg.env.env
+    env = task.name
     what = "theta" if "theta" in elite else f"{len(elite['seeds'])} seeds"
     print(f"replay {env} | {elite['file']}: elite of generation {elite['generation']} ({what}, "
           f"validation mean {elite['validation_mean']:.1f}) | {args.episodes} episodes, "
@@ -230,7 +231,7 @@ def main(argv=None) -> int:
 
     # ---- the test episodes ---------------------------------------------------------------
     t0, status = time.monotonic(), Status()
-    evaluator, _ = make_evaluator(env_cfg, run_cfg, policy, builder, device, args.episodes)
+    evaluator, _ = task.evaluator(run_cfg, policy, builder, device, args.episodes)
     try:
         res = evaluator.run(elite_only, Episodes(np.zeros(args.episodes, np.int64), seeds), status)
     except KeyboardInterrupt:

@@ -16,34 +16,35 @@ import time
 
 import numpy as np
 
-from nevo import build, config, nets, noise, runs
+from nevo import build, cli, config, nets, noise, runs, tasks
 from nevo.algos import make_algo
 from nevo.config import ConfigError
-from nevo.pipeline import make_evaluator
+from nevo.kernels import make_policy
 from nevo.progress import Progress
 
 
 def main(argv=None) -> int:
     # ---- settings ---------------------------------------------------------------------
     try:
-        cfg, resume_dir = config.parse_args(argv, __doc__)
-        spec = build.net_for(cfg)
+        cfg, resume_dir = cli.parse_args(argv, __doc__)
+        task = tasks.task_for(cfg.env)
+        spec = build.net_for(cfg, task)
         config.check_noise_table(cfg, spec.n_params)
-        device = build.device_for(cfg)
+        device = build.device_for(cfg, task)
         rows = build.weight_rows(cfg, device, cfg.ga.population, cfg.ga.truncation + 1)
         build.check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population")
         checkpoint = runs.load_checkpoint(resume_dir) if resume_dir else None
     except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
-    run_dir = resume_dir or runs.new_run_dir(cfg)
+    run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
-    builder = build.weight_builder(cfg, spec, run_dir, table)  # genomes -> weights, in the evaluator
-    policy = build.policy_for(cfg, spec, device)
-    evaluator, layout = make_evaluator(cfg.env, cfg.run, policy, builder, device, cfg.ga.population)
+    builder = build.weight_builder(cfg, task, spec, run_dir, table)  # genomes -> weights, in the evaluator
+    policy = make_policy(device, spec)
+    evaluator, layout = task.evaluator(cfg.run, policy, builder, device, cfg.ga.population)
     runs.write_config(run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **layout})
     out = Progress(cfg.run.frame_budget)
-    env = cfg.env.game if config.is_atari(cfg.env) else cfg.env.env
+    env = task.name
     out.say(
         f"nevo {cfg.algo} | {env} | net {cfg.net.net} ({spec.n_params:,} params"
         f"{f', VBN over {cfg.net.vbn} observations' if cfg.net.vbn else ''}) | "

@@ -34,21 +34,26 @@ import time
 
 import numpy as np
 
-from nevo import build, config, envs, nets, noise, runs
+from nevo import build, cli, config, nets, noise, runs, tasks
 from nevo.algos import make_algo
 from nevo.config import ConfigError
-from nevo.pipeline import make_evaluator
+from nevo.kernels import make_policy
 from nevo.progress import Progress
 
 
 def main(argv=None) -> int:
     # ---- settings ---------------------------------------------------------------------
     try:
-        cfg, resume_dir = config.parse_args(argv, __doc__, config.NS_PRESETS)
-        behaviour = envs.behaviour_space(cfg.env)
-        spec = build.net_for(cfg)
+        cfg, resume_dir = cli.parse_args(argv, __doc__, cli.NS_PRESETS)
+        task = tasks.task_for(cfg.env)
+        if task.behaviour is None:
+            raise ConfigError(
+                f"--env: novelty search needs a behaviour per episode; {task.name} has none here "
+                "(use maze or an Atari game)"
+            )
+        spec = build.net_for(cfg, task)
         config.check_noise_table(cfg, spec.n_params)
-        device = build.device_for(cfg)
+        device = build.device_for(cfg, task)
         ns = cfg.ns
         bases = ns.truncation + 1 if ns.algo == "ga-ns" else ns.meta_population  # parents, or thetas
         rows = build.weight_rows(cfg, device, ns.population, bases)
@@ -57,16 +62,15 @@ def main(argv=None) -> int:
     except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
-    run_dir = resume_dir or runs.new_run_dir(cfg)
+    run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
-    builder = build.weight_builder(cfg, spec, run_dir, table)  # genomes -> weights, in the evaluator
-    policy = build.policy_for(cfg, spec, device)
-    ram = cfg.env.env == "atari"  # the maze gives its behaviour itself; Atari's RAM is replayed
-    evaluator, layout = make_evaluator(cfg.env, cfg.run, policy, builder, device, ns.population, ram=ram)
+    builder = build.weight_builder(cfg, task, spec, run_dir, table)  # genomes -> weights, in the evaluator
+    policy = make_policy(device, spec)
+    evaluator, layout = task.evaluator(cfg.run, policy, builder, device, ns.population, behaviours=True)
     runs.write_config(run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **layout})
     out = Progress(cfg.run.frame_budget)
     out.say(
-        f"nevo {ns.algo} | {cfg.env.env} | net {cfg.net.net} ({spec.n_params:,} params) | "
+        f"nevo {ns.algo} | {task.name} | net {cfg.net.net} ({spec.n_params:,} params) | "
         f"N={ns.population} sigma={ns.sigma} k={ns.k} | {device}, "
         + ", ".join(f"{k} {v}" for k, v in layout.items())
         + f" | run folder {run_dir}"
@@ -74,7 +78,7 @@ def main(argv=None) -> int:
 
     # ---- state: the algorithm with its archive, counters (from the checkpoint on resume) ----
     source = noise.NoiseSource(table, nets.init_scale(spec), ns.sigma)
-    algo = make_algo(ns.algo, cfg, source, behaviour)
+    algo = make_algo(ns.algo, cfg, source, task.behaviour)
     frames, wall = 0, 0.0
     if checkpoint is not None:
         algo.load_state(checkpoint)

@@ -1,4 +1,4 @@
-"""What a run script builds from its settings: the net, the device, the policy, the weight builder,
+"""What a run script builds from its settings and task: the net, the device, the weight builder,
 the memory check.
 
 Shared by experiments/run_ga.py, run_es.py and replay.py, so that a run and its replay see the
@@ -12,35 +12,26 @@ import os
 
 import numpy as np
 
-from nevo import config, envs, machine, nets, runs
+from nevo import machine, nets, runs
 from nevo.config import ConfigError
-from nevo.kernels import make_policy, resolve_device
+from nevo.kernels import resolve_device
 from nevo.noise import WeightBuilder
 
 REF_BATCH = "ref_batch.npy"  # VBN's reference observations, in the run folder
 
 
-def net_for(cfg) -> nets.NetSpec:
-    """The NetSpec of cfg.net.net for what cfg.env's observations and actions are."""
-    obs_shape, n_actions, obs_dtype = envs.task_io(cfg.env)
-    return nets.net_spec(cfg.net.net, obs_shape, n_actions, obs_dtype)
+def net_for(cfg, task) -> nets.NetSpec:
+    """The NetSpec of cfg.net.net for what the task's observations and actions are."""
+    return nets.net_spec(cfg.net.net, task.obs_shape, task.n_actions, task.obs_dtype)
 
 
-def device_for(cfg) -> str:
-    """The inference backend: --device, where "auto" means the CPU for gymnasium vector tasks
-    (a GPU launch costs more than a whole 2 x 64 MLP step) and the GPU if present on Atari."""
-    name = cfg.run.device
-    if name == "auto" and not config.is_atari(cfg.env):
-        name = "cpu"
-    return resolve_device(name)
+def device_for(cfg, task) -> str:
+    """The inference backend: --device, where "auto" is what suits the task (the CPU for tasks
+    stepped in this process, whose small nets cost less than a GPU launch; else a GPU if present)."""
+    return resolve_device(task.device if cfg.run.device == "auto" else cfg.run.device)
 
 
-def policy_for(cfg, spec, device: str):
-    """The evaluator's policy on this device."""
-    return make_policy(device, spec)
-
-
-def weight_builder(cfg, spec, run_dir: str, table: np.ndarray | None) -> WeightBuilder:
+def weight_builder(cfg, task, spec, run_dir: str, table: np.ndarray | None) -> WeightBuilder:
     """What turns genomes into the policy's weights; with --vbn, each built row gets virtual batch
     norm folded in, over the run folder's reference batch (collected and saved on the run's
     first start), so the forward kernels run plain weights."""
@@ -48,16 +39,16 @@ def weight_builder(cfg, spec, run_dir: str, table: np.ndarray | None) -> WeightB
         return WeightBuilder(table, nets.init_scale(spec))
     from nevo.vbn import fold
 
-    ref = reference_batch(cfg, run_dir)
+    ref = reference_batch(cfg, task, run_dir)
     return WeightBuilder(table, nets.init_scale(spec), lambda w: fold(spec, w, ref, out=w))
 
 
-def reference_batch(cfg, run_dir: str) -> np.ndarray:
-    """(vbn, C, H, W) observations: the run folder's, or collected from (env, seed) and saved."""
+def reference_batch(cfg, task, run_dir: str) -> np.ndarray:
+    """(vbn, C, H, W) observations: the run folder's, or collected from (task, seed) and saved."""
     path = os.path.join(run_dir, REF_BATCH)
     if os.path.exists(path):
         return np.load(path)
-    ref = envs.reference_batch(cfg.env, cfg.net.vbn, cfg.run.seed)
+    ref = task.reference_batch(cfg.net.vbn, cfg.run.seed)
     runs.save_array(run_dir, REF_BATCH, ref)
     return ref
 

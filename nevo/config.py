@@ -1,21 +1,20 @@
-"""Settings: frozen dataclasses, the paper's presets, JSON load/save, CLI parsing, validation.
+"""Settings: frozen dataclasses, JSON load/save, overrides and range checks, knowing no environment.
 
-Every setting is a field with a one-line help text; `--help` lists them all. Values are
-checked once, in `validate`, and a bad value raises `ConfigError` with a message naming the
-field and what is allowed (the CLI prints it on one line, without a traceback).
+Every setting is a field with a one-line help text (the command line's --help, nevo.cli, lists
+them all). Values are checked once, in `validate`, and a bad value raises `ConfigError` with a
+message naming the field and what is allowed (the command line prints it on one line).
 
-Two roots, one per family of algorithms, each with its own presets: `Config` (the deep GA and
-random search, Such et al. 2017, arXiv 1712.06567) and `ESRunConfig` (OpenAI-ES, Salimans et al.
-2017, arXiv 1703.03864), both as the reference GPU code configures them; see ../shared/DESIGN.md.
+Three roots, one per family of algorithms: `Config` (the deep GA and random search, Such et al.
+2017, arXiv 1712.06567), `ESRunConfig` (OpenAI-ES, Salimans et al. 2017, arXiv 1703.03864) and
+`NSRunConfig` (novelty search: GA-NS, Such et al.; NS-ES, NSR-ES, NSRA-ES, Conti et al. 2018,
+arXiv 1712.06560). Their presets, and the defaults each task and algorithm brings where the
+command line is silent, are nevo.cli's.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import difflib
 import json
-import os
 from dataclasses import dataclass, field, fields, replace
 
 
@@ -146,77 +145,6 @@ def groups(cls) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls) if dataclasses.is_dataclass(f.default))
 
 
-GROUPS = groups(Config)  # the GA's
-
-PRESETS: dict[str, Config] = {
-    # The reference Deep GA (DESIGN.md): N=1000, T=20, sigma=0.002, top 10 x 30 episodes.
-    "paper": Config(preset="paper"),
-    # Random search: the same loop with T=0, every offspring a fresh random network.
-    "rs": Config(ga=GAConfig(truncation=0), preset="rs", algo="rs"),
-    # About 10 minutes on 2 cores: the small net, a small population, short validation.
-    "quick": Config(
-        net=NetConfig(net="small"),
-        ga=GAConfig(population=64, truncation=8, elite_candidates=3, validation_episodes=5),
-        run=RunConfig(frame_budget=3_000_000, noise_table_size=32_000_000),
-        preset="quick",
-    ),
-}
-
-ES_PRESETS: dict[str, ESRunConfig] = {
-    # The reference OpenAI-ES Atari run (DESIGN.md; Uber's GPU es_atari_config): 5,000 perturbations
-    # in mirrored pairs, sigma 0.02, Adam 0.01, L2 0.005, centered ranks, the small net with
-    # virtual batch norm over 128 reference observations.
-    "paper": ESRunConfig(net=NetConfig(net="small", vbn=128)),
-    # Minutes on 2 cores: a small population, short validation.
-    "quick": ESRunConfig(
-        net=NetConfig(net="small", vbn=128),
-        es=ESConfig(population=64, validation_episodes=5),
-        run=RunConfig(frame_budget=3_000_000, noise_table_size=32_000_000),
-        preset="quick",
-    ),
-}
-
-NS_PRESETS: dict[str, NSRunConfig] = {
-    # The deceptive maze, minutes per seed on 2 cores: the small net, 64 individuals, 200-step
-    # episodes (frames = agent steps), GA-NS by default (--algo picks the others).
-    "quick": NSRunConfig(
-        ns=NSConfig(population=64, truncation=10, sigma=0.005, validation_episodes=1),
-        run=RunConfig(frame_budget=1_000_000, noise_table_size=32_000_000),
-        preset="quick",
-    ),
-    # Such et al.'s GA-NS scale on the maze (population 1000, T 20); the ES family as Conti et al.
-    "paper": NSRunConfig(ns=NSConfig(sigma=0.005), run=RunConfig(frame_budget=200_000_000), preset="paper"),
-}
-# The ES family's own defaults where the command line is silent (Conti et al.: sigma 0.02 as
-# OpenAI-ES), and NSRA-ES's (Conti et al.: it starts with all weight on reward; NSR-ES keeps 0.5).
-NS_ES_DEFAULTS = {"sigma": 0.02}
-NSRA_ES_DEFAULTS = {"reward_weight": 1.0}
-
-# Novelty search on Atari, where the command line is silent: GA-NS with the Deep GA's large net
-# and sigma (Such et al.), the ES family with OpenAI-ES's small net and virtual batch norm (Conti
-# et al. build on it; NS_ES_DEFAULTS gives their sigma).
-NS_ATARI_DEFAULTS = {"ga-ns": {"net": "large", "sigma": 0.002}, "es": {"net": "small", "vbn": 128}}
-
-# The maze is deterministic: one validation episode says all (GA and GA-NS alike).
-MAZE_DEFAULTS = {
-    "ga": {"elite_candidates": 1, "validation_episodes": 1, "sigma": 0.005, "frame_budget": 1_000_000}
-}
-
-# Defaults for gymnasium vector tasks where the command line does not set them: the mlp net, a
-# population and sigma that solve CartPole-v1 in about a minute, frames = agent steps.
-VECTOR_TASK_DEFAULTS = {
-    "ga": {
-        "net": "mlp",
-        "vbn": 0,
-        "population": 64,
-        "truncation": 8,
-        "sigma": 0.05,
-        "frame_budget": 3_000_000,
-    },
-    "es": {"net": "mlp", "vbn": 0, "population": 64, "sigma": 0.05, "lr": 0.03, "frame_budget": 3_000_000},
-}
-
-
 def flag(name: str) -> str:
     """The command-line flag of a field name."""
     return "--" + name.replace("_", "-")
@@ -282,55 +210,18 @@ def override(cfg, values: dict):
     return replace(cfg, **{g: replace(getattr(cfg, g), **v) for g, v in by_group.items() if v})
 
 
-def atari_games() -> list[str]:
-    from ale_py import roms
-
-    return sorted(roms.get_all_rom_ids())
-
-
 def _require(ok: bool, name: str, allowed: str, value) -> None:
     if not ok:
         raise ConfigError(f"{flag(name)}: got {value!r}, allowed: {allowed}")
 
 
-def normalize_env(cfg):
-    """`--env frostbite` is `--env atari --game frostbite`: one spelling for the rest of nevo."""
-    if cfg.env.env != "atari" and cfg.env.env in atari_games():
-        return replace(cfg, env=replace(cfg.env, env="atari", game=cfg.env.env))
-    return cfg
-
-
-def is_atari(env_cfg) -> bool:
-    return env_cfg.env == "atari"
-
-
 def validate(cfg):
-    """Check every value once; raise ConfigError naming the field and what is allowed."""
-    from nevo.nets import IMAGE_NETS, NAMED_LAYERS
+    """Check every value's range once; raise ConfigError naming the field and what is allowed.
+    What depends on the environment (a game's name, a net that needs images) its task checks
+    (nevo.tasks)."""
+    from nevo.nets import NAMED_LAYERS
 
-    cfg = normalize_env(cfg)
     e, n, r = cfg.env, cfg.net, cfg.run
-    if e.env == "maze":
-        from nevo.maze import STEPS
-
-        _require(n.net in IMAGE_NETS, "net", "large or small (the maze is an image)", n.net)
-        _require(e.frame_cap >= STEPS, "frame_cap", f">= {STEPS} (a maze episode's steps)", e.frame_cap)
-    elif is_atari(e):
-        games = atari_games()
-        if e.game not in games:
-            close = difflib.get_close_matches(e.game, games, n=5, cutoff=0.5)
-            hint = f"did you mean {', '.join(close)}?" if close else "see ale_py.roms.get_all_rom_ids()"
-            raise ConfigError(f"--game: unknown Atari game {e.game!r}; {hint}")
-    else:
-        from nevo.envs import check_vector_task
-
-        check_vector_task(e.env)  # ConfigError naming --env if unknown, missing or unsuitable
-        _require(
-            n.net not in IMAGE_NETS,
-            "net",
-            "mlp (a gymnasium vector task has no image for the conv nets)",
-            n.net,
-        )
     _require(e.frame_cap > 0, "frame_cap", "an integer > 0", e.frame_cap)
     _require(e.noop_max >= 1, "noop_max", "an integer >= 1", e.noop_max)
     _require(e.frameskip >= 1, "frameskip", "an integer >= 1", e.frameskip)
@@ -426,100 +317,6 @@ def check_noise_table(cfg, n_params: int) -> None:
         f">= the net's parameter count ({n_params:,})",
         size,
     )
-
-
-def _parse_value(kind, text: str):
-    if kind is bool:
-        return text.lower() in ("1", "true", "yes")
-    return kind(text)
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, no usage dump
-        raise ConfigError(message)
-
-
-def build_parser(description: str, presets=None) -> argparse.ArgumentParser:
-    """A parser with --preset, --resume and one flag per setting (default: the preset's)."""
-    presets = presets or PRESETS
-    root = type(next(iter(presets.values())))
-    p = _Parser(
-        description=description,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--preset", default="quick", help=f"one of {', '.join(presets)} (default: quick)")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its checkpoint")
-    for group, f in all_fields(root):
-        kind = {"int": int, "float": float, "str": str}[f.type]
-        p.add_argument(
-            flag(f.name),
-            dest=f.name,
-            type=lambda s, k=kind, n=f.name: _convert(k, n, s),
-            default=None,
-            metavar=kind.__name__.upper(),
-            help=f"{f.metadata['help']} ({_preset_defaults(presets, group, f.name)})",
-        )
-    return p
-
-
-def _preset_defaults(presets: dict, group: str, name: str) -> str:
-    """'paper: 1000, rs: 1000, quick: 64' or, where all presets agree, 'default: 1000'."""
-    values = {p: getattr(getattr(c, group), name) for p, c in presets.items()}
-    if len(set(values.values())) == 1:
-        return f"default: {next(iter(values.values()))}"
-    return ", ".join(f"{p}: {v}" for p, v in values.items())
-
-
-def _convert(kind, name: str, text: str):
-    try:
-        if kind is int:
-            return int(float(text)) if "e" in text.lower() else int(text)
-        return kind(text)
-    except ValueError:
-        article = "an" if kind is int else "a"
-        raise argparse.ArgumentTypeError(f"got {text!r}, allowed: {article} {kind.__name__}") from None
-
-
-def parse_args(argv, description: str, presets=None) -> tuple:
-    """Parse argv into (validated config, resume dir or None); presets: PRESETS or ES_PRESETS."""
-    presets = presets or PRESETS
-    root = type(next(iter(presets.values())))
-    args = build_parser(description, presets).parse_args(argv)
-    given = {f.name: getattr(args, f.name) for _, f in all_fields(root) if getattr(args, f.name) is not None}
-    if args.resume:
-        path = os.path.join(args.resume, "config.json")
-        if not os.path.isfile(path):
-            raise ConfigError(f"--resume: {args.resume!r} is not a run folder (no config.json)")
-        cfg = load(path)
-        if type(cfg) is not root:
-            raise ConfigError(
-                f"--resume: {args.resume!r} is a run of {cfg.algo!r}; resume it with its own command"
-            )
-        changed = set(given) - RESUMABLE
-        if changed:
-            raise ConfigError(
-                f"--resume: only {', '.join(flag(n) for n in sorted(RESUMABLE))} may change on "
-                f"resume; got {', '.join(flag(n) for n in sorted(changed))}"
-            )
-        return validate(override(cfg, given)), args.resume
-    if args.preset not in presets:
-        close = difflib.get_close_matches(args.preset, list(presets), n=3)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise ConfigError(f"--preset: unknown preset {args.preset!r}{hint}; allowed: {', '.join(presets)}")
-    cfg = normalize_env(override(presets[args.preset], given))
-    family = {ESRunConfig: "es", NSRunConfig: "ns"}.get(root, "ga")
-    if cfg.env.env == "maze":  # the maze's own defaults where the command line is silent
-        cfg = override(cfg, {k: v for k, v in MAZE_DEFAULTS.get(family, {}).items() if k not in given})
-    elif not is_atari(cfg.env):  # a vector task: its own defaults where the command line is silent
-        cfg = override(cfg, {k: v for k, v in VECTOR_TASK_DEFAULTS.get(family, {}).items() if k not in given})
-    if family == "ns" and is_atari(cfg.env):
-        atari = NS_ATARI_DEFAULTS["ga-ns" if cfg.ns.algo == "ga-ns" else "es"]
-        cfg = override(cfg, {k: v for k, v in atari.items() if k not in given})
-    if family == "ns" and cfg.ns.algo != "ga-ns":
-        cfg = override(cfg, {k: v for k, v in NS_ES_DEFAULTS.items() if k not in given})
-    if family == "ns" and cfg.ns.algo == "nsra-es":
-        cfg = override(cfg, {k: v for k, v in NSRA_ES_DEFAULTS.items() if k not in given})
-    return validate(cfg), None
 
 
 # Settings that do not change a run's results, so a resumed run may set them anew.

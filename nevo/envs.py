@@ -1,7 +1,8 @@
 """Environment factories: Atari with the preprocessing of the Deep GA reference, and gymnasium
-tasks with vector observations (CartPole-v1, ...) for checks that take minutes.
+tasks with vector observations (CartPole-v1, ...) for checks that take minutes; the reference
+observations of virtual batch norm. nevo.tasks wraps them as tasks.
 
-Preprocessing (Such et al. 2017, as the reference does it; DESIGN.md): frameskip 4 with
+Preprocessing (Such et al. 2017, as the reference does it): frameskip 4 with
 rewards summed, max over the last two raw frames, grayscale 84x84, a stack of 4 frames, FIRE
 on reset where the game needs it, the minimal action set, no reward clipping, no end-of-life
 episodes, sticky actions off, a cap of 20,000 game frames. ale-py's C++ `AtariVectorEnv`
@@ -79,81 +80,27 @@ def make_vector_task(env_id: str):
     return gym.make(env_id)
 
 
-def check_vector_task(env_id: str) -> None:
-    """Raise ConfigError (naming --env) unless env_id makes a gymnasium env with a flat Box
-    observation and Discrete actions."""
+def check_registered(env_id: str) -> None:
+    """Raise ConfigError (naming --env, with close names) unless gymnasium knows env_id."""
     import gymnasium as gym
-    from gymnasium import spaces
 
     known = list(gym.registry)
     if env_id not in known:
-        close = difflib.get_close_matches(env_id, known + ["atari"], n=4, cutoff=0.6)
+        close = difflib.get_close_matches(env_id, known + ["atari", "maze"], n=4, cutoff=0.6)
         hint = f"did you mean {', '.join(close)}?" if close else f"try {', '.join(VECTOR_TASKS[:3])}"
         raise ConfigError(f"--env: {env_id!r} is neither an Atari game nor a gymnasium task; {hint}")
-    try:
-        env = make_vector_task(env_id)
-    except gym.error.DependencyNotInstalled as e:
-        raise ConfigError(f"--env: {env_id} needs a package that is not installed: {e}") from None
-    except Exception as e:  # noqa: BLE001 (any failure to build the env is the user's to see)
-        raise ConfigError(f"--env: gymnasium could not make {env_id!r}: {e}") from None
-    obs, act = env.observation_space, env.action_space
-    env.close()
-    if not (isinstance(obs, spaces.Box) and len(obs.shape) == 1 and isinstance(act, spaces.Discrete)):
-        raise ConfigError(
-            f"--env: {env_id} has observations {obs} and actions {act}; nevo's vector tasks need a "
-            "1-D Box observation and Discrete actions"
-        )
-
-
-def task_io(env_cfg):
-    """(obs_shape (C, H, W), n_actions, obs_dtype) of what the net sees in this environment."""
-    if env_cfg.env == "atari":
-        from nevo.nets import OBS_SHAPE
-
-        return OBS_SHAPE, atari_actions(env_cfg.game), np.uint8
-    if env_cfg.env == "maze":
-        from nevo import maze
-
-        return (maze.STACK, maze.SIZE, maze.SIZE), maze.N_ACTIONS, np.uint8
-    env = make_vector_task(env_cfg.env)
-    n_obs, n_act = env.observation_space.shape[0], int(env.action_space.n)
-    env.close()
-    return (n_obs, 1, 1), n_act, np.float32
-
-
-def behaviour_space(env_cfg) -> tuple[int, type]:
-    """(d, dtype) of an episode's behaviour in novelty search: the maze's final (x, y) in [0, 1],
-    an Atari game's final 128-byte RAM. Vector tasks have none (a ConfigError naming --env)."""
-    if env_cfg.env == "atari":
-        from nevo.atari_ram import RAM_BYTES
-
-        return RAM_BYTES, np.uint8
-    if env_cfg.env == "maze":
-        return 2, np.float32
-    raise ConfigError(
-        f"--env: novelty search needs a behaviour per episode; {env_cfg.env} has none here "
-        "(use maze or an Atari game)"
-    )
-
-
-def make_task(env_cfg, slots: int):
-    """The in-process task (see nevo.sync_eval) of a non-Atari env: the maze or a gymnasium one."""
-    if env_cfg.env == "maze":
-        from nevo.maze import MazeSlots
-
-        return MazeSlots(slots)
-    return VectorTaskSlots(env_cfg.env, slots)
 
 
 class VectorTaskSlots:
-    """`slots` gymnasium envs of one task, reset with an episode seed and stepped together.
+    """`slots` gymnasium envs of one task (make_env() makes one), reset with an episode seed and
+    stepped together.
 
     Observations are float32 (slots, n, 1, 1), the net's (C, H, W) input layout. Python steps
     each env in turn: these tasks cost microseconds a step, the forward pass dominates.
     """
 
-    def __init__(self, env_id: str, slots: int):
-        self.envs = [make_vector_task(env_id) for _ in range(slots)]
+    def __init__(self, make_env, slots: int):
+        self.envs = [make_env() for _ in range(slots)]
         self.slots = slots
         self.obs_shape = (self.envs[0].observation_space.shape[0], 1, 1)  # (C, H, W) = (n, 1, 1)
         self.obs_dtype = np.float32
@@ -181,39 +128,41 @@ class VectorTaskSlots:
             env.close()
 
 
-def reference_batch(env_cfg, size: int, seed: int, keep: float = 0.05) -> np.ndarray:
-    """(size, C, H, W) observations for virtual batch norm, collected once before training.
+def atari_reference_batch(env_cfg, size: int, seed: int, keep: float = 0.05) -> np.ndarray:
+    """(size, 4, 84, 84) uint8 observations for virtual batch norm, collected once before training.
 
     As the reference ES does: play uniformly random actions and keep each observation with
     probability `keep` (so the batch spans whole episodes, not just their starts). Every
     episode starts with a seeded reset, so the batch is a function of (env, size, seed)."""
     rng = np.random.default_rng([seed, 0xBA7C])
     batch, episode = [], 0
-    if env_cfg.env == "atari":
-        env = make_atari(env_cfg, 1, 1)
-        n_actions = env.single_action_space.n
-        obs, _ = env.reset(seed=np.array([seed], np.int64))
-        try:
-            while len(batch) < size:
-                obs, _, term, trunc, _ = env.step(rng.integers(0, n_actions, 1))
-                if rng.random() < keep:
-                    batch.append(obs[0].copy())
-                if term[0] or trunc[0]:  # a seeded reset: the autoreset's is not deterministic
-                    episode += 1
-                    obs, _ = env.reset(seed=np.array([seed + episode], np.int64))
-        finally:
-            env.close()
-        return np.stack(batch)
-    task = make_task(env_cfg, 1)
-    n_actions = task_io(env_cfg)[1]
+    env = make_atari(env_cfg, 1, 1)
+    n_actions = env.single_action_space.n
+    obs, _ = env.reset(seed=np.array([seed], np.int64))
+    try:
+        while len(batch) < size:
+            obs, _, term, trunc, _ = env.step(rng.integers(0, n_actions, 1))
+            if rng.random() < keep:
+                batch.append(obs[0].copy())
+            if term[0] or trunc[0]:  # a seeded reset: the autoreset's is not deterministic
+                episode += 1
+                obs, _ = env.reset(seed=np.array([seed + episode], np.int64))
+    finally:
+        env.close()
+    return np.stack(batch)
+
+
+def task_reference_batch(task, n_actions: int, frame_cap: int, size: int, seed: int, keep: float = 0.05):
+    """atari_reference_batch for an in-process task of one slot (nevo.sync_eval's interface)."""
+    rng = np.random.default_rng([seed, 0xBA7C])
+    batch, episode, steps = [], 0, 0
     obs = task.reset([0], [seed])
-    steps = 0
     while len(batch) < size:
         obs, _, ended = task.step([0], rng.integers(0, n_actions, 1))
         steps += 1
         if rng.random() < keep:
             batch.append(obs[0].copy())
-        if ended[0] or steps >= env_cfg.frame_cap:
+        if ended[0] or steps >= frame_cap:
             episode, steps = episode + 1, 0
             obs = task.reset([0], [seed + episode])
     task.close()

@@ -35,7 +35,7 @@ from nevo.atari_ram import RamReplayer, collect
 from nevo.envs import NOOP, make_atari, noop_count
 from nevo.episodes import Episodes, Results
 from nevo.machine import cores
-from nevo.slot_weights import for_device, in_parts
+from nevo.slot_weights import in_parts
 
 # What receive() finds a group to be after its step.
 LIVE, RESETTING, IDLE = range(3)
@@ -361,35 +361,3 @@ class _Batch:
             forward_s=self.forward_s,
             behaviours=bc,
         )
-
-
-def make_evaluator(
-    env_cfg, run_cfg, policy, builder, device: str, population: int, max_rows: int = 0, ram: bool = False
-):
-    """(evaluator, facts for config.json) for this environment: the pipeline on Atari, the
-    synchronous evaluator on the maze and gymnasium vector tasks; slots and groups as `layout`
-    chooses. builder: the nevo.noise.WeightBuilder that turns genomes into weights (one row per
-    slot on the CPU; on a GPU every row of a population, of at most max_rows rows at a time, 0:
-    as many as a quarter of the free memory holds). ram: on Atari, each episode's final RAM is
-    its behaviour (nevo.atari_ram)."""
-    weights = for_device(builder, device, max_rows)
-
-    if env_cfg.env != "atari":
-        from nevo.envs import make_task
-        from nevo.sync_eval import SyncEvaluator
-
-        slots = run_cfg.env_slots or min(population, 256)
-        task = make_task(env_cfg, slots)
-        evaluator = SyncEvaluator(task, policy, weights, env_cfg.frame_cap)
-        return evaluator, {"env_slots": slots, "pipeline": "sync"}
-    threads = run_cfg.threads or cores()
-    slots, batch, overlap = layout(device, cores(), population, run_cfg)
-    evaluator = Evaluator(env_cfg, policy, weights, slots, threads, batch, overlap, ram=ram)
-    facts = {
-        "env_slots": evaluator.slots,
-        "batch_size": evaluator.group,
-        "threads": evaluator.threads,
-        "pipeline": "overlap" if overlap else "lockstep",
-        **({"behaviour": "final RAM, replayed"} if ram else {}),
-    }
-    return evaluator, facts

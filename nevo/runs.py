@@ -52,11 +52,10 @@ def git_commit() -> str:
     return (rev + ("-dirty" if dirty else "")) if rev else "unknown"
 
 
-def new_run_dir(cfg) -> str:
+def new_run_dir(cfg, task_name: str) -> str:
     """Make runs/<game or task>__<algo>__<seed>__<time>/ (never reusing an existing folder)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    env = cfg.env.game if cfg.env.env == "atari" else cfg.env.env
-    base = os.path.join(cfg.run.out_dir, f"{env}__{cfg.algo}__{cfg.run.seed}__{stamp}")
+    base = os.path.join(cfg.run.out_dir, f"{task_name}__{cfg.algo}__{cfg.run.seed}__{stamp}")
     path, k = base, 1
     while os.path.exists(path):
         path, k = f"{base}-{k}", k + 1

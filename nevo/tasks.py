@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+from dataclasses import replace
 
 import numpy as np
 
@@ -34,9 +35,24 @@ def atari_games() -> list[str]:
     return sorted(roms.get_all_rom_ids())
 
 
+def normalize_env(env_cfg: EnvConfig) -> EnvConfig:
+    """`--env frostbite` is `--env atari --game frostbite`: one spelling for the rest of nevo."""
+    if env_cfg.env not in ("atari", "maze") and env_cfg.env in atari_games():
+        return replace(env_cfg, env="atari", game=env_cfg.env)
+    return env_cfg
+
+
 class AtariGame:
     """An Atari game from pixels: 4 stacked 84x84 grayscale frames, the minimal action set."""
 
+    LABEL = "Atari"
+    # Where the command line is silent, novelty search on Atari: GA-NS with the Deep GA's large
+    # net and sigma (Such et al. 2017), the ES family with OpenAI-ES's small net and virtual batch
+    # norm, which Conti et al. 2018 build on.
+    DEFAULTS = {
+        "ga-ns": {"net": "large", "sigma": 0.002},
+        **{es: {"net": "small", "vbn": 128} for es in ("ns-es", "nsr-es", "nsra-es")},
+    }
     obs_dtype = np.uint8
     behaviour = None  # set in __init__: (128, uint8), the final RAM
     device = "auto"  # a GPU where there is one
@@ -58,17 +74,12 @@ class AtariGame:
         return self._n_actions
 
     def check(self, net_cfg) -> None:
-        """ConfigError naming the setting unless the game exists and the net reads images."""
-        from nevo.nets import IMAGE_NETS
-
+        """ConfigError naming --game unless the game exists."""
         games = atari_games()
         if self.cfg.game not in games:
             close = difflib.get_close_matches(self.cfg.game, games, n=5, cutoff=0.5)
             hint = f"did you mean {', '.join(close)}?" if close else "see ale_py.roms.get_all_rom_ids()"
             raise ConfigError(f"--game: unknown Atari game {self.cfg.game!r}; {hint}")
-        _require(
-            net_cfg.net in IMAGE_NETS, "net", "large or small (Atari is played from pixels)", net_cfg.net
-        )
 
     def evaluator(self, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
         """(the pipeline of emulator groups, facts for config.json); behaviours: each episode's
@@ -121,6 +132,12 @@ class _InProcess:
 class Maze(_InProcess):
     """The deceptive image maze: an 84x84 top-down image, 4 stacked frames, 5 moves."""
 
+    LABEL = "maze"
+    # The maze is deterministic: one validation episode says all.
+    DEFAULTS = {
+        "ga": {"elite_candidates": 1, "validation_episodes": 1, "sigma": 0.005, "frame_budget": 1_000_000}
+    }
+
     obs_dtype = np.uint8
     behaviour = (2, np.float32)  # the final (x, y) in [0, 1]
 
@@ -155,6 +172,26 @@ class GymTask(_InProcess):
     (env_cfg.env, e.g. CartPole-v1) or, from Python, a user's own environment class or any
     function that makes one (`make_env`), registered or not. Observations are float32 (n, 1, 1)."""
 
+    LABEL = "gymnasium tasks"
+    # The mlp net, and a population and sigma that solve CartPole-v1 in about a minute.
+    DEFAULTS = {
+        "ga": {
+            "net": "mlp",
+            "vbn": 0,
+            "population": 64,
+            "truncation": 8,
+            "sigma": 0.05,
+            "frame_budget": 3_000_000,
+        },
+        "es": {
+            "net": "mlp",
+            "vbn": 0,
+            "population": 64,
+            "sigma": 0.05,
+            "lr": 0.03,
+            "frame_budget": 3_000_000,
+        },
+    }
     obs_dtype = np.float32
     behaviour = None
 
@@ -166,7 +203,7 @@ class GymTask(_InProcess):
         self.name = env_cfg.env
         if make_env is None:
             envs.check_registered(env_cfg.env)
-            make_env = functools.partial(gym.make, env_cfg.env)
+            make_env = functools.partial(envs.make_vector_task, env_cfg.env)
         self.make_env = make_env
         try:
             env = make_env()
@@ -194,13 +231,17 @@ class GymTask(_InProcess):
         return envs.VectorTaskSlots(self.make_env, slots)
 
 
+KINDS = (AtariGame, Maze, GymTask)
+
+
+def kind_of(env_cfg: EnvConfig):
+    """The task class an EnvConfig names (without making the task)."""
+    return {"atari": AtariGame, "maze": Maze}.get(env_cfg.env, GymTask)
+
+
 def task_for(env_cfg: EnvConfig, make_env=None):
     """The task an EnvConfig names: atari (its game), maze, or a gymnasium id; make_env: a user's
     own gymnasium environment class or factory (then env_cfg.env is only its name)."""
     if make_env is not None:
         return GymTask(env_cfg, make_env)
-    if env_cfg.env == "atari":
-        return AtariGame(env_cfg)
-    if env_cfg.env == "maze":
-        return Maze(env_cfg)
-    return GymTask(env_cfg)
+    return kind_of(env_cfg)(env_cfg)

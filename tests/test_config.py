@@ -5,13 +5,14 @@ import sys
 
 import pytest
 
-from nevo import config
-from nevo.config import ConfigError, parse_args
+from nevo import cli, config
+from nevo.cli import parse_args
+from nevo.config import ConfigError
 
 
 def test_paper_preset_is_the_reference_deep_ga():
     """`paper` is exactly the reference configuration of DESIGN.md."""
-    c = config.PRESETS["paper"]
+    c = cli.PRESETS["paper"]
     assert (c.ga.population, c.ga.truncation, c.ga.sigma) == (1000, 20, 0.002)
     assert (c.ga.elite_candidates, c.ga.validation_episodes) == (10, 30)
     assert (c.env.frame_cap, c.net.net, c.run.frame_budget) == (20_000, "large", 1_000_000_000)
@@ -20,7 +21,7 @@ def test_paper_preset_is_the_reference_deep_ga():
 
 def test_rs_preset_is_the_ga_loop_with_no_parents():
     """Random search differs from `paper` only in T = 0 and its name."""
-    rs, paper = config.PRESETS["rs"], config.PRESETS["paper"]
+    rs, paper = cli.PRESETS["rs"], cli.PRESETS["paper"]
     assert rs.ga.truncation == 0 and rs.ga.population == paper.ga.population
 
 

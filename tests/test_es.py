@@ -9,7 +9,8 @@ import pytest
 
 from experiments import run_es
 from nevo.algos.es import ES, centered_ranks, weighted_noise_sum, weighted_noise_sum_reference
-from nevo.config import ES_PRESETS, ConfigError, ESConfig, parse_args
+from nevo.cli import ES_PRESETS, parse_args
+from nevo.config import ConfigError, ESConfig
 from nevo.episodes import Results
 from nevo.noise import NoiseSource, WeightBuilder
 from tests.conftest import metrics_without_clock, run_folder

@@ -8,7 +8,8 @@ import pytest
 
 from experiments import run_ns
 from nevo import runs
-from nevo.config import NS_PRESETS, ConfigError, build_parser, parse_args
+from nevo.cli import NS_PRESETS, build_parser, parse_args
+from nevo.config import ConfigError
 from tests.conftest import metrics_without_clock, run_folder
 
 TINY = [

@@ -3,22 +3,24 @@
 import json
 import os
 
+import gymnasium as gym
 import numpy as np
 
 from experiments import replay, run_ga
 from nevo import nets
 from nevo.config import EnvConfig
-from nevo.envs import VectorTaskSlots, reference_batch
+from nevo.envs import VectorTaskSlots
 from nevo.episodes import Episodes, Population
 from nevo.kernels import make_policy
 from nevo.sync_eval import SyncEvaluator
+from nevo.tasks import task_for
 from tests.conftest import host_weights
 
 
 def evaluate(slots, weights, episodes, frame_cap=500):
     spec = nets.net_spec("mlp", (4, 1, 1), 2, np.float32)
     ev = SyncEvaluator(
-        VectorTaskSlots("CartPole-v1", slots),
+        VectorTaskSlots(lambda: gym.make("CartPole-v1"), slots),
         make_policy("cpu", spec),
         host_weights(spec.n_params),
         frame_cap,
@@ -57,9 +59,8 @@ def test_episodes_are_cut_at_the_frame_cap():
 
 
 def test_reference_batch_is_a_function_of_env_size_and_seed():
-    a = reference_batch(EnvConfig(env="CartPole-v1"), 16, 3)
-    b = reference_batch(EnvConfig(env="CartPole-v1"), 16, 3)
-    c = reference_batch(EnvConfig(env="CartPole-v1"), 16, 4)
+    task = task_for(EnvConfig(env="CartPole-v1"))
+    a, b, c = task.reference_batch(16, 3), task.reference_batch(16, 3), task.reference_batch(16, 4)
     assert a.shape == (16, 4, 1, 1) and a.dtype == np.float32
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)

@@ -30,12 +30,12 @@ def make_algo(name: str, cfg, noise, behaviour: tuple[int, type] | None = None):
 
     cfg: the run's root config (config.Config for ga and rs, ESRunConfig for es, NSRunConfig for
     the novelty ones); noise: its NoiseSource; behaviour: (d, dtype) of an episode's behaviour,
-    for the novelty ones (nevo.envs.behaviour_space gives it).
+    for the novelty ones (a task's `behaviour`, nevo.tasks).
     """
     if name not in NAMES:
         raise ValueError(f"unknown algorithm {name!r}; allowed: {', '.join(NAMES)}")
     if name in NOVELTY and behaviour is None:
-        raise ValueError(f"{name}: novelty search needs behaviour=(d, dtype) (nevo.envs.behaviour_space)")
+        raise ValueError(f"{name}: novelty search needs behaviour=(d, dtype) (a task's `behaviour`)")
     if name in ("ga", "rs"):
         return GA(cfg.ga, cfg.run.seed, noise)
     if name == "es":

@@ -1,0 +1,202 @@
+"""The command line: presets, the defaults a task or an algorithm brings, argparse.
+
+`parse_args` turns argv into a validated config: a preset (the papers' settings or a quick one),
+then the flags given, then `apply_defaults` (what the task and the algorithm bring where the
+command line is silent), then the range checks (nevo.config.validate) and the task's checks. A
+config built in Python goes through `apply_defaults` and `check` too, so it runs like the same
+config from the command line; `--help` lists each setting's preset values and those defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+from dataclasses import replace
+
+from nevo import tasks
+from nevo.config import (
+    RESUMABLE,
+    Config,
+    ConfigError,
+    ESConfig,
+    ESRunConfig,
+    GAConfig,
+    NetConfig,
+    NSConfig,
+    NSRunConfig,
+    RunConfig,
+    all_fields,
+    flag,
+    load,
+    override,
+    validate,
+)
+
+PRESETS: dict[str, Config] = {
+    # The reference Deep GA (Such et al. 2017, as Uber's GPU code runs it): N=1000, T=20,
+    # sigma=0.002, the top 10 re-evaluated on 30 episodes each.
+    "paper": Config(preset="paper"),
+    # Random search: the same loop with T=0, every offspring a fresh random network.
+    "rs": Config(ga=GAConfig(truncation=0), preset="rs", algo="rs"),
+    # About 10 minutes on 2 cores: the small net, a small population, short validation.
+    "quick": Config(
+        net=NetConfig(net="small"),
+        ga=GAConfig(population=64, truncation=8, elite_candidates=3, validation_episodes=5),
+        run=RunConfig(frame_budget=3_000_000, noise_table_size=32_000_000),
+        preset="quick",
+    ),
+}
+
+ES_PRESETS: dict[str, ESRunConfig] = {
+    # The reference OpenAI-ES Atari run (Uber's GPU es_atari_config): 5,000 perturbations
+    # in mirrored pairs, sigma 0.02, Adam 0.01, L2 0.005, centered ranks, the small net with
+    # virtual batch norm over 128 reference observations.
+    "paper": ESRunConfig(net=NetConfig(net="small", vbn=128)),
+    # Minutes on 2 cores: a small population, short validation.
+    "quick": ESRunConfig(
+        net=NetConfig(net="small", vbn=128),
+        es=ESConfig(population=64, validation_episodes=5),
+        run=RunConfig(frame_budget=3_000_000, noise_table_size=32_000_000),
+        preset="quick",
+    ),
+}
+
+NS_PRESETS: dict[str, NSRunConfig] = {
+    # The deceptive maze, minutes per seed on 2 cores: the small net, 64 individuals, 200-step
+    # episodes (frames = agent steps), GA-NS by default (--algo picks the others).
+    "quick": NSRunConfig(
+        ns=NSConfig(population=64, truncation=10, sigma=0.005, validation_episodes=1),
+        run=RunConfig(frame_budget=1_000_000, noise_table_size=32_000_000),
+        preset="quick",
+    ),
+    # Such et al.'s GA-NS scale on the maze (population 1000, T 20); the ES family as Conti et al.
+    "paper": NSRunConfig(ns=NSConfig(sigma=0.005), run=RunConfig(frame_budget=200_000_000), preset="paper"),
+}
+# What an algorithm brings where the command line is silent: the ES family of novelty search
+# steps with OpenAI-ES's sigma 0.02, and NSRA-ES starts with all weight on reward (Conti et al.
+# 2018; NSR-ES keeps 0.5).
+ALGORITHM_DEFAULTS = {
+    "ns-es": {"sigma": 0.02},
+    "nsr-es": {"sigma": 0.02},
+    "nsra-es": {"sigma": 0.02, "reward_weight": 1.0},
+}
+
+
+def algorithm(cfg) -> str:
+    """The algorithm a config runs: ga, rs, es, or the novelty one (cfg.ns.algo)."""
+    return cfg.ns.algo if isinstance(cfg, NSRunConfig) else cfg.algo
+
+
+def apply_defaults(cfg, given=()):
+    """cfg with the defaults of its task (tasks' DEFAULTS) and of its algorithm (ALGORITHM_DEFAULTS)
+    for every setting not named in `given` (the names set explicitly); `--env frostbite` becomes
+    `--env atari --game frostbite` first."""
+    cfg = replace(cfg, env=tasks.normalize_env(cfg.env))
+    name = algorithm(cfg)
+    family = "ga" if name == "rs" else name  # random search is the GA's loop
+    for defaults in (tasks.kind_of(cfg.env).DEFAULTS.get(family, {}), ALGORITHM_DEFAULTS.get(name, {})):
+        cfg = override(cfg, {k: v for k, v in defaults.items() if k not in given})
+    return cfg
+
+
+def check(cfg, make_env=None):
+    """Validate cfg (ranges, then its task's checks); returns (cfg, its task)."""
+    cfg = validate(cfg)
+    task = tasks.task_for(cfg.env, make_env)
+    task.check(cfg.net)
+    return cfg, task
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage dump
+        raise ConfigError(message)
+
+
+def build_parser(description: str, presets=None) -> argparse.ArgumentParser:
+    """A parser with --preset, --resume and one flag per setting (default: the preset's)."""
+    presets = presets or PRESETS
+    root = type(next(iter(presets.values())))
+    p = _Parser(
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--preset", default="quick", help=f"one of {', '.join(presets)} (default: quick)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its checkpoint")
+    for group, f in all_fields(root):
+        kind = {"int": int, "float": float, "str": str}[f.type]
+        p.add_argument(
+            flag(f.name),
+            dest=f.name,
+            type=lambda s, k=kind, n=f.name: _convert(k, n, s),
+            default=None,
+            metavar=kind.__name__.upper(),
+            help=f"{f.metadata['help']} ({_preset_defaults(presets, group, f.name)}{_brought(root, f.name)})",
+        )
+    return p
+
+
+def _preset_defaults(presets: dict, group: str, name: str) -> str:
+    """'paper: 1000, rs: 1000, quick: 64' or, where all presets agree, 'default: 1000'."""
+    values = {p: getattr(getattr(c, group), name) for p, c in presets.items()}
+    if len(set(values.values())) == 1:
+        return f"default: {next(iter(values.values()))}"
+    return ", ".join(f"{p}: {v}" for p, v in values.items())
+
+
+# The algorithms of each root, as the keys of tasks' DEFAULTS and ALGORITHM_DEFAULTS name them.
+FAMILIES = {Config: ("ga",), ESRunConfig: ("es",), NSRunConfig: ("ga-ns", "ns-es", "nsr-es", "nsra-es")}
+
+
+def _brought(root, name: str) -> str:
+    """'; where not set: gymnasium tasks 64, maze 0.005' (the task and algorithm defaults of a
+    setting that apply to this root's algorithms), or ''."""
+    sources = [(kind.LABEL, kind.DEFAULTS) for kind in tasks.KINDS] + [("", ALGORITHM_DEFAULTS)]
+    said = []
+    for label, defaults in sources:
+        for algo in FAMILIES[root]:
+            if name in defaults.get(algo, {}):
+                who = " ".join(w for w in (label, algo if len(FAMILIES[root]) > 1 or not label else "") if w)
+                said.append(f"{who} {defaults[algo][name]}")
+    return f"; where not set: {', '.join(dict.fromkeys(said))}" if said else ""
+
+
+def _convert(kind, name: str, text: str):
+    try:
+        if kind is int:
+            return int(float(text)) if "e" in text.lower() else int(text)
+        return kind(text)
+    except ValueError:
+        article = "an" if kind is int else "a"
+        raise argparse.ArgumentTypeError(f"got {text!r}, allowed: {article} {kind.__name__}") from None
+
+
+def parse_args(argv, description: str, presets=None) -> tuple:
+    """Parse argv into (checked config, resume dir or None); presets: PRESETS, ES_PRESETS or
+    NS_PRESETS. On resume the run folder's config is taken as it was written."""
+    presets = presets or PRESETS
+    root = type(next(iter(presets.values())))
+    args = build_parser(description, presets).parse_args(argv)
+    given = {f.name: getattr(args, f.name) for _, f in all_fields(root) if getattr(args, f.name) is not None}
+    if args.resume:
+        path = os.path.join(args.resume, "config.json")
+        if not os.path.isfile(path):
+            raise ConfigError(f"--resume: {args.resume!r} is not a run folder (no config.json)")
+        cfg = load(path)
+        if type(cfg) is not root:
+            raise ConfigError(
+                f"--resume: {args.resume!r} is a run of {cfg.algo!r}; resume it with its own command"
+            )
+        changed = set(given) - RESUMABLE
+        if changed:
+            raise ConfigError(
+                f"--resume: only {', '.join(flag(n) for n in sorted(RESUMABLE))} may change on "
+                f"resume; got {', '.join(flag(n) for n in sorted(changed))}"
+            )
+        return check(override(cfg, given))[0], args.resume
+    if args.preset not in presets:
+        close = difflib.get_close_matches(args.preset, list(presets), n=3)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(f"--preset: unknown preset {args.preset!r}{hint}; allowed: {', '.join(presets)}")
+    cfg = apply_defaults(override(presets[args.preset], given), given)
+    return check(cfg)[0], None
