@@ -17,7 +17,8 @@ the same action, so every episode runs to about the cap). The episodes are the s
 nevo's no-op start (1..30 steps, from each episode's seed), so the difference is the system. The
 rounds alternate EvoTorch and nevo, so that the noise of a shared machine falls on both. Also
 timed, generation by generation in turn: each system's own GA, EvoTorch's `GeneticAlgorithm`
-(its initialisation, Gaussian mutation of sigma 0.002, as DESIGN.md's peer figure was) and
+(its initialisation, Gaussian mutation of sigma 0.002, as the earlier peer figure in
+docs/performance.md was) and
 nevo's GA (its initialisation, sigma 0.002, no elite re-evaluation, like EvoTorch's).
 
 Frames are emulated game frames of live episodes: nevo's from ALE's frame counters, EvoTorch's
@@ -39,7 +40,7 @@ from nevo.algos.ga import GA
 from nevo.config import EnvConfig, GAConfig, RunConfig
 from nevo.envs import atari_actions, make_atari
 from nevo.kernels import make_policy
-from nevo.pipeline import Evaluator, layout
+from nevo.pipeline import AtariEvaluator, layout
 from nevo.slot_weights import PooledWeights
 
 
@@ -123,10 +124,9 @@ class NevoGA:
         slots, group, overlap = lay
         cfg = GAConfig(population=n, truncation=max(1, n // 3), sigma=0.002)
         table = noise.make_table(spec.n_params + 1_000_000, seed=n)
-        source = noise.NoiseSource(table, nets.init_scale(spec), cfg.sigma)
-        self.ga = GA(cfg, seed=n, noise=source)
+        self.ga = GA(cfg, seed=n)
         weights = PooledWeights(noise.WeightBuilder(table, nets.init_scale(spec)))  # built per slot
-        self.ev = Evaluator(env_cfg, policy, weights, slots, threads, group_size=group, overlap=overlap)
+        self.ev = AtariEvaluator(env_cfg, policy, weights, slots, threads, group_size=group, overlap=overlap)
 
     def step(self) -> tuple[float, int]:
         """(frames/s, frames) of one generation, breeding included."""
@@ -134,7 +134,7 @@ class NevoGA:
         population, episodes = self.ga.ask()
         res = self.ev.run(population, episodes)
         fitness = self.ga.tell(res)
-        self.ga.tell_no_validation(float(fitness.max()))
+        self.ga.take_top_as_elite(float(fitness.max()))
         return res.total_frames / (time.perf_counter() - t0), res.total_frames
 
     def close(self) -> None:

@@ -31,7 +31,7 @@ from nevo.config import EnvConfig, RunConfig
 from nevo.envs import atari_actions, make_atari
 from nevo.episodes import Episodes, Population
 from nevo.kernels import make_policy
-from nevo.pipeline import Evaluator, layout
+from nevo.pipeline import AtariEvaluator, layout
 from nevo.slot_weights import for_device
 
 
@@ -101,7 +101,7 @@ def pipeline_rate(env_cfg, policy, device, pop, slots, group, threads, overlap, 
     shares of the wall time."""
     population, builder = pop
     weights = for_device(builder, device)
-    ev = Evaluator(env_cfg, policy, weights, slots, threads, group_size=group, overlap=overlap, ram=ram)
+    ev = AtariEvaluator(env_cfg, policy, weights, slots, threads, group_size=group, overlap=overlap, ram=ram)
     try:
         n = len(population)
         res = ev.run(population, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
@@ -122,7 +122,9 @@ def main(argv=None) -> None:
     p.add_argument(
         "--slots", type=int, default=0, help="emulators in all (default: 16 per core, 32 with a GPU)"
     )
-    p.add_argument("--batch-size", type=int, default=0, help="emulators per group of the overlap mode")
+    p.add_argument(
+        "--emulators-per-group", type=int, default=0, help="emulators per group of the overlap mode"
+    )
     p.add_argument("--threads", type=int, default=0, help="emulator threads per group (default: cores)")
     p.add_argument("--device", default="auto")
     p.add_argument("--no-plain", action="store_true", help="skip the plain-loop comparison")
@@ -136,9 +138,9 @@ def main(argv=None) -> None:
     cores = machine.cores()
     threads = a.threads or cores
     # The overlap mode's layout for an unbounded population (slots and groups from the machine).
-    run_cfg = RunConfig(env_slots=a.slots, batch_size=a.batch_size, pipeline="overlap")
+    run_cfg = RunConfig(env_slots=a.slots, emulators_per_group=a.emulators_per_group, pipeline="overlap")
     slots, group, _ = layout(device, cores, 10**9, run_cfg)
-    slots = -(-slots // group) * group  # whole groups, as the Evaluator makes them
+    slots = -(-slots // group) * group  # whole groups, as the AtariEvaluator makes them
     lock_group = layout(device, cores, 10**9, RunConfig(env_slots=slots, pipeline="lockstep"))[1]
     pops = a.populations or ([64, 256, 1000] if device == "cuda" else [64, 256])
     env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)

@@ -76,7 +76,9 @@ class NSConfig:
     population: int = setting(1000, "individuals (GA-NS) or perturbations (ES family) per generation")
     sigma: float = setting(0.002, "mutation power (GA-NS) or ES noise std (ES family: 0.02 unless set)")
     truncation: int = setting(20, "GA-NS: top individuals by novelty that may be parents")
-    k: int = setting(10, "novelty: mean distance to the k nearest behaviours (archive + population)")
+    k: int = setting(
+        10, "novelty: mean distance to the k nearest behaviours (archive + population; Conti et al.: 10)"
+    )
     archive_prob: float = setting(0.01, "GA-NS: chance that each individual's behaviour joins the archive")
     meta_population: int = setting(3, "ES family: agents, the one to update drawn with probability ~ novelty")
     optimizer: str = setting("adam", "ES family: adam or sgd (with momentum)")
@@ -87,8 +89,10 @@ class NSConfig:
     reward_weight: float = setting(
         0.5, "NSR-ES: weight of reward's ranks vs novelty's; NSRA-ES: its start (1.0 unless set)"
     )
-    nsra_patience: int = setting(10, "NSRA-ES: generations without a better reward before the weight drops")
-    nsra_delta: float = setting(0.05, "NSRA-ES: step of the reward weight")
+    nsra_patience: int = setting(
+        10, "NSRA-ES: generations without a better reward before the weight drops (our pick)"
+    )
+    nsra_delta: float = setting(0.05, "NSRA-ES: step of the reward weight (Conti et al.: 0.05)")
     validation_episodes: int = setting(1, "ES family: episodes the updated agent is evaluated on")
 
 
@@ -99,7 +103,9 @@ class RunConfig:
     noise_table_size: int = setting(250_000_000, "float32 N(0,1) numbers in the shared noise table")
     noise_seed: int = setting(42, "seed of the shared noise table")
     env_slots: int = setting(0, "episodes run at once (emulators); 0 = chosen from the machine")
-    batch_size: int = setting(0, "emulators per group; 0 = env_slots/4 (overlap), env_slots/32 (lockstep)")
+    emulators_per_group: int = setting(
+        0, "emulators per group; 0 = env_slots/4 (overlap), env_slots/32 (lockstep)"
+    )
     pipeline: str = setting(
         "auto", "overlap (a group's forward runs while others step), lockstep, or auto (overlap on GPU)"
     )
@@ -174,6 +180,8 @@ def from_dict(d: dict):
     for group in groups(root):
         cls = type(getattr(defaults, group))
         values = dict(d.get(group, {}))
+        if group == "run" and "batch_size" in values:  # its name in run folders before 2026-11-22
+            values["emulators_per_group"] = values.pop("batch_size")
         names = {f.name for f in fields(cls)}
         unknown = set(values) - names
         if unknown:
@@ -303,7 +311,12 @@ def _validate_run(r) -> None:
     _require(r.noise_seed >= 0, "noise_seed", "an integer >= 0", r.noise_seed)
     _require(r.env_slots >= 0, "env_slots", "0 (auto) or an integer >= 1", r.env_slots)
     _require(r.threads >= 0, "threads", "0 (auto) or an integer >= 1", r.threads)
-    _require(r.batch_size >= 0, "batch_size", "0 (auto) or an integer >= 1", r.batch_size)
+    _require(
+        r.emulators_per_group >= 0,
+        "emulators_per_group",
+        "0 (auto) or an integer >= 1",
+        r.emulators_per_group,
+    )
     _require(r.pipeline in PIPELINES, "pipeline", ", ".join(PIPELINES), r.pipeline)
     _require(r.device in ("auto", "cpu", "cuda"), "device", "auto, cpu or cuda", r.device)
 
@@ -320,7 +333,7 @@ def check_noise_table(cfg, n_params: int) -> None:
 
 
 # Settings that do not change a run's results, so a resumed run may set them anew.
-RESUMABLE = {"frame_budget", "env_slots", "batch_size", "pipeline", "threads", "device", "out_dir"}
+RESUMABLE = {"frame_budget", "env_slots", "emulators_per_group", "pipeline", "threads", "device", "out_dir"}
 PIPELINES = ("auto", "overlap", "lockstep")
 OPTIMIZERS = ("adam", "sgd")
 NS_ALGOS = ("ga-ns", "ns-es", "nsr-es", "nsra-es")

@@ -153,7 +153,7 @@ def atari_reference_batch(env_cfg, size: int, seed: int, keep: float = 0.05) -> 
 
 
 def task_reference_batch(task, n_actions: int, frame_cap: int, size: int, seed: int, keep: float = 0.05):
-    """atari_reference_batch for an in-process task of one slot (nevo.sync_eval's interface)."""
+    """atari_reference_batch for an in-process task of one slot (nevo.in_process's interface)."""
     rng = np.random.default_rng([seed, 0xBA7C])
     batch, episode, steps = [], 0, 0
     obs = task.reset([0], [seed])

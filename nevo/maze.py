@@ -211,7 +211,7 @@ def _step(walls, bg, hist, t, ended, slots, actions, goal_x, goal_y, stop_stuck,
 
 
 class MazeSlots:
-    """`slots` independent maze episodes, reset and stepped together (a SyncEvaluator task)."""
+    """`slots` independent maze episodes, reset and stepped together (an InProcessEvaluator task)."""
 
     def __init__(self, slots: int, stop_stuck: bool = True):
         self.slots = slots

@@ -24,13 +24,6 @@ from numba.extending import overload
 
 from nevo.algos.es import centered_ranks
 
-# Paper constants; where a value could not be checked against the paper's text, it says so.
-K_NEAREST = 10  # Conti et al.: k = 10 (checked: Uber's NS-ES code and configs, frostbite_nsres.json)
-GA_NS_ARCHIVE_P = 0.01  # Such et al.'s GA-NS "archive probability" (as recalled; not checked in the text)
-NSRA_W_START = 1.0  # Conti et al.: NSRA-ES starts with all weight on reward
-NSRA_DELTA = 0.05  # Conti et al.: w moves by 0.05 per adjustment
-NSRA_PATIENCE = 10  # stalled generations before w moves toward novelty: our pick, as NSRA-ES ports use
-
 _INT8_MAX_DIM = (2**31 - 1) // (255 * 255)  # 8-bit behaviours: int32 squared distances are exact to here
 _TILE = 16  # queries per work item of _knn_kernel (see there)
 
@@ -163,7 +156,7 @@ def _check(queries, reference, k):
             raise ValueError("knn_novelty: behaviours must be finite")
 
 
-def knn_novelty(queries, reference, k: int = K_NEAREST, exclude_self: bool = False) -> np.ndarray:
+def knn_novelty(queries, reference, k: int, exclude_self: bool = False) -> np.ndarray:
     """(q,) float64 novelty of each query: its mean Euclidean distance to its k nearest neighbours.
 
     queries (q, d) and reference (n, d) share one dtype: integer behaviours (uint8 RAM) are compared
@@ -185,7 +178,7 @@ def knn_novelty(queries, reference, k: int = K_NEAREST, exclude_self: bool = Fal
     return out
 
 
-def knn_novelty_reference(queries, reference, k: int = K_NEAREST, exclude_self: bool = False) -> np.ndarray:
+def knn_novelty_reference(queries, reference, k: int, exclude_self: bool = False) -> np.ndarray:
     """The plain NumPy twin of knn_novelty: all distances, a full sort."""
     q, r = np.asarray(queries), np.asarray(reference)
     wide = np.int64 if np.issubdtype(r.dtype, np.integer) else np.float64
@@ -290,7 +283,7 @@ class NSRAWeight:
     `update(score)` takes the reward of the agent updated this generation; a NaN never improves.
     """
 
-    def __init__(self, w: float = NSRA_W_START, delta: float = NSRA_DELTA, patience: int = NSRA_PATIENCE):
+    def __init__(self, w: float, delta: float, patience: int):
         self.w, self.delta, self.patience = float(w), float(delta), int(patience)
         self.best = -np.inf  # best reward seen
         self.stalled = 0  # generations since the last new best (or the last move toward novelty)

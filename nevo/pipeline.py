@@ -56,11 +56,11 @@ def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int,
     """
     overlap = run_cfg.pipeline == "overlap" or (run_cfg.pipeline == "auto" and device == "cuda")
     slots = run_cfg.env_slots or min(population, (32 if device == "cuda" else 16) * cores)
-    group = run_cfg.batch_size or (-(-slots // 4) if overlap else -(-slots // 32))
+    group = run_cfg.emulators_per_group or (-(-slots // 4) if overlap else -(-slots // 32))
     return slots, max(1, min(slots, group)), overlap
 
 
-class Evaluator:
+class AtariEvaluator:
     """Runs Episodes on groups of Atari emulators, `policy` choosing the actions.
 
     slots: emulators in all; group_size: emulators per vector env (0: two groups); overlap:
@@ -125,7 +125,7 @@ class Evaluator:
         return in_parts(run_part, population, episodes, self.weights.max_rows)
 
     def _run(self, population, episodes: Episodes, progress) -> Results:
-        batch = _Batch(self, episodes)
+        batch = _RunState(self, episodes)
         if batch.n_ep == 0:
             return batch.results()
         self.policy.load(self.weights.start(population, batch.ind, self.slots))
@@ -144,7 +144,7 @@ class Evaluator:
             self.policy.release()
         return batch.results()
 
-    def _pipelined(self, batch: _Batch, progress) -> None:
+    def _pipelined(self, batch: _RunState, progress) -> None:
         """Round robin: receive group g, choose and send its actions, go on to the next group;
         g's emulators step while the other groups' forward passes run."""
         pending = deque(batch.start())
@@ -161,7 +161,7 @@ class Evaluator:
                 pending.append(g)
             batch.report(progress)
 
-    def _lockstep(self, batch: _Batch, progress) -> None:
+    def _lockstep(self, batch: _RunState, progress) -> None:
         """One forward pass over every live group's slots, then those groups step at once.
 
         speed: where the forward and the emulators share the same few cores (the CPU backend),
@@ -176,13 +176,13 @@ class Evaluator:
             batch.report(progress)
 
 
-class _Batch:
+class _RunState:
     """The state of one run(): which episode each slot plays, and the per-episode results.
 
     Slot s = group g * G + k. A slot is live while slot_ep[s] >= 0.
     """
 
-    def __init__(self, ev: Evaluator, episodes: Episodes):
+    def __init__(self, ev: AtariEvaluator, episodes: Episodes):
         self.ev, self.G, S = ev, ev.group, ev.slots
         self.n_ep = len(episodes.ind)
         self.ind = np.asarray(episodes.ind, np.int64)

@@ -85,16 +85,16 @@ class AtariGame:
         """(the pipeline of emulator groups, facts for config.json); behaviours: each episode's
         final RAM, found by replaying its actions (nevo.atari_ram)."""
         from nevo.machine import cores
-        from nevo.pipeline import Evaluator, layout
+        from nevo.pipeline import AtariEvaluator, layout
         from nevo.slot_weights import for_device
 
         threads = run_cfg.threads or cores()
         slots, group, overlap = layout(device, cores(), population, run_cfg)
         weights = for_device(builder, device)
-        evaluator = Evaluator(self.cfg, policy, weights, slots, threads, group, overlap, ram=behaviours)
+        evaluator = AtariEvaluator(self.cfg, policy, weights, slots, threads, group, overlap, ram=behaviours)
         facts = {
             "env_slots": evaluator.slots,
-            "batch_size": evaluator.group,
+            "emulators_per_group": evaluator.group,
             "threads": evaluator.threads,
             "pipeline": "overlap" if overlap else "lockstep",
             **({"behaviour": "final RAM, replayed"} if behaviours else {}),
@@ -115,12 +115,12 @@ class _InProcess:
 
     def evaluator(self, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
         """(the synchronous evaluator over --env-slots slots, or min(population, 256), facts)."""
+        from nevo.in_process import InProcessEvaluator
         from nevo.slot_weights import for_device
-        from nevo.sync_eval import SyncEvaluator
 
         n = run_cfg.env_slots or min(population, 256)
         weights = for_device(builder, device)
-        return SyncEvaluator(self.slots(n), policy, weights, self.cfg.frame_cap), {
+        return InProcessEvaluator(self.slots(n), policy, weights, self.cfg.frame_cap), {
             "env_slots": n,
             "pipeline": "sync",
         }

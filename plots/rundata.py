@@ -1,7 +1,7 @@
 """Read run folders (config.json, metrics.jsonl, elite.json, best.json, test.json) for figures and tables.
 
-plots/ reads only the files a run writes and never imports training code (STYLE.md point 9),
-so a figure can be remade from a folder alone. Runs still going (a half-written last line) and
+plots/ reads only the files a run writes and never imports training code, so a figure can be
+remade from a folder alone. Runs still going (a half-written last line) and
 resumed runs (a generation written twice) read correctly.
 """
 
@@ -21,10 +21,12 @@ NOT_CONFIG = {
     ("run", "out_dir"),
     ("run", "frame_budget"),
     ("run", "env_slots"),
-    ("run", "batch_size"),
+    ("run", "emulators_per_group"),
+    ("run", "batch_size"),  # emulators_per_group's name before 2026-11-22
     ("run", "pipeline"),
     ("run", "threads"),
     ("run", "device"),
+    ("emulators_per_group",),
     ("batch_size",),
     ("git_commit",),
     ("env_slots",),

@@ -8,7 +8,7 @@ from ale_py import roms
 from nevo.atari_ram import replay
 from nevo.envs import NOOP, make_atari, noop_count
 from nevo.episodes import Episodes
-from nevo.pipeline import Evaluator
+from nevo.pipeline import AtariEvaluator
 from tests.conftest import RowsAreIndividuals
 from tests.test_pipeline import CFG, FakePolicy, policy
 
@@ -71,7 +71,7 @@ def test_replay_gives_the_lone_emulators_ram_return_and_frames(alone):
 def test_pipeline_ram_behaviours_equal_a_single_ale_interface(alone, slots, group, overlap):
     """With slots reused and groups pipelined or not, each episode's behaviour is the RAM a lone
     ALEInterface ends that episode with, and its return matches."""
-    ev = Evaluator(
+    ev = AtariEvaluator(
         CFG,
         FakePolicy(),
         RowsAreIndividuals(),
@@ -94,7 +94,7 @@ def test_pipeline_ram_behaviours_equal_a_single_ale_interface(alone, slots, grou
 
 def test_without_ram_there_are_no_behaviours():
     """The plain pipeline replays nothing and gives no behaviours."""
-    ev = Evaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, threads=1)
+    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, threads=1)
     try:
         assert ev.run(None, Episodes(np.array([0]), np.array([1]))).behaviours is None
     finally:

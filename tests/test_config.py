@@ -11,7 +11,7 @@ from nevo.config import ConfigError
 
 
 def test_paper_preset_is_the_reference_deep_ga():
-    """`paper` is exactly the reference configuration of DESIGN.md."""
+    """`paper` is exactly the reference Deep GA of Such et al. 2017 as Uber's GPU code runs it."""
     c = cli.PRESETS["paper"]
     assert (c.ga.population, c.ga.truncation, c.ga.sigma) == (1000, 20, 0.002)
     assert (c.ga.elite_candidates, c.ga.validation_episodes) == (10, 30)

@@ -4,9 +4,9 @@ import numpy as np
 
 from nevo import maze, nets
 from nevo.episodes import Episodes, Population
+from nevo.in_process import InProcessEvaluator
 from nevo.kernels import make_policy
 from nevo.maze import GOAL_RADIUS, N_ACTIONS, SPEED, START, STEPS, TRAP, TRAP_BOX, WALLS, MazeSlots
-from nevo.sync_eval import SyncEvaluator
 from tests.conftest import host_weights
 
 
@@ -158,12 +158,12 @@ def test_stepping_slots_together_equals_stepping_each_alone_and_is_deterministic
 
 
 def test_the_sync_evaluator_plays_maze_episodes_with_a_conv_net():
-    """The SyncEvaluator runs the maze with the small net, reusing slots: each return is -distance
+    """The InProcessEvaluator runs the maze with the small net, reusing slots: each return is -distance
     of the episode's final position, which it reads as the behaviour before the slot is reset."""
     spec = nets.net_spec("small", (4, 84, 84), N_ACTIONS)
     rng = np.random.default_rng(3)
     weights = (rng.standard_normal((3, spec.n_params)) * nets.init_scale(spec) * 3).astype(np.float32)
-    ev = SyncEvaluator(MazeSlots(slots=2), make_policy("cpu", spec), host_weights(spec.n_params), 10_000)
+    ev = InProcessEvaluator(MazeSlots(slots=2), make_policy("cpu", spec), host_weights(spec.n_params), 10_000)
     try:
         res = ev.run(Population.of_weights(weights), Episodes(np.array([0, 1, 2, 0]), np.array([5, 6, 7, 8])))
     finally:
@@ -198,7 +198,7 @@ def test_ending_a_stuck_agents_episode_changes_no_outcome():
     out = []
     for stop in (True, False):
         slots = MazeSlots(slots=6, stop_stuck=stop)
-        ev = SyncEvaluator(slots, make_policy("cpu", spec), host_weights(spec.n_params), 10_000)
+        ev = InProcessEvaluator(slots, make_policy("cpu", spec), host_weights(spec.n_params), 10_000)
         try:
             out.append(ev.run(Population.of_weights(weights), episodes))
         finally:

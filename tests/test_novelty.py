@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from nevo.algos.es import centered_ranks
+from nevo.config import NSConfig
 from nevo.novelty import (
-    NSRA_DELTA,
     Archive,
     NSRAWeight,
     knn_novelty,
@@ -15,6 +15,8 @@ from nevo.novelty import (
     pick_agent,
     sample_for_archive,
 )
+
+NSRA_DELTA = NSConfig().nsra_delta  # Conti et al.: 0.05
 
 
 def positions(n, seed):
@@ -66,9 +68,9 @@ def test_the_result_does_not_depend_on_the_thread_count():
 
 def test_knn_novelty_rejects_mixed_dtypes_and_an_empty_reference_set():
     with pytest.raises(ValueError, match="dtype|queries are"):
-        knn_novelty(ram(2, 0).astype(np.float32), ram(5, 1))
+        knn_novelty(ram(2, 0).astype(np.float32), ram(5, 1), 10)
     with pytest.raises(ValueError, match="empty"):
-        knn_novelty(ram(2, 0), ram(0, 1))
+        knn_novelty(ram(2, 0), ram(0, 1), 10)
 
 
 def test_the_archive_keeps_append_order_and_round_trips_its_state():
@@ -122,7 +124,7 @@ def test_pick_agent_follows_novelty_proportions_and_never_picks_a_zero_novelty_a
 
 
 def test_nsra_weight_moves_toward_novelty_when_reward_stalls_and_back_when_it_improves():
-    nsra = NSRAWeight(patience=10)
+    nsra = NSRAWeight(1.0, NSRA_DELTA, patience=10)
     assert nsra.update(5.0) == 1.0  # a first best: w stays at its cap
     for _ in range(9):
         assert nsra.update(5.0) == 1.0  # 9 stalled generations: not yet
@@ -132,7 +134,7 @@ def test_nsra_weight_moves_toward_novelty_when_reward_stalls_and_back_when_it_im
     assert nsra.update(6.0) == pytest.approx(NSRA_DELTA)  # a new best reward: back toward reward
     assert nsra.update(7.0) == pytest.approx(2 * NSRA_DELTA)
     st = nsra.state()
-    again = NSRAWeight()
+    again = NSRAWeight(1.0, NSRA_DELTA, 10)
     again.load_state(st)
     assert (again.w, again.best, again.stalled) == (nsra.w, nsra.best, nsra.stalled)
     for score in range(100):  # improving for good: capped at 1

@@ -10,7 +10,7 @@ from nevo.config import EnvConfig
 from nevo.envs import NOOP, noop_count
 from nevo.episodes import Episodes, Population
 from nevo.noise import WeightBuilder
-from nevo.pipeline import Evaluator
+from nevo.pipeline import AtariEvaluator
 from nevo.slot_weights import PooledWeights
 from tests.conftest import RowsAreIndividuals
 
@@ -65,7 +65,7 @@ def reference():
 def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap):
     """Returns, lengths and frames equal those of each episode alone on a fresh emulator,
     whatever the number of slots and groups, pipelined or not."""
-    ev = Evaluator(
+    ev = AtariEvaluator(
         CFG, FakePolicy(), RowsAreIndividuals(), slots=slots, threads=2, group_size=group, overlap=overlap
     )
     try:
@@ -85,7 +85,7 @@ def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap):
 def test_idle_groups_are_reset_for_the_next_run(reference):
     """A group whose episodes are over is reset at once, and the next run starts from that reset
     rather than resetting again: one seeded reset per group and run, outcomes unchanged."""
-    ev = Evaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=4, threads=1, group_size=2)
+    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=4, threads=1, group_size=2)
     calls = []
     reset_group = ev.reset_group
     ev.reset_group = lambda g: calls.append(g) or reset_group(g)
@@ -125,7 +125,7 @@ def test_the_policy_sees_only_its_own_rows():
             seen.append(np.asarray(ind).copy())
             return policy(obs, ind)
 
-    ev = Evaluator(CFG, Spy(), RowsAreIndividuals(), slots=4, threads=1)
+    ev = AtariEvaluator(CFG, Spy(), RowsAreIndividuals(), slots=4, threads=1)
     try:
         ev.run(None, Episodes(np.array([5, 6]), np.array([1, 2])))
     finally:
@@ -145,7 +145,7 @@ def test_an_error_in_the_policy_stops_the_run_and_leaves_the_evaluator_usable():
                 raise RuntimeError("boom")
             return policy(obs, ind)
 
-    ev = Evaluator(CFG, Failing(), RowsAreIndividuals(), slots=4, threads=1, group_size=2)
+    ev = AtariEvaluator(CFG, Failing(), RowsAreIndividuals(), slots=4, threads=1, group_size=2)
     try:
         with pytest.raises(RuntimeError, match="boom"):
             ev.run(None, EPISODES)
@@ -168,7 +168,7 @@ def test_tail_and_forward_times_are_parts_of_the_wall_time():
             return super().__call__(rows_ind, obs)
 
     slow = SlowPolicy()
-    ev = Evaluator(CFG, slow, RowsAreIndividuals(), slots=4, threads=1, group_size=2)
+    ev = AtariEvaluator(CFG, slow, RowsAreIndividuals(), slots=4, threads=1, group_size=2)
     try:
         res = ev.run(None, Episodes(np.array([0, 1, 2, 3, 4]), np.arange(5)))
     finally:
@@ -187,7 +187,11 @@ def test_layout_overlaps_on_a_gpu_and_runs_lockstep_on_the_cpu():
     assert layout("cuda", 16, 1000, RunConfig()) == (512, 128, True)
     assert layout("cpu", 2, 10, RunConfig()) == (10, 1, False)  # no more slots than individuals
     assert layout("cpu", 16, 1000, RunConfig()) == (256, 8, False)  # at most 32 groups
-    assert layout("cpu", 2, 1000, RunConfig(pipeline="overlap", env_slots=12, batch_size=3)) == (12, 3, True)
+    assert layout("cpu", 2, 1000, RunConfig(pipeline="overlap", env_slots=12, emulators_per_group=3)) == (
+        12,
+        3,
+        True,
+    )
 
 
 def test_weights_built_per_slot_give_the_outcomes_of_one_episode_at_a_time(reference):
@@ -204,7 +208,7 @@ def test_weights_built_per_slot_give_the_outcomes_of_one_episode_at_a_time(refer
     n = int(EPISODES.ind.max()) + 1
     ids = Population.of_weights(np.repeat(np.arange(n, dtype=np.float32)[:, None], 3, axis=1))
     weights = PooledWeights(WeightBuilder(None, np.zeros(3, np.float32)))
-    ev = Evaluator(CFG, ReadsItsRow(), weights, slots=2, threads=1, group_size=1, overlap=False)
+    ev = AtariEvaluator(CFG, ReadsItsRow(), weights, slots=2, threads=1, group_size=1, overlap=False)
     try:
         res = ev.run(ids, EPISODES)
     finally:

@@ -12,11 +12,7 @@ from nevo.slot_weights import AllWeights, PooledWeights, in_parts
 
 def ga_generations(source, n=3):
     """The populations (as the GA asks for them) of n generations of a small GA."""
-    ga = GA(
-        GAConfig(population=12, truncation=3, sigma=0.01, elite_candidates=2, validation_episodes=1),
-        5,
-        source,
-    )
+    ga = GA(GAConfig(population=12, truncation=3, sigma=0.01, elite_candidates=2, validation_episodes=1), 5)
     pops = []
     for g in range(n):
         pop, eps = ga.ask()

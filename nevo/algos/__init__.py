@@ -37,9 +37,9 @@ def make_algo(name: str, cfg, noise, behaviour: tuple[int, type] | None = None):
     if name in NOVELTY and behaviour is None:
         raise ValueError(f"{name}: novelty search needs behaviour=(d, dtype) (a task's `behaviour`)")
     if name in ("ga", "rs"):
-        return GA(cfg.ga, cfg.run.seed, noise)
+        return GA(cfg.ga, cfg.run.seed)
     if name == "es":
         return ES(cfg.es, cfg.run.seed, noise)
     if name == "ga-ns":
-        return GANS(cfg.ns, cfg.run.seed, noise, behaviour)
+        return GANS(cfg.ns, cfg.run.seed, behaviour)
     return NSES(cfg.ns, cfg.run.seed, noise, behaviour, variant=name)

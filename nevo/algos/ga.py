@@ -28,7 +28,7 @@ import numpy as np
 
 from nevo.algos.ranking import fitness_order
 from nevo.episodes import Episodes, Population, Results
-from nevo.noise import SEED_LIMIT, NoiseSource
+from nevo.noise import SEED_LIMIT
 
 # Purposes of the per-generation random streams.
 TRAIN_EPISODES, VALIDATION_EPISODES, MUTATION_SEEDS, PARENT_CHOICE, INIT_SEEDS = range(5)
@@ -41,10 +41,9 @@ def rng_for(seed: int, generation: int, purpose: int) -> np.random.Generator:
 class GA:
     """Truncation selection, Gaussian mutation, elitism; ask/tell over explicit state."""
 
-    def __init__(self, ga_cfg, seed: int, noise: NoiseSource):
+    def __init__(self, ga_cfg, seed: int):
         self.cfg = ga_cfg
         self.seed = seed
-        self.noise = noise
         self.generation = 0
         self.elite: np.ndarray | None = None  # seed list of the current elite
         self.elite_score = float("nan")  # its validation mean
@@ -121,7 +120,7 @@ class GA:
             return True
         return self.elite_score == self.best_score and not np.array_equal(self.elite, self.best)
 
-    def tell_no_validation(self, score: float) -> None:
+    def take_top_as_elite(self, score: float) -> None:
         """The elite is the top of the training ranking, kept without re-evaluation (GA-NS: the
         maze is deterministic and novelty is no noisy score); then breed. score: its record."""
         best = int(self._order[0])

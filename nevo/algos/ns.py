@@ -53,12 +53,12 @@ def _prefixed(st: dict, prefix: str) -> dict:
 class GANS:
     """The deep GA selecting on novelty (Such et al.), with its archive; ask/tell as GA's."""
 
-    def __init__(self, ns_cfg, seed: int, noise: NoiseSource, behaviour: tuple[int, type]):
+    def __init__(self, ns_cfg, seed: int, behaviour: tuple[int, type]):
         self.cfg = ns_cfg
         self.seed = seed
         # One elite candidate and no validation: the top of the novelty ranking is the elite.
         ga_cfg = GAConfig(ns_cfg.population, ns_cfg.truncation, ns_cfg.sigma, elite_candidates=1)
-        self.ga = GA(ga_cfg, seed, noise)
+        self.ga = GA(ga_cfg, seed)
         self.archive = Archive(*behaviour)
         self.best = -np.inf  # best training return so far
         self.novelty: np.ndarray | None = None  # (N,) float64 this generation's novelty
@@ -100,7 +100,7 @@ class GANS:
         # Against the archive and the population (Such et al.): each counts a distance of 0 to itself.
         nov = knn_novelty(bc, np.concatenate([self.archive.data, bc]), self.cfg.k)
         self.ga.tell(results, fitness=nov)
-        self._elite_row = int(fitness_order(nov)[0])  # the elite GA.tell_no_validation will keep
+        self._elite_row = int(fitness_order(nov)[0])  # the elite GA.take_top_as_elite will keep
         rng = rng_for(self.seed, self.generation, ARCHIVE_PICK)
         self.archive.add(bc[sample_for_archive(len(bc), self.cfg.archive_prob, rng)])
         self.best = max(self.best, float(np.max(results.returns)))
@@ -114,7 +114,7 @@ class GANS:
     def tell_validation(self, results: Results) -> None:
         """Keep the most novel individual as the elite, recorded with its game score; then breed."""
         self.elite_novelty = float(self.novelty[self._elite_row])
-        self.ga.tell_no_validation(score=float(self._returns[self._elite_row]))
+        self.ga.take_top_as_elite(score=float(self._returns[self._elite_row]))
 
     def metrics(self) -> dict:
         """The elite's game score and novelty, the population's novelty, the archive's size."""

@@ -1,6 +1,7 @@
 """The Numba CPU forward pass: a batch of rows, each row run by its own individual's weights.
 
-This is the CPU box's bottleneck (DESIGN.md, performance model): the convs are compute bound, the
+This is a CPU-only machine's bottleneck (every row has its own weights, so the forward, not the
+emulators, sets the pace; docs/performance.md measures it): the convs are compute bound, the
 first dense layer is memory bound (every row generally has different weights; `large` reads
 7,744 x 512 floats = 15.9 MB per row). Choices, each marked where it is made:
 - activations are HWC (channels innermost): the innermost loops run over contiguous output

@@ -1,6 +1,6 @@
 """The synchronous evaluator, for environments stepped in this process: gymnasium vector tasks.
 
-Same interface and results as `nevo.pipeline.Evaluator` (a Population and Episodes in, Results
+Same interface and results as `nevo.pipeline.AtariEvaluator` (a Population and Episodes in, Results
 out; weights built per slot by nevo.slot_weights),
 and the same episode queue and active-episode compaction: every step, one forward pass over the
 slots whose episode is still running, then those slots step; an ended slot takes the next queued
@@ -23,7 +23,7 @@ import numpy as np
 from nevo.episodes import Episodes, Results
 
 
-class SyncEvaluator:
+class InProcessEvaluator:
     """Runs Episodes on a task's slots, `policy` (nevo.kernels.make_policy) choosing actions."""
 
     def __init__(self, task, policy, weights, frame_cap: int):

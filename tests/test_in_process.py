@@ -11,15 +11,15 @@ from nevo import nets
 from nevo.config import EnvConfig
 from nevo.envs import VectorTaskSlots
 from nevo.episodes import Episodes, Population
+from nevo.in_process import InProcessEvaluator
 from nevo.kernels import make_policy
-from nevo.sync_eval import SyncEvaluator
 from nevo.tasks import task_for
 from tests.conftest import host_weights
 
 
 def evaluate(slots, weights, episodes, frame_cap=500):
     spec = nets.net_spec("mlp", (4, 1, 1), 2, np.float32)
-    ev = SyncEvaluator(
+    ev = InProcessEvaluator(
         VectorTaskSlots(lambda: gym.make("CartPole-v1"), slots),
         make_policy("cpu", spec),
         host_weights(spec.n_params),
