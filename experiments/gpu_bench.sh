@@ -17,6 +17,6 @@ export PYTHONUNBUFFERED=1
 python3 -m tests.cuda_checks --full 2>&1 | tee "$out/cuda_checks.log"
 python3 -m experiments.bench_forward --device cuda 2>&1 | tee "$out/bench_forward.log"
 python3 -m experiments.bench_pipeline --nets large small --populations 256 1000 --frame-cap 5000 2>&1 | tee "$out/bench_pipeline.log"
-# The ES update on 16 cores beside a generation at ~150K frames/s (DESIGN.md's emulator limit of a
-# 16-core box; compare with the pipeline figure above).
+# The ES update on 16 cores beside a generation at ~150K frames/s (the emulator limit of a 16-core
+# box, at ~13K preprocessed frames/s per core; compare with the pipeline figure above).
 python3 -m experiments.bench_algos --frames-per-s 150000 2>&1 | tee "$out/bench_algos.log"

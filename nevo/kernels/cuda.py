@@ -26,6 +26,10 @@ Where the time goes (`large`, 1,000 rows of 1,000 individuals): the first dense 
 7,744 x 512 float32 = 15.9 MB per individual, 16 GB per step; the convs are 12M MACs per row and
 compute bound. The dense kernel is therefore written for bandwidth (coalesced weight rows, loads
 in flight, zero inputs' weight rows skipped), the conv kernel for few loads per FMA.
+
+Why one module of ~600 lines: its four kernels, their launch geometry and the policy that
+drives them share the row buffers and the per-layer closures, and a reader follows one step
+through them in order; split, each piece would need the others to be read.
 """
 
 import functools
