@@ -90,3 +90,15 @@ def test_help_lists_every_setting_with_its_meaning():
     for _, f in config.all_fields():
         assert config.flag(f.name) in p.stdout
     assert "mutation power" in p.stdout
+
+
+def test_a_config_built_in_python_gets_the_command_lines_defaults():
+    """apply_defaults gives a Config made in Python what parse_args gives the same choices."""
+    from nevo.config import Config, EnvConfig
+
+    for env in ("CartPole-v1", "maze", "frostbite"):
+        built, _ = cli.check(cli.apply_defaults(Config(env=EnvConfig(env=env))))
+        parsed, _ = cli.parse_args(["--preset", "paper", "--env", env], "")
+        assert built == parsed, env
+    built, _ = cli.check(cli.apply_defaults(Config(env=EnvConfig(env="CartPole-v1")), given={"sigma"}))
+    assert built.ga.sigma == Config().ga.sigma and built.ga.population == 64  # sigma was set, population not
