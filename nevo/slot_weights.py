@@ -49,7 +49,7 @@ class PooledWeights:
             for j, i in enumerate(missing):
                 rows[j] = self._free_row()
                 self.owner[rows[j]], self.row_of[i] = i, rows[j]
-            if rows.size and (np.diff(rows) == 1).all():  # one contiguous block: build in place
+            if (np.diff(rows) == 1).all():  # one contiguous block: build in place
                 self.builder.build(missing, self.pool[rows[0] : rows[-1] + 1])
             else:
                 self.pool[rows] = self.builder.build(

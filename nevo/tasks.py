@@ -106,12 +106,10 @@ class AtariGame:
 
 
 class _InProcess:
-    """What the tasks stepped in this process share: the synchronous evaluator, frames = agent steps."""
+    """What the tasks stepped in this process share: the synchronous evaluator over the slots their
+    make_slots(n) makes (nevo.in_process's interface), frames = agent steps."""
 
     device = "cpu"  # a GPU launch costs more than a step of these tasks' small nets
-
-    def slots(self, slots: int):
-        raise NotImplementedError
 
     def evaluator(self, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
         """(the synchronous evaluator over --env-slots slots, or min(population, 256), facts)."""
@@ -120,13 +118,13 @@ class _InProcess:
 
         n = run_cfg.env_slots or min(population, 256)
         weights = for_device(builder, device)
-        return InProcessEvaluator(self.slots(n), policy, weights, self.cfg.frame_cap), {
+        return InProcessEvaluator(self.make_slots(n), policy, weights, self.cfg.frame_cap), {
             "env_slots": n,
             "pipeline": "sync",
         }
 
     def reference_batch(self, size: int, seed: int) -> np.ndarray:
-        return envs.task_reference_batch(self.slots(1), self.n_actions, self.cfg.frame_cap, size, seed)
+        return envs.task_reference_batch(self.make_slots(1), self.n_actions, self.cfg.frame_cap, size, seed)
 
 
 class Maze(_InProcess):
@@ -161,7 +159,7 @@ class Maze(_InProcess):
             self.cfg.frame_cap,
         )
 
-    def slots(self, slots: int):
+    def make_slots(self, slots: int):
         from nevo.maze import MazeSlots
 
         return MazeSlots(slots)
@@ -227,7 +225,7 @@ class GymTask(_InProcess):
         allowed = "mlp (a gymnasium vector task has no image for the conv nets)"
         _require(net_cfg.net not in IMAGE_NETS, "net", allowed, net_cfg.net)
 
-    def slots(self, slots: int):
+    def make_slots(self, slots: int):
         return envs.VectorTaskSlots(self.make_env, slots)
 
 
