@@ -1,22 +1,68 @@
 #!/usr/bin/env bash
-# One call on a GPU machine does every check and benchmark that needs the GPU:
-#   full-size CUDA forward checks, the forward benchmark (with torch.func.vmap beside it where
-#   torch is installed), and the pipeline benchmark (emulator limit, overlap, lockstep, plain).
-# Logs go to $OUT (or ./gpu_logs). Wheels for packages the GPU image lacks (ale-py, gymnasium,
-# farama-notifications) may be carried in .whl/ (see the device README); they are installed first.
-set -uo pipefail
+# The GPU checks and benchmarks, in parts that each fit one device call (10 minutes; each part is
+# planned for at most 8 on a 16-core H100 machine):
+#
+#   bash experiments/gpu_bench.sh smoke      # numba.cuda.detect(), one tiny kernel, the full-size CUDA checks
+#   bash experiments/gpu_bench.sh forward    # the forward benchmark (torch.func.vmap beside it where installed)
+#   bash experiments/gpu_bench.sh pipeline   # the pipeline benchmark: emulator limit, overlap, lockstep, plain
+#   bash experiments/gpu_bench.sh algos      # the ES update beside a generation at ~150K frames/s
+#   bash experiments/gpu_bench.sh all        # all four in order (longer than one device call)
+#
+# Each part stops at its first failure, and each command is cut at 8 minutes. Logs go to $OUT (or
+# ./gpu_logs). Wheels for packages the GPU image lacks (ale-py, gymnasium, farama-notifications)
+# may be carried in .whl/ (see the device tool's README); they are installed first, and a failed
+# install stops the script.
+set -euo pipefail
 cd "$(dirname "$0")/.."
+part="${1:-}"
+case "$part" in
+  smoke|forward|pipeline|algos|all) ;;
+  *) echo "usage: bash experiments/gpu_bench.sh smoke|forward|pipeline|algos|all" >&2; exit 2 ;;
+esac
 out="${OUT:-gpu_logs}"
 mkdir -p "$out"
 if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "error: installing the carried wheels in .whl/ failed" >&2; exit 1; }
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONUNBUFFERED=1
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nproc; date -u; git rev-parse HEAD; } 2>&1 | tee "$out/machine.txt"
-python3 -m tests.cuda_checks --full 2>&1 | tee "$out/cuda_checks.log"
-python3 -m experiments.bench_forward --device cuda 2>&1 | tee "$out/bench_forward.log"
-python3 -m experiments.bench_pipeline --nets large small --populations 256 1000 --frame-cap 5000 2>&1 | tee "$out/bench_pipeline.log"
-# The ES update on 16 cores beside a generation at ~150K frames/s (the emulator limit of a 16-core
-# box, at ~13K preprocessed frames/s per core; compare with the pipeline figure above).
-python3 -m experiments.bench_algos --frames-per-s 150000 2>&1 | tee "$out/bench_algos.log"
+limit=480  # seconds per command
+
+step() {  # step NAME COMMAND...: run it, cut at $limit, its output in $out/NAME.log; stop on failure
+  local name=$1; shift
+  echo "== $name: $*"
+  timeout "$limit" "$@" 2>&1 | tee "$out/$name.log"
+}
+
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || echo "no nvidia-smi"; nproc; date -u; git rev-parse HEAD; } 2>&1 | tee "$out/machine.txt"
+
+if [[ $part == smoke || $part == all ]]; then
+  step detect python3 -c "from numba import cuda; assert cuda.detect(), 'numba.cuda finds no GPU'"
+  step tiny_kernel python3 -c "
+import numpy as np
+from numba import cuda
+
+@cuda.jit
+def add_one(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1
+
+x = cuda.to_device(np.arange(1000, dtype=np.float32))
+add_one[4, 256](x)
+assert (x.copy_to_host() == np.arange(1000) + 1).all(), 'a tiny kernel computed wrong values'
+print('a tiny kernel ran')"
+  step cuda_checks python3 -m tests.cuda_checks --full
+fi
+if [[ $part == forward || $part == all ]]; then
+  step bench_forward python3 -m experiments.bench_forward --device cuda
+fi
+if [[ $part == pipeline || $part == all ]]; then
+  step bench_pipeline python3 -m experiments.bench_pipeline --nets large small --populations 256 1000 --frame-cap 5000
+fi
+if [[ $part == algos || $part == all ]]; then
+  # The ES update on 16 cores beside a generation at ~150K frames/s (the emulator limit of a 16-core
+  # box, at ~13K preprocessed frames/s per core; compare with the pipeline figure).
+  step bench_algos python3 -m experiments.bench_algos --frames-per-s 150000
+fi
