@@ -84,6 +84,29 @@ def test_auto_is_cpu_and_cuda_is_a_clear_error_without_a_gpu(monkeypatch):
         resolve_device("gpu")
 
 
+def test_a_gpu_without_nvvm_is_one_line_naming_the_install(monkeypatch, capsys):
+    """With a GPU but no libNVVM, --device cuda stops with one line naming requirements-gpu.txt,
+    and --device auto runs on the CPU, saying why on stderr."""
+    import numba
+    from numba import cuda
+    from numba.cuda.cudadrv import nvvm
+
+    from nevo.kernels import resolve_device
+
+    def missing():
+        raise nvvm.NvvmSupportError("libNVVM cannot be found")
+
+    monkeypatch.setattr(cuda, "is_available", lambda: True)
+    monkeypatch.setattr(numba.config, "ENABLE_CUDASIM", False)
+    monkeypatch.setattr(nvvm, "NVVM", missing)
+    with pytest.raises(ValueError) as e:
+        resolve_device("cuda")
+    msg = str(e.value)
+    assert "libNVVM not found" in msg and "pip install -r requirements-gpu.txt" in msg and "\n" not in msg
+    assert resolve_device("auto") == "cpu"
+    assert "requirements-gpu.txt" in capsys.readouterr().err
+
+
 def test_run_ga_refuses_cuda_without_a_gpu(monkeypatch, capsys, tmp_path):
     """`run_ga --device cuda` on a machine without a GPU prints one error line and exits 2."""
     if gpu_present():

@@ -10,9 +10,17 @@ per evaluation (a GPU backend copies the weights to the device there, once, neve
 then `policy(rows_ind, obs) -> actions` every step, then `release()`.
 """
 
+import sys
+
 BACKENDS = ("reference", "cpu", "cuda")
+GPU_INSTALL = "pip install -r requirements-gpu.txt"  # NVVM and the CUDA runtime pieces beside the driver
 NO_GPU = (
-    "--device cuda: no CUDA GPU is available (numba.cuda.is_available() is False); use --device cpu or auto"
+    "--device cuda: no CUDA GPU is available (numba.cuda.is_available() is False: no NVIDIA driver or "
+    f"no GPU; with both, {GPU_INSTALL}); use --device cpu or auto"
+)
+NO_NVVM = (
+    f"--device cuda: numba.cuda cannot compile kernels here (libNVVM not found): {GPU_INSTALL} "
+    "(numba-cuda[cu12]; numba-cuda[cu13] with an NVIDIA driver 580 or newer)"
 )
 
 
@@ -54,7 +62,8 @@ def resolve_device(name):
 
     Under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) numba.cuda.is_available() is True, but
     "auto" still picks "cpu": the simulator is for tests, only an explicit "cuda" gets it.
-    Raises ValueError (one line) for "cuda" without a GPU and for unknown names.
+    Raises ValueError (one line, naming requirements-gpu.txt) for "cuda" without a GPU or without
+    NVVM, and for unknown names; "auto" with a GPU but no NVVM says so on stderr and picks "cpu".
     """
     if name in ("cpu", "reference"):
         return name
@@ -65,10 +74,28 @@ def resolve_device(name):
 
     available = cuda.is_available()
     if name == "auto":
-        return "cuda" if available and not numba.config.ENABLE_CUDASIM else "cpu"
+        if not available or numba.config.ENABLE_CUDASIM:
+            return "cpu"
+        if not nvvm_found():  # a GPU that cannot be compiled for: the CPU, and say why
+            print(f"note: {NO_NVVM.replace('--device cuda: ', '')}; running on the CPU", file=sys.stderr)
+            return "cpu"
+        return "cuda"
     if not available:
         raise ValueError(NO_GPU)
+    if not numba.config.ENABLE_CUDASIM and not nvvm_found():
+        raise ValueError(NO_NVVM)
     return "cuda"
+
+
+def nvvm_found() -> bool:
+    """Whether numba.cuda finds libNVVM, the compiler it needs beside the driver."""
+    from numba.cuda.cudadrv import nvvm
+
+    try:
+        nvvm.NVVM()
+    except nvvm.NvvmSupportError:
+        return False
+    return True
 
 
 def make_policy(device, spec):
