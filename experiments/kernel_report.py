@@ -1,0 +1,194 @@
+"""What the GPU will run, checked without a GPU: every CUDA kernel nevo launches, compiled to
+machine code, with its resources and launch limits.
+
+    python -m experiments.kernel_report                 # sm_90 (H100, H200) and sm_80 (A100)
+    python -m experiments.kernel_report --arch sm_90
+
+For every net a run can build (large and small on Atari's 18 actions and the maze's 5, the mlp on
+a vector task), the kernels of nevo.kernels.cuda are compiled as CudaPolicy launches them:
+numba.cuda's NVVM turns each into PTX (`cuda.compile_ptx`), and ptxas into the architecture's
+machine code, whose report gives registers, shared memory, stack and spills. From the PTX: fp64
+instructions and divisions. The launch limits are checked for every row count up to 10,000:
+threads per block, registers x threads per block, shared memory, the grid's y dimension. A
+kernel fails on any spill, local memory (stack), fp64 instruction or exceeded limit; the script
+exits 1 if one does (tests/test_kernel_report.py runs it in CI).
+
+Needs NVVM and NVRTC (numba.cuda finds them; requirements.txt installs NVRTC) and `ptxas` of
+the same CUDA version (on PATH, or --ptxas). No GPU and no driver are needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+
+# The nets a run can build: (layers, obs shape, actions, obs dtype).
+NETS = {
+    "large, Atari": ("large", (4, 84, 84), 18, np.uint8),
+    "small, Atari": ("small", (4, 84, 84), 18, np.uint8),
+    "large, maze": ("large", (4, 84, 84), 5, np.uint8),
+    "small, maze": ("small", (4, 84, 84), 5, np.uint8),
+    "mlp, vector task": ("mlp", (8, 1, 1), 4, np.float32),
+}
+MAX_ROWS = 10_000  # populations and slot counts checked up to this many rows
+# Per-block limits of compute capabilities 8.x and 9.0 (CUDA C++ Programming Guide, Table 21).
+MAX_THREADS, MAX_REGS_PER_BLOCK, MAX_STATIC_SMEM, MAX_GRID_Y = 1024, 65536, 48 * 1024, 65535
+
+
+@dataclass
+class Kernel:
+    """One kernel as CudaPolicy launches it: its dispatcher, argument types, threads per block,
+    and its grid's y dimension at MAX_ROWS rows (1 where the grid has none)."""
+
+    net: str
+    name: str
+    dispatcher: object
+    argtypes: tuple
+    threads: int
+    grid_y: int
+
+
+def kernels(net: str) -> list[Kernel]:
+    """The kernels CudaPolicy._build makes for this net, with the types CudaPolicy.launch passes."""
+    from numba import types
+
+    from nevo import nets
+    from nevo.kernels import cuda as ck
+
+    layers, obs_shape, n_actions, obs_dtype = NETS[net]
+    spec = nets.net_spec(layers, obs_shape, n_actions, obs_dtype)
+    f32 = types.float32
+    obs = types.Array(types.uint8 if obs_dtype == np.uint8 else f32, 4, "C")  # (rows, C, H, W)
+    w, idx = types.Array(f32, 2, "C"), types.Array(types.int32, 1, "C")
+    act2, act3, act4 = (types.Array(f32, d, "C") for d in (2, 3, 4))
+    out, src, flat = [], obs, obs
+    for i, lay in enumerate(spec.layers):
+        div = spec.obs_div if i == 0 else None
+        if lay.kind == "conv":
+            (ih, iw), (oh, ow), (pt, _, pl, _) = lay.in_hw, lay.out_hw, lay.pad
+            geom = (lay.kernel, lay.kernel, lay.stride, lay.cin, lay.cout, ih, iw, oh, ow, pt, pl)
+            k, _, block = ck.conv_kernel(*geom, lay.w_offset, lay.b_offset, lay.relu, div)
+            out.append(Kernel(net, f"conv{i + 1}", k, (src, act4, w, idx), block[0] * block[1], MAX_ROWS))
+            src, flat = act4, act2
+        elif i == len(spec.layers) - 1:
+            k, block = ck.output_kernel(lay.cin, lay.cout, lay.w_offset, lay.b_offset, lay.relu, div)
+            out.append(Kernel(net, "output", k, (flat, act2, idx, w, idx), block[0] * block[1], 1))
+        else:
+            dense, n_chunks, threads = ck.dense_kernel(lay.cin, lay.cout, lay.w_offset, div)
+            finish, f_threads = ck.dense_finish_kernel(lay.cout, lay.b_offset, lay.relu, n_chunks)
+            args = (flat, act3, w, idx, idx, idx, idx)
+            out.append(Kernel(net, f"dense{i + 1}", dense, args, threads, MAX_ROWS))  # grid y: tiles
+            out.append(Kernel(net, f"dense{i + 1}_finish", finish, (act3, act2, w, idx), f_threads, MAX_ROWS))
+            src = flat = act2
+    return out
+
+
+class _TargetDevice:
+    """Stands for the GPU when there is none: numba.cuda compiles a kernel's device functions for
+    the current device's compute capability, so during a compile it must be the target's."""
+
+    def __init__(self, cc):
+        self.compute_capability = cc
+
+
+def compile_report(kernel: Kernel, arch: str, ptxas: str, folder: str) -> dict:
+    """PTX by NVVM, machine code by ptxas -v: the kernel's resources and what its PTX holds."""
+    from numba import cuda
+    from numba.cuda import dispatcher
+
+    cc = (int(arch[3]), int(arch[4:]))
+    current = dispatcher.get_current_device
+    dispatcher.get_current_device = lambda: _TargetDevice(cc)
+    try:
+        ptx, _ = cuda.compile_ptx(kernel.dispatcher.py_func, kernel.argtypes, cc=cc)
+    finally:
+        dispatcher.get_current_device = current
+    name = f"{kernel.net}_{kernel.name}_{arch}".replace(", ", "_").replace(" ", "_")
+    path = os.path.join(folder, name)
+    with open(path + ".ptx", "w") as f:
+        f.write(ptx)
+    run = subprocess.run(
+        [ptxas, f"-arch={arch}", "-v", path + ".ptx", "-o", path + ".cubin"], capture_output=True, text=True
+    )
+    if run.returncode != 0:
+        raise RuntimeError(f"ptxas failed on {kernel.net} {kernel.name}: {run.stderr.strip()[:500]}")
+
+    def number(pattern):
+        m = re.search(pattern, run.stderr)
+        return int(m.group(1)) if m else 0
+
+    body = [line for line in ptx.splitlines() if line.strip() and not line.strip().startswith(("//", "."))]
+    return {
+        "registers": number(r"Used (\d+) registers"),
+        "smem": number(r"(\d+) bytes smem"),
+        "stack": number(r"(\d+) bytes stack frame"),
+        "spill_stores": number(r"(\d+) bytes spill stores"),
+        "spill_loads": number(r"(\d+) bytes spill loads"),
+        "fp64": sum(1 for line in body if re.search(r"\.f64\b", line)),
+        "divisions": sum(1 for line in body if re.search(r"\bdiv\.", line)),
+        "instructions": len(body),
+    }
+
+
+def problems(kernel: Kernel, r: dict) -> list[str]:
+    """What fails: spills, local memory, fp64, or a launch limit at up to MAX_ROWS rows."""
+    bad = []
+    if r["spill_stores"] or r["spill_loads"]:
+        bad.append(f"spills {r['spill_stores']}/{r['spill_loads']} bytes")
+    if r["stack"]:
+        bad.append(f"{r['stack']} bytes of local memory (stack)")
+    if r["fp64"]:
+        bad.append(f"{r['fp64']} fp64 instructions")
+    if kernel.threads > MAX_THREADS:
+        bad.append(f"{kernel.threads} threads per block > {MAX_THREADS}")
+    if r["registers"] * kernel.threads > MAX_REGS_PER_BLOCK:
+        bad.append(f"{r['registers']} registers x {kernel.threads} threads > {MAX_REGS_PER_BLOCK}")
+    if r["smem"] > MAX_STATIC_SMEM:
+        bad.append(f"{r['smem']} bytes of shared memory > {MAX_STATIC_SMEM}")
+    if kernel.grid_y > MAX_GRID_Y:
+        bad.append(f"grid y {kernel.grid_y} at {MAX_ROWS:,} rows > {MAX_GRID_Y}")
+    return bad
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.kernel_report", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--arch", nargs="+", default=["sm_90", "sm_80"], help="(default: sm_90 sm_80)")
+    p.add_argument("--ptxas", default=shutil.which("ptxas"), help="ptxas to use (default: the one on PATH)")
+    a = p.parse_args(argv)
+    if not a.ptxas:
+        print("error: no ptxas on PATH (CUDA's assembler; give one with --ptxas)", file=sys.stderr)
+        return 2
+    failed = 0
+    print(f"{'net':<17} {'kernel':<14} {'arch':<6} {'regs':>4} {'smem':>6} {'stack':>5} {'spill':>5} "
+          f"{'fp64':>4} {'div':>4} {'ptx lines':>9} {'threads':>7}  problems")  # fmt: skip
+    with tempfile.TemporaryDirectory() as folder:
+        for net in NETS:
+            for kernel in kernels(net):
+                for arch in a.arch:
+                    r = compile_report(kernel, arch, a.ptxas, folder)
+                    bad = problems(kernel, r)
+                    failed += bool(bad)
+                    print(f"{net:<17} {kernel.name:<14} {arch:<6} {r['registers']:>4} {r['smem']:>6} "
+                          f"{r['stack']:>5} {r['spill_stores'] + r['spill_loads']:>5} {r['fp64']:>4} "
+                          f"{r['divisions']:>4} {r['instructions']:>9} {kernel.threads:>7}  "
+                          f"{'; '.join(bad) or 'ok'}", flush=True)  # fmt: skip
+    if failed:
+        print(f"\n{failed} kernel compilations with a problem")
+    else:
+        limits = f"within the launch limits up to {MAX_ROWS:,} rows"
+        print(f"\nevery kernel: no spill, no local memory, no fp64, {limits}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
