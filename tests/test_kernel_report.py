@@ -9,18 +9,9 @@ import sys
 import pytest
 
 from experiments import kernel_report
+from nevo.kernels import nvvm_found
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def nvvm_found() -> bool:
-    from numba.cuda.cudadrv import nvvm
-
-    try:
-        nvvm.NVVM()
-    except nvvm.NvvmSupportError:
-        return False
-    return True
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None or not nvvm_found(), reason="no CUDA toolkit (ptxas, NVVM)")
