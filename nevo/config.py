@@ -218,7 +218,8 @@ def override(cfg, values: dict):
     return replace(cfg, **{g: replace(getattr(cfg, g), **v) for g, v in by_group.items() if v})
 
 
-def _require(ok: bool, name: str, allowed: str, value) -> None:
+def require(ok: bool, name: str, allowed: str, value) -> None:
+    """ConfigError naming the setting's flag and what is allowed, unless ok."""
     if not ok:
         raise ConfigError(f"{flag(name)}: got {value!r}, allowed: {allowed}")
 
@@ -230,11 +231,11 @@ def validate(cfg):
     from nevo.nets import NAMED_LAYERS
 
     e, n, r = cfg.env, cfg.net, cfg.run
-    _require(e.frame_cap > 0, "frame_cap", "an integer > 0", e.frame_cap)
-    _require(e.noop_max >= 1, "noop_max", "an integer >= 1", e.noop_max)
-    _require(e.frameskip >= 1, "frameskip", "an integer >= 1", e.frameskip)
-    _require(n.net in NAMED_LAYERS, "net", ", ".join(NAMED_LAYERS), n.net)
-    _require(n.vbn == 0 or n.vbn >= 2, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
+    require(e.frame_cap > 0, "frame_cap", "an integer > 0", e.frame_cap)
+    require(e.noop_max >= 1, "noop_max", "an integer >= 1", e.noop_max)
+    require(e.frameskip >= 1, "frameskip", "an integer >= 1", e.frameskip)
+    require(n.net in NAMED_LAYERS, "net", ", ".join(NAMED_LAYERS), n.net)
+    require(n.vbn == 0 or n.vbn >= 2, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
     if isinstance(cfg, ESRunConfig):
         _validate_es(cfg.es)
     elif isinstance(cfg, NSRunConfig):
@@ -246,85 +247,85 @@ def validate(cfg):
 
 
 def _validate_es(s) -> None:
-    _require(s.population >= 2, "population", "an integer >= 2", s.population)
-    _require(s.sigma > 0, "sigma", "a number > 0", s.sigma)
+    require(s.population >= 2, "population", "an integer >= 2", s.population)
+    require(s.sigma > 0, "sigma", "a number > 0", s.sigma)
     _validate_es_step(s)
-    _require(s.fitness_shaping in SHAPINGS, "fitness_shaping", ", ".join(SHAPINGS), s.fitness_shaping)
-    _require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
+    require(s.fitness_shaping in SHAPINGS, "fitness_shaping", ", ".join(SHAPINGS), s.fitness_shaping)
+    require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
 
 
 def _validate_es_step(s) -> None:
     """The ES settings that OpenAI-ES and the novelty-search ES family share (ESConfig, NSConfig)."""
-    _require(s.mirrored in (0, 1), "mirrored", "0 or 1", s.mirrored)
-    _require(
+    require(s.mirrored in (0, 1), "mirrored", "0 or 1", s.mirrored)
+    require(
         not s.mirrored or s.population % 2 == 0,
         "population",
         "an even number with --mirrored 1 (pairs theta +- sigma*eps)",
         s.population,
     )
-    _require(s.optimizer in OPTIMIZERS, "optimizer", ", ".join(OPTIMIZERS), s.optimizer)
-    _require(s.lr > 0, "lr", "a number > 0", s.lr)
-    _require(s.l2 >= 0, "l2", "a number >= 0", s.l2)
-    _require(0 <= s.momentum < 1, "momentum", "a number in [0, 1)", s.momentum)
+    require(s.optimizer in OPTIMIZERS, "optimizer", ", ".join(OPTIMIZERS), s.optimizer)
+    require(s.lr > 0, "lr", "a number > 0", s.lr)
+    require(s.l2 >= 0, "l2", "a number >= 0", s.l2)
+    require(0 <= s.momentum < 1, "momentum", "a number in [0, 1)", s.momentum)
 
 
 def _validate_ns(s) -> None:
-    _require(s.algo in NS_ALGOS, "algo", ", ".join(NS_ALGOS), s.algo)
-    _require(s.population >= 2, "population", "an integer >= 2", s.population)
-    _require(s.sigma > 0, "sigma", "a number > 0", s.sigma)
-    _require(1 <= s.k, "k", "an integer >= 1", s.k)
-    _require(0 <= s.archive_prob <= 1, "archive_prob", "a probability in [0, 1]", s.archive_prob)
-    _require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
+    require(s.algo in NS_ALGOS, "algo", ", ".join(NS_ALGOS), s.algo)
+    require(s.population >= 2, "population", "an integer >= 2", s.population)
+    require(s.sigma > 0, "sigma", "a number > 0", s.sigma)
+    require(1 <= s.k, "k", "an integer >= 1", s.k)
+    require(0 <= s.archive_prob <= 1, "archive_prob", "a probability in [0, 1]", s.archive_prob)
+    require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
     if s.algo == "ga-ns":
-        _require(
+        require(
             1 <= s.truncation <= s.population, "truncation", f"1 .. population ({s.population})", s.truncation
         )
         return
-    _require(s.meta_population >= 1, "meta_population", "an integer >= 1", s.meta_population)
+    require(s.meta_population >= 1, "meta_population", "an integer >= 1", s.meta_population)
     _validate_es_step(s)
-    _require(0 <= s.reward_weight <= 1, "reward_weight", "a number in [0, 1]", s.reward_weight)
-    _require(s.nsra_patience >= 1, "nsra_patience", "an integer >= 1", s.nsra_patience)
-    _require(0 < s.nsra_delta <= 1, "nsra_delta", "a number in (0, 1]", s.nsra_delta)
+    require(0 <= s.reward_weight <= 1, "reward_weight", "a number in [0, 1]", s.reward_weight)
+    require(s.nsra_patience >= 1, "nsra_patience", "an integer >= 1", s.nsra_patience)
+    require(0 < s.nsra_delta <= 1, "nsra_delta", "a number in (0, 1]", s.nsra_delta)
 
 
 def _validate_ga(g) -> None:
-    _require(g.population >= 2, "population", "an integer >= 2", g.population)
-    _require(
+    require(g.population >= 2, "population", "an integer >= 2", g.population)
+    require(
         0 <= g.truncation <= g.population,
         "truncation",
         f"0 (random search) .. population ({g.population})",
         g.truncation,
     )
-    _require(g.sigma > 0, "sigma", "a number > 0", g.sigma)
-    _require(
+    require(g.sigma > 0, "sigma", "a number > 0", g.sigma)
+    require(
         1 <= g.elite_candidates <= g.population,
         "elite_candidates",
         f"1 .. population ({g.population})",
         g.elite_candidates,
     )
-    _require(g.validation_episodes >= 1, "validation_episodes", "an integer >= 1", g.validation_episodes)
+    require(g.validation_episodes >= 1, "validation_episodes", "an integer >= 1", g.validation_episodes)
 
 
 def _validate_run(r) -> None:
-    _require(r.frame_budget > 0, "frame_budget", "an integer > 0 (game frames)", r.frame_budget)
-    _require(r.seed >= 0, "seed", "an integer >= 0", r.seed)
-    _require(r.noise_seed >= 0, "noise_seed", "an integer >= 0", r.noise_seed)
-    _require(r.env_slots >= 0, "env_slots", "0 (auto) or an integer >= 1", r.env_slots)
-    _require(r.threads >= 0, "threads", "0 (auto) or an integer >= 1", r.threads)
-    _require(
+    require(r.frame_budget > 0, "frame_budget", "an integer > 0 (game frames)", r.frame_budget)
+    require(r.seed >= 0, "seed", "an integer >= 0", r.seed)
+    require(r.noise_seed >= 0, "noise_seed", "an integer >= 0", r.noise_seed)
+    require(r.env_slots >= 0, "env_slots", "0 (auto) or an integer >= 1", r.env_slots)
+    require(r.threads >= 0, "threads", "0 (auto) or an integer >= 1", r.threads)
+    require(
         r.emulators_per_group >= 0,
         "emulators_per_group",
         "0 (auto) or an integer >= 1",
         r.emulators_per_group,
     )
-    _require(r.pipeline in PIPELINES, "pipeline", ", ".join(PIPELINES), r.pipeline)
-    _require(r.device in ("auto", "cpu", "cuda"), "device", "auto, cpu or cuda", r.device)
+    require(r.pipeline in PIPELINES, "pipeline", ", ".join(PIPELINES), r.pipeline)
+    require(r.device in ("auto", "cpu", "cuda"), "device", "auto, cpu or cuda", r.device)
 
 
 def check_noise_table(cfg, n_params: int) -> None:
     """The noise table must hold at least one parameter vector's worth of numbers."""
     size = cfg.run.noise_table_size
-    _require(
+    require(
         size >= n_params,
         "noise_table_size",
         f">= the net's parameter count ({n_params:,})",

@@ -174,16 +174,16 @@ class WeightBuilder:
         source = NoiseSource(self.table, self.init_scale, pop.sigma)
         bases = np.empty((len(pop.bases), self.n_params), np.float32)
         known = {**self._known[0], **self._known[1]}
-        for k, genome in enumerate(pop.bases):
-            g = np.asarray(genome, np.int64)
+        genomes = [np.asarray(g, np.int64) for g in pop.bases]
+        keys = [g.tobytes() for g in genomes]
+        for k, (g, key) in enumerate(zip(genomes, keys)):
             parent = known.get(g[:-1].tobytes())
-            if g.tobytes() in known:
-                bases[k] = known[g.tobytes()]
+            if key in known:
+                bases[k] = known[key]
             elif parent is not None:  # one pass: the parent's weights plus the last seed
                 source.build(bases[k : k + 1], parent[None], [0], g[-1:])
             else:
                 source.rebuild(g, out=bases[k])
-        keys = [np.asarray(g, np.int64).tobytes() for g in pop.bases]
         self._known = [self._known[1], dict(zip(keys, bases))]
         self._bases = bases
 

@@ -21,12 +21,7 @@ from dataclasses import replace
 import numpy as np
 
 from nevo import envs
-from nevo.config import ConfigError, EnvConfig
-
-
-def _require(ok: bool, name: str, allowed: str, value) -> None:
-    if not ok:
-        raise ConfigError(f"--{name.replace('_', '-')}: got {value!r}, allowed: {allowed}")
+from nevo.config import ConfigError, EnvConfig, require
 
 
 def atari_games() -> list[str]:
@@ -151,8 +146,8 @@ class Maze(_InProcess):
         from nevo.maze import STEPS
         from nevo.nets import IMAGE_NETS
 
-        _require(net_cfg.net in IMAGE_NETS, "net", "large or small (the maze is an image)", net_cfg.net)
-        _require(
+        require(net_cfg.net in IMAGE_NETS, "net", "large or small (the maze is an image)", net_cfg.net)
+        require(
             self.cfg.frame_cap >= STEPS,
             "frame_cap",
             f">= {STEPS} (a maze episode's steps)",
@@ -223,7 +218,7 @@ class GymTask(_InProcess):
         from nevo.nets import IMAGE_NETS
 
         allowed = "mlp (a gymnasium vector task has no image for the conv nets)"
-        _require(net_cfg.net not in IMAGE_NETS, "net", allowed, net_cfg.net)
+        require(net_cfg.net not in IMAGE_NETS, "net", allowed, net_cfg.net)
 
     def make_slots(self, slots: int):
         return envs.VectorTaskSlots(self.make_env, slots)
