@@ -79,7 +79,7 @@ def main(argv=None) -> int:
             best = max(m["score/pop_max"] for m in metrics)
             reached = best >= -maze.GOAL_RADIUS
             first = next((m["frames"] for m in metrics if m["score/pop_max"] >= -maze.GOAL_RADIUS), None)
-            last = np.load(os.path.join(folder, runs.BEHAVIOURS))  # (N, 2) final (x, y) in [0, 1]
+            last = runs.read_array(os.path.join(folder, runs.BEHAVIOURS))  # (N, 2) final (x, y) in [0, 1]
             past = int(past_the_dead_end(last * maze.SIZE).sum())
             rows.append((name, seed, abs(best), reached, first, past))  # best <= 0: abs, not -0.0
             finals.setdefault(name, []).append(last)

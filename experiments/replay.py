@@ -21,7 +21,6 @@ same actions, nevo's no-ops included), and both must agree on rewards, lives and
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -86,14 +85,18 @@ def load_elite(run_dir: str, which: str = "best"):
             raise config.ConfigError(f"{run_dir}: {why} (no {name})")
     cfg = config.load(os.path.join(run_dir, runs.CONFIG))
     name = elite_file(run_dir, which)
-    try:
-        with open(os.path.join(run_dir, name)) as f:
-            elite = {**json.load(f), "file": name}
-    except json.JSONDecodeError as e:
-        raise config.ConfigError(f"{os.path.join(run_dir, name)}: damaged ({e})") from None
+    elite = {**runs.read_json(os.path.join(run_dir, name)), "file": name}
+    need = ("theta",) if "theta" in elite else ("seeds", "noise_table_size", "noise_seed", "sigma")
+    missing = [k for k in need if k not in elite]
+    if missing:
+        raise runs.DamagedFile(f"{os.path.join(run_dir, name)}: damaged, no {', '.join(missing)}")
     spec = build.net_for(cfg, tasks.task_for(cfg.env))
     if "theta" in elite:  # ES: the elite is theta itself
-        return cfg, elite, spec, np.load(os.path.join(run_dir, elite["theta"]))
+        theta = runs.read_array(os.path.join(run_dir, elite["theta"]))
+        if theta.shape != (spec.n_params,):
+            path = os.path.join(run_dir, elite["theta"])
+            raise runs.DamagedFile(f"{path}: damaged, shape {theta.shape} for a net of {spec.n_params:,}")
+        return cfg, elite, spec, theta
     table = noise.make_table(elite["noise_table_size"], elite["noise_seed"])
     source = noise.NoiseSource(table, nets.init_scale(spec), elite["sigma"])
     return cfg, elite, spec, source.rebuild(elite["seeds"]).copy()

@@ -19,39 +19,40 @@ import numpy as np
 
 from nevo import build, cli, config, nets, noise, runs, tasks
 from nevo.algos.es import ES
+from nevo.cluster import ClusterError
 from nevo.config import ConfigError
-from nevo.kernels import make_policy
 from nevo.progress import Progress
 
 
 def main(argv=None) -> int:
     # ---- settings ---------------------------------------------------------------------
     try:
-        cfg, resume_dir = cli.parse_args(argv, __doc__, cli.ES_PRESETS)
+        cfg, resume_dir, cluster = cli.parse_args(argv, __doc__, cli.ES_PRESETS)
         task = tasks.task_for(cfg.env)
         spec = build.net_for(cfg, task)
         config.check_noise_table(cfg, spec.n_params)
-        device = build.device_for(cfg, task)
-        rows = build.weight_rows(cfg, device, cfg.es.population, 1)  # the rows and theta
-        build.check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population")
-        checkpoint = runs.load_checkpoint(resume_dir) if resume_dir else None
+        device = build.check_machine(cfg, task, spec, cfg.es.population, 1, cluster)  # the rows, theta
+        checkpoint = runs.load_checkpoint(resume_dir, say=print) if resume_dir else None
     except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
     run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
-    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
-    builder = build.weight_builder(cfg, task, spec, run_dir, table)  # genomes -> weights, in the evaluator
-    policy = make_policy(device, spec)
-    evaluator, layout = task.evaluator(cfg.run, policy, builder, device, cfg.es.population)
-    facts = {"n_params": spec.n_params, "n_actions": spec.n_actions, **layout}
-    runs.write_config(run_dir, cfg, facts)
     out = Progress(cfg.run.frame_budget)
+    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
+    try:
+        evaluator, facts = build.evaluator(
+            cfg, task, spec, device, run_dir, table, cfg.es.population, 1, cluster=cluster, say=out.say
+        )
+    except ClusterError as e:
+        return runs.stop_before_start(run_dir, resume_dir, e)
+    runs.write_config(run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **facts})
     env, es = task.name, cfg.es
     out.say(
         f"nevo es | {env} | net {cfg.net.net} ({spec.n_params:,} params"
         f"{f', VBN over {cfg.net.vbn} observations' if cfg.net.vbn else ''}) | N={es.population}"
         f"{' mirrored' if es.mirrored else ''} sigma={es.sigma} {es.optimizer} lr={es.lr} l2={es.l2} | "
-        f"{device}, " + ", ".join(f"{k} {v}" for k, v in layout.items()) + f" | run folder {run_dir}"
+        + ", ".join(f"{k} {v}" for k, v in facts.items())
+        + f" | run folder {run_dir}"
     )
 
     # ---- state: noise table, theta and the optimizer, counters ------------------------
@@ -111,6 +112,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         out.say(f"interrupted; continue with: python -m experiments.run_es --resume {run_dir}")
         return 130
+    except ClusterError as e:  # one line; the last checkpoint is whole
+        return runs.stop_on_cluster_error(run_dir, algo.generation, "run_es", e)
     finally:
         evaluator.close()
     out.say(f"done: {frames:,} frames in {wall / 60:.1f} min; theta {algo.theta_score:.1f}; {run_dir}")

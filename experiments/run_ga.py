@@ -5,6 +5,7 @@
     python -m experiments.run_ga --preset rs             # random search (T = 0)
     python -m experiments.run_ga --env CartPole-v1       # a gymnasium vector task, in about a minute
     python -m experiments.run_ga --resume runs/<folder>  # continue a killed run
+    python -m experiments.run_ga --cluster local:2       # on a Dask cluster (or tcp://host:8786)
 
 Each generation: ask -> evaluate -> tell, validate the top candidates -> log -> checkpoint.
 """
@@ -18,38 +19,39 @@ import numpy as np
 
 from nevo import build, cli, config, nets, noise, runs, tasks
 from nevo.algos import make_algo
+from nevo.cluster import ClusterError
 from nevo.config import ConfigError
-from nevo.kernels import make_policy
 from nevo.progress import Progress
 
 
 def main(argv=None) -> int:
     # ---- settings ---------------------------------------------------------------------
     try:
-        cfg, resume_dir = cli.parse_args(argv, __doc__)
+        cfg, resume_dir, cluster = cli.parse_args(argv, __doc__)
         task = tasks.task_for(cfg.env)
         spec = build.net_for(cfg, task)
         config.check_noise_table(cfg, spec.n_params)
-        device = build.device_for(cfg, task)
-        rows = build.weight_rows(cfg, device, cfg.ga.population, cfg.ga.truncation + 1)
-        build.check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population")
-        checkpoint = runs.load_checkpoint(resume_dir) if resume_dir else None
+        bases = cfg.ga.truncation + 1
+        device = build.check_machine(cfg, task, spec, cfg.ga.population, bases, cluster)
+        checkpoint = runs.load_checkpoint(resume_dir, say=print) if resume_dir else None
     except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
     run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
-    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
-    builder = build.weight_builder(cfg, task, spec, run_dir, table)  # genomes -> weights, in the evaluator
-    policy = make_policy(device, spec)
-    evaluator, layout = task.evaluator(cfg.run, policy, builder, device, cfg.ga.population)
-    runs.write_config(run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **layout})
     out = Progress(cfg.run.frame_budget)
-    env = task.name
+    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
+    try:
+        evaluator, facts = build.evaluator(
+            cfg, task, spec, device, run_dir, table, cfg.ga.population, bases, cluster=cluster, say=out.say
+        )
+    except ClusterError as e:
+        return runs.stop_before_start(run_dir, resume_dir, e)
+    runs.write_config(run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **facts})
     out.say(
-        f"nevo {cfg.algo} | {env} | net {cfg.net.net} ({spec.n_params:,} params"
+        f"nevo {cfg.algo} | {task.name} | net {cfg.net.net} ({spec.n_params:,} params"
         f"{f', VBN over {cfg.net.vbn} observations' if cfg.net.vbn else ''}) | "
-        f"N={cfg.ga.population} T={cfg.ga.truncation} sigma={cfg.ga.sigma} | {device}, "
-        + ", ".join(f"{k} {v}" for k, v in layout.items())
+        f"N={cfg.ga.population} T={cfg.ga.truncation} sigma={cfg.ga.sigma} | "
+        + ", ".join(f"{k} {v}" for k, v in facts.items())
         + f" | run folder {run_dir}"
     )
 
@@ -115,6 +117,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         out.say(f"interrupted; continue with: python -m experiments.run_ga --resume {run_dir}")
         return 130
+    except ClusterError as e:  # one line; the last checkpoint is whole
+        return runs.stop_on_cluster_error(run_dir, algo.generation, "run_ga", e)
     finally:
         evaluator.close()
     out.say(

@@ -36,15 +36,15 @@ import numpy as np
 
 from nevo import build, cli, config, nets, noise, runs, tasks
 from nevo.algos import make_algo
+from nevo.cluster import ClusterError
 from nevo.config import ConfigError
-from nevo.kernels import make_policy
 from nevo.progress import Progress
 
 
 def main(argv=None) -> int:
     # ---- settings ---------------------------------------------------------------------
     try:
-        cfg, resume_dir = cli.parse_args(argv, __doc__, cli.NS_PRESETS)
+        cfg, resume_dir, cluster = cli.parse_args(argv, __doc__, cli.NS_PRESETS)
         task = tasks.task_for(cfg.env)
         if task.behaviour is None:
             raise ConfigError(
@@ -53,26 +53,27 @@ def main(argv=None) -> int:
             )
         spec = build.net_for(cfg, task)
         config.check_noise_table(cfg, spec.n_params)
-        device = build.device_for(cfg, task)
         ns = cfg.ns
         bases = ns.truncation + 1 if ns.algo == "ga-ns" else ns.meta_population  # parents, or thetas
-        rows = build.weight_rows(cfg, device, ns.population, bases)
-        build.check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population")
-        checkpoint = runs.load_checkpoint(resume_dir) if resume_dir else None
+        device = build.check_machine(cfg, task, spec, ns.population, bases, cluster)
+        checkpoint = runs.load_checkpoint(resume_dir, say=print) if resume_dir else None
     except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
     run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
-    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
-    builder = build.weight_builder(cfg, task, spec, run_dir, table)  # genomes -> weights, in the evaluator
-    policy = make_policy(device, spec)
-    evaluator, layout = task.evaluator(cfg.run, policy, builder, device, ns.population, behaviours=True)
-    runs.write_config(run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **layout})
     out = Progress(cfg.run.frame_budget)
+    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
+    try:
+        evaluator, facts = build.evaluator(
+            cfg, task, spec, device, run_dir, table, ns.population, bases, True, cluster, out.say
+        )
+    except ClusterError as e:
+        return runs.stop_before_start(run_dir, resume_dir, e)
+    runs.write_config(run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **facts})
     out.say(
         f"nevo {ns.algo} | {task.name} | net {cfg.net.net} ({spec.n_params:,} params) | "
-        f"N={ns.population} sigma={ns.sigma} k={ns.k} | {device}, "
-        + ", ".join(f"{k} {v}" for k, v in layout.items())
+        f"N={ns.population} sigma={ns.sigma} k={ns.k} | "
+        + ", ".join(f"{k} {v}" for k, v in facts.items())
         + f" | run folder {run_dir}"
     )
 
@@ -84,16 +85,16 @@ def main(argv=None) -> int:
         algo.load_state(checkpoint)
         frames, wall = int(checkpoint["frames"]), float(checkpoint["wall_s"])
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames, archive {len(algo.archive)}")
-    else:  # the ES family's agents' first behaviours start the archive (GA-NS: no episode)
-        population, episodes = algo.ask_start()
-        start = evaluator.run(population, episodes)
-        algo.tell_start(start)
-        frames += start.total_frames
     if resume_dir:  # drop metrics of a generation that was in flight when the run died
         runs.trim_metrics(run_dir, algo.generation)
 
     # ---- the loop: ask -> evaluate -> tell -> validate -> log -> checkpoint ------------
     try:
+        if checkpoint is None:  # the ES family's agents' first behaviours start the archive (GA-NS: none)
+            population, episodes = algo.ask_start()
+            start = evaluator.run(population, episodes)
+            algo.tell_start(start)
+            frames += start.total_frames
         while frames < cfg.run.frame_budget:
             gen, t0 = algo.generation, time.monotonic()
             population, episodes = algo.ask()
@@ -146,6 +147,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         out.say(f"interrupted; continue with: python -m experiments.run_ns --resume {run_dir}")
         return 130
+    except ClusterError as e:  # one line; the last checkpoint is whole
+        return runs.stop_on_cluster_error(run_dir, algo.generation, "run_ns", e)
     finally:
         evaluator.close()
     out.say(f"done: {frames:,} frames in {wall / 60:.1f} min; best return {algo.best:.2f}; {run_dir}")

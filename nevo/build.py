@@ -35,22 +35,66 @@ def weight_builder(cfg, task, spec, run_dir: str, table: np.ndarray | None) -> W
     """What turns genomes into the policy's weights; with --vbn, each built row gets virtual batch
     norm folded in, over the run folder's reference batch (collected and saved on the run's
     first start), so the forward kernels run plain weights."""
+    ref = reference_batch(cfg, task, run_dir) if cfg.net.vbn else None
+    return builder_for(cfg, spec, table, ref)
+
+
+def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | None) -> WeightBuilder:
+    """weight_builder's WeightBuilder, given the reference batch (None without --vbn)."""
     if not cfg.net.vbn:
         return WeightBuilder(table, nets.init_scale(spec))
     from nevo.vbn import fold
 
-    ref = reference_batch(cfg, task, run_dir)
-    return WeightBuilder(table, nets.init_scale(spec), lambda w: fold(spec, w, ref, out=w))
+    return WeightBuilder(table, nets.init_scale(spec), lambda w: fold(spec, w, ref_batch, out=w))
 
 
 def reference_batch(cfg, task, run_dir: str) -> np.ndarray:
     """(vbn, C, H, W) observations: the run folder's, or collected from (task, seed) and saved."""
     path = os.path.join(run_dir, REF_BATCH)
     if os.path.exists(path):
-        return np.load(path)
+        return runs.read_array(path)
     ref = task.reference_batch(cfg.net.vbn, cfg.run.seed)
     runs.save_array(run_dir, REF_BATCH, ref)
     return ref
+
+
+def check_machine(cfg, task, spec, population: int, bases: int, cluster) -> str | None:
+    """Before any work: the device this machine evaluates on, and that the weights its
+    evaluator holds plus the noise table fit in memory (ConfigError or MemoryError naming the
+    setting to lower). On a Dask cluster (cluster: the --cluster settings) only the noise table
+    is checked here and the device is None: each worker checks its own when it joins."""
+    if cluster is not None:
+        from nevo.cluster import check_address
+
+        check_address(cluster.address)
+        check_memory(spec.n_params, 0, cfg.run.noise_table_size, "cpu", "--noise-table-size")
+        return None
+    device = device_for(cfg, task)
+    rows = weight_rows(cfg, device, population, bases)
+    check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population")
+    return device
+
+
+def evaluator(cfg, task, spec, device, run_dir, table, population: int, bases: int,
+              behaviours: bool = False, cluster=None, say=print) -> tuple:  # fmt: skip
+    """(evaluator, facts for config.json and the run's first line): the task's evaluator on this
+    machine's device, or on a Dask cluster (nevo.cluster.ClusterEvaluator; a ClusterError when
+    none answers) when cluster (the --cluster settings) is given. population: individuals per
+    generation; bases: the rows they are built from (parents, or thetas)."""
+    if cluster is None:
+        from nevo.kernels import make_policy
+
+        builder = weight_builder(cfg, task, spec, run_dir, table)  # genomes -> weights, in the evaluator
+        ev, facts = task.evaluator(
+            cfg.run, make_policy(device, spec), builder, device, population, behaviours
+        )
+        return ev, {"device": device, **facts}
+    from nevo.cluster import ClusterEvaluator
+
+    ref = reference_batch(cfg, task, run_dir) if cfg.net.vbn else None
+    ev = ClusterEvaluator(cluster.address, cfg, task, ref, table, population, bases, behaviours,
+                          cluster.timeout_s, cluster.chunk, say)  # fmt: skip
+    return ev, ev.facts
 
 
 def weight_rows(cfg, device: str, population: int, bases: int) -> int:

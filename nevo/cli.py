@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from nevo import tasks
 from nevo.config import (
@@ -30,6 +30,7 @@ from nevo.config import (
     flag,
     load,
     override,
+    require,
     validate,
 )
 
@@ -123,6 +124,27 @@ def build_parser(description: str, presets=None) -> argparse.ArgumentParser:
     )
     p.add_argument("--preset", default="quick", help=f"one of {', '.join(presets)} (default: quick)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its checkpoint")
+    p.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="evaluate on a Dask cluster: a scheduler's address (tcp://host:8786) or local:N (N "
+        "worker processes on this machine); results equal a run without it (default: this machine)",
+    )
+    p.add_argument(
+        "--cluster-timeout",
+        type=lambda s: _convert(float, "cluster-timeout", s),
+        default=120.0,
+        metavar="S",
+        help="with --cluster: stop (checkpoint intact) when no worker has been there for S seconds "
+        "(default: 120)",
+    )
+    p.add_argument(
+        "--cluster-chunk",
+        type=lambda s: _convert(int, "cluster-chunk", s),
+        default=0,
+        metavar="N",
+        help="with --cluster: episodes per chunk handed to a worker (default: 0, about 4 chunks per worker)",
+    )
     for group, f in all_fields(root):
         kind = {"int": int, "float": float, "str": str}[f.type]
         p.add_argument(
@@ -171,12 +193,33 @@ def _convert(kind, name: str, text: str):
         raise argparse.ArgumentTypeError(f"got {text!r}, allowed: {article} {kind.__name__}") from None
 
 
+@dataclass(frozen=True)
+class ClusterSettings:
+    """Where a run evaluates when not on this machine (nevo.cluster): not part of the config,
+    since results do not depend on it; a run may resume on another cluster or on none."""
+
+    address: str  # tcp://host:port of a Dask scheduler, or local:N
+    timeout_s: float = 120.0  # stop when no worker has been there this long
+    chunk: int = 0  # episodes per chunk (0: about four chunks per worker)
+
+
 def parse_args(argv, description: str, presets=None) -> tuple:
-    """Parse argv into (checked config, resume dir or None); presets: PRESETS, ES_PRESETS or
-    NS_PRESETS. On resume the run folder's config is taken as it was written."""
+    """Parse argv into (checked config, resume dir or None, ClusterSettings or None); presets:
+    PRESETS, ES_PRESETS or NS_PRESETS. On resume the run folder's config is taken as it was written."""
     presets = presets or PRESETS
     root = type(next(iter(presets.values())))
     args = build_parser(description, presets).parse_args(argv)
+    cfg, resume = _config_of(args, presets, root)
+    cluster = None
+    if args.cluster:
+        require(args.cluster_timeout > 0, "cluster_timeout", "> 0", args.cluster_timeout)
+        require(args.cluster_chunk >= 0, "cluster_chunk", ">= 0", args.cluster_chunk)
+        cluster = ClusterSettings(args.cluster, args.cluster_timeout, args.cluster_chunk)
+    return cfg, resume, cluster
+
+
+def _config_of(args, presets, root) -> tuple:
+    """(checked config, resume dir or None) of parsed args."""
     given = {f.name: getattr(args, f.name) for _, f in all_fields(root) if getattr(args, f.name) is not None}
     if args.resume:
         path = os.path.join(args.resume, "config.json")

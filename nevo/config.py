@@ -201,8 +201,21 @@ def save(cfg: Config, path: str, extra: dict | None = None) -> None:
 
 
 def load(path: str):
-    with open(path) as f:
-        d = json.load(f)
+    """The config of a run folder's config.json; ConfigError naming the file if it is damaged."""
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: damaged, not valid JSON ({' '.join(str(e).split())})") from None
+    if not isinstance(d, dict):
+        raise ConfigError(f"{path}: damaged, a JSON {type(d).__name__} where the settings belong")
+    try:
+        return _from_saved(d)
+    except (TypeError, KeyError, ValueError) as e:
+        raise ConfigError(f"{path}: damaged, not nevo settings ({' '.join(str(e).split())})") from None
+
+
+def _from_saved(d: dict):
     names = {"preset", "algo", *groups(root_of(d.get("algo", "ga")))}
     return from_dict({k: v for k, v in d.items() if k in names})
 

@@ -32,6 +32,7 @@ class Results:
     tail_s: float = 0.0  # of which with fewer live episodes than emulator slots
     forward_s: float = 0.0  # of which in the forward pass (choosing actions)
     behaviours: np.ndarray | None = None  # (E, d) behaviour at each episode's end, where the task gives one
+    cluster: dict | None = None  # on a Dask cluster: bytes sent and received, chunks, workers (nevo.cluster)
 
     @property
     def total_frames(self) -> int:

@@ -4,13 +4,16 @@
         config.json        every setting, the git commit, the noise facts; written before any work
         metrics.jsonl      one JSON object per finished generation (grouped names: score/, perf/)
         checkpoint.npz     algorithm state + counters after the last finished generation
+        checkpoint.prev.npz  the one before: --resume falls back to it if the last is damaged
         elite.json         the elite's seed list and what is needed to rebuild its weights
                            (ES: the elite is theta, kept beside it in theta.npy)
         best.json          the GA: the best elite of the run so far (by validation mean), same fields
         ref_batch.npy      virtual batch norm's reference observations (nets with --vbn)
 
 Files are replaced atomically (write to a temporary file, fsync, rename): a kill at any
-moment leaves the previous complete version. Plots read only these files.
+moment leaves the previous complete version. Plots read only these files. A damaged file
+(cut short, overwritten, edited by hand) is a one-line DamagedFile error naming it, or, for the
+last checkpoint, a fallback to the one before.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 from nevo import config as config_mod
 
 CHECKPOINT = "checkpoint.npz"
+PREVIOUS = "checkpoint.prev.npz"  # the checkpoint before the last
 METRICS = "metrics.jsonl"
 ELITE = "elite.json"
 BEST = "best.json"  # the GA: the best elite ever seen, by validation mean
@@ -90,12 +94,84 @@ def write_json(run_dir: str, name: str, data: dict) -> None:
     _commit(tmp, os.path.join(run_dir, name))
 
 
+class DamagedFile(ValueError):
+    """A run file that cannot be read as what it should be; the message is one line naming it."""
+
+
 def save_checkpoint(run_dir: str, state: dict) -> None:
-    """Write the state dict of arrays atomically."""
+    """Write the state dict of arrays atomically; the checkpoint it replaces becomes PREVIOUS.
+    (A kill between the two renames leaves the new state as PREVIOUS and no CHECKPOINT, which
+    load_checkpoint then takes.)"""
     tmp = os.path.join(run_dir, CHECKPOINT + ".tmp")
     with open(tmp, "wb") as f:
         np.savez(f, **{k: np.asarray(v) for k, v in state.items()})
-    _commit(tmp, os.path.join(run_dir, CHECKPOINT))
+    final = os.path.join(run_dir, CHECKPOINT)
+    if os.path.exists(final):
+        os.replace(final, os.path.join(run_dir, PREVIOUS))
+    _commit(tmp, final)
+
+
+def read_checkpoint(path: str) -> dict:
+    """The arrays of one checkpoint file; DamagedFile if it is not a whole one."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            state = {k: z[k] for k in z.files}
+    except Exception as e:  # noqa: BLE001 (zip, zlib, format and pickle errors all mean damaged)
+        raise DamagedFile(f"{path}: damaged, not a readable checkpoint ({_reason(e)})") from None
+    missing = [k for k in ("frames", "wall_s") if k not in state]
+    if missing:
+        raise DamagedFile(f"{path}: damaged, not a nevo checkpoint (no {', '.join(missing)})")
+    return state
+
+
+def load_checkpoint(run_dir: str, say=None) -> dict | None:
+    """The run's last checkpoint (None before its first generation ended). If it is damaged
+    (or missing while the one before is there), the one before, saying so through say; a
+    DamagedFile when neither can be read."""
+    path, previous = os.path.join(run_dir, CHECKPOINT), os.path.join(run_dir, PREVIOUS)
+    if not os.path.exists(path) and not os.path.exists(previous):
+        return None
+    try:
+        return read_checkpoint(path) if os.path.exists(path) else read_checkpoint(previous)
+    except DamagedFile as e:
+        if not os.path.exists(previous):
+            raise
+        try:
+            state = read_checkpoint(previous)
+        except DamagedFile as e2:
+            raise DamagedFile(f"{e}; and {e2}") from None
+        if say is not None:
+            say(
+                f"warning: {e}; resuming from {PREVIOUS}, one generation earlier "
+                f"({int(state['frames']):,} frames)"
+            )
+        return state
+
+
+def read_json(path: str) -> dict:
+    """A run folder's JSON file; DamagedFile naming it if it is not a JSON object."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DamagedFile(f"{path}: damaged, not valid JSON ({_reason(e)})") from None
+    if not isinstance(data, dict):
+        raise DamagedFile(f"{path}: damaged, a JSON {type(data).__name__} where an object belongs")
+    return data
+
+
+def read_array(path: str) -> np.ndarray:
+    """A run folder's .npy file; DamagedFile naming it if it cannot be read."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except Exception as e:  # noqa: BLE001 (format, size and pickle errors all mean damaged)
+        raise DamagedFile(f"{path}: damaged, not a readable .npy array ({_reason(e)})") from None
+
+
+def _reason(e: Exception) -> str:
+    """An exception as a short phrase on one line."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) < 160 else text[:157] + "..."
 
 
 def generation_row(gen, frames, wall, gen_s, train, valid, fitness) -> dict:
@@ -117,7 +193,19 @@ def generation_row(gen, frames, wall, gen_s, train, valid, fitness) -> dict:
         "score/pop_max": float(np.max(fitness)),
         "score/pop_mean": float(np.mean(fitness)),
         "score/pop_median": float(np.median(fitness)),
+        **cluster_row(train, valid),
     }
+
+
+def cluster_row(*results) -> dict:
+    """On a Dask cluster, what the generation's evaluations moved and used: cluster/bytes_sent
+    and cluster/bytes_received (the driver's pickled payloads: genomes and episode seeds out,
+    per-episode results in), chunks, workers at the end and workers lost; {} on one machine."""
+    parts = [r.cluster for r in results if r.cluster]
+    if not parts:
+        return {}
+    total = {k: sum(p[k] for p in parts) for k in ("bytes_sent", "bytes_received", "chunks", "workers_lost")}
+    return {f"cluster/{k}": v for k, v in total.items()} | {"cluster/workers": parts[-1]["workers"]}
 
 
 def save_array(run_dir: str, name: str, array: np.ndarray) -> None:
@@ -128,12 +216,29 @@ def save_array(run_dir: str, name: str, array: np.ndarray) -> None:
     _commit(tmp, os.path.join(run_dir, name))
 
 
-def load_checkpoint(run_dir: str) -> dict | None:
-    path = os.path.join(run_dir, CHECKPOINT)
-    if not os.path.exists(path):
-        return None
-    with np.load(path) as z:
-        return {k: z[k] for k in z.files}
+def stop_before_start(run_dir: str, resume_dir: str | None, error: Exception) -> int:
+    """The run could not start its evaluator (a ClusterError): say so in one line; a new run's
+    folder, which holds nothing yet but perhaps its reference batch, goes. Returns the exit code."""
+    import shutil
+    import sys
+
+    print(f"error: {error}", file=sys.stderr)
+    if resume_dir is None and not os.path.exists(os.path.join(run_dir, CONFIG)):
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return 2
+
+
+def stop_on_cluster_error(run_dir: str, generation: int, script: str, error: Exception) -> int:
+    """A run stopped by its cluster mid-generation: one line saying so and how to go on (its
+    checkpoint holds every generation before `generation`). Returns the exit code."""
+    import sys
+
+    print(
+        f"error: {error}; the run folder holds every generation before {generation}: continue with "
+        f"python -m experiments.{script} --resume {run_dir} (with --cluster ADDRESS, or on this machine)",
+        file=sys.stderr,
+    )
+    return 3
 
 
 def append_metrics(run_dir: str, row: dict) -> None:

@@ -26,17 +26,20 @@ def test_rs_preset_is_the_ga_loop_with_no_parents():
 
 
 def test_no_arguments_runs_quick_on_frostbite():
-    cfg, resume = parse_args([], "")
+    cfg, resume, cluster = parse_args([], "")
+    assert cluster is None
     assert cfg.preset == "quick" and cfg.env.game == "frostbite" and cfg.net.net == "small"
     assert resume is None
 
 
 def test_every_field_has_a_flag_and_overrides_its_preset():
     """Each setting can be set from the command line and lands in its group."""
-    cfg, _ = parse_args(["--preset", "paper", "--population", "50", "--sigma", "0.01", "--game", "pong"], "")
+    cfg, _, _ = parse_args(
+        ["--preset", "paper", "--population", "50", "--sigma", "0.01", "--game", "pong"], ""
+    )
     assert (cfg.ga.population, cfg.ga.sigma, cfg.env.game) == (50, 0.01, "pong")
     assert cfg.ga.truncation == 20  # untouched fields keep the preset's value
-    cfg, _ = parse_args(["--frame-budget", "2e6"], "")
+    cfg, _, _ = parse_args(["--frame-budget", "2e6"], "")
     assert cfg.run.frame_budget == 2_000_000
 
 
@@ -64,7 +67,7 @@ def test_bad_values_name_the_field_and_what_is_allowed(argv, words):
 
 def test_json_round_trip():
     """A config saved to JSON loads back equal."""
-    cfg, _ = parse_args(["--preset", "rs", "--seed", "9"], "")
+    cfg, _, _ = parse_args(["--preset", "rs", "--seed", "9"], "")
     assert config.from_dict(config.to_dict(cfg)) == cfg
 
 
@@ -98,7 +101,7 @@ def test_a_config_built_in_python_gets_the_command_lines_defaults():
 
     for env in ("CartPole-v1", "maze", "frostbite"):
         built, _ = cli.check(cli.apply_defaults(Config(env=EnvConfig(env=env))))
-        parsed, _ = cli.parse_args(["--preset", "paper", "--env", env], "")
+        parsed, _, _ = cli.parse_args(["--preset", "paper", "--env", env], "")
         assert built == parsed, env
     built, _ = cli.check(cli.apply_defaults(Config(env=EnvConfig(env="CartPole-v1")), given={"sigma"}))
     assert built.ga.sigma == Config().ga.sigma and built.ga.population == 64  # sigma was set, population not

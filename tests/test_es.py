@@ -145,7 +145,7 @@ def test_bad_es_settings_name_the_field_and_what_is_allowed(argv, words):
 
 
 def test_an_odd_population_is_fine_without_mirroring():
-    cfg, _ = parse_args(["--env", "CartPole-v1", "--population", "63", "--mirrored", "0"], "", ES_PRESETS)
+    cfg, _, _ = parse_args(["--env", "CartPole-v1", "--population", "63", "--mirrored", "0"], "", ES_PRESETS)
     assert cfg.es.population == 63 and cfg.net.net == "mlp"
 
 

@@ -111,7 +111,7 @@ def test_resume_of_a_folder_that_is_not_a_run_fails_clearly(tmp_path, capsys):
 
 def test_interrupted_checkpoint_write_keeps_the_old_checkpoint(tmp_path, monkeypatch):
     """A crash while the checkpoint is written leaves the previous checkpoint whole."""
-    runs.save_checkpoint(str(tmp_path), {"generation": np.int64(3), "frames": np.int64(10)})
+    runs.save_checkpoint(str(tmp_path), {"generation": np.int64(3), "frames": np.int64(10), "wall_s": 1.0})
 
     def dies(f, **arrays):
         f.write(b"partial")
@@ -119,7 +119,9 @@ def test_interrupted_checkpoint_write_keeps_the_old_checkpoint(tmp_path, monkeyp
 
     monkeypatch.setattr(np, "savez", dies)
     with pytest.raises(KeyboardInterrupt):
-        runs.save_checkpoint(str(tmp_path), {"generation": np.int64(4), "frames": np.int64(20)})
+        runs.save_checkpoint(
+            str(tmp_path), {"generation": np.int64(4), "frames": np.int64(20), "wall_s": 2.0}
+        )
     monkeypatch.undo()
     assert int(runs.load_checkpoint(str(tmp_path))["generation"]) == 3
 

@@ -66,9 +66,9 @@ def test_bad_ns_settings_name_the_field_and_what_is_allowed(argv, words):
 
 
 def test_es_family_defaults_to_the_es_sigma():
-    cfg, _ = parse_args(["--algo", "nsr-es"], "", NS_PRESETS)
+    cfg, _, _ = parse_args(["--algo", "nsr-es"], "", NS_PRESETS)
     assert cfg.ns.sigma == 0.02 and cfg.env.env == "maze"
-    cfg, _ = parse_args(["--algo", "ga-ns"], "", NS_PRESETS)
+    cfg, _, _ = parse_args(["--algo", "ga-ns"], "", NS_PRESETS)
     assert cfg.ns.sigma == 0.005
 
 
@@ -148,9 +148,9 @@ def test_ns_es_runs_on_atari(tmp_path):
 
 def test_atari_defaults_follow_the_papers():
     """GA-NS on Atari: the Deep GA's large net and sigma; the ES family: the small net with VBN."""
-    cfg, _ = parse_args(["--env", "frostbite"], "", NS_PRESETS)
+    cfg, _, _ = parse_args(["--env", "frostbite"], "", NS_PRESETS)
     assert (cfg.net.net, cfg.ns.sigma, cfg.net.vbn) == ("large", 0.002, 0)
-    cfg, _ = parse_args(["--env", "frostbite", "--algo", "nsra-es"], "", NS_PRESETS)
+    cfg, _, _ = parse_args(["--env", "frostbite", "--algo", "nsra-es"], "", NS_PRESETS)
     assert (cfg.net.net, cfg.ns.sigma, cfg.net.vbn) == ("small", 0.02, 128)
 
 

@@ -1,0 +1,266 @@
+"""Evaluation on a Dask cluster (`distributed`), when one machine is not enough.
+
+The papers nevo reproduces ran on 720 CPU cores. `--cluster ADDRESS` hands a run's evaluations
+to a Dask scheduler (`tcp://host:8786`) or to a local cluster of N worker processes on
+127.0.0.1 (`local:N`); without it nothing here is used and Dask is not imported.
+
+Shape:
+- The driver (the run script) keeps the algorithm, writes the run folder and checkpoints as on
+  one machine. `ClusterEvaluator` has the evaluators' interface: a Population and Episodes in,
+  Results out.
+- Each worker process sets up once (a worker plugin, `nevo.cluster_worker.Setup`): the noise
+  table, the net and its compiled kernels, its own evaluator (emulator pipeline) on its cores,
+  and a WeightBuilder whose cache holds the current parents' weights. It builds individuals
+  from genomes, so only genomes (seed lists, or ES's theta), episode seeds and per-episode
+  results cross the network, as NumPy arrays.
+- A generation's episodes go out in chunks, about four per worker; Dask's scheduler hands a
+  queued chunk to whichever worker frees up first, so a slow worker or a long episode holds up
+  one chunk, not the generation.
+- An episode's outcome depends only on (individual, episode seed), so a chunk lost with its
+  worker runs again elsewhere with the same result, and a run on a cluster of any size gives the
+  metrics of the same run on one machine (with the same kind of forward: the CPU's and a GPU's
+  float rounding can differ).
+- Before any work, each worker compares its nevo version, nevo's source and its noise table with
+  the driver's, and a worker that differs refuses (one line in the driver's output) and leaves.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import time
+import uuid
+
+import numpy as np
+
+from nevo.episodes import Episodes, Results
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot go on (scheduler lost, no workers for too long, a chunk that keeps
+    killing workers); the run stops with this one line, its last checkpoint intact."""
+
+
+LOCAL = "local:"
+
+
+def check_address(address: str) -> None:
+    """ValueError unless address is local:N (N >= 1) or a scheduler address (scheme://host:port)."""
+    if address.startswith(LOCAL):
+        n = address[len(LOCAL) :]
+        if not (n.isdigit() and int(n) >= 1):
+            raise ValueError(f"--cluster: {address!r}: local:N needs a number of workers N >= 1")
+    elif "://" not in address or not address.rsplit(":", 1)[-1].isdigit():
+        raise ValueError(f"--cluster: {address!r} is not a scheduler address (tcp://host:8786) or local:N")
+
+
+# ---- the driver side -----------------------------------------------------------------------
+
+
+def nbytes(obj) -> int:
+    """Bytes of obj pickled (protocol 5, as Dask sends NumPy arrays)."""
+    return len(pickle.dumps(obj, protocol=5))
+
+
+class ClusterEvaluator:
+    """Runs Episodes on a Dask cluster's workers; the interface of nevo's evaluators.
+
+    address: tcp://host:port of a running scheduler, or local:N (a local cluster of N worker
+    processes on 127.0.0.1, each pinned to its share of this machine's cores, stopped at close).
+    timeout_s: how long the run waits for a worker (at the start, or when all are gone) before
+    it stops with a ClusterError. chunk: episodes per chunk (0: about four chunks per worker).
+    """
+
+    def __init__(self, address, cfg, task, ref_batch, table, population, bases, behaviours=False,
+                 timeout_s=120.0, chunk=0, say=print):  # fmt: skip
+        import logging
+
+        from distributed import Client, LocalCluster
+
+        from nevo import cluster_worker as worker_side
+
+        check_address(address)
+        self.address, self.timeout_s, self.chunk, self.say = address, timeout_s, chunk, say
+        self.cluster = None
+        cores = 0
+        if address.startswith(LOCAL):
+            from nevo.machine import cores as machine_cores
+
+            n = int(address[len(LOCAL) :])
+            cores = max(1, machine_cores() // n)
+            self.cluster = LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                dashboard_address=None, silence_logs=logging.ERROR,
+            )  # fmt: skip
+            target = self.cluster
+        else:
+            target = address
+        try:
+            self.client = Client(target, timeout=f"{timeout_s}s")
+        except OSError as e:
+            self._stop_local()
+            raise ClusterError(f"--cluster: no Dask scheduler answers at {address} ({e})") from None
+        self.name = f"nevo-{uuid.uuid4().hex[:8]}"
+        self.reported = set()
+        self.plugin = worker_side.Setup(
+            self.name,
+            cfg,
+            task,
+            ref_batch,
+            population,
+            bases,
+            behaviours,
+            worker_side.fingerprint(table),
+            cores,
+        )
+        self.client.register_plugin(self.plugin, name=self.name)
+        self.workers = self._wait_for_workers()
+        self.facts = {"cluster": address, "workers": len(self.workers), **self._worker_facts()}
+        self.runs = 0
+
+    # -- the cluster's state ------------------------------------------------------------------
+
+    def _refusals(self) -> None:
+        """Say each refusal reported since the last call: one line per worker."""
+        from nevo import cluster_worker as worker_side
+
+        for _, msg in self.client.get_events(worker_side.EVENTS):
+            if msg["worker"] not in self.reported:
+                self.reported.add(msg["worker"])
+                self.say(f"refused worker {msg['worker']}: {msg['why']}")
+
+    def _accepted(self) -> set:
+        """Addresses of the running workers that have not refused."""
+        info = self.client.scheduler_info(n_workers=-1)
+        running = {a for a, w in info.get("workers", {}).items() if w.get("status", "running") == "running"}
+        self._refusals()
+        return running - self.reported
+
+    def _wait_for_workers(self) -> set:
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            workers = self._accepted()
+            if workers:
+                time.sleep(0.2)  # a refusal on the way is reported before the run begins
+                workers = self._accepted()
+            if workers:
+                return workers
+            if time.monotonic() > deadline:
+                why = f" ({len(self.reported)} refused)" if self.reported else ""
+                raise ClusterError(
+                    f"no nevo worker joined the cluster at {self.address} in {self.timeout_s:g} s{why}"
+                )
+            time.sleep(0.5)
+
+    def _worker_facts(self) -> dict:
+        """What the workers run, as config.json's facts (the first accepted worker's)."""
+        from nevo import cluster_worker as worker_side
+
+        facts = self.client.run(worker_side.facts, self.name, workers=sorted(self.workers)[:1])
+        return {f"worker {k}": v for k, v in next(iter(facts.values()), {}).items()}
+
+    # -- evaluation ----------------------------------------------------------------------------
+
+    def run(self, population, episodes: Episodes, progress=None) -> Results:
+        """Play every episode on the cluster; results in the order of episodes (see Results)."""
+        from distributed import wait
+
+        from nevo import cluster_worker as worker_side
+
+        t0 = time.monotonic()
+        ind, seeds = np.asarray(episodes.ind, np.int64), np.asarray(episodes.seeds, np.int64)
+        n_ep = len(ind)
+        if n_ep == 0:
+            empty = np.zeros(0, np.int64)
+            return Results(np.zeros(0), empty, empty.copy())
+        workers = self._accepted() or self._wait_for_workers()
+        size = self.chunk or max(1, math.ceil(n_ep / (4 * len(workers))))
+        starts = list(range(0, n_ep, size))
+        self.runs += 1
+        tag = f"{self.name}-{self.runs}"
+        held = self.client.submit(worker_side.hold, population, key=f"{tag}-population", pure=False)
+        futures = [
+            self.client.submit(
+                worker_side.run_chunk,
+                self.name,
+                held,
+                ind[a : a + size],
+                seeds[a : a + size],
+                key=f"{tag}-chunk-{c}",
+                pure=False,
+            )  # fmt: skip
+            for c, a in enumerate(starts)
+        ]
+        sent = nbytes(population) + sum(nbytes((ind[a : a + size], seeds[a : a + size])) for a in starts)
+        order = {f.key: c for c, f in enumerate(futures)}
+        parts: list = [None] * len(futures)
+        pending, done, frames, received = set(futures), 0, 0, 0
+        ends = []  # when each chunk came back
+        seen, lost, empty_since = set(workers), set(), None
+        while pending:
+            finished, pending = wait(pending, timeout=2.0, return_when="FIRST_COMPLETED")
+            for f in finished:
+                parts[order[f.key]] = part = self._result(f)
+                received += nbytes(part)
+                done, frames = done + len(part.returns), frames + part.total_frames
+                ends.append(time.monotonic())
+            if progress is not None and finished:
+                progress(done, n_ep, frames)
+            if pending:  # is anyone still working on them?
+                now_workers = self._accepted()
+                lost |= seen - now_workers
+                seen |= now_workers
+                if now_workers:
+                    empty_since = None
+                elif empty_since is None:
+                    empty_since = time.monotonic()
+                elif time.monotonic() - empty_since > self.timeout_s:
+                    raise ClusterError(
+                        f"every worker of the cluster at {self.address} has been gone for "
+                        f"{self.timeout_s:g} s"
+                    )
+        held.release()
+        wall = time.monotonic() - t0
+        out = Results.concat(parts)
+        n_workers = len(seen - lost) or 1
+        # after the last chunk left the queue some worker stood idle: from the (chunks - workers)-th end
+        tail_from = sorted(ends)[max(0, len(ends) - n_workers)]
+        out.wall_s, out.tail_s = wall, t0 + wall - tail_from if len(ends) > n_workers else wall
+        out.forward_s /= n_workers  # per worker, as on one machine
+        out.cluster = {
+            "bytes_sent": sent,
+            "bytes_received": received,
+            "chunks": len(futures),
+            "workers": len(seen - lost),
+            "workers_lost": len(lost),
+        }
+        return out
+
+    def _result(self, future) -> Results:
+        """The chunk's Results, or a ClusterError when the cluster lost it."""
+        from distributed import KilledWorker
+
+        try:
+            return future.result()
+        except KilledWorker as e:
+            raise ClusterError(
+                f"a chunk of episodes ended the workers that ran it ({e}); out of memory?"
+            ) from None
+        except Exception as e:
+            if future.status == "cancelled" or type(e).__name__ in ("CancelledError", "FutureCancelledError"):
+                raise ClusterError(f"lost the Dask scheduler at {self.address}") from None
+            raise
+
+    def close(self) -> None:
+        try:
+            if self.client.status == "running":
+                self.client.unregister_worker_plugin(self.name)
+        except Exception:  # noqa: BLE001 (the cluster may be gone already; closing must not fail)
+            pass
+        self.client.close(timeout=10)
+        self._stop_local()
+
+    def _stop_local(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close(timeout=10)
+            self.cluster = None

@@ -1,0 +1,135 @@
+"""The worker side of nevo on a Dask cluster (nevo.cluster is the driver's side).
+
+Imported by the driver only with --cluster, and by each worker when it unpickles the plugin:
+`_Setup` sets a worker up once per run (noise table, net, compiled kernels, its own evaluator on
+its cores, a WeightBuilder whose cache holds the current parents' weights), `_run_chunk` plays a
+chunk of episodes on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+
+import numpy as np
+from distributed import Reschedule, WorkerPlugin, get_worker
+
+import nevo
+from nevo.episodes import Episodes, Results
+
+EVENTS = "nevo-refused"  # the topic on which a refusing worker says why
+
+
+def source_digest() -> str:
+    """A digest of nevo's own source files: two installs give the same results only if it agrees."""
+    root = os.path.dirname(os.path.abspath(nevo.__file__))
+    h = hashlib.sha256()
+    for folder, dirs, files in sorted(os.walk(root)):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            h.update(os.path.relpath(path, root).encode())
+            with open(path, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+def table_digest(table: np.ndarray) -> str:
+    """A digest of the noise table: about a million numbers spread over all of it, and its end."""
+    step = max(1, table.size // 2**20)
+    h = hashlib.sha256(np.ascontiguousarray(table[::step]).tobytes())
+    h.update(table[-4096:].tobytes())
+    h.update(str(table.size).encode())
+    return h.hexdigest()[:16]
+
+
+def fingerprint(table: np.ndarray) -> dict:
+    return {"nevo": nevo.__version__, "source": source_digest(), "noise table": table_digest(table)}
+
+
+def differences(mine: dict, theirs: dict) -> str:
+    """'' if the fingerprints agree, else what differs, e.g. 'nevo 0.1.0 here, 0.2.0 there'."""
+    return "; ".join(f"{k} {theirs.get(k)} here, {v} there" for k, v in mine.items() if theirs.get(k) != v)
+
+
+class Setup(WorkerPlugin):
+    """A Dask worker plugin: sets the worker up once for a run (see the module's text)."""
+
+    def __init__(self, name, cfg, task, ref_batch, population, bases, behaviours, expected, cores):
+        self.name = name  # unique per run: several runs may share one cluster
+        self.cfg, self.task, self.ref_batch = cfg, task, ref_batch
+        self.population, self.bases, self.behaviours = population, bases, behaviours
+        self.expected = expected  # the driver's fingerprint
+        self.cores = cores  # local:N: cores of this worker's own (CPU affinity); 0: the machine's
+        self.refused = ""
+        self.evaluator = None
+
+    def setup(self, worker):
+        import numba
+
+        from nevo import build, noise
+        from nevo.kernels import make_policy
+
+        if self.cores and hasattr(os, "sched_setaffinity"):  # local:N: worker i on its share
+            every = sorted(os.sched_getaffinity(0))
+            i = int(worker.name) if str(worker.name).isdigit() else 0
+            mine = every[(i * self.cores) % len(every) :][: self.cores] or every
+            os.sched_setaffinity(0, mine)
+        cfg = self.cfg
+        table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
+        self.refused = differences(fingerprint(table), self.expected)
+        if not self.refused:
+            try:
+                spec = build.net_for(cfg, self.task)
+                device = build.device_for(cfg, self.task)
+                rows = build.weight_rows(cfg, device, self.population, self.bases)
+                build.check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population")
+            except (ValueError, MemoryError) as e:  # ConfigError included
+                self.refused = str(e)
+        if self.refused:  # say why where the driver reads it, then leave the cluster
+            worker.log_event(EVENTS, {"worker": worker.address, "why": self.refused})
+            worker.loop.add_callback(worker.close, nanny=True, reason="nevo: refused")
+            return
+        builder = build.builder_for(cfg, spec, table, self.ref_batch)
+        self.device = device
+        self.threads = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1,
+                           numba.config.NUMBA_NUM_THREADS)  # fmt: skip
+        policy = make_policy(device, spec)
+        self.evaluator, self.layout = self.task.evaluator(
+            cfg.run, policy, builder, device, self.population, behaviours=self.behaviours
+        )
+        self.lock = threading.Lock()  # one chunk at a time, whatever the worker's thread count
+
+    def teardown(self, worker):
+        if self.evaluator is not None:
+            self.evaluator.close()
+
+
+def _setup_of(name: str) -> Setup:
+    return get_worker().plugins[name]
+
+
+def hold(population):
+    """The generation's population as a task's result: it is sent to the scheduler once, fetched
+    by each worker once, and made again from the task if every worker holding it is lost."""
+    return population
+
+
+def run_chunk(name: str, population, ind: np.ndarray, seeds: np.ndarray) -> Results:
+    """Play one chunk of episodes on this worker's evaluator."""
+    import numba
+
+    setup = _setup_of(name)
+    if setup.evaluator is None:  # refused (and leaving): another worker takes the chunk
+        raise Reschedule()
+    with setup.lock:
+        numba.set_num_threads(setup.threads)
+        return setup.evaluator.run(population, Episodes(ind, seeds))
+
+
+def facts(name: str, dask_worker=None) -> dict:
+    """What this worker runs (its device and evaluator layout); {} if it refused. Called with
+    Client.run, which passes the worker."""
+    setup = dask_worker.plugins[name]
+    return {"device": setup.device, **setup.layout} if setup.evaluator is not None else {}
