@@ -119,6 +119,7 @@ def main(argv=None) -> int:
                 "score/pop_max": float(np.max(train.returns)),
                 "score/pop_mean": float(np.mean(train.returns)),
                 **algo.metrics(),
+                **runs.cluster_row(train, valid),
             }
             runs.append_metrics(run_dir, row)
             # elite.json, for experiments.replay: GA-NS's elite is a seed list (rebuilt as the GA's

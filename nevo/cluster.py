@@ -30,6 +30,7 @@ import math
 import pickle
 import time
 import uuid
+import warnings
 
 import numpy as np
 
@@ -80,6 +81,11 @@ class ClusterEvaluator:
         from nevo import cluster_worker as worker_side
 
         check_address(address)
+        # The driver's client logs each reconnection attempt with a traceback; what matters
+        # reaches the run's output as nevo's own lines (ClusterError, refusals).
+        for name in ["distributed", *logging.root.manager.loggerDict]:
+            if name.startswith("distributed"):
+                logging.getLogger(name).setLevel(logging.CRITICAL)
         self.address, self.timeout_s, self.chunk, self.say = address, timeout_s, chunk, say
         self.cluster = None
         cores = 0
@@ -90,7 +96,8 @@ class ClusterEvaluator:
             cores = max(1, machine_cores() // n)
             self.cluster = LocalCluster(
                 n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                dashboard_address=None, silence_logs=logging.ERROR,
+                dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
+                silence_logs=logging.ERROR,
             )  # fmt: skip
             target = self.cluster
         else:
@@ -164,6 +171,7 @@ class ClusterEvaluator:
     def run(self, population, episodes: Episodes, progress=None) -> Results:
         """Play every episode on the cluster; results in the order of episodes (see Results)."""
         from distributed import wait
+        from distributed.client import FuturesCancelledError
 
         from nevo import cluster_worker as worker_side
 
@@ -178,7 +186,9 @@ class ClusterEvaluator:
         starts = list(range(0, n_ep, size))
         self.runs += 1
         tag = f"{self.name}-{self.runs}"
-        held = self.client.submit(worker_side.hold, population, key=f"{tag}-population", pure=False)
+        with warnings.catch_warnings():  # ES's thetas are weights: Dask warns of a "large graph"
+            warnings.simplefilter("ignore", UserWarning)
+            held = self.client.submit(worker_side.hold, population, key=f"{tag}-population", pure=False)
         futures = [
             self.client.submit(
                 worker_side.run_chunk,
@@ -198,7 +208,12 @@ class ClusterEvaluator:
         ends = []  # when each chunk came back
         seen, lost, empty_since = set(workers), set(), None
         while pending:
-            finished, pending = wait(pending, timeout=2.0, return_when="FIRST_COMPLETED")
+            try:
+                finished, pending = wait(pending, timeout=2.0, return_when="FIRST_COMPLETED")
+            except TimeoutError:  # nothing came back in 2 s: look at the cluster below
+                finished = set()
+            except FuturesCancelledError:  # the client cancels every future when it loses the scheduler
+                raise ClusterError(f"lost the Dask scheduler at {self.address}") from None
             for f in finished:
                 parts[order[f.key]] = part = self._result(f)
                 received += nbytes(part)

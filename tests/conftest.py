@@ -41,9 +41,13 @@ def run_folder(main, argv, out) -> str:
 
 
 def metrics_without_clock(folder) -> list[dict]:
-    """A run's metrics without wall-clock fields (wall_s and every perf/ field)."""
+    """A run's metrics without wall-clock fields (wall_s and every perf/ field) and without what
+    a Dask cluster adds (cluster/ fields: bytes, chunks, workers)."""
     rows = runs.read_metrics(folder)
-    return [{k: v for k, v in r.items() if k != "wall_s" and not k.startswith("perf/")} for r in rows]
+    return [
+        {k: v for k, v in r.items() if k != "wall_s" and not k.startswith(("perf/", "cluster/"))}
+        for r in rows
+    ]
 
 
 @pytest.fixture(scope="session")

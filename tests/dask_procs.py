@@ -1,0 +1,83 @@
+"""A Dask scheduler and workers as processes of the test's own, on 127.0.0.1 only, each bounded
+in time (the scheduler's idle timeout, the workers' lifetime) and stopped by process id by the
+test that started them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIMIT_S = 900  # no process of a test outlives this, whatever happens to the test
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DaskProcesses:
+    """`with DaskProcesses(workers=2) as c:` a scheduler at c.address and its workers."""
+
+    def __init__(self, workers: int = 2, worker_cwd: str = ROOT, log_dir: str | None = None):
+        self.n_workers, self.worker_cwd, self.log_dir = workers, worker_cwd, log_dir
+        self.address = f"tcp://127.0.0.1:{free_port()}"
+        self.scheduler, self.workers = None, []
+
+    def _start(self, args, cwd, name):
+        log = open(os.path.join(self.log_dir, name + ".log"), "w") if self.log_dir else subprocess.DEVNULL
+        return subprocess.Popen([sys.executable, "-m", *args], cwd=cwd, stdout=log, stderr=log,
+                                start_new_session=True)  # fmt: skip
+
+    def start_scheduler(self):
+        port = self.address.rsplit(":", 1)[1]
+        self.scheduler = self._start(
+            ["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", port, "--no-dashboard",
+             "--dashboard-address", "127.0.0.1:0",
+             "--idle-timeout", f"{LIMIT_S}s"], ROOT, "scheduler")  # fmt: skip
+
+    def start_worker(self, cwd: str | None = None) -> subprocess.Popen:
+        """One worker process (no nanny: a kill is final), one thread."""
+        w = self._start(
+            ["distributed.cli.dask_worker", self.address, "--host", "127.0.0.1", "--nthreads", "1",
+             "--no-nanny", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
+             "--lifetime", f"{LIMIT_S}s", "--name", f"w{len(self.workers)}"],
+            cwd or self.worker_cwd, f"worker{len(self.workers)}")  # fmt: skip
+        self.workers.append(w)
+        return w
+
+    def wait_for_workers(self, n: int, timeout: float = 60) -> None:
+        from distributed import Client
+
+        with Client(self.address, timeout="30s") as c:
+            c.wait_for_workers(n, timeout=timeout)
+
+    def __enter__(self):
+        self.start_scheduler()
+        for _ in range(self.n_workers):
+            self.start_worker()
+        if self.n_workers:
+            self.wait_for_workers(self.n_workers)
+        return self
+
+    def kill(self, proc) -> None:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+    def __exit__(self, *exc):
+        for p in [*self.workers, self.scheduler]:
+            if p is not None and p.poll() is None:
+                p.terminate()
+        deadline = time.monotonic() + 10
+        for p in [*self.workers, self.scheduler]:
+            if p is not None:
+                try:
+                    p.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    self.kill(p)

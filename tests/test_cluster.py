@@ -1,0 +1,238 @@
+"""nevo on a Dask cluster: the same metrics as on one machine, lost workers and schedulers,
+refused workers. Every scheduler and worker here listens on 127.0.0.1, lives at most
+tests/dask_procs.LIMIT_S and is stopped by the test that started it."""
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from experiments import run_es, run_ga, run_ns
+from nevo import build, cli, noise, runs, tasks
+from nevo.cluster import ClusterEvaluator, check_address
+from nevo.cluster_worker import differences, fingerprint
+from nevo.episodes import Episodes, Population
+from tests.conftest import metrics_without_clock, run_folder
+from tests.dask_procs import ROOT, DaskProcesses, free_port
+from tests.fixtures.record import PATH, RUNS
+
+MAIN = {"run_ga": run_ga.main, "run_es": run_es.main, "run_ns": run_ns.main}
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    with open(PATH) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="module")
+def two_workers():
+    """A scheduler and two worker processes, shared by the runs that leave them alone."""
+    with DaskProcesses(workers=2) as c:
+        yield c
+
+
+@pytest.mark.parametrize("name", ["ga-frostbite", "es-cartpole", "ga-ns-maze", "nsr-es-maze"])
+def test_a_run_on_a_cluster_gives_the_metrics_of_one_machine(name, recorded, two_workers, tmp_path):
+    """The recorded single-machine metrics, exactly, from a run whose episodes two worker
+    processes played. The GA family sends seed lists, never weights; the ES family sends its
+    thetas (weights), and results come back per episode."""
+    module, argv = RUNS[name]
+    folder = run_folder(MAIN[module], [*argv, "--cluster", two_workers.address], tmp_path)
+    assert metrics_without_clock(folder) == recorded[name]
+    rows = runs.read_metrics(folder)
+    with open(os.path.join(folder, runs.CONFIG)) as f:
+        n_params = json.load(f)["n_params"]
+    assert all(r["cluster/workers"] == 2 and r["cluster/workers_lost"] == 0 for r in rows)
+    if name.startswith("ga"):  # less than one individual's weights out
+        assert all(0 < r["cluster/bytes_sent"] < 4 * n_params for r in rows)
+    else:
+        assert all(r["cluster/bytes_sent"] > 4 * n_params for r in rows)
+    assert all(0 < r["cluster/bytes_received"] < 4 * n_params for r in rows)
+
+
+def test_a_local_cluster_in_chunks_of_one_episode_gives_the_same_metrics(recorded, tmp_path):
+    """local:2 starts its own workers on 127.0.0.1 (and stops them); one episode per chunk puts
+    every episode's result back in its place."""
+    module, argv = RUNS["ga-maze"]
+    folder = run_folder(MAIN[module], [*argv, "--cluster", "local:2", "--cluster-chunk", "1"], tmp_path)
+    assert metrics_without_clock(folder) == recorded["ga-maze"]
+    with open(os.path.join(folder, runs.CONFIG)) as f:
+        facts = json.load(f)
+    assert facts["cluster"] == "local:2" and facts["workers"] == 2
+
+
+def _maze_setup(tmp_path, n=12):
+    cfg, _, _ = cli.parse_args(["--env", "maze", "--noise-table-size", "1100000", "--env-slots", "4"], "")
+    task = tasks.task_for(cfg.env)
+    spec = build.net_for(cfg, task)
+    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
+    population = Population(
+        [], np.full(n, -1, np.int64), np.arange(n, dtype=np.int64) + 100, np.zeros(n, np.float32)
+    )
+    episodes = Episodes(np.repeat(np.arange(n, dtype=np.int64), 2), np.arange(2 * n, dtype=np.int64) + 7)
+    local, _ = build.evaluator(cfg, task, spec, "cpu", str(tmp_path), table, n, 1)
+    try:
+        expected = local.run(population, episodes)
+    finally:
+        local.close()
+    return cfg, task, table, population, episodes, expected
+
+
+def test_a_worker_killed_mid_generation_costs_no_evaluation(tmp_path):
+    """SIGKILL one of two workers while chunks are out: its chunks run again on the other, and
+    the results are those of an undisturbed evaluation on one machine."""
+    cfg, task, table, population, episodes, expected = _maze_setup(tmp_path)
+    with DaskProcesses(workers=2) as c:
+        ev = ClusterEvaluator(c.address, cfg, task, None, table, len(population), 1, timeout_s=30, chunk=1)
+        killed_at = []
+
+        def progress(done, total, frames):
+            if not killed_at:
+                c.kill(c.workers[1])
+                killed_at.append(done)
+
+        try:
+            got = ev.run(population, episodes, progress)
+        finally:
+            ev.close()
+    assert killed_at[0] < len(episodes.ind)  # the kill came with chunks still out
+    assert got.cluster["workers_lost"] == 1 and got.cluster["workers"] == 1
+    np.testing.assert_array_equal(got.returns, expected.returns)
+    np.testing.assert_array_equal(got.lengths, expected.lengths)
+    np.testing.assert_array_equal(got.behaviours, expected.behaviours)
+
+
+def _run_until_first_generation(c, argv, out):
+    """Start run_ga in a process on cluster c; return it and its run folder once a generation ended."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "experiments.run_ga", *argv, "--out-dir", str(out), "--cluster", c.address,
+         "--cluster-timeout", "3"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not glob.glob(os.path.join(out, "*", runs.METRICS)):
+        assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+        time.sleep(0.02)
+    return p, glob.glob(os.path.join(out, "*"))[0]
+
+
+@pytest.mark.parametrize("lost", ["every worker", "the scheduler"])
+def test_a_lost_cluster_stops_the_run_in_one_line_and_resume_finishes_it(lost, recorded, tmp_path):
+    """Workers gone longer than --cluster-timeout, or the scheduler gone: exit 3 with one line,
+    the checkpoint intact; --resume on one machine (or on another cluster) ends the run with
+    the metrics of a run never stopped."""
+    module, argv = RUNS["ga-maze"]
+    with DaskProcesses(workers=1) as c:
+        p, folder = _run_until_first_generation(c, argv, tmp_path / "out")
+        c.kill(c.workers[0] if lost == "every worker" else c.scheduler)
+        out, err = p.communicate(timeout=120)
+    assert p.returncode == 3, err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "--resume" in err
+    assert ("has been gone for 3 s" if lost == "every worker" else "lost the Dask scheduler") in err
+    done = len(runs.read_metrics(folder))
+    assert int(runs.load_checkpoint(folder)["generation"]) == done >= 1
+    elsewhere = [] if lost == "every worker" else ["--cluster", "local:1"]
+    assert run_ga.main(["--resume", folder, *elsewhere]) == 0
+    assert metrics_without_clock(folder) == recorded["ga-maze"]
+
+
+def test_a_worker_with_other_nevo_code_is_refused_before_any_work(tmp_path, capsys):
+    """A worker whose nevo differs (here its version and so its source) says why in one line
+    and leaves; with no other worker the run stops with one line and leaves no run folder."""
+    other = tmp_path / "other"
+    shutil.copytree(os.path.join(ROOT, "nevo"), other / "nevo", ignore=shutil.ignore_patterns("__pycache__"))
+    init = other / "nevo" / "__init__.py"
+    init.write_text(init.read_text().replace('__version__ = "', '__version__ = "9.9.9+'))
+    module, argv = RUNS["ga-maze"]
+    with DaskProcesses(workers=0) as c:
+        c.start_worker(cwd=str(other))
+        c.wait_for_workers(1)
+        code = run_ga.main([*argv, "--out-dir", str(tmp_path / "runs"), "--cluster", c.address,
+                            "--cluster-timeout", "5"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 2
+    (refusal,) = [
+        line for line in captured.out.splitlines() if line.startswith("refused worker tcp://127.0.0.1")
+    ]
+    assert "nevo" in refusal and "9.9.9+" in refusal and "source" in refusal
+    assert captured.err.strip().startswith("error: no nevo worker joined") and captured.err.count("\n") == 1
+    assert not os.listdir(tmp_path / "runs")
+
+
+def _listening(pid: int) -> set:
+    import psutil
+
+    return {c.laddr.ip for c in psutil.Process(pid).net_connections("inet") if c.status == psutil.CONN_LISTEN}
+
+
+def test_schedulers_and_workers_listen_on_127_0_0_1_only(two_workers, tmp_path):
+    """Every server a test or local:N starts: its scheduler, its workers and their HTTP ends."""
+    pids = [p.pid for p in [two_workers.scheduler, *two_workers.workers]]
+    cfg, task, table, population, episodes, _ = _maze_setup(tmp_path, n=2)
+    ev = ClusterEvaluator("local:2", cfg, task, None, table, 2, 1)
+    try:
+        pids += [os.getpid(), *ev.client.run(os.getpid).values()]
+        assert len(pids) == 6
+        assert all(_listening(pid) <= {"127.0.0.1"} for pid in pids)
+        assert _listening(two_workers.scheduler.pid) and _listening(pids[-1])
+    finally:
+        ev.close()
+    assert all(not psutil_alive(pid) for pid in pids[-2:])  # local:N's workers are gone
+
+
+def psutil_alive(pid: int) -> bool:
+    import psutil
+
+    return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+
+
+def test_fingerprints_name_what_differs():
+    a, b = noise.make_table(100_000, seed=1), noise.make_table(100_000, seed=2)
+    assert differences(fingerprint(a), fingerprint(a)) == ""
+    why = differences(fingerprint(a), fingerprint(b))
+    assert why.startswith("noise table ") and "nevo" not in why
+    c = a.copy()
+    c[50_000:50_100] += 1.0  # a change deep inside the table
+    assert differences(fingerprint(a), fingerprint(c)).startswith("noise table")
+
+
+@pytest.mark.parametrize(
+    "address, message",
+    [
+        ("local:0", "local:N needs"),
+        ("cluster.example", "not a scheduler address"),
+        ("tcp://host", "not a scheduler"),
+    ],
+)
+def test_a_bad_cluster_address_is_one_line(address, message, capsys, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        check_address(address)
+    assert run_ga.main(["--env", "CartPole-v1", "--cluster", address, "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --cluster") and err.count("\n") == 1 and not os.listdir(tmp_path)
+
+
+def test_no_scheduler_at_the_address_is_one_line_and_no_run_folder(capsys, tmp_path):
+    argv = ["--env", "CartPole-v1", "--out-dir", str(tmp_path), "--cluster-timeout", "2"]
+    assert run_ga.main([*argv, "--cluster", f"tcp://127.0.0.1:{free_port()}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --cluster: no Dask scheduler answers") and err.count("\n") == 1
+    assert not os.listdir(tmp_path)
+
+
+def test_without_cluster_dask_is_not_imported(tmp_path):
+    argv = ["--env", "CartPole-v1", "--frame-budget", "2000", "--out-dir", str(tmp_path)]
+    code = (
+        f"import sys; from experiments import run_ga; assert run_ga.main({argv!r}) == 0; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
