@@ -86,7 +86,8 @@ def load_elite(run_dir: str, which: str = "best"):
     cfg = config.load(os.path.join(run_dir, runs.CONFIG))
     name = elite_file(run_dir, which)
     elite = {**runs.read_json(os.path.join(run_dir, name)), "file": name}
-    need = ("theta",) if "theta" in elite else ("seeds", "noise_table_size", "noise_seed", "sigma")
+    need = ("generation", "validation_mean")
+    need += ("theta",) if "theta" in elite else ("seeds", "noise_table_size", "noise_seed", "sigma")
     missing = [k for k in need if k not in elite]
     if missing:
         raise runs.DamagedFile(f"{os.path.join(run_dir, name)}: damaged, no {', '.join(missing)}")

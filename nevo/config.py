@@ -182,10 +182,15 @@ def from_dict(d: dict):
         values = dict(d.get(group, {}))
         if group == "run" and "batch_size" in values:  # its name in run folders before 2026-11-22
             values["emulators_per_group"] = values.pop("batch_size")
-        names = {f.name for f in fields(cls)}
-        unknown = set(values) - names
+        kinds = {f.name: f.type for f in fields(cls)}
+        unknown = set(values) - set(kinds)
         if unknown:
             raise ConfigError(f"config: unknown {group} settings {sorted(unknown)}")
+        for name, value in values.items():  # JSON keeps types: an int where a float belongs is fine
+            allowed = {"int": (int,), "float": (int, float), "str": (str,)}[kinds[name]]
+            if not isinstance(value, allowed) or isinstance(value, bool):
+                article = "an" if kinds[name] == "int" else "a"
+                raise ConfigError(f"{flag(name)}: got {value!r}, allowed: {article} {kinds[name]}")
         kwargs[group] = cls(**values)
     return root(**kwargs, preset=d.get("preset", "paper"), algo=d.get("algo", "ga"))
 

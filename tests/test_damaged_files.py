@@ -1,0 +1,150 @@
+"""A damaged run file is one line naming it, or, for the last checkpoint, a fallback to the one
+before: never a traceback. Damage here is what a kill, a full disk or a hand edit leaves: a
+file cut short, bytes that are not the format, a pickled object array, invalid JSON."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from experiments import replay, run_es, run_ga
+from nevo import build, cli, runs, tasks
+from tests.conftest import metrics_without_clock, run_folder
+from tests.fixtures.record import PATH, RUNS
+
+
+def _cut(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[: len(data) // 2])
+
+
+def _garbage(path):
+    with open(path, "wb") as f:
+        f.write(os.urandom(2000))
+
+
+def _pickled(path):
+    with open(path, "wb") as f:
+        np.savez(f, generation=np.array([{"a": 1}], dtype=object), frames=1, wall_s=1.0)
+
+
+@pytest.fixture(scope="module")
+def maze_run(tmp_path_factory):
+    """A maze GA run stopped after a few generations (its folder, to copy), and the whole run's metrics."""
+    with open(PATH) as f:
+        whole = json.load(f)["ga-maze"]
+    _, argv = RUNS["ga-maze"]
+    argv = [a if a != "7000" else "2000" for a in argv]
+    folder = run_folder(run_ga.main, argv, tmp_path_factory.mktemp("maze"))
+    assert os.path.exists(os.path.join(folder, runs.PREVIOUS))
+    return folder, whole
+
+
+def _copy(folder, tmp_path):
+    dest = str(tmp_path / os.path.basename(folder))
+    shutil.copytree(folder, dest)
+    return dest
+
+
+@pytest.mark.parametrize("damage", [_cut, _garbage, _pickled])
+def test_a_damaged_last_checkpoint_falls_back_to_the_one_before(damage, maze_run, tmp_path, capsys):
+    """--resume says so in one line, loses one generation, and the run ends as if never damaged."""
+    folder = _copy(maze_run[0], tmp_path)
+    damage(os.path.join(folder, runs.CHECKPOINT))
+    assert run_ga.main(["--resume", folder, "--frame-budget", "7000"]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "checkpoint.npz: damaged" in warnings[0] and runs.PREVIOUS in warnings[0]
+    assert metrics_without_clock(folder) == maze_run[1]
+
+
+def test_both_checkpoints_damaged_is_one_line(maze_run, tmp_path, capsys):
+    folder = _copy(maze_run[0], tmp_path)
+    _garbage(os.path.join(folder, runs.CHECKPOINT))
+    _cut(os.path.join(folder, runs.PREVIOUS))
+    assert run_ga.main(["--resume", folder]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ")
+    assert f"{runs.CHECKPOINT}: damaged" in err and f"{runs.PREVIOUS}: damaged" in err
+
+
+def test_a_kill_between_the_two_renames_resumes_from_the_newest(maze_run, tmp_path, capsys):
+    """save_checkpoint moves the last checkpoint aside before the new one takes its name: a kill
+    in between leaves only checkpoint.prev.npz, the newest state, which resume takes silently."""
+    folder = _copy(maze_run[0], tmp_path)
+    os.replace(os.path.join(folder, runs.CHECKPOINT), os.path.join(folder, runs.PREVIOUS))
+    assert run_ga.main(["--resume", folder, "--frame-budget", "7000"]) == 0
+    assert "warning" not in capsys.readouterr().out
+    assert metrics_without_clock(folder) == maze_run[1]
+
+
+def test_a_broken_config_json_is_one_line_naming_it(maze_run, tmp_path, capsys):
+    folder = _copy(maze_run[0], tmp_path)
+    path = os.path.join(folder, runs.CONFIG)
+    with open(path, "r+") as f:
+        f.seek(5)
+        f.write("\x01")  # a control character inside a string: "Invalid control character"
+    where = "line 2 column 4 (char 5)"
+    for main, argv in ((run_ga.main, ["--resume", folder]), (replay.main, [folder, "--episodes", "1"])):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err == f"error: {path}: damaged, not valid JSON (Invalid control character at: {where})\n"
+    with open(path, "w") as f:
+        json.dump({"algo": "ga", "ga": {"population": "many"}}, f)
+    assert run_ga.main(["--resume", folder]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {path}: damaged, not nevo settings (--population: got 'many', allowed: an int)\n"
+    )
+
+
+@pytest.mark.parametrize("name", [runs.ELITE, runs.BEST])
+@pytest.mark.parametrize("damage", [_cut, lambda p: open(p, "w").write("[1, 2]")])
+def test_a_damaged_elite_file_is_one_line_in_replay(name, damage, maze_run, tmp_path, capsys):
+    folder = _copy(maze_run[0], tmp_path)
+    damage(os.path.join(folder, name))
+    which = "last" if name == runs.ELITE else "best"
+    assert replay.main([folder, "--episodes", "1", "--elite", which, "--no-save"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {os.path.join(folder, name)}: damaged") and err.count("\n") == 1
+
+
+def test_an_elite_file_without_its_seeds_is_one_line(maze_run, tmp_path, capsys):
+    folder = _copy(maze_run[0], tmp_path)
+    path = os.path.join(folder, runs.BEST)
+    with open(path) as f:
+        best = json.load(f)
+    del best["seeds"]
+    with open(path, "w") as f:
+        json.dump(best, f)
+    assert replay.main([folder, "--episodes", "1", "--no-save"]) == 2
+    assert capsys.readouterr().err == f"error: {path}: damaged, no seeds\n"
+
+
+def test_a_damaged_theta_is_one_line_in_replay(tmp_path, capsys):
+    _, argv = RUNS["es-cartpole"]
+    folder = run_folder(run_es.main, [*argv[:-1], "1000"], tmp_path / "es")
+    path = os.path.join(folder, runs.THETA)
+    np.save(path, np.zeros(7, np.float32))
+    assert replay.main([folder, "--episodes", "1", "--no-save"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {path}: damaged, shape (7,) for a net of")
+    _garbage(path)
+    assert replay.main([folder, "--episodes", "1", "--no-save"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {path}: damaged, not a readable .npy array")
+
+
+@pytest.mark.parametrize("damage", [_cut, _garbage])
+def test_a_damaged_reference_batch_or_behaviours_file_is_a_damaged_file(damage, tmp_path):
+    cfg, _, _ = cli.parse_args(["--env", "maze", "--vbn", "8"], "")
+    task = tasks.task_for(cfg.env)
+    ref = build.reference_batch(cfg, task, str(tmp_path))  # collected and saved
+    np.testing.assert_array_equal(build.reference_batch(cfg, task, str(tmp_path)), ref)
+    damage(os.path.join(tmp_path, build.REF_BATCH))
+    with pytest.raises(runs.DamagedFile, match=f"{build.REF_BATCH}: damaged"):
+        build.reference_batch(cfg, task, str(tmp_path))
+    runs.save_array(str(tmp_path), runs.BEHAVIOURS, np.zeros((6, 2), np.float32))
+    damage(os.path.join(tmp_path, runs.BEHAVIOURS))
+    with pytest.raises(runs.DamagedFile, match=f"{runs.BEHAVIOURS}: damaged"):
+        runs.read_array(os.path.join(tmp_path, runs.BEHAVIOURS))
