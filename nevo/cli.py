@@ -143,7 +143,7 @@ def build_parser(description: str, presets=None) -> argparse.ArgumentParser:
         type=lambda s: _convert(int, "cluster-chunk", s),
         default=0,
         metavar="N",
-        help="with --cluster: episodes per chunk handed to a worker (default: 0, about 4 chunks per worker)",
+        help="with --cluster: episodes per chunk handed to a worker (default: 0, 2 chunks per worker)",
     )
     for group, f in all_fields(root):
         kind = {"int": int, "float": float, "str": str}[f.type]
@@ -200,7 +200,7 @@ class ClusterSettings:
 
     address: str  # tcp://host:port of a Dask scheduler, or local:N
     timeout_s: float = 120.0  # stop when no worker has been there this long
-    chunk: int = 0  # episodes per chunk (0: about four chunks per worker)
+    chunk: int = 0  # episodes per chunk (0: two chunks per worker)
 
 
 def parse_args(argv, description: str, presets=None) -> tuple:

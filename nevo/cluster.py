@@ -13,9 +13,11 @@ Shape:
   and a WeightBuilder whose cache holds the current parents' weights. It builds individuals
   from genomes, so only genomes (seed lists, or ES's theta), episode seeds and per-episode
   results cross the network, as NumPy arrays.
-- A generation's episodes go out in chunks, about four per worker; Dask's scheduler hands a
-  queued chunk to whichever worker frees up first, so a slow worker or a long episode holds up
-  one chunk, not the generation.
+- A generation's episodes go out in chunks, two per worker; Dask's scheduler hands a queued
+  chunk to whichever worker frees up first, so a slow worker or a long episode holds up one
+  chunk, not the generation. More chunks balance better but each ends in a tail with fewer live
+  episodes than slots: on 2 cores, Frostbite at N=1,000 took 2.8% longer than without Dask in
+  2 chunks and 6.6% in 4 (experiments/bench_cluster.py, docs/cluster.md).
 - An episode's outcome depends only on (individual, episode seed), so a chunk lost with its
   worker runs again elsewhere with the same result, and a run on a cluster of any size gives the
   metrics of the same run on one machine (with the same kind of forward: the CPU's and a GPU's
@@ -69,7 +71,7 @@ class ClusterEvaluator:
     address: tcp://host:port of a running scheduler, or local:N (a local cluster of N worker
     processes on 127.0.0.1, each pinned to its share of this machine's cores, stopped at close).
     timeout_s: how long the run waits for a worker (at the start, or when all are gone) before
-    it stops with a ClusterError. chunk: episodes per chunk (0: about four chunks per worker).
+    it stops with a ClusterError. chunk: episodes per chunk (0: two chunks per worker).
     """
 
     def __init__(self, address, cfg, task, ref_batch, table, population, bases, behaviours=False,
@@ -182,7 +184,7 @@ class ClusterEvaluator:
             empty = np.zeros(0, np.int64)
             return Results(np.zeros(0), empty, empty.copy())
         workers = self._accepted() or self._wait_for_workers()
-        size = self.chunk or max(1, math.ceil(n_ep / (4 * len(workers))))
+        size = self.chunk or max(1, math.ceil(n_ep / (2 * len(workers))))
         starts = list(range(0, n_ep, size))
         self.runs += 1
         tag = f"{self.name}-{self.runs}"
