@@ -10,8 +10,10 @@ are played by each evaluator: once to warm it up (compiled kernels, cached paren
 Printed per evaluator: the generation's wall time, its ratio to this machine's, the driver's
 own CPU time (pickling, scheduling, gathering: what the driver machine spends), the bytes sent
 and received (pickled genomes and episode seeds out, per-episode results in), and the mean
-cost of an episode in core-seconds (cores x wall / episodes), for docs/cluster.md's model.
-Also printed: Dask's round trip for one empty task (the scheduler latency per chunk).
+cost of an episode and of an agent step in core time (cores x wall / episodes, / agent steps,
+emulation included), for docs/cluster.md's model.
+Also printed: Dask's round trip for one empty task (the latency of a chunk) and its cost per
+task when 1,000 go at once (the scheduler's throughput).
 """
 
 from __future__ import annotations
@@ -52,12 +54,13 @@ def timed(evaluator, population, episodes: Episodes) -> dict:
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     sent = res.cluster["bytes_sent"] if res.cluster else 0
     received = res.cluster["bytes_received"] if res.cluster else 0
-    return {"wall": wall, "cpu": cpu, "sent": sent, "received": received, "frames": res.total_frames,
+    return {"wall": wall, "cpu": cpu, "sent": sent, "received": received, "steps": int(res.lengths.sum()),
             "returns": res.returns}  # fmt: skip
 
 
-def scheduler_latency(address: str) -> float:
-    """Seconds for one empty task's round trip through a local cluster's scheduler (median of 200)."""
+def scheduler_costs(address: str) -> tuple[float, float]:
+    """(seconds for one empty task's round trip, median of 200; seconds per task when 1,000 empty
+    tasks are submitted at once) on a local cluster like `address`."""
     from distributed import Client, LocalCluster
 
     n = int(address.split(":")[1])
@@ -68,7 +71,10 @@ def scheduler_latency(address: str) -> float:
             t0 = time.perf_counter()
             c.submit(int, i, pure=False).result()
             times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+        t0 = time.perf_counter()
+        c.gather([c.submit(int, i, pure=False) for i in range(1000)])
+        per_task = (time.perf_counter() - t0) / 1000
+    return float(np.median(times)), per_task
 
 
 def main(argv=None) -> int:
@@ -88,9 +94,11 @@ def main(argv=None) -> int:
     print(f"bench_cluster | {cores} cores | Frostbite, frame cap {a.frame_cap} | genomes of {a.generations} "
           f"generations | first an untimed warm-up of 1/8 of the episodes")  # fmt: skip
     for address in a.clusters.split(","):
-        print(f"Dask round trip of one empty task on {address}: {scheduler_latency(address) * 1e3:.2f} ms")
+        trip, per_task = scheduler_costs(address)
+        print(f"Dask on {address}: one empty task's round trip {trip * 1e3:.2f} ms; "
+              f"1,000 at once {per_task * 1e3:.2f} ms per task")  # fmt: skip
     print(f"{'net':6} {'N':>5} {'evaluator':>10} {'gen s':>8} {'x local':>8} {'driver cpu s':>13} "
-          f"{'bytes out':>10} {'bytes in':>9} {'core-s/episode':>15}")  # fmt: skip
+          f"{'bytes out':>10} {'bytes in':>9} {'core-s/episode':>15} {'core-ms/step':>13}")  # fmt: skip
     for net in a.nets.split(","):
         for n in (int(x) for x in a.populations.split(",")):
             if net == "large" and n > a.large_max_population:
@@ -129,7 +137,8 @@ def main(argv=None) -> int:
                 assert np.array_equal(r["returns"], base["returns"]), f"{name}: other returns than local"
                 print(f"{net:6} {n:>5} {name:>10} {r['wall']:>8.2f} {r['wall'] / base['wall']:>8.3f} "
                       f"{r['cpu']:>13.2f} {r['sent']:>10,} {r['received']:>9,} "
-                      f"{cores * r['wall'] / len(episodes.ind):>15.3f}")  # fmt: skip
+                      f"{cores * r['wall'] / len(episodes.ind):>15.3f} "
+                      f"{cores * r['wall'] / r['steps'] * 1e3:>13.3f}")  # fmt: skip
     return 0
 
 
