@@ -139,10 +139,18 @@ class ClusterEvaluator:
                 self.say(f"refused worker {msg['worker']}: {msg['why']}")
 
     def _accepted(self) -> set:
-        """Addresses of the running workers that have not refused."""
-        info = self.client.scheduler_info(n_workers=-1)
-        running = {a for a, w in info.get("workers", {}).items() if w.get("status", "running") == "running"}
-        self._refusals()
+        """Addresses of the running workers that have not refused; a ClusterError when the
+        scheduler is gone (any call to it may find that out first)."""
+        try:
+            if self.client.status != "running":
+                raise OSError(f"the client is {self.client.status}")
+            info = self.client.scheduler_info(n_workers=-1)
+            running = {
+                a for a, w in info.get("workers", {}).items() if w.get("status", "running") == "running"
+            }
+            self._refusals()
+        except OSError:  # Dask's CommClosedError and connection timeouts included
+            raise ClusterError(f"lost the Dask scheduler at {self.address}") from None
         return running - self.reported
 
     def _wait_for_workers(self) -> set:
@@ -236,7 +244,10 @@ class ClusterEvaluator:
                         f"every worker of the cluster at {self.address} has been gone for "
                         f"{self.timeout_s:g} s"
                     )
-        held.release()
+        try:
+            held.release()
+        except Exception:  # noqa: BLE001 (the next call to the scheduler will say if it is gone)
+            pass
         wall = time.monotonic() - t0
         out = Results.concat(parts)
         n_workers = len(seen - lost) or 1
