@@ -1,0 +1,278 @@
+"""Safe mutations (Lehman et al. 2018, "Safe Mutations for Deep and Recurrent Neural Networks
+through Output Gradients", arXiv 1712.06563): output gradients of a net and the SM operators.
+
+A Gaussian mutation theta + delta of a deep net changes some weights' effect on the outputs by
+orders of magnitude more than others, so most mutations of deep nets break the policy. The SM
+operators scale each weight's perturbation by how sensitive the outputs are to it, measured on
+stored experiences x_1..x_T (observations the parent has seen):
+
+    y_k(x_t)  output k of the net: the softmax over its actions' logits (nevo's nets output
+              logits and act greedily; the softmax is the policy the paper differentiates)
+    SM-G-SUM  s_i = sqrt( sum_k ( sum_t dy_k(x_t)/dw_i )^2 )
+    SM-G-ABS  s_i = sqrt( sum_k ( (1/T) sum_t |dy_k(x_t)/dw_i| )^2 )
+    SM-G-SO   s_i = sqrt(|(H v)_i|), H the Hessian of D(w) = mean_t sum_k (y_k(x_t; w) - y_k(x_t; theta))^2
+              at w = theta, v = delta / |delta|
+    all SM-G  s_i = 1 where s_i = 0, then s_i = max(s_i, 0.01); child = theta + delta / s
+    SM-R      child = theta + alpha * delta, alpha found by a line search (at most 15 forward
+              passes) so that the divergence mean_t |y(x_t; child) - y(x_t; theta)|_2 equals
+              the target (sigma, as the paper's code uses its mutation magnitude)
+and every child's change is clipped to [-10, 10] per weight, as the paper's code does.
+
+SM-G-SO's Hessian at w = theta is exact without second derivatives: D's residuals are zero
+there, so H = (2/T) sum_t J_t^T J_t with J_t = dy(x_t)/dw, and H v is a forward-mode product
+(J_t v) followed by a reverse-mode one (J_t^T of it).
+
+This module is the NumPy reference, in float64: a batched forward that keeps what the backward
+pass needs (`Trace`), the reverse-mode product `vjp` (cotangents on the logits -> a gradient over
+the weights, summed over experiences), the forward-mode product `jvp`, and the operators built
+on them. tests/test_safe_mutation.py checks each against finite differences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+SCALE_FLOOR = 0.01  # s_i below this is raised to it (the paper's code)
+WEIGHT_CLIP = 10.0  # a child's change per weight is clipped to +-this (the paper's code)
+SEARCH_STEPS = 15  # SM-R: forward passes its line search may take (the paper's code)
+OPERATORS = ("gaussian", "sm-r", "sm-g-sum", "sm-g-abs", "sm-g-so")
+
+
+# ---- the batched forward and its trace ------------------------------------------------------
+
+
+def _patches(x, lay):
+    """(T*OH*OW, KH*KW*Cin) im2col of x (T, H, W, Cin) under the layer's SAME padding, columns
+    in (ky, kx, c) order: the rows of the HWIO weights reshaped to (KH*KW*Cin, Cout)."""
+    top, bottom, left, right = lay.pad
+    xp = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)))
+    k, s = lay.kernel, lay.stride
+    oh, ow = lay.out_hw
+    win = sliding_window_view(xp, (k, k), axis=(1, 2))[:, : s * (oh - 1) + 1 : s, : s * (ow - 1) + 1 : s]
+    # win (T, OH, OW, Cin, KH, KW) -> (T, OH, OW, KH, KW, Cin)
+    return np.ascontiguousarray(win.transpose(0, 1, 2, 4, 5, 3)).reshape(-1, k * k * lay.cin)
+
+
+def _unpatch(dcols, lay, n):
+    """The adjoint of _patches: column gradients (T*OH*OW, KH*KW*Cin) summed back into the
+    input's gradient (T, H, W, Cin)."""
+    top, bottom, left, right = lay.pad
+    (h, w), (oh, ow), k, s = lay.in_hw, lay.out_hw, lay.kernel, lay.stride
+    d = dcols.reshape(n, oh, ow, k, k, lay.cin)
+    dxp = np.zeros((n, h + top + bottom, w + left + right, lay.cin))
+    for ky in range(k):
+        for kx in range(k):
+            dxp[:, ky : ky + s * (oh - 1) + 1 : s, kx : kx + s * (ow - 1) + 1 : s] += d[:, :, :, ky, kx]
+    return dxp[:, top : top + h, left : left + w]
+
+
+@dataclass
+class Trace:
+    """A batched forward pass of one net on T observations, kept for the products below."""
+
+    spec: object
+    params: list  # [(w, b)] float64 views, per layer
+    inputs: list  # per layer: its input as the matmul sees it (im2col columns, or (T, n))
+    pre: list  # per layer: its output before the ReLU, (T, ...) float64
+    logits: np.ndarray  # (T, A)
+    probs: np.ndarray  # (T, A) softmax(logits): the outputs y the operators differentiate
+
+    @property
+    def n(self) -> int:
+        return len(self.logits)
+
+
+def trace(spec, theta, obs) -> Trace:
+    """Forward theta (P,) on obs (T, C, H, W) (as the evaluator gives them), keeping the trace."""
+    params = spec.unflatten(np.asarray(theta, np.float64))
+    n = len(obs)
+    x = np.asarray(obs).transpose(0, 2, 3, 1).astype(np.float64) / spec.obs_div  # (T, H, W, C)
+    inputs, pre = [], []
+    for lay, (w, b) in zip(spec.layers, params):
+        if lay.kind == "conv":
+            cols = _patches(x, lay)
+            z = (cols @ w.reshape(-1, lay.cout)).reshape(n, *lay.out_hw, lay.cout) + b
+        else:
+            cols = x.reshape(n, -1)
+            z = cols @ w + b
+        inputs.append(cols)
+        pre.append(z)
+        x = np.maximum(z, 0.0) if lay.relu else z
+    logits = x
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return Trace(spec, params, inputs, pre, logits, e / e.sum(axis=1, keepdims=True))
+
+
+def softmax_jacobian(probs) -> np.ndarray:
+    """(T, A, A): dy_k/dlogit_j = y_k (delta_kj - y_j), per experience (symmetric)."""
+    return probs[:, :, None] * np.eye(probs.shape[1]) - probs[:, :, None] * probs[:, None, :]
+
+
+# ---- products with the Jacobian of the logits -----------------------------------------------
+
+
+def vjp(tr: Trace, cot) -> np.ndarray:
+    """(P,) sum_t cot[t] . dlogits(x_t)/dtheta: the reverse-mode product for cotangents cot (T, A)
+    on the logits (one backward pass over the batch)."""
+    spec, n = tr.spec, tr.n
+    grad = np.zeros(spec.n_params)
+    g = np.asarray(cot, np.float64)  # d/d(this layer's output), before its ReLU below
+    for i in range(len(spec.layers) - 1, -1, -1):
+        lay, (w, _) = spec.layers[i], tr.params[i]
+        if lay.relu:
+            g = g * (tr.pre[i] > 0)
+        g_flat = g.reshape(-1, lay.cout)
+        grad[lay.w_offset : lay.b_offset] = (tr.inputs[i].T @ g_flat).ravel()
+        grad[lay.b_offset : lay.b_offset + lay.cout] = g_flat.sum(axis=0)
+        if i == 0:
+            break
+        if lay.kind == "conv":
+            g = _unpatch(g_flat @ w.reshape(-1, lay.cout).T, lay, n)
+        else:
+            g = (g_flat @ w.T).reshape(tr.pre[i - 1].shape)  # back to (T, H, W, C) or (T, n)
+    return grad
+
+
+def jvp(tr: Trace, v) -> np.ndarray:
+    """(T, A) dlogits(x_t)/dtheta . v: the forward-mode product along v (P,)."""
+    spec, n = tr.spec, tr.n
+    dparams = spec.unflatten(np.asarray(v, np.float64))
+    dx = None  # tangent of the current layer's input (none for the observations)
+    for i, (lay, (w, _), (dw, db)) in enumerate(zip(spec.layers, tr.params, dparams)):
+        if lay.kind == "conv":
+            dz = tr.inputs[i] @ dw.reshape(-1, lay.cout)
+            if dx is not None:
+                dz = dz + _patches(dx, lay) @ w.reshape(-1, lay.cout)
+            dz = dz.reshape(n, *lay.out_hw, lay.cout) + db
+        else:
+            dz = tr.inputs[i] @ dw + db
+            if dx is not None:
+                dz = dz + dx.reshape(n, -1) @ w
+        dx = dz * (tr.pre[i] > 0) if lay.relu else dz
+    return dx
+
+
+# ---- the sensitivities ------------------------------------------------------------------------
+
+
+def grad_sums(tr: Trace) -> np.ndarray:
+    """(A, P) G[k] = sum_t dy_k(x_t)/dtheta: one backward pass per output over the batch."""
+    sj = softmax_jacobian(tr.probs)
+    return np.stack([vjp(tr, sj[:, k, :]) for k in range(sj.shape[1])])
+
+
+def abs_grad_means(tr: Trace) -> np.ndarray:
+    """(A, P) M[k] = (1/T) sum_t |dy_k(x_t)/dtheta|: per-experience gradients."""
+    sj = softmax_jacobian(tr.probs)
+    n_out = sj.shape[1]
+    out = np.zeros((n_out, tr.spec.n_params))
+    for t in range(tr.n):
+        one = _one(tr, t)
+        for k in range(n_out):
+            out[k] += np.abs(vjp(one, sj[t : t + 1, k, :]))
+    return out / tr.n
+
+
+def _one(tr: Trace, t: int) -> Trace:
+    """The trace of experience t alone (slices of the batch's)."""
+    cols = [c.reshape(tr.n, -1, c.shape[-1])[t] if lay.kind == "conv" else c[t : t + 1]
+            for lay, c in zip(tr.spec.layers, tr.inputs)]  # fmt: skip
+    return Trace(tr.spec, tr.params, cols, [p[t : t + 1] for p in tr.pre], tr.logits[t : t + 1],
+                 tr.probs[t : t + 1])  # fmt: skip
+
+
+def divergence_hvp(tr: Trace, v) -> np.ndarray:
+    """(P,) H v for H the Hessian of D(w) = mean_t sum_k (y_k(x_t; w) - y_k(x_t; theta))^2 at
+    w = theta: (2/T) sum_t J_t^T (J_t v), exact there (D's residuals are zero)."""
+    sj = softmax_jacobian(tr.probs)
+    dy = np.einsum("tkj,tj->tk", sj, jvp(tr, v))  # J_t v on the outputs y
+    return vjp(tr, np.einsum("tkj,tk->tj", sj, dy) * (2.0 / tr.n))
+
+
+def divergence(tr: Trace, theta_new) -> float:
+    """mean_t |y(x_t; theta_new) - y(x_t; theta)|_2: how far a child's policy moved on the experiences."""
+    new = _probs(tr.spec, theta_new, tr)
+    return float(np.sqrt(((new - tr.probs) ** 2).sum(axis=1)).mean())
+
+
+def _probs(spec, theta, tr: Trace) -> np.ndarray:
+    """softmax outputs of theta on the experiences of tr (its first layer's columns reused)."""
+    params = spec.unflatten(np.asarray(theta, np.float64))
+    n = tr.n
+    x = None
+    for i, (lay, (w, b)) in enumerate(zip(spec.layers, params)):
+        if lay.kind == "conv":
+            cols = tr.inputs[0] if i == 0 else _patches(x, lay)
+            z = (cols @ w.reshape(-1, lay.cout)).reshape(n, *lay.out_hw, lay.cout) + b
+        else:
+            cols = tr.inputs[0] if i == 0 else x.reshape(n, -1)
+            z = cols @ w + b
+        x = np.maximum(z, 0.0) if lay.relu else z
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def scaling(s) -> np.ndarray:
+    """The SM-G rule: s_i = 1 where s_i = 0, then s_i = max(s_i, 0.01)."""
+    s = np.array(s, np.float64)
+    s[s == 0] = 1.0
+    return np.maximum(s, SCALE_FLOOR)
+
+
+def sensitivity(kind: str, tr: Trace, delta=None) -> np.ndarray:
+    """(P,) s of an SM-G operator (before `scaling`); SM-G-SO needs the perturbation delta."""
+    if kind == "sm-g-sum":
+        return np.sqrt((grad_sums(tr) ** 2).sum(axis=0))
+    if kind == "sm-g-abs":
+        return np.sqrt((abs_grad_means(tr) ** 2).sum(axis=0))
+    if kind == "sm-g-so":
+        return np.sqrt(np.abs(divergence_hvp(tr, delta / np.linalg.norm(delta))))
+    raise ValueError(f"unknown SM-G operator {kind!r}; allowed: sm-g-sum, sm-g-abs, sm-g-so")
+
+
+def line_search(tr: Trace, theta, delta, target: float) -> float:
+    """SM-R's alpha: divergence(theta + alpha delta) = target, in at most SEARCH_STEPS forward
+    passes (our pick of method: alpha doubles from 1 until the divergence passes the target,
+    then bisection; alpha = 0 never moves the policy, so a root lies in the last bracket)."""
+    theta = np.asarray(theta, np.float64)
+
+    def div(alpha):
+        return divergence(tr, theta + np.clip(alpha * delta, -WEIGHT_CLIP, WEIGHT_CLIP))
+
+    lo, hi, steps = 0.0, 1.0, 1
+    d_hi = div(hi)
+    while d_hi < target and steps < SEARCH_STEPS // 2:
+        lo, hi, steps = hi, 2 * hi, steps + 1
+        d_hi = div(hi)
+    if d_hi < target:
+        return hi  # the policy moves less than the target even this far: take the largest step
+    while steps < SEARCH_STEPS:
+        mid = 0.5 * (lo + hi)
+        steps += 1
+        if div(mid) < target:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def mutate(kind: str, spec, theta, obs, delta, target: float, tr: Trace | None = None,
+           s: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    """theta (P,) + the operator's change for the Gaussian perturbation delta (P,) = N(0, sigma^2),
+    measured on experiences obs (T, C, H, W); float64. tr: the parent's trace, s: its SM-G-SUM or
+    SM-G-ABS sensitivity (both belong to the parent: pass them to mutate many children)."""
+    theta = np.asarray(theta, np.float64)
+    delta = np.asarray(delta, np.float64)
+    if kind == "gaussian":
+        return theta + delta
+    tr = tr if tr is not None else trace(spec, theta, obs)
+    if kind == "sm-r":
+        step = line_search(tr, theta, delta, target) * delta
+    else:
+        if s is None or kind == "sm-g-so":
+            s = sensitivity(kind, tr, delta)
+        step = delta / scaling(s)
+    return theta + np.clip(step, -WEIGHT_CLIP, WEIGHT_CLIP)

@@ -1,0 +1,156 @@
+"""Safe mutations' output gradients and operators (nevo.safe_mutation) against finite
+differences and the paper's definitions, on small nets of every layer kind."""
+
+import numpy as np
+import pytest
+
+from nevo import nets
+from nevo import safe_mutation as sm
+from nevo.kernels import reference
+
+EPS = 1e-6
+
+
+def _net(kind):
+    if kind == "conv":  # two convs (one strided with uneven SAME padding), a dense, the output
+        spec = nets.make_spec((("conv", 3, 3, 2), ("conv", 2, 2, 1), ("dense", 5)), (2, 7, 7), 4)
+        obs = np.random.default_rng(1).integers(0, 256, (5, 2, 7, 7)).astype(np.uint8)
+    else:  # the mlp of vector tasks
+        spec = nets.make_spec((("dense", 6), ("dense", 5)), (3, 1, 1), 3, obs_dtype=np.float32)
+        obs = np.random.default_rng(1).normal(size=(5, 3, 1, 1)).astype(np.float32)
+    theta = np.random.default_rng(2).normal(size=spec.n_params) * 0.7
+    return spec, theta, obs
+
+
+def _logits(spec, theta, obs):
+    return sm.trace(spec, theta, obs).logits
+
+
+def _probs(spec, theta, obs):
+    return sm.trace(spec, theta, obs).probs
+
+
+def _fd(f, theta, direction, eps=EPS):
+    return (f(theta + eps * direction) - f(theta - eps * direction)) / (2 * eps)
+
+
+def _some(spec, k=30):
+    """Parameters to check: a random sample of every layer's weights and biases."""
+    rng = np.random.default_rng(3)
+    idx = [
+        rng.choice(
+            np.arange(lay.w_offset, lay.b_offset + lay.cout),
+            min(k, lay.b_offset + lay.cout - lay.w_offset),
+            replace=False,
+        )
+        for lay in spec.layers
+    ]
+    return np.concatenate(idx)
+
+
+KINDS = ["conv", "mlp"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_trace_gives_the_reference_logits(kind):
+    spec, theta, obs = _net(kind)
+    _, ref = reference.forward(spec, theta.astype(np.float32)[None], np.zeros(len(obs), np.int64), obs)
+    np.testing.assert_allclose(_logits(spec, theta.astype(np.float32), obs), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_vjp_is_the_gradient_of_cotangent_times_logits(kind):
+    spec, theta, obs = _net(kind)
+    cot = np.random.default_rng(4).normal(size=(len(obs), spec.n_actions))
+    grad = sm.vjp(sm.trace(spec, theta, obs), cot)
+    for i in _some(spec):
+        e = np.zeros(spec.n_params)
+        e[i] = 1
+        fd = _fd(lambda t: (cot * _logits(spec, t, obs)).sum(), theta, e)
+        assert grad[i] == pytest.approx(fd, rel=1e-5, abs=1e-7), i
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_jvp_is_the_directional_derivative_of_the_logits(kind):
+    spec, theta, obs = _net(kind)
+    v = np.random.default_rng(5).normal(size=spec.n_params)
+    fd = _fd(lambda t: _logits(spec, t, obs), theta, v)
+    np.testing.assert_allclose(sm.jvp(sm.trace(spec, theta, obs), v), fd, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_grad_sums_and_abs_means_are_the_outputs_gradients(kind):
+    """SM-G-SUM's G[k] = sum_t dy_k(x_t)/dw and SM-G-ABS's M[k] = mean_t |dy_k(x_t)/dw|, y the softmax."""
+    spec, theta, obs = _net(kind)
+    tr = sm.trace(spec, theta, obs)
+    sums, means = sm.grad_sums(tr), sm.abs_grad_means(tr)
+    for i in _some(spec, 8):
+        e = np.zeros(spec.n_params)
+        e[i] = 1
+        per = _fd(lambda t: _probs(spec, t, obs), theta, e)  # (T, A): dy_k(x_t)/dw_i
+        np.testing.assert_allclose(sums[:, i], per.sum(axis=0), rtol=1e-5, atol=1e-8)
+        np.testing.assert_allclose(means[:, i], np.abs(per).mean(axis=0), rtol=1e-5, atol=1e-8)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_divergence_hessian_vector_product_matches_second_differences(kind):
+    """H v of D(w) = mean_t sum_k (y_k(w) - y_k(theta))^2 at theta, against (a) the central
+    difference of D's gradient along v, (b) a second difference of D itself."""
+    spec, theta, obs = _net(kind)
+    tr = sm.trace(spec, theta, obs)
+    v = np.random.default_rng(6).normal(size=spec.n_params)
+    hv = sm.divergence_hvp(tr, v)
+
+    def grad_d(w):
+        t = sm.trace(spec, w, obs)
+        resid = t.probs - tr.probs
+        return sm.vjp(t, np.einsum("tkj,tk->tj", sm.softmax_jacobian(t.probs), resid) * (2.0 / t.n))
+
+    np.testing.assert_allclose(hv, _fd(grad_d, theta, v), rtol=1e-4, atol=1e-8)
+
+    def d(w):
+        return ((_probs(spec, w, obs) - tr.probs) ** 2).sum(axis=1).mean()
+
+    h = 1e-4
+    for i in _some(spec, 3):
+        e = np.zeros(spec.n_params)
+        e[i] = h
+        second = (
+            d(theta + h * v + e) - d(theta + h * v - e) - d(theta - h * v + e) + d(theta - h * v - e)
+        ) / (4 * h * h)
+        assert hv[i] == pytest.approx(second, rel=1e-3, abs=1e-7), i
+
+
+def test_the_sm_g_rule_floors_and_replaces_zeros():
+    np.testing.assert_array_equal(sm.scaling([0.0, 1e-5, 0.5, 3.0]), [1.0, 0.01, 0.5, 3.0])
+
+
+def test_operators_follow_their_definitions():
+    spec, theta, obs = _net("conv")
+    tr = sm.trace(spec, theta, obs)
+    delta = np.random.default_rng(7).normal(size=spec.n_params) * 0.05
+    np.testing.assert_array_equal(sm.mutate("gaussian", spec, theta, obs, delta, 0.05), theta + delta)
+    s = np.sqrt((sm.grad_sums(tr) ** 2).sum(axis=0))
+    np.testing.assert_allclose(sm.mutate("sm-g-sum", spec, theta, obs, delta, 0.05),
+                               theta + np.clip(delta / sm.scaling(s), -10, 10))  # fmt: skip
+    s = np.sqrt((sm.abs_grad_means(tr) ** 2).sum(axis=0))
+    np.testing.assert_allclose(sm.mutate("sm-g-abs", spec, theta, obs, delta, 0.05),
+                               theta + np.clip(delta / sm.scaling(s), -10, 10))  # fmt: skip
+    s = np.sqrt(np.abs(sm.divergence_hvp(tr, delta / np.linalg.norm(delta))))
+    np.testing.assert_allclose(sm.mutate("sm-g-so", spec, theta, obs, delta, 0.05),
+                               theta + np.clip(delta / sm.scaling(s), -10, 10))  # fmt: skip
+    with pytest.raises(ValueError, match="unknown SM-G operator"):
+        sm.sensitivity("sm-g-max", tr)
+
+
+@pytest.mark.parametrize("target", [0.01, 0.05, 0.2])
+def test_sm_r_moves_the_policy_by_the_target_divergence(target):
+    """SM-R scales a random direction until the outputs move by the target: within 1% after
+    its 15 forward passes (the divergence grows smoothly with the step here)."""
+    spec, theta, obs = _net("conv")
+    tr = sm.trace(spec, theta, obs)
+    delta = np.random.default_rng(8).normal(size=spec.n_params) * 0.01
+    child = sm.mutate("sm-r", spec, theta, obs, delta, target, tr=tr)
+    assert sm.divergence(tr, child) == pytest.approx(target, rel=0.01)
+    direction = (child - theta) / delta
+    assert np.allclose(direction, direction[0])  # a multiple of delta: the direction is kept
