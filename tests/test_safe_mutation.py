@@ -1,6 +1,8 @@
 """Safe mutations' output gradients and operators (nevo.safe_mutation) against finite
 differences and the paper's definitions, on small nets of every layer kind."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -154,3 +156,22 @@ def test_sm_r_moves_the_policy_by_the_target_divergence(target):
     assert sm.divergence(tr, child) == pytest.approx(target, rel=0.01)
     direction = (child - theta) / delta
     assert np.allclose(direction, direction[0])  # a multiple of delta: the direction is kept
+
+
+def test_the_divergence_demonstration_runs_on_a_ga_run(tiny_runs, tmp_path, capsys):
+    """experiments.sm_divergence on a real run's best elite: every operator's children, the
+    figure and the numbers; SM-R lands on its target, the SM-G operators follow the definitions."""
+    import json
+
+    from experiments import sm_divergence
+
+    out = str(tmp_path / "div")
+    argv = [tiny_runs[0], "--mutations", "4", "--experiences", "6", "--record", "12", "--out", out]
+    assert sm_divergence.main(argv) == 0
+    with open(out + ".json") as f:
+        got = json.load(f)
+    assert set(got["results"]) == set(sm.OPERATORS) and got["experiences"] == 6
+    assert all(len(r["divergence"]) == 4 for r in got["results"].values())
+    assert np.allclose(got["results"]["sm-r"]["divergence"], got["target"], rtol=0.02)
+    assert os.path.getsize(out + ".png") > 10_000
+    assert "SM-R target divergence" in capsys.readouterr().out
