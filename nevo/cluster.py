@@ -96,11 +96,15 @@ class ClusterEvaluator:
 
             n = int(address[len(LOCAL) :])
             cores = max(1, machine_cores() // n)
-            self.cluster = LocalCluster(
-                n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
-                silence_logs=logging.ERROR,
-            )  # fmt: skip
+            import dask
+
+            # not daemonic: novelty search on Atari replays episodes in processes of the worker's own
+            with dask.config.set({"distributed.worker.daemon": False}):
+                self.cluster = LocalCluster(
+                    n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                    dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
+                    silence_logs=logging.ERROR,
+                )  # fmt: skip
             target = self.cluster
         else:
             target = address

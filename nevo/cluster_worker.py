@@ -9,6 +9,7 @@ chunk of episodes on it.
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
 import threading
 
@@ -79,6 +80,11 @@ class Setup(WorkerPlugin):
         cfg = self.cfg
         table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
         self.refused = differences(fingerprint(table), self.expected)
+        if not self.refused and self.behaviours and multiprocessing.current_process().daemon:
+            self.refused = (
+                "a daemonic worker process (a Dask nanny's default) cannot start the processes that "
+                "replay Atari episodes for their RAM; start it with DASK_DISTRIBUTED__WORKER__DAEMON=False"
+            )
         if not self.refused:
             try:
                 spec = build.net_for(cfg, self.task)

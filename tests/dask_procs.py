@@ -41,11 +41,11 @@ class DaskProcesses:
              "--dashboard-address", "127.0.0.1:0",
              "--idle-timeout", f"{LIMIT_S}s"], ROOT, "scheduler")  # fmt: skip
 
-    def start_worker(self, cwd: str | None = None) -> subprocess.Popen:
-        """One worker process (no nanny: a kill is final), one thread."""
+    def start_worker(self, cwd: str | None = None, nanny: bool = False) -> subprocess.Popen:
+        """One worker process, one thread; without a nanny (default) a kill is final."""
         w = self._start(
             ["distributed.cli.dask_worker", self.address, "--host", "127.0.0.1", "--nthreads", "1",
-             "--no-nanny", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
+             "--nanny" if nanny else "--no-nanny", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
              "--lifetime", f"{LIMIT_S}s", "--name", f"w{len(self.workers)}"],
             cwd or self.worker_cwd, f"worker{len(self.workers)}")  # fmt: skip
         self.workers.append(w)

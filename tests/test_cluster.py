@@ -166,6 +166,33 @@ def test_a_worker_with_other_nevo_code_is_refused_before_any_work(tmp_path, caps
     assert not os.listdir(tmp_path / "runs")
 
 
+NS_ATARI = ["--env", "frostbite", "--algo", "ga-ns", "--net", "small", "--population", "4",
+            "--truncation", "2", "--frame-cap", "200", "--noise-table-size", "1100000", "--env-slots", "2",
+            "--threads", "1", "--frame-budget", "1500"]  # fmt: skip
+
+
+def test_novelty_search_on_atari_replays_ram_in_a_local_clusters_workers(tmp_path):
+    """GA-NS on Atari replays episodes in processes of the worker's own: local:N's workers are
+    not daemonic, and the run equals one on this machine."""
+    one = run_folder(run_ns.main, NS_ATARI, tmp_path / "one")
+    two = run_folder(run_ns.main, [*NS_ATARI, "--cluster", "local:1"], tmp_path / "cluster")
+    assert metrics_without_clock(two) == metrics_without_clock(one)
+
+
+def test_a_daemonic_worker_is_refused_where_it_would_replay_atari_ram(tmp_path, capsys):
+    """A worker under a nanny (Dask's default: a daemonic process) cannot start the RAM
+    replayers: it says so in one line and leaves, before any work."""
+    with DaskProcesses(workers=0) as c:
+        c.start_worker(nanny=True)
+        c.wait_for_workers(1)
+        argv = [*NS_ATARI, "--out-dir", str(tmp_path), "--cluster", c.address, "--cluster-timeout", "5"]
+        assert run_ns.main(argv) == 2
+    out = capsys.readouterr()
+    (refusal,) = [line for line in out.out.splitlines() if line.startswith("refused worker")]
+    assert "DASK_DISTRIBUTED__WORKER__DAEMON=False" in refusal
+    assert out.err.startswith("error: no nevo worker joined")
+
+
 def _listening(pid: int) -> set:
     import psutil
 
