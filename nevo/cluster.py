@@ -92,12 +92,12 @@ class ClusterEvaluator:
         self.cluster = None
         cores = 0
         if address.startswith(LOCAL):
+            import dask
+
             from nevo.machine import cores as machine_cores
 
             n = int(address[len(LOCAL) :])
             cores = max(1, machine_cores() // n)
-            import dask
-
             # not daemonic: novelty search on Atari replays episodes in processes of the worker's own
             with dask.config.set({"distributed.worker.daemon": False}):
                 self.cluster = LocalCluster(
@@ -113,22 +113,26 @@ class ClusterEvaluator:
         except OSError as e:
             self._stop_local()
             raise ClusterError(f"--cluster: no Dask scheduler answers at {address} ({e})") from None
-        self.name = f"nevo-{uuid.uuid4().hex[:8]}"
-        self.reported = set()
-        self.plugin = worker_side.Setup(
-            self.name,
-            cfg,
-            task,
-            ref_batch,
-            population,
-            bases,
-            behaviours,
-            worker_side.fingerprint(table),
-            cores,
-        )
-        self.client.register_plugin(self.plugin, name=self.name)
-        self.workers = self._wait_for_workers()
-        self.facts = {"cluster": address, "workers": len(self.workers), **self._worker_facts()}
+        try:
+            self.name = f"nevo-{uuid.uuid4().hex[:8]}"
+            self.reported = set()
+            self.plugin = worker_side.Setup(
+                self.name,
+                cfg,
+                task,
+                ref_batch,
+                population,
+                bases,
+                behaviours,
+                worker_side.fingerprint(table),
+                cores,
+            )
+            self.client.register_plugin(self.plugin, name=self.name)
+            self.workers = self._wait_for_workers()
+            self.facts = {"cluster": address, "workers": len(self.workers), **self._worker_facts()}
+        except BaseException:  # no scheduler connection or local cluster outlives a failed start
+            self.close()
+            raise
         self.runs = 0
 
     # -- the cluster's state ------------------------------------------------------------------
@@ -285,7 +289,7 @@ class ClusterEvaluator:
 
     def close(self) -> None:
         try:
-            if self.client.status == "running":
+            if self.client.status == "running" and hasattr(self, "name"):
                 self.client.unregister_worker_plugin(self.name)
         except Exception:  # noqa: BLE001 (the cluster may be gone already; closing must not fail)
             pass
