@@ -79,31 +79,52 @@ class Trace:
     pre: list  # per layer: its output before the ReLU, (T, ...) float64
     logits: np.ndarray  # (T, A)
     probs: np.ndarray  # (T, A) softmax(logits): the outputs y the operators differentiate
+    backend: str = "numpy"  # "numba": inputs are activations (not im2col columns) for nevo.kernels.grad_cpu
 
     @property
     def n(self) -> int:
         return len(self.logits)
 
 
-def trace(spec, theta, obs) -> Trace:
-    """Forward theta (P,) on obs (T, C, H, W) (as the evaluator gives them), keeping the trace."""
+def trace(spec, theta, obs, backend: str = "numpy") -> Trace:
+    """Forward theta (P,) on obs (T, C, H, W) (as the evaluator gives them), keeping the trace.
+    backend "numpy": im2col and BLAS (the reference); "numba": nevo.kernels.grad_cpu's
+    parallel kernels, whose sums have a fixed order (the same bits whatever the thread count)."""
     params = spec.unflatten(np.asarray(theta, np.float64))
-    n = len(obs)
     x = np.asarray(obs).transpose(0, 2, 3, 1).astype(np.float64) / spec.obs_div  # (T, H, W, C)
     inputs, pre = [], []
     for lay, (w, b) in zip(spec.layers, params):
-        if lay.kind == "conv":
-            cols = _patches(x, lay)
-            z = (cols @ w.reshape(-1, lay.cout)).reshape(n, *lay.out_hw, lay.cout) + b
-        else:
-            cols = x.reshape(n, -1)
-            z = cols @ w + b
+        cols, z = _layer_forward(lay, w, b, x, backend)
         inputs.append(cols)
         pre.append(z)
         x = np.maximum(z, 0.0) if lay.relu else z
-    logits = x
+    return Trace(spec, params, inputs, pre, x, _softmax(x), backend)
+
+
+def _layer_forward(lay, w, b, x, backend):
+    """(what the layer's products need of its input, its output before the ReLU) for x (T, ...)."""
+    n = len(x)
+    if backend == "numba":
+        from nevo.kernels import grad_cpu
+
+        if lay.kind == "conv":
+            x = np.ascontiguousarray(x)
+            return x, grad_cpu.conv_forward(x, np.ascontiguousarray(w), b, lay.stride, lay.pad[0], lay.pad[2],
+                                            *lay.out_hw)  # fmt: skip
+        x = np.ascontiguousarray(x.reshape(n, -1))
+        return x, grad_cpu.dense_forward(x, np.ascontiguousarray(w), b)
+    if backend != "numpy":
+        raise ValueError(f"unknown backend {backend!r}; allowed: numpy, numba")
+    if lay.kind == "conv":
+        cols = _patches(x, lay)
+        return cols, (cols @ w.reshape(-1, lay.cout)).reshape(n, *lay.out_hw, lay.cout) + b
+    cols = x.reshape(n, -1)
+    return cols, cols @ w + b
+
+
+def _softmax(logits) -> np.ndarray:
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return Trace(spec, params, inputs, pre, logits, e / e.sum(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
 
 
 def softmax_jacobian(probs) -> np.ndarray:
@@ -117,6 +138,8 @@ def softmax_jacobian(probs) -> np.ndarray:
 def vjp(tr: Trace, cot) -> np.ndarray:
     """(P,) sum_t cot[t] . dlogits(x_t)/dtheta: the reverse-mode product for cotangents cot (T, A)
     on the logits (one backward pass over the batch)."""
+    if tr.backend == "numba":
+        return _vjp_numba(tr, cot)
     spec, n = tr.spec, tr.n
     grad = np.zeros(spec.n_params)
     g = np.asarray(cot, np.float64)  # d/d(this layer's output), before its ReLU below
@@ -136,8 +159,39 @@ def vjp(tr: Trace, cot) -> np.ndarray:
     return grad
 
 
+def _vjp_numba(tr: Trace, cot) -> np.ndarray:
+    """vjp with nevo.kernels.grad_cpu (tr.inputs are the layers' input activations)."""
+    from nevo.kernels import grad_cpu
+
+    spec = tr.spec
+    grad = np.zeros(spec.n_params)
+    g = np.ascontiguousarray(cot, np.float64)
+    for i in range(len(spec.layers) - 1, -1, -1):
+        lay, (w, _) = spec.layers[i], tr.params[i]
+        if lay.relu:
+            g = np.ascontiguousarray(g * (tr.pre[i] > 0))
+        x, wc = tr.inputs[i], np.ascontiguousarray(w)
+        if lay.kind == "conv":
+            top, left = lay.pad[0], lay.pad[2]
+            dw = grad_cpu.conv_weight_grad(x, g, lay.kernel, lay.kernel, lay.stride, top, left)
+        else:
+            dw = grad_cpu.dense_weight_grad(x, g)
+        grad[lay.w_offset : lay.b_offset] = dw.ravel()
+        grad[lay.b_offset : lay.b_offset + lay.cout] = grad_cpu.column_sums(g.reshape(-1, lay.cout))
+        if i == 0:
+            break
+        if lay.kind == "conv":
+            g = grad_cpu.conv_input_grad(g, wc, *lay.in_hw, lay.stride, lay.pad[0], lay.pad[2])
+        else:
+            g = grad_cpu.dense_input_grad(g, wc)
+        g = np.ascontiguousarray(g.reshape(tr.pre[i - 1].shape))
+    return grad
+
+
 def jvp(tr: Trace, v) -> np.ndarray:
     """(T, A) dlogits(x_t)/dtheta . v: the forward-mode product along v (P,)."""
+    if tr.backend == "numba":
+        return _jvp_numba(tr, v)
     spec, n = tr.spec, tr.n
     dparams = spec.unflatten(np.asarray(v, np.float64))
     dx = None  # tangent of the current layer's input (none for the observations)
@@ -156,6 +210,21 @@ def jvp(tr: Trace, v) -> np.ndarray:
 
 
 # ---- the sensitivities ------------------------------------------------------------------------
+
+
+def _jvp_numba(tr: Trace, v) -> np.ndarray:
+    """jvp with nevo.kernels.grad_cpu: each layer's tangent is its forward with the weights'
+    tangent (and the bias's) on its input, plus its forward of the input's tangent (no bias)."""
+    spec = tr.spec
+    dparams = spec.unflatten(np.asarray(v, np.float64))
+    dx = None
+    for i, (lay, (w, _), (dw, db)) in enumerate(zip(spec.layers, tr.params, dparams)):
+        _, dz = _layer_forward(lay, dw, db, tr.inputs[i], "numba")
+        if dx is not None:
+            _, through = _layer_forward(lay, w, np.zeros(lay.cout), dx, "numba")
+            dz = dz + through
+        dx = dz * (tr.pre[i] > 0) if lay.relu else dz
+    return dx
 
 
 def grad_sums(tr: Trace) -> np.ndarray:
@@ -178,10 +247,13 @@ def abs_grad_means(tr: Trace) -> np.ndarray:
 
 def _one(tr: Trace, t: int) -> Trace:
     """The trace of experience t alone (slices of the batch's)."""
-    cols = [c.reshape(tr.n, -1, c.shape[-1])[t] if lay.kind == "conv" else c[t : t + 1]
-            for lay, c in zip(tr.spec.layers, tr.inputs)]  # fmt: skip
+    if tr.backend == "numba":  # activations: the experience's own slice
+        cols = [c[t : t + 1] for c in tr.inputs]
+    else:  # im2col columns: the experience's block of rows
+        cols = [c.reshape(tr.n, -1, c.shape[-1])[t] if lay.kind == "conv" else c[t : t + 1]
+                for lay, c in zip(tr.spec.layers, tr.inputs)]  # fmt: skip
     return Trace(tr.spec, tr.params, cols, [p[t : t + 1] for p in tr.pre], tr.logits[t : t + 1],
-                 tr.probs[t : t + 1])  # fmt: skip
+                 tr.probs[t : t + 1], tr.backend)  # fmt: skip
 
 
 def divergence_hvp(tr: Trace, v) -> np.ndarray:
@@ -199,20 +271,18 @@ def divergence(tr: Trace, theta_new) -> float:
 
 
 def _probs(spec, theta, tr: Trace) -> np.ndarray:
-    """softmax outputs of theta on the experiences of tr (its first layer's columns reused)."""
+    """softmax outputs of theta on the experiences of tr (its first layer's input reused)."""
     params = spec.unflatten(np.asarray(theta, np.float64))
-    n = tr.n
     x = None
     for i, (lay, (w, b)) in enumerate(zip(spec.layers, params)):
-        if lay.kind == "conv":
-            cols = tr.inputs[0] if i == 0 else _patches(x, lay)
-            z = (cols @ w.reshape(-1, lay.cout)).reshape(n, *lay.out_hw, lay.cout) + b
+        if i == 0 and tr.backend == "numpy":  # the first layer's im2col columns, as traced
+            cols = tr.inputs[0]
+            z = cols @ w.reshape(-1, lay.cout) + b
+            z = z.reshape(tr.n, *lay.out_hw, lay.cout) if lay.kind == "conv" else z
         else:
-            cols = tr.inputs[0] if i == 0 else x.reshape(n, -1)
-            z = cols @ w + b
+            _, z = _layer_forward(lay, w, b, tr.inputs[0] if i == 0 else x, tr.backend)
         x = np.maximum(z, 0.0) if lay.relu else z
-    e = np.exp(x - x.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
+    return _softmax(x)
 
 
 def scaling(s) -> np.ndarray:

@@ -175,3 +175,39 @@ def test_the_divergence_demonstration_runs_on_a_ga_run(tiny_runs, tmp_path, caps
     assert np.allclose(got["results"]["sm-r"]["divergence"], got["target"], rtol=0.02)
     assert os.path.getsize(out + ".png") > 10_000
     assert "SM-R target divergence" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_numba_products_match_the_reference(kind):
+    """nevo.kernels.grad_cpu's forward, reverse- and forward-mode products, and every
+    sensitivity built on them, against the NumPy reference."""
+    spec, theta, obs = _net(kind)
+    ref, fast = sm.trace(spec, theta, obs), sm.trace(spec, theta, obs, backend="numba")
+    rng = np.random.default_rng(9)
+    cot, v = rng.normal(size=(len(obs), spec.n_actions)), rng.normal(size=spec.n_params)
+    np.testing.assert_allclose(fast.logits, ref.logits, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(sm.vjp(fast, cot), sm.vjp(ref, cot), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(sm.jvp(fast, v), sm.jvp(ref, v), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(sm.grad_sums(fast), sm.grad_sums(ref), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(sm.abs_grad_means(fast), sm.abs_grad_means(ref), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(sm.divergence_hvp(fast, v), sm.divergence_hvp(ref, v), rtol=1e-9, atol=1e-14)
+    child = theta + 0.01 * v
+    assert sm.divergence(fast, child) == pytest.approx(sm.divergence(ref, child), rel=1e-10)
+
+
+def test_the_numba_products_are_the_same_bits_whatever_the_thread_count():
+    import numba
+
+    spec, theta, obs = _net("conv")
+    cot = np.random.default_rng(10).normal(size=(len(obs), spec.n_actions))
+    before = numba.get_num_threads()
+    try:
+        got = []
+        for threads in (1, before):
+            numba.set_num_threads(threads)
+            tr = sm.trace(spec, theta, obs, backend="numba")
+            got.append((tr.logits, sm.vjp(tr, cot), sm.jvp(tr, cot[0, 0] * np.ones(spec.n_params))))
+    finally:
+        numba.set_num_threads(before)
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)

@@ -1,0 +1,151 @@
+"""Numba CPU kernels for safe mutations' output gradients (nevo.safe_mutation): each layer's
+forward, its weights' gradient and its input's gradient, in float64, numba-parallel.
+
+Every output element is summed by one thread in a fixed order of operations (no fastmath, so no
+reassociated or fused sums, and no BLAS, whose sums depend on the machine's SIMD width and
+thread count). These products are therefore the same, bit for bit, whatever the thread count:
+a first step towards genomes whose mutations depend on them and must rebuild exactly (whether
+they also agree across machines, with NumPy's softmax around them, is still to be tested). The
+parallel loop runs over experiences (forward, input gradient) or over weight rows (weight
+gradient); the innermost loops run over output channels, independent sums that the compiler may
+vectorize without reordering any of them.
+
+Layouts as nevo.safe_mutation's: activations (T, H, W, C) or (T, n), conv weights HWIO, dense
+weights (in, out); SAME padding given as (pad top, pad left) and the output size.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange
+
+
+@numba.njit(parallel=True, cache=True)
+def conv_forward(x, w, b, stride, pt, pl, oh, ow):
+    """z (T, OH, OW, Cout) = SAME conv of x (T, H, W, Cin) with w (KH, KW, Cin, Cout) plus b."""
+    n, h, wd, cin = x.shape
+    kh, kw, _, cout = w.shape
+    z = np.empty((n, oh, ow, cout))
+    for t in prange(n):
+        for oy in range(oh):
+            for ox in range(ow):
+                z[t, oy, ox, :] = b
+                for ky in range(kh):
+                    iy = oy * stride + ky - pt
+                    if iy < 0 or iy >= h:
+                        continue
+                    for kx in range(kw):
+                        ix = ox * stride + kx - pl
+                        if ix < 0 or ix >= wd:
+                            continue
+                        for ci in range(cin):
+                            v = x[t, iy, ix, ci]
+                            if v != 0.0:  # ReLU zeros: a zero term changes no sum
+                                for co in range(cout):
+                                    z[t, oy, ox, co] += v * w[ky, kx, ci, co]
+    return z
+
+
+@numba.njit(parallel=True, cache=True)
+def conv_weight_grad(x, g, kh, kw, stride, pt, pl):
+    """dW (KH, KW, Cin, Cout) = sum over experiences and positions of x's patch times g (T, OH, OW, Cout)."""
+    n, h, wd, cin = x.shape
+    _, oh, ow, cout = g.shape
+    dw = np.zeros((kh, kw, cin, cout))
+    for q in prange(kh * kw * cin):
+        ky, kx, ci = q // (kw * cin), (q // cin) % kw, q % cin
+        for t in range(n):
+            for oy in range(oh):
+                iy = oy * stride + ky - pt
+                if iy < 0 or iy >= h:
+                    continue
+                for ox in range(ow):
+                    ix = ox * stride + kx - pl
+                    if ix < 0 or ix >= wd:
+                        continue
+                    v = x[t, iy, ix, ci]
+                    if v != 0.0:
+                        for co in range(cout):
+                            dw[ky, kx, ci, co] += v * g[t, oy, ox, co]
+    return dw
+
+
+@numba.njit(parallel=True, cache=True)
+def conv_input_grad(g, w, h, wd, stride, pt, pl):
+    """dx (T, H, W, Cin): g (T, OH, OW, Cout) through the conv's weights back to its input."""
+    n, oh, ow, cout = g.shape
+    kh, kw, cin, _ = w.shape
+    dx = np.zeros((n, h, wd, cin))
+    for t in prange(n):
+        for oy in range(oh):
+            for ox in range(ow):
+                for ky in range(kh):
+                    iy = oy * stride + ky - pt
+                    if iy < 0 or iy >= h:
+                        continue
+                    for kx in range(kw):
+                        ix = ox * stride + kx - pl
+                        if ix < 0 or ix >= wd:
+                            continue
+                        for ci in range(cin):
+                            acc = 0.0
+                            for co in range(cout):
+                                acc += g[t, oy, ox, co] * w[ky, kx, ci, co]
+                            dx[t, iy, ix, ci] += acc
+    return dx
+
+
+@numba.njit(parallel=True, cache=True)
+def dense_forward(x, w, b):
+    """z (T, m) = x (T, n) @ w (n, m) + b."""
+    n_t, n_in = x.shape
+    z = np.empty((n_t, w.shape[1]))
+    for t in prange(n_t):
+        z[t] = b
+        for i in range(n_in):
+            v = x[t, i]
+            if v != 0.0:
+                z[t] += v * w[i]
+    return z
+
+
+@numba.njit(parallel=True, cache=True)
+def dense_weight_grad(x, g):
+    """dW (n, m) = x (T, n)^T @ g (T, m), summed over experiences in order."""
+    n_t, n_in = x.shape
+    dw = np.zeros((n_in, g.shape[1]))
+    for i in prange(n_in):
+        for t in range(n_t):
+            v = x[t, i]
+            if v != 0.0:
+                dw[i] += v * g[t]
+    return dw
+
+
+@numba.njit(parallel=True, cache=True)
+def dense_input_grad(g, w):
+    """dx (T, n) = g (T, m) @ w (n, m)^T."""
+    n_t, m = g.shape
+    n_in = w.shape[0]
+    dx = np.zeros((n_t, n_in))
+    for t in prange(n_t):
+        for i in range(n_in):
+            acc = 0.0
+            for j in range(m):
+                acc += g[t, j] * w[i, j]
+            dx[t, i] = acc
+    return dx
+
+
+@numba.njit(parallel=True, cache=True)
+def column_sums(g):
+    """(C,) sums of g (N, C) over its rows, in row order (a bias's gradient)."""
+    n, c = g.shape
+    out = np.zeros(c)
+    for j in prange(c):
+        acc = 0.0
+        for r in range(n):
+            acc += g[r, j]
+        out[j] = acc
+    return out
