@@ -205,19 +205,30 @@ def save(cfg: Config, path: str, extra: dict | None = None) -> None:
         f.write("\n")
 
 
-def load(path: str):
-    """The config of a run folder's config.json; ConfigError naming the file if it is damaged."""
+class DamagedFile(ConfigError):
+    """A run file that cannot be read as what it should be; the message is one line naming it."""
+
+
+def read_json(path: str) -> dict:
+    """A run folder's JSON file (config.json, elite.json, ...); DamagedFile naming it if it is
+    not a JSON object."""
     try:
         with open(path) as f:
-            d = json.load(f)
+            data = json.load(f)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path}: damaged, not valid JSON ({' '.join(str(e).split())})") from None
-    if not isinstance(d, dict):
-        raise ConfigError(f"{path}: damaged, a JSON {type(d).__name__} where the settings belong")
+        raise DamagedFile(f"{path}: damaged, not valid JSON ({' '.join(str(e).split())})") from None
+    if not isinstance(data, dict):
+        raise DamagedFile(f"{path}: damaged, a JSON {type(data).__name__} where an object belongs")
+    return data
+
+
+def load(path: str):
+    """The config of a run folder's config.json; DamagedFile naming the file if it is damaged."""
+    d = read_json(path)
     try:
         return _from_saved(d)
     except (TypeError, KeyError, ValueError) as e:
-        raise ConfigError(f"{path}: damaged, not nevo settings ({' '.join(str(e).split())})") from None
+        raise DamagedFile(f"{path}: damaged, not nevo settings ({' '.join(str(e).split())})") from None
 
 
 def _from_saved(d: dict):

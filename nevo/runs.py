@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from nevo import config as config_mod
+from nevo.config import DamagedFile, read_json  # noqa: F401 (run files' readers, here with the rest)
 
 CHECKPOINT = "checkpoint.npz"
 PREVIOUS = "checkpoint.prev.npz"  # the checkpoint before the last
@@ -94,10 +95,6 @@ def write_json(run_dir: str, name: str, data: dict) -> None:
     _commit(tmp, os.path.join(run_dir, name))
 
 
-class DamagedFile(ValueError):
-    """A run file that cannot be read as what it should be; the message is one line naming it."""
-
-
 def save_checkpoint(run_dir: str, state: dict) -> None:
     """Write the state dict of arrays atomically; the checkpoint it replaces becomes PREVIOUS.
     (A kill between the two renames leaves the new state as PREVIOUS and no CHECKPOINT, which
@@ -146,18 +143,6 @@ def load_checkpoint(run_dir: str, say=None) -> dict | None:
                 f"({int(state['frames']):,} frames)"
             )
         return state
-
-
-def read_json(path: str) -> dict:
-    """A run folder's JSON file; DamagedFile naming it if it is not a JSON object."""
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DamagedFile(f"{path}: damaged, not valid JSON ({_reason(e)})") from None
-    if not isinstance(data, dict):
-        raise DamagedFile(f"{path}: damaged, a JSON {type(data).__name__} where an object belongs")
-    return data
 
 
 def read_array(path: str) -> np.ndarray:
