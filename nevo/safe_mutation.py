@@ -161,11 +161,21 @@ def vjp(tr: Trace, cot) -> np.ndarray:
 
 def _vjp_numba(tr: Trace, cot) -> np.ndarray:
     """vjp with nevo.kernels.grad_cpu (tr.inputs are the layers' input activations)."""
+    return vjp_many(tr, np.asarray(cot, np.float64)[None])[0]
+
+
+def vjp_many(tr: Trace, cots) -> np.ndarray:
+    """(K, P) vjp of K cotangents (K, T, A) at once. With the Numba backend in one backward pass
+    whose weight gradients read each activation once for all K (each sum in vjp's own order, so
+    row k equals vjp(tr, cots[k]) bit for bit); with NumPy, vjp K times."""
+    cots = np.asarray(cots, np.float64)
+    if tr.backend != "numba":
+        return np.stack([vjp(tr, c) for c in cots])
     from nevo.kernels import grad_cpu
 
-    spec = tr.spec
-    grad = np.zeros(spec.n_params)
-    g = np.ascontiguousarray(cot, np.float64)
+    spec, n_k, n = tr.spec, len(cots), tr.n
+    grad = np.zeros((n_k, spec.n_params))
+    g = np.ascontiguousarray(cots)  # (K, T, ...): d/d(this layer's output), before its ReLU
     for i in range(len(spec.layers) - 1, -1, -1):
         lay, (w, _) = spec.layers[i], tr.params[i]
         if lay.relu:
@@ -173,18 +183,20 @@ def _vjp_numba(tr: Trace, cot) -> np.ndarray:
         x, wc = tr.inputs[i], np.ascontiguousarray(w)
         if lay.kind == "conv":
             top, left = lay.pad[0], lay.pad[2]
-            dw = grad_cpu.conv_weight_grad(x, g, lay.kernel, lay.kernel, lay.stride, top, left)
+            dw = grad_cpu.conv_weight_grads(x, g, lay.kernel, lay.kernel, lay.stride, top, left)
         else:
-            dw = grad_cpu.dense_weight_grad(x, g)
-        grad[lay.w_offset : lay.b_offset] = dw.ravel()
-        grad[lay.b_offset : lay.b_offset + lay.cout] = grad_cpu.column_sums(g.reshape(-1, lay.cout))
+            dw = grad_cpu.dense_weight_grads(x, g)
+        grad[:, lay.w_offset : lay.b_offset] = dw.reshape(n_k, -1)
+        for k in range(n_k):
+            grad[k, lay.b_offset : lay.b_offset + lay.cout] = grad_cpu.column_sums(g[k].reshape(-1, lay.cout))
         if i == 0:
             break
+        flat = g.reshape(n_k * n, *g.shape[2:])  # K x T experiences: the input gradient is per row
         if lay.kind == "conv":
-            g = grad_cpu.conv_input_grad(g, wc, *lay.in_hw, lay.stride, lay.pad[0], lay.pad[2])
+            flat = grad_cpu.conv_input_grad(flat, wc, *lay.in_hw, lay.stride, lay.pad[0], lay.pad[2])
         else:
-            g = grad_cpu.dense_input_grad(g, wc)
-        g = np.ascontiguousarray(g.reshape(tr.pre[i - 1].shape))
+            flat = grad_cpu.dense_input_grad(flat, wc)
+        g = np.ascontiguousarray(flat.reshape(n_k, *tr.pre[i - 1].shape))
     return grad
 
 
@@ -230,6 +242,8 @@ def _jvp_numba(tr: Trace, v) -> np.ndarray:
 def grad_sums(tr: Trace) -> np.ndarray:
     """(A, P) G[k] = sum_t dy_k(x_t)/dtheta: one backward pass per output over the batch."""
     sj = softmax_jacobian(tr.probs)
+    # one pass per output: over a whole batch this is faster than vjp_many's joint pass
+    # (5.7 s against 7.0 s for the large net and 100 experiences, Numba, 2 cores)
     return np.stack([vjp(tr, sj[:, k, :]) for k in range(sj.shape[1])])
 
 
@@ -238,10 +252,8 @@ def abs_grad_means(tr: Trace) -> np.ndarray:
     sj = softmax_jacobian(tr.probs)
     n_out = sj.shape[1]
     out = np.zeros((n_out, tr.spec.n_params))
-    for t in range(tr.n):
-        one = _one(tr, t)
-        for k in range(n_out):
-            out[k] += np.abs(vjp(one, sj[t : t + 1, k, :]))
+    for t in range(tr.n):  # one experience's outputs in one joint pass: 2.5-4x faster than one by one
+        out += np.abs(vjp_many(_one(tr, t), sj[t][:, None, :]))  # (K, 1, A): each output's row
     return out / tr.n
 
 

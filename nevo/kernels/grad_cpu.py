@@ -149,3 +149,44 @@ def column_sums(g):
             acc += g[r, j]
         out[j] = acc
     return out
+
+
+@numba.njit(parallel=True, cache=True)
+def conv_weight_grads(x, g, kh, kw, stride, pt, pl):
+    """conv_weight_grad for K cotangents at once: g (K, T, OH, OW, Cout) -> (K, KH, KW, Cin, Cout),
+    each x value read once for all K; every element summed in conv_weight_grad's order."""
+    n, h, wd, cin = x.shape
+    n_k, _, oh, ow, cout = g.shape
+    dw = np.zeros((n_k, kh, kw, cin, cout))
+    for q in prange(kh * kw * cin):
+        ky, kx, ci = q // (kw * cin), (q // cin) % kw, q % cin
+        for t in range(n):
+            for oy in range(oh):
+                iy = oy * stride + ky - pt
+                if iy < 0 or iy >= h:
+                    continue
+                for ox in range(ow):
+                    ix = ox * stride + kx - pl
+                    if ix < 0 or ix >= wd:
+                        continue
+                    v = x[t, iy, ix, ci]
+                    if v != 0.0:
+                        for k in range(n_k):
+                            for co in range(cout):
+                                dw[k, ky, kx, ci, co] += v * g[k, t, oy, ox, co]
+    return dw
+
+
+@numba.njit(parallel=True, cache=True)
+def dense_weight_grads(x, g):
+    """dense_weight_grad for K cotangents at once: g (K, T, m) -> (K, n, m), in its order."""
+    n_t, n_in = x.shape
+    n_k = g.shape[0]
+    dw = np.zeros((n_k, n_in, g.shape[2]))
+    for i in prange(n_in):
+        for t in range(n_t):
+            v = x[t, i]
+            if v != 0.0:
+                for k in range(n_k):
+                    dw[k, i] += v * g[k, t]
+    return dw
