@@ -143,13 +143,19 @@ def test_a_lost_cluster_stops_the_run_in_one_line_and_resume_finishes_it(lost, r
     assert metrics_without_clock(folder) == recorded["ga-maze"]
 
 
-def test_a_worker_with_other_nevo_code_is_refused_before_any_work(tmp_path, capsys):
-    """A worker whose nevo differs (here its version and so its source) says why in one line
-    and leaves; with no other worker the run stops with one line and leaves no run folder."""
+def _other_nevo(tmp_path):
+    """A folder holding a copy of nevo whose version (and so source) differs."""
     other = tmp_path / "other"
     shutil.copytree(os.path.join(ROOT, "nevo"), other / "nevo", ignore=shutil.ignore_patterns("__pycache__"))
     init = other / "nevo" / "__init__.py"
     init.write_text(init.read_text().replace('__version__ = "', '__version__ = "9.9.9+'))
+    return other
+
+
+def test_a_worker_with_other_nevo_code_is_refused_before_any_work(tmp_path, capsys):
+    """A worker whose nevo differs (here its version and so its source) says why in one line
+    and leaves; with no other worker the run stops with one line and leaves no run folder."""
+    other = _other_nevo(tmp_path)
     module, argv = RUNS["ga-maze"]
     with DaskProcesses(workers=0) as c:
         c.start_worker(cwd=str(other))
@@ -218,6 +224,23 @@ def psutil_alive(pid: int) -> bool:
     import psutil
 
     return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+
+
+def test_a_worker_with_other_code_joining_mid_run_is_refused_and_the_run_goes_on(tmp_path):
+    """A worker that joins a running run and differs says why in one line and leaves; its chunks,
+    if it was handed any, run on the others (Reschedule), and the metrics are those of the same
+    run on this machine alone."""
+    other = _other_nevo(tmp_path)
+    _, argv = RUNS["ga-maze"]
+    argv = [a if a != "7000" else "20000" for a in argv]  # long enough for the worker to join
+    with DaskProcesses(workers=1) as c:
+        p, folder = _run_until_first_generation(c, argv, tmp_path / "out")
+        c.start_worker(cwd=str(other))
+        out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    assert sum(line.startswith("refused worker tcp://127.0.0.1") for line in out.splitlines()) == 1
+    alone = run_folder(run_ga.main, argv, tmp_path / "alone")
+    assert metrics_without_clock(folder) == metrics_without_clock(alone)
 
 
 def test_fingerprints_name_what_differs():
