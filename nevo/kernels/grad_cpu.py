@@ -48,30 +48,6 @@ def conv_forward(x, w, b, stride, pt, pl, oh, ow):
 
 
 @numba.njit(parallel=True, cache=True)
-def conv_weight_grad(x, g, kh, kw, stride, pt, pl):
-    """dW (KH, KW, Cin, Cout) = sum over experiences and positions of x's patch times g (T, OH, OW, Cout)."""
-    n, h, wd, cin = x.shape
-    _, oh, ow, cout = g.shape
-    dw = np.zeros((kh, kw, cin, cout))
-    for q in prange(kh * kw * cin):
-        ky, kx, ci = q // (kw * cin), (q // cin) % kw, q % cin
-        for t in range(n):
-            for oy in range(oh):
-                iy = oy * stride + ky - pt
-                if iy < 0 or iy >= h:
-                    continue
-                for ox in range(ow):
-                    ix = ox * stride + kx - pl
-                    if ix < 0 or ix >= wd:
-                        continue
-                    v = x[t, iy, ix, ci]
-                    if v != 0.0:
-                        for co in range(cout):
-                            dw[ky, kx, ci, co] += v * g[t, oy, ox, co]
-    return dw
-
-
-@numba.njit(parallel=True, cache=True)
 def conv_input_grad(g, w, h, wd, stride, pt, pl):
     """dx (T, H, W, Cin): g (T, OH, OW, Cout) through the conv's weights back to its input."""
     n, oh, ow, cout = g.shape
@@ -111,19 +87,6 @@ def dense_forward(x, w, b):
 
 
 @numba.njit(parallel=True, cache=True)
-def dense_weight_grad(x, g):
-    """dW (n, m) = x (T, n)^T @ g (T, m), summed over experiences in order."""
-    n_t, n_in = x.shape
-    dw = np.zeros((n_in, g.shape[1]))
-    for i in prange(n_in):
-        for t in range(n_t):
-            v = x[t, i]
-            if v != 0.0:
-                dw[i] += v * g[t]
-    return dw
-
-
-@numba.njit(parallel=True, cache=True)
 def dense_input_grad(g, w):
     """dx (T, n) = g (T, m) @ w (n, m)^T."""
     n_t, m = g.shape
@@ -153,8 +116,9 @@ def column_sums(g):
 
 @numba.njit(parallel=True, cache=True)
 def conv_weight_grads(x, g, kh, kw, stride, pt, pl):
-    """conv_weight_grad for K cotangents at once: g (K, T, OH, OW, Cout) -> (K, KH, KW, Cin, Cout),
-    each x value read once for all K; every element summed in conv_weight_grad's order."""
+    """dW (K, KH, KW, Cin, Cout): for each of K cotangents g (K, T, OH, OW, Cout), the sum over
+    experiences and positions of x's (T, H, W, Cin) patch times g[k]; each x value is read once
+    for all K, and every element is summed in the order (t, oy, ox) whatever K is."""
     n, h, wd, cin = x.shape
     n_k, _, oh, ow, cout = g.shape
     dw = np.zeros((n_k, kh, kw, cin, cout))
@@ -179,7 +143,8 @@ def conv_weight_grads(x, g, kh, kw, stride, pt, pl):
 
 @numba.njit(parallel=True, cache=True)
 def dense_weight_grads(x, g):
-    """dense_weight_grad for K cotangents at once: g (K, T, m) -> (K, n, m), in its order."""
+    """dW (K, n, m): x (T, n)^T @ g[k] (T, m) for each of K cotangents, summed over experiences
+    in order, each x value read once for all K."""
     n_t, n_in = x.shape
     n_k = g.shape[0]
     dw = np.zeros((n_k, n_in, g.shape[2]))
