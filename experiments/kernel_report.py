@@ -4,8 +4,8 @@ machine code, with its resources and launch limits.
     python -m experiments.kernel_report                 # sm_90 (H100, H200) and sm_80 (A100)
     python -m experiments.kernel_report --arch sm_90
 
-For every net a run can build (large and small on Atari's 18 actions and the maze's 5, the mlp on
-a vector task), the kernels of nevo.kernels.cuda are compiled as CudaPolicy launches them:
+For every net a run can build (large and small on Atari's 18 actions and the maze's 5, the mlp
+and the deep net on a vector task), the kernels of nevo.kernels.cuda are compiled as CudaPolicy launches them:
 numba.cuda's NVVM turns each into PTX (`cuda.compile_ptx`), and ptxas into the architecture's
 machine code, whose report gives registers, shared memory, stack and spills. From the PTX: fp64
 instructions and divisions. The launch limits are checked for every row count up to 10,000:
@@ -37,6 +37,7 @@ NETS = {
     "large, maze": ("large", (4, 84, 84), 5, np.uint8),
     "small, maze": ("small", (4, 84, 84), 5, np.uint8),
     "mlp, vector task": ("mlp", (8, 1, 1), 4, np.float32),
+    "deep, vector task": ("deep", (8, 1, 1), 4, np.float32),
 }
 MAX_ROWS = 10_000  # populations and slot counts checked up to this many rows
 # Per-block limits of compute capabilities 8.x and 9.0 (CUDA C++ Programming Guide, Table 21).

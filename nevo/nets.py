@@ -24,6 +24,9 @@ NAMED_LAYERS = {
     "small": (("conv", 16, 8, 4), ("conv", 32, 4, 2), ("dense", 256)),
     # For vector observations (gymnasium control tasks): two hidden layers of 64.
     "mlp": (("dense", 64), ("dense", 64)),
+    # Deep and narrow, for vector observations: 16 hidden layers of 32, where the effect of a
+    # plain Gaussian mutation varies most from weight to weight (safe mutations, Lehman et al. 2018).
+    "deep": (("dense", 32),) * 16,
 }
 IMAGE_NETS = ("large", "small")  # the nets with convs: they need image observations
 
