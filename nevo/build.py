@@ -81,17 +81,17 @@ def evaluator(cfg, task, spec, device, run_dir, table, population: int, bases: i
     machine's device, or on a Dask cluster (nevo.cluster.ClusterEvaluator; a ClusterError when
     none answers) when cluster (the --cluster settings) is given. population: individuals per
     generation; bases: the rows they are built from (parents, or thetas)."""
+    ref = reference_batch(cfg, task, run_dir) if cfg.net.vbn else None
     if cluster is None:
         from nevo.kernels import make_policy
 
-        builder = weight_builder(cfg, task, spec, run_dir, table)  # genomes -> weights, in the evaluator
+        builder = builder_for(cfg, spec, table, ref)  # genomes -> weights, in the evaluator
         ev, facts = task.evaluator(
             cfg.run, make_policy(device, spec), builder, device, population, behaviours
         )
         return ev, {"device": device, **facts}
     from nevo.cluster import ClusterEvaluator
 
-    ref = reference_batch(cfg, task, run_dir) if cfg.net.vbn else None
     ev = ClusterEvaluator(cluster.address, cfg, task, ref, table, population, bases, behaviours,
                           cluster.timeout_s, cluster.chunk, say)  # fmt: skip
     return ev, ev.facts

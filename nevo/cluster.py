@@ -33,6 +33,7 @@ import pickle
 import time
 import uuid
 import warnings
+from concurrent.futures import CancelledError
 
 import numpy as np
 
@@ -189,7 +190,6 @@ class ClusterEvaluator:
     def run(self, population, episodes: Episodes, progress=None) -> Results:
         """Play every episode on the cluster; results in the order of episodes (see Results)."""
         from distributed import wait
-        from distributed.client import FuturesCancelledError
 
         from nevo import cluster_worker as worker_side
 
@@ -230,7 +230,7 @@ class ClusterEvaluator:
                 finished, pending = wait(pending, timeout=2.0, return_when="FIRST_COMPLETED")
             except TimeoutError:  # nothing came back in 2 s: look at the cluster below
                 finished = set()
-            except FuturesCancelledError:  # the client cancels every future when it loses the scheduler
+            except CancelledError:  # the client cancels every future when it loses the scheduler
                 raise ClusterError(f"lost the Dask scheduler at {self.address}") from None
             for f in finished:
                 parts[order[f.key]] = part = self._result(f)
@@ -261,7 +261,8 @@ class ClusterEvaluator:
         n_workers = len(seen - lost) or 1
         # after the last chunk left the queue some worker stood idle: from the (chunks - workers)-th end
         tail_from = sorted(ends)[max(0, len(ends) - n_workers)]
-        out.wall_s, out.tail_s = wall, t0 + wall - tail_from if len(ends) > n_workers else wall
+        out.wall_s = wall
+        out.tail_s = t0 + wall - tail_from if len(ends) > n_workers else wall
         out.forward_s /= n_workers  # per worker, as on one machine
         out.cluster = {
             "bytes_sent": sent,
@@ -282,10 +283,8 @@ class ClusterEvaluator:
             raise ClusterError(
                 f"a chunk of episodes ended the workers that ran it ({e}); out of memory?"
             ) from None
-        except Exception as e:
-            if future.status == "cancelled" or type(e).__name__ in ("CancelledError", "FutureCancelledError"):
-                raise ClusterError(f"lost the Dask scheduler at {self.address}") from None
-            raise
+        except CancelledError:  # Dask's FutureCancelledError: the client lost the scheduler
+            raise ClusterError(f"lost the Dask scheduler at {self.address}") from None
 
     def close(self) -> None:
         try:

@@ -1,8 +1,8 @@
 """The worker side of nevo on a Dask cluster (nevo.cluster is the driver's side).
 
 Imported by the driver only with --cluster, and by each worker when it unpickles the plugin:
-`_Setup` sets a worker up once per run (noise table, net, compiled kernels, its own evaluator on
-its cores, a WeightBuilder whose cache holds the current parents' weights), `_run_chunk` plays a
+`Setup` sets a worker up once per run (noise table, net, compiled kernels, its own evaluator on
+its cores, a WeightBuilder whose cache holds the current parents' weights), `run_chunk` plays a
 chunk of episodes on it.
 """
 
@@ -18,6 +18,7 @@ from distributed import Reschedule, WorkerPlugin, get_worker
 
 import nevo
 from nevo.episodes import Episodes, Results
+from nevo.machine import cores
 
 EVENTS = "nevo-refused"  # the topic on which a refusing worker says why
 
@@ -99,8 +100,7 @@ class Setup(WorkerPlugin):
             return
         builder = build.builder_for(cfg, spec, table, self.ref_batch)
         self.device = device
-        self.threads = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1,
-                           numba.config.NUMBA_NUM_THREADS)  # fmt: skip
+        self.threads = min(cores(), numba.config.NUMBA_NUM_THREADS)  # cores(): after the affinity above
         policy = make_policy(device, spec)
         self.evaluator, self.layout = self.task.evaluator(
             cfg.run, policy, builder, device, self.population, behaviours=self.behaviours
