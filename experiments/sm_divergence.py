@@ -102,6 +102,10 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     try:
         cfg, elite, spec, weights = load_elite(a.run_dir)
+        if cfg.net.vbn:  # nevo.safe_mutation differentiates plain weights, without VBN's fold
+            raise ConfigError(
+                f"{a.run_dir}: a run with --vbn; safe mutations are measured on nets without it"
+            )
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
