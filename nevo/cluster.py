@@ -162,7 +162,9 @@ class ClusterEvaluator:
             raise ClusterError(f"lost the Dask scheduler at {self.address}") from None
         return running - self.reported
 
-    def _wait_for_workers(self) -> set:
+    def _wait_for_workers(self, gone: bool = False) -> set:
+        """The accepted workers, once there is one; a ClusterError after timeout_s without any.
+        gone: the run had workers and lost them all (between two evaluations), not none yet."""
         deadline = time.monotonic() + self.timeout_s
         while True:
             workers = self._accepted()
@@ -172,11 +174,15 @@ class ClusterEvaluator:
             if workers:
                 return workers
             if time.monotonic() > deadline:
-                why = f" ({len(self.reported)} refused)" if self.reported else ""
-                raise ClusterError(
-                    f"no nevo worker joined the cluster at {self.address} in {self.timeout_s:g} s{why}"
-                )
+                raise ClusterError(self._gone() if gone else self._none_joined())
             time.sleep(0.5)
+
+    def _none_joined(self) -> str:
+        why = f" ({len(self.reported)} refused)" if self.reported else ""
+        return f"no nevo worker joined the cluster at {self.address} in {self.timeout_s:g} s{why}"
+
+    def _gone(self) -> str:
+        return f"every worker of the cluster at {self.address} has been gone for {self.timeout_s:g} s"
 
     def _worker_facts(self) -> dict:
         """What the workers run, as config.json's facts (the first accepted worker's)."""
@@ -199,7 +205,7 @@ class ClusterEvaluator:
         if n_ep == 0:
             empty = np.zeros(0, np.int64)
             return Results(np.zeros(0), empty, empty.copy())
-        workers = self._accepted() or self._wait_for_workers()
+        workers = self._accepted() or self._wait_for_workers(gone=True)
         size = self.chunk or max(1, math.ceil(n_ep / (2 * len(workers))))
         starts = list(range(0, n_ep, size))
         self.runs += 1
@@ -248,10 +254,7 @@ class ClusterEvaluator:
                 elif empty_since is None:
                     empty_since = time.monotonic()
                 elif time.monotonic() - empty_since > self.timeout_s:
-                    raise ClusterError(
-                        f"every worker of the cluster at {self.address} has been gone for "
-                        f"{self.timeout_s:g} s"
-                    )
+                    raise ClusterError(self._gone())
         try:
             held.release()
         except Exception:  # noqa: BLE001 (the next call to the scheduler will say if it is gone)
