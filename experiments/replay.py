@@ -29,7 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from nevo import build, config, envs, nets, noise, runs, tasks
+from nevo import build, config, envs, nets, noise, runs, safe_build, tasks
 from nevo.episodes import Episodes, Population
 from nevo.kernels import make_policy
 
@@ -99,8 +99,11 @@ def load_elite(run_dir: str, which: str = "best"):
             raise runs.DamagedFile(f"{path}: damaged, shape {theta.shape} for a net of {spec.n_params:,}")
         return cfg, elite, spec, theta
     table = noise.make_table(elite["noise_table_size"], elite["noise_seed"])
-    source = noise.NoiseSource(table, nets.init_scale(spec), elite["sigma"])
-    return cfg, elite, spec, source.rebuild(elite["seeds"]).copy()
+    # A safe mutation's step also reads its parent's experiences, kept in the run folder.
+    weights = safe_build.rebuild(elite.get("mutation", "gaussian"), spec, elite["seeds"], table,
+                                 nets.init_scale(spec), elite["sigma"],
+                                 lambda genome: runs.load_experiences(run_dir, genome))  # fmt: skip
+    return cfg, elite, spec, weights
 
 
 class Status:

@@ -6,6 +6,7 @@
     python -m experiments.run_ga --env CartPole-v1       # a gymnasium vector task, in about a minute
     python -m experiments.run_ga --resume runs/<folder>  # continue a killed run
     python -m experiments.run_ga --cluster local:2       # on a Dask cluster (or tcp://host:8786)
+    python -m experiments.run_ga --env CartPole-v1 --net deep --mutation sm-g-sum  # safe mutations
 
 Each generation: ask -> evaluate -> tell, validate the top candidates -> log -> checkpoint.
 """
@@ -50,7 +51,8 @@ def main(argv=None) -> int:
     out.say(
         f"nevo {cfg.algo} | {task.name} | net {cfg.net.net} ({spec.n_params:,} params"
         f"{f', VBN over {cfg.net.vbn} observations' if cfg.net.vbn else ''}) | "
-        f"N={cfg.ga.population} T={cfg.ga.truncation} sigma={cfg.ga.sigma} | "
+        f"N={cfg.ga.population} T={cfg.ga.truncation} sigma={cfg.ga.sigma}"
+        f"{f' mutation {cfg.ga.mutation}' if cfg.ga.mutation != 'gaussian' else ''} | "
         + ", ".join(f"{k} {v}" for k, v in facts.items())
         + f" | run folder {run_dir}"
     )
@@ -63,6 +65,14 @@ def main(argv=None) -> int:
         algo.load_state(checkpoint)
         frames, wall = int(checkpoint["frames"]), float(checkpoint["wall_s"])
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
+    safe = cfg.ga.mutation != "gaussian"  # safe mutations: the parents' experiences in the run folder
+    if safe and algo.parents:
+        try:
+            algo.parent_experiences = [runs.load_experiences(run_dir, g) for g in algo.parents]
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    living = runs.living_genomes(algo)  # whose experiences the last checkpoint needs
     if resume_dir:  # drop metrics of a generation that was in flight when the run died
         runs.trim_metrics(run_dir, algo.generation)
 
@@ -90,6 +100,7 @@ def main(argv=None) -> int:
                 "elite/genome_len": len(algo.elite),
                 "elite/kept": int(algo.elite_kept),
                 "episode/mean_length": float(np.mean(train.lengths)),
+                **({"perf/mutation_s": round(train.mutation_s + valid.mutation_s, 3)} if safe else {}),
             }
             runs.append_metrics(run_dir, row)
             rebuild = {
@@ -99,6 +110,7 @@ def main(argv=None) -> int:
                 "sigma": cfg.ga.sigma,
                 "noise_table_size": cfg.run.noise_table_size,
                 "noise_seed": cfg.run.noise_seed,
+                **({"mutation": cfg.ga.mutation} if safe else {}),  # its rebuild reads experiences/
             }
             kept = [(runs.ELITE, gen, algo.elite, algo.elite_score)]
             if algo.best is not None:  # None only while every validation mean was NaN
@@ -112,7 +124,13 @@ def main(argv=None) -> int:
                 )
             if train.behaviours is not None:  # the maze: the population's final positions
                 runs.save_array(run_dir, runs.BEHAVIOURS, train.behaviours)
+            if safe:  # before the checkpoint that names them
+                runs.save_experiences(run_dir, algo.parents, algo.parent_experiences)
             runs.save_checkpoint(run_dir, {**algo.state(), "frames": frames, "wall_s": wall})
+            if safe:  # the previous checkpoint's still count: --resume may fall back to it
+                now_living = runs.living_genomes(algo)
+                runs.prune_experiences(run_dir, now_living + living)
+                living = now_living
             out.generation_done(row)
     except KeyboardInterrupt:
         out.say(f"interrupted; continue with: python -m experiments.run_ga --resume {run_dir}")

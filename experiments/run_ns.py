@@ -72,7 +72,8 @@ def main(argv=None) -> int:
     runs.write_config(run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **facts})
     out.say(
         f"nevo {ns.algo} | {task.name} | net {cfg.net.net} ({spec.n_params:,} params) | "
-        f"N={ns.population} sigma={ns.sigma} k={ns.k} | "
+        f"N={ns.population} sigma={ns.sigma} k={ns.k}"
+        f"{f' mutation {ns.mutation}' if ns.mutation != 'gaussian' else ''} | "
         + ", ".join(f"{k} {v}" for k, v in facts.items())
         + f" | run folder {run_dir}"
     )
@@ -87,6 +88,14 @@ def main(argv=None) -> int:
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames, archive {len(algo.archive)}")
     if resume_dir:  # drop metrics of a generation that was in flight when the run died
         runs.trim_metrics(run_dir, algo.generation)
+    safe = ns.mutation != "gaussian"  # GA-NS with safe mutations: the parents' experiences in the run folder
+    if safe and algo.parents:
+        try:
+            algo.parent_experiences = [runs.load_experiences(run_dir, g) for g in algo.parents]
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    living = runs.living_genomes(algo.ga) if safe else []  # whose experiences the last checkpoint needs
 
     # ---- the loop: ask -> evaluate -> tell -> validate -> log -> checkpoint ------------
     try:
@@ -120,6 +129,7 @@ def main(argv=None) -> int:
                 "score/pop_mean": float(np.mean(train.returns)),
                 **algo.metrics(),
                 **runs.cluster_row(train, valid),
+                **({"perf/mutation_s": round(train.mutation_s + valid.mutation_s, 3)} if safe else {}),
             }
             runs.append_metrics(run_dir, row)
             # elite.json, for experiments.replay: GA-NS's elite is a seed list (rebuilt as the GA's
@@ -137,13 +147,20 @@ def main(argv=None) -> int:
                     "sigma": ns.sigma,
                     "noise_table_size": cfg.run.noise_table_size,
                     "noise_seed": cfg.run.noise_seed,
+                    **({"mutation": ns.mutation} if safe else {}),  # its rebuild reads experiences/
                 }
             else:
                 runs.save_array(run_dir, runs.THETA, algo.elite)
                 elite |= {"theta": runs.THETA, "validation_episodes": ns.validation_episodes}
             runs.write_json(run_dir, runs.ELITE, elite)
             runs.save_array(run_dir, runs.BEHAVIOURS, train.behaviours)
+            if safe:  # before the checkpoint that names them
+                runs.save_experiences(run_dir, algo.parents, algo.parent_experiences)
             runs.save_checkpoint(run_dir, {**algo.state(), "frames": frames, "wall_s": wall})
+            if safe:  # the previous checkpoint's still count: --resume may fall back to it
+                now_living = runs.living_genomes(algo.ga)
+                runs.prune_experiences(run_dir, now_living + living)
+                living = now_living
             out.generation_done(row)
     except KeyboardInterrupt:
         out.say(f"interrupted; continue with: python -m experiments.run_ns --resume {run_dir}")

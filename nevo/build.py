@@ -36,11 +36,28 @@ def weight_builder(cfg, task, spec, run_dir: str, table: np.ndarray | None) -> W
     norm folded in, over the run folder's reference batch (collected and saved on the run's
     first start), so the forward kernels run plain weights."""
     ref = reference_batch(cfg, task, run_dir) if cfg.net.vbn else None
-    return builder_for(cfg, spec, table, ref)
+    return builder_for(cfg, spec, table, ref, run_dir)
 
 
-def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | None) -> WeightBuilder:
-    """weight_builder's WeightBuilder, given the reference batch (None without --vbn)."""
+def mutation_of(cfg) -> str:
+    """The GA's (or GA-NS's) --mutation; ES runs have none: "gaussian"."""
+    group = getattr(cfg, "ga", None) or getattr(cfg, "ns", None)
+    return getattr(group, "mutation", "gaussian")
+
+
+def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | None,
+                run_dir: str | None = None) -> WeightBuilder:  # fmt: skip
+    """weight_builder's WeightBuilder, given the reference batch (None without --vbn); with a
+    safe mutation, one that builds safe children, reading ancestors' experiences from run_dir."""
+    if mutation_of(cfg) != "gaussian":  # never with --vbn (config.validate)
+        from nevo.safe_build import SafeMutation
+
+        def experiences_of(genome):
+            if run_dir is None:
+                raise KeyError("no run folder to read a parent's experiences from")
+            return runs.load_experiences(run_dir, genome)
+
+        return WeightBuilder(table, nets.init_scale(spec), safe=SafeMutation(spec, table, experiences_of))
     if not cfg.net.vbn:
         return WeightBuilder(table, nets.init_scale(spec))
     from nevo.vbn import fold
@@ -66,13 +83,28 @@ def check_machine(cfg, task, spec, population: int, bases: int, cluster) -> str 
     if cluster is not None:
         from nevo.cluster import check_address
 
+        if mutation_of(cfg) != "gaussian":
+            raise ConfigError(
+                f"--cluster: safe mutations (--mutation {mutation_of(cfg)}) run on one machine for now "
+                "(each child needs its parent's experiences, which the workers are not sent)"
+            )
+
         check_address(cluster.address)
         check_memory(spec.n_params, 0, cfg.run.noise_table_size, "cpu", "--noise-table-size")
         return None
     device = device_for(cfg, task)
     rows = weight_rows(cfg, device, population, bases)
-    check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population")
+    check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population",
+                 experience_bytes(cfg, task, population))  # fmt: skip
     return device
+
+
+def experience_bytes(cfg, task, population: int) -> int:
+    """Bytes of a generation's experiences (safe mutations: --experiences per individual)."""
+    if mutation_of(cfg) == "gaussian":
+        return 0
+    group = getattr(cfg, "ga", None) or cfg.ns
+    return population * group.experiences * int(np.prod(task.obs_shape)) * np.dtype(task.obs_dtype).itemsize
 
 
 def evaluator(cfg, task, spec, device, run_dir, table, population: int, bases: int,
@@ -85,7 +117,7 @@ def evaluator(cfg, task, spec, device, run_dir, table, population: int, bases: i
     if cluster is None:
         from nevo.kernels import make_policy
 
-        builder = builder_for(cfg, spec, table, ref)  # genomes -> weights, in the evaluator
+        builder = builder_for(cfg, spec, table, ref, run_dir)  # genomes -> weights, in the evaluator
         ev, facts = task.evaluator(
             cfg.run, make_policy(device, spec), builder, device, population, behaviours
         )
@@ -106,14 +138,17 @@ def weight_rows(cfg, device: str, population: int, bases: int) -> int:
     return held + 2 * bases
 
 
-def check_memory(n_params: int, rows: int, noise_table_size: int, device: str, flag: str) -> None:
-    """Stop before starting if `rows` weight rows plus the noise table cannot fit in memory (or
-    the rows on the GPU); the message names `flag`, the setting to lower."""
-    need = 4 * n_params * rows + 4 * noise_table_size
+def check_memory(n_params: int, rows: int, noise_table_size: int, device: str, flag: str,
+                 extra: int = 0) -> None:  # fmt: skip
+    """Stop before starting if `rows` weight rows plus the noise table (plus `extra` bytes: the
+    experiences of safe mutations) cannot fit in memory (or the rows on the GPU); the message
+    names `flag`, the setting to lower."""
+    need = 4 * n_params * rows + 4 * noise_table_size + extra
     avail = machine.available_memory()
     if avail is not None and need > 0.9 * avail:
+        also = f" and {extra / 2**30:.1f} GiB of experiences (--experiences)" if extra else ""
         raise ConfigError(
-            f"{flag}: {rows} x {n_params:,} float32 weights plus the noise table need "
+            f"{flag}: {rows} x {n_params:,} float32 weights plus the noise table{also} need "
             f"{need / 2**30:.1f} GiB; this machine has {avail / 2**30:.1f} GiB available. "
             f"Use a smaller {flag}, --net small or a smaller --noise-table-size."
         )

@@ -55,6 +55,12 @@ class GAConfig:
     sigma: float = setting(0.002, "mutation power: child = parent + sigma * N(0, I)")
     elite_candidates: int = setting(10, "top individuals re-evaluated to pick the elite")
     validation_episodes: int = setting(30, "episodes each elite candidate is re-evaluated on")
+    mutation: str = setting(
+        "gaussian",
+        "gaussian (parent + sigma*eps), or a safe mutation of Lehman et al. 2018: sm-r, sm-g-sum, "
+        "sm-g-abs, sm-g-so (sigma*eps scaled by the parent's output sensitivity)",
+    )
+    experiences: int = setting(100, "safe mutations: observations kept per individual to measure it on")
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,8 @@ class NSConfig:
     )
     nsra_delta: float = setting(0.05, "NSRA-ES: step of the reward weight (Conti et al.: 0.05)")
     validation_episodes: int = setting(1, "ES family: episodes the updated agent is evaluated on")
+    mutation: str = setting("gaussian", "GA-NS: gaussian, sm-r, sm-g-sum, sm-g-abs or sm-g-so (as run_ga's)")
+    experiences: int = setting(100, "GA-NS, safe mutations: observations kept per individual")
 
 
 @dataclass(frozen=True)
@@ -265,6 +273,9 @@ def validate(cfg):
     require(e.frameskip >= 1, "frameskip", "an integer >= 1", e.frameskip)
     require(n.net in NAMED_LAYERS, "net", ", ".join(NAMED_LAYERS), n.net)
     require(n.vbn == 0 or n.vbn >= 2, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
+    mutation = getattr(getattr(cfg, "ga", None) or getattr(cfg, "ns", None), "mutation", "gaussian")
+    require(n.vbn == 0 or mutation == "gaussian", "vbn", "0 with a safe mutation (its gradients are "
+            "taken without virtual batch norm's fold)", n.vbn)  # fmt: skip
     if isinstance(cfg, ESRunConfig):
         _validate_es(cfg.es)
     elif isinstance(cfg, NSRunConfig):
@@ -309,7 +320,10 @@ def _validate_ns(s) -> None:
         require(
             1 <= s.truncation <= s.population, "truncation", f"1 .. population ({s.population})", s.truncation
         )
+        _validate_mutation(s, 1)
         return
+    only = "gaussian (safe mutations are GA-NS's, not the ES family's)"
+    require(s.mutation == "gaussian", "mutation", only, s.mutation)
     require(s.meta_population >= 1, "meta_population", "an integer >= 1", s.meta_population)
     _validate_es_step(s)
     require(0 <= s.reward_weight <= 1, "reward_weight", "a number in [0, 1]", s.reward_weight)
@@ -333,6 +347,17 @@ def _validate_ga(g) -> None:
         g.elite_candidates,
     )
     require(g.validation_episodes >= 1, "validation_episodes", "an integer >= 1", g.validation_episodes)
+    _validate_mutation(g, g.truncation)
+
+
+def _validate_mutation(g, truncation: int) -> None:
+    """--mutation and --experiences of the GA and GA-NS."""
+    from nevo.safe_mutation import OPERATORS
+
+    require(g.mutation in OPERATORS, "mutation", ", ".join(OPERATORS), g.mutation)
+    require(g.experiences >= 1, "experiences", "an integer >= 1", g.experiences)
+    if g.mutation != "gaussian":
+        require(truncation > 0, "mutation", "gaussian for random search (it has no parents)", g.mutation)
 
 
 def _validate_run(r) -> None:

@@ -19,6 +19,7 @@ class Episodes:
 
     ind: np.ndarray  # (E,) int64 row of the Population
     seeds: np.ndarray  # (E,) int64 episode seeds
+    record: int = 0  # observations to keep per episode, a seeded uniform sample (nevo.experiences)
 
 
 @dataclass
@@ -33,6 +34,9 @@ class Results:
     forward_s: float = 0.0  # of which in the forward pass (choosing actions)
     behaviours: np.ndarray | None = None  # (E, d) behaviour at each episode's end, where the task gives one
     cluster: dict | None = None  # on a Dask cluster: bytes sent and received, chunks, workers (nevo.cluster)
+    experiences: np.ndarray | None = None  # (E, record, *obs) the observations kept, when Episodes.record > 0
+    experience_counts: np.ndarray | None = None  # (E,) int64 how many of each episode's are filled
+    mutation_s: float = 0.0  # of the wall time, building safe mutations' children (nevo.safe_build)
 
     @property
     def total_frames(self) -> int:
@@ -42,8 +46,12 @@ class Results:
         """The outcomes of episodes `which`, in that order (times stay the whole evaluation's)."""
         which = np.asarray(which, np.int64)
         bc = None if self.behaviours is None else self.behaviours[which]
+        exp, counts = None, None
+        if self.experiences is not None:
+            exp, counts = self.experiences[which], self.experience_counts[which]
         return Results(self.returns[which], self.lengths[which], self.frames[which], self.wall_s,
-                       self.tail_s, self.forward_s, bc)  # fmt: skip
+                       self.tail_s, self.forward_s, bc, experiences=exp, experience_counts=counts,
+                       mutation_s=self.mutation_s)  # fmt: skip
 
     @staticmethod
     def concat(parts: list[Results]) -> Results:
@@ -56,6 +64,13 @@ class Results:
             tail_s=sum(p.tail_s for p in parts),
             forward_s=sum(p.forward_s for p in parts),
             behaviours=None if parts[0].behaviours is None else np.concatenate([p.behaviours for p in parts]),
+            experiences=None
+            if parts[0].experiences is None
+            else np.concatenate([p.experiences for p in parts]),
+            experience_counts=None
+            if parts[0].experience_counts is None
+            else np.concatenate([p.experience_counts for p in parts]),
+            mutation_s=sum(p.mutation_s for p in parts),
         )
 
 
@@ -78,6 +93,10 @@ class Population:
     seed: np.ndarray  # (N,) int64 noise seed, -1: copy of the base
     scale: np.ndarray  # (N,) float32 the noise's multiplier (sigma, or -sigma for a mirrored ES row)
     sigma: float = 0.0  # the mutation power of the seed lists in bases
+    # How a child (base >= 0, seed >= 0) comes from its base: "gaussian" (base + scale * eps) or
+    # a safe mutation (nevo.safe_build), measured on the base's experiences.
+    operator: str = "gaussian"
+    experiences: list | None = None  # [(T_k, *obs)] per base: the observations its sensitivity is measured on
 
     def __len__(self) -> int:
         return len(self.base)
@@ -85,7 +104,8 @@ class Population:
     def rows(self, which) -> Population:
         """The population of rows `which` (in that order), over the same bases."""
         which = np.asarray(which, np.int64)
-        return Population(self.bases, self.base[which], self.seed[which], self.scale[which], self.sigma)
+        return Population(self.bases, self.base[which], self.seed[which], self.scale[which], self.sigma,
+                          self.operator, self.experiences)  # fmt: skip
 
     @staticmethod
     def of_weights(weights: np.ndarray) -> Population:

@@ -21,6 +21,8 @@ import time
 import numpy as np
 
 from nevo.episodes import Episodes, Results
+from nevo.experiences import sample_for
+from nevo.slot_weights import mutation_s
 
 
 class InProcessEvaluator:
@@ -55,6 +57,8 @@ class InProcessEvaluator:
         next_ep, done, frames = first, 0, 0
         has_bc = hasattr(self.task, "behaviour")
         behaviours = None
+        sample = sample_for(episodes, self.task.obs_shape, self.task.obs_dtype)  # None unless asked
+        mutation_s0 = mutation_s(self.weights)
         self.policy.load(self.weights.start(population, ind, S))
         slot_row[:first] = self.weights.take(ind[:first])
         try:
@@ -64,6 +68,8 @@ class InProcessEvaluator:
                     break
                 tick = time.monotonic()
                 ep = slot_ep[live]
+                if sample is not None:
+                    sample.offer(ep, obs[live])
                 actions = self.policy(slot_row[live], obs[live])
                 forward_s += time.monotonic() - tick
                 o, r, ended = self.task.step(live, actions)
@@ -108,4 +114,7 @@ class InProcessEvaluator:
             tail_s=tail_s,
             forward_s=forward_s,
             behaviours=behaviours,
+            experiences=None if sample is None else sample.obs,
+            experience_counts=None if sample is None else sample.counts(),
+            mutation_s=mutation_s(self.weights) - mutation_s0,
         )

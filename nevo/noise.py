@@ -143,16 +143,21 @@ class WeightBuilder:
     populations used, or built in one pass from its parent's weights there (a GA parent is a
     child, or a copy, of last generation's), or else rebuilt seed by seed (after a resume).
     `build(rows, out)` then writes rows' weights in one `build_rows` pass, bit-identical to a
-    rebuild from their seed lists. `fold`, when given, changes built rows in place (virtual
+    rebuild from their seed lists. With `safe` (nevo.safe_build) and a population whose operator
+    is a safe mutation, `use` also measures each base's sensitivity, once, and `build` makes the
+    children with it. `fold`, when given, changes built rows in place (virtual
     batch norm folded into the weights).
     """
 
-    def __init__(self, table: np.ndarray | None, init_scale: np.ndarray, fold=None):
+    def __init__(self, table: np.ndarray | None, init_scale: np.ndarray, fold=None, safe=None):
         # table None: only copies of weights given as they are (a replay of ES's theta)
         self.table = table if table is not None else np.zeros(0, np.float32)
         self.init_scale = np.ascontiguousarray(init_scale, dtype=np.float32)
         self.n_params = self.init_scale.size
         self.fold = fold  # fold(weights (n, P) float32) -> None, in place
+        # nevo.safe_build.SafeMutation: builds the children of populations whose operator is a
+        # safe mutation (None: Gaussian children only)
+        self.safe = safe
         self._known: list[dict[bytes, np.ndarray]] = [{}, {}]  # genome bytes -> (P,): last two uses
         self._pop = None
         self._bases = np.zeros((0, self.n_params), np.float32)  # (K, P) of the population in use
@@ -171,6 +176,7 @@ class WeightBuilder:
         if isinstance(pop.bases, np.ndarray):  # weights as they are
             self._bases = np.ascontiguousarray(pop.bases, dtype=np.float32).reshape(-1, self.n_params)
             return
+        safe = self._safe_for(pop)
         source = NoiseSource(self.table, self.init_scale, pop.sigma)
         bases = np.empty((len(pop.bases), self.n_params), np.float32)
         known = {**self._known[0], **self._known[1]}
@@ -180,12 +186,32 @@ class WeightBuilder:
             parent = known.get(g[:-1].tobytes())
             if key in known:
                 bases[k] = known[key]
-            elif parent is not None:  # one pass: the parent's weights plus the last seed
+            elif parent is not None and safe:  # one pass: the parent's weights and the last seed
+                self.safe.child_of(pop.operator, parent, g, pop.sigma, bases[k])
+            elif parent is not None:
                 source.build(bases[k : k + 1], parent[None], [0], g[-1:])
+            elif safe:
+                self.safe.rebuild(pop.operator, g, pop.sigma, self.init_scale, bases[k])
             else:
                 source.rebuild(g, out=bases[k])
         self._known = [self._known[1], dict(zip(keys, bases))]
         self._bases = bases
+        if safe:
+            self.safe.prepare(pop, bases)
+
+    def _safe_for(self, pop) -> bool:
+        """Whether pop's children are safe mutations (ValueError if this builder cannot make them)."""
+        op = getattr(pop, "operator", "gaussian")
+        if op == "gaussian":
+            return False
+        if self.safe is None:
+            raise ValueError(f"a population with {op} mutations needs a builder with safe mutations")
+        return True
+
+    @property
+    def mutation_s(self) -> float:
+        """Seconds spent on safe mutations so far (0 without them)."""
+        return 0.0 if self.safe is None else self.safe.mutation_s
 
     def build(self, rows, out: np.ndarray) -> np.ndarray:
         """out (len(rows), P) float32 = the weights of these rows of the population in use."""
@@ -194,6 +220,8 @@ class WeightBuilder:
         base = np.ascontiguousarray(pop.base[rows], np.int64)
         scale = np.ascontiguousarray(pop.scale[rows], np.float32)
         build_rows(out, self._bases, base, self._offsets[rows], self.init_scale, scale, self.table)
+        if getattr(pop, "operator", "gaussian") != "gaussian":  # the children again, safely
+            self.safe.build(pop, rows, out, self._offsets[rows])
         if self.fold is not None:
             self.fold(out)
         return out

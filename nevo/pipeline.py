@@ -34,8 +34,9 @@ import numpy as np
 from nevo.atari_ram import RamReplayer, collect
 from nevo.envs import NOOP, make_atari, noop_count
 from nevo.episodes import Episodes, Results
+from nevo.experiences import sample_for
 from nevo.machine import cores
-from nevo.slot_weights import in_parts
+from nevo.slot_weights import in_parts, mutation_s
 
 # What receive() finds a group to be after its step.
 LIVE, RESETTING, IDLE = range(3)
@@ -199,6 +200,9 @@ class _RunState:
         self.start_episode = np.zeros(S, np.int64)
         self.obs = np.zeros((S, *ev.envs[0].single_observation_space.shape), np.uint8)  # (S, 4, 84, 84)
         self.actions = np.zeros(S, np.int64)
+        # With Episodes.record: a seeded sample of each episode's observations (nevo.experiences).
+        self.sample = sample_for(episodes, self.obs.shape[1:], np.uint8)
+        self.mutation_s0 = mutation_s(ev.weights)
         # With RAM behaviours: each slot's actions so far in its episode (S, steps), and the
         # replay of each ended episode.
         self.record = None if ev.replayer is None else np.zeros((S, 64), np.uint8)
@@ -243,6 +247,8 @@ class _RunState:
         acting = slots[(ep >= 0) & (self.slot_steps[slots] >= self.noops[np.maximum(ep, 0)])]
         self.actions[slots] = NOOP
         if acting.size:  # compaction: only these rows go through the net
+            if self.sample is not None:  # the observations the net acts on
+                self.sample.offer(self.slot_ep[acting], self.obs[acting])
             t0 = time.monotonic()
             self.actions[acting] = self.ev.policy(self.slot_row[acting], self.obs[acting])
             self.forward_s += time.monotonic() - t0
@@ -360,4 +366,7 @@ class _RunState:
             tail_s=self.tail_s,
             forward_s=self.forward_s,
             behaviours=bc,
+            experiences=None if self.sample is None else self.sample.obs,
+            experience_counts=None if self.sample is None else self.sample.counts(),
+            mutation_s=mutation_s(self.ev.weights) - self.mutation_s0,
         )

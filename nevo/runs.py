@@ -9,6 +9,8 @@
                            (ES: the elite is theta, kept beside it in theta.npy)
         best.json          the GA: the best elite of the run so far (by validation mean), same fields
         ref_batch.npy      virtual batch norm's reference observations (nets with --vbn)
+        experiences/       safe mutations: the observations each ancestor of a living genome
+                           was measured on as a parent, <key of its seed list>.npy
 
 Files are replaced atomically (write to a temporary file, fsync, rename): a kill at any
 moment leaves the previous complete version. Plots read only these files. A damaged file
@@ -18,6 +20,7 @@ last checkpoint, a fallback to the one before.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -199,6 +202,58 @@ def save_array(run_dir: str, name: str, array: np.ndarray) -> None:
     with open(tmp, "wb") as f:
         np.save(f, np.asarray(array))
     _commit(tmp, os.path.join(run_dir, name))
+
+
+EXPERIENCES = "experiences"  # safe mutations: the folder of parents' experiences
+
+
+def genome_key(genome) -> str:
+    """The file name stem of a seed list's experiences: a digest of its int64 seeds."""
+    return hashlib.sha256(np.asarray(genome, np.int64).tobytes()).hexdigest()[:24]
+
+
+def save_experiences(run_dir: str, genomes, experiences) -> None:
+    """Keep each parent's experiences (T, *obs) under experiences/ (a genome's, once written,
+    never change: they are those of the first episode it played as a parent-to-be)."""
+    folder = os.path.join(run_dir, EXPERIENCES)
+    os.makedirs(folder, exist_ok=True)
+    for g, e in zip(genomes, experiences):
+        name = os.path.join(EXPERIENCES, genome_key(g) + ".npy")
+        if not os.path.exists(os.path.join(run_dir, name)):
+            save_array(run_dir, name, e)
+
+
+def load_experiences(run_dir: str, genome) -> np.ndarray:
+    """The experiences of genome as a parent; DamagedFile naming the file if it is missing or damaged."""
+    path = os.path.join(run_dir, EXPERIENCES, genome_key(genome) + ".npy")
+    if not os.path.exists(path):
+        raise DamagedFile(
+            f"{path}: missing; the run folder lacks the experiences that a safe mutation of the "
+            f"seed list {[int(s) for s in np.asarray(genome)][:6]}{'...' if len(genome) > 6 else ''} "
+            "was measured on"
+        )
+    return read_array(path)
+
+
+def living_genomes(algo) -> list:
+    """The seed lists a GA's checkpoint needs rebuilt: its parents, its elite and best elite."""
+    extra = [getattr(algo, "elite", None), getattr(algo, "best", None)]
+    return [*getattr(algo, "parents", []), *[g for g in extra if g is not None]]
+
+
+def prune_experiences(run_dir: str, living) -> int:
+    """Delete the experiences of genomes that no living seed list (parents, elites, the last
+    checkpoint's and the one before's) descends from; returns how many were deleted."""
+    folder = os.path.join(run_dir, EXPERIENCES)
+    if not os.path.isdir(folder):
+        return 0
+    keep = {genome_key(g[:j]) + ".npy" for g in living for j in range(1, len(g) + 1)}
+    gone = 0
+    for name in os.listdir(folder):
+        if name.endswith(".npy") and name not in keep:
+            os.remove(os.path.join(folder, name))
+            gone += 1
+    return gone
 
 
 def stop_before_start(run_dir: str, resume_dir: str | None, error: Exception) -> int:

@@ -120,7 +120,7 @@ def in_parts(run, population, episodes, max_rows):
     for lo in range(0, n, max_rows):
         hi = min(lo + max_rows, n)
         chosen = np.flatnonzero((ind >= lo) & (ind < hi))
-        sub = Episodes(ind[chosen] - lo, np.asarray(episodes.seeds, np.int64)[chosen])
+        sub = Episodes(ind[chosen] - lo, np.asarray(episodes.seeds, np.int64)[chosen], episodes.record)
         parts.append(run(population.rows(np.arange(lo, hi)), sub))
         order.append(chosen)
     back = np.empty(len(ind), np.int64)
@@ -142,3 +142,8 @@ def for_device(builder, device: str, max_rows: int = 0):
     if device == "cuda":
         return AllWeights(builder, max_rows or rows_that_fit(builder.n_params))
     return PooledWeights(builder)
+
+
+def mutation_s(weights) -> float:
+    """Seconds the weights' builder has spent on safe mutations so far (0 without one)."""
+    return float(getattr(getattr(weights, "builder", None), "mutation_s", 0.0))

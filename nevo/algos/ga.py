@@ -7,6 +7,12 @@ the elite, copied unmodified into the next generation and always one of its pare
 other child is a uniformly chosen parent plus sigma * N(0, I). No crossover. Random search is
 the same loop with T = 0: every child is a fresh random network (the elite is still kept).
 
+With a safe mutation (--mutation sm-*, Lehman et al. 2018, arXiv 1712.06563) a child is still
+one seed more than its parent, and the parent's sensitivity is measured on the parent's
+experiences: the observations of the first training episode it played (a seeded sample the
+evaluator keeps, nevo.experiences), held here per parent (`parent_experiences`) and handed to
+the evaluator with the population (nevo.safe_build builds the children).
+
 The previous elite is re-validated every generation, as Uber's reference GA does
 (gpu_implementation/ga.py of uber-research/deep-neuroevolution: the validation set is the
 elite plus the top k - 1, and the elite replaces the last of the top T parents when it is not
@@ -59,6 +65,12 @@ class GA:
         self.base_idx = np.full(n, -1, np.int64)
         self.new_seed = init.astype(np.int64)
         self.genomes = [np.array([s], np.int64) for s in init]
+        self.mutation = getattr(ga_cfg, "mutation", "gaussian")
+        # Safe mutations: the observations each parent's sensitivity is measured on, as parents
+        # (kept in the run folder by the run script: nevo.runs.save_experiences), and this
+        # generation's training episodes' sample.
+        self.parent_experiences: list[np.ndarray] | None = None
+        self._train: Results | None = None
         self._population: Population | None = None
         self._order: np.ndarray | None = None
         self._candidates: np.ndarray | None = None
@@ -68,14 +80,17 @@ class GA:
         """The population (N rows, as genomes) and one training episode per individual."""
         n = self.cfg.population
         sigma = np.full(n, self.cfg.sigma, np.float32)
-        self._population = Population(self.parents, self.base_idx, self.new_seed, sigma, self.cfg.sigma)
+        self._population = Population(self.parents, self.base_idx, self.new_seed, sigma, self.cfg.sigma,
+                                      self.mutation, self.parent_experiences)  # fmt: skip
         seeds = rng_for(self.seed, self.generation, TRAIN_EPISODES).integers(0, SEED_LIMIT, n)
-        return self._population, Episodes(np.arange(n, dtype=np.int64), seeds.astype(np.int64))
+        record = self.cfg.experiences if self.mutation != "gaussian" else 0
+        return self._population, Episodes(np.arange(n, dtype=np.int64), seeds.astype(np.int64), record)
 
     def tell(self, results: Results, fitness: np.ndarray | None = None) -> np.ndarray:
         """Rank the population by its episode scores (or by `fitness` given by the caller, e.g.
         novelty for GA-NS) and choose the elite candidates; returns the fitness array."""
         fitness = results.returns if fitness is None else np.asarray(fitness, np.float64)
+        self._train = results  # episode i is row i's (ask's order): its experiences, for breeding
         self._order = fitness_order(fitness)
         k = self.cfg.elite_candidates
         if self.elite is None:  # generation 0: the top k
@@ -147,6 +162,8 @@ class GA:
         parents = top if elite_row in top or t == 0 else [elite_row, *top[: t - 1]]
         # The rows the next population is built from: the elite (its row 0) and the parents.
         keep = list(dict.fromkeys([elite_row, *parents]))
+        if self.mutation != "gaussian":
+            self.parent_experiences = self._experiences_of(keep)
         self.parents = [self.genomes[i] for i in keep]
         mutation = rng_for(self.seed, g, MUTATION_SEEDS).integers(0, SEED_LIMIT, n).astype(np.int64)
         if t > 0:
@@ -157,6 +174,21 @@ class GA:
         base[0], mutation[0] = 0, -1  # the elite, unmodified
         self._set_population(base, mutation)
         self.generation = g
+
+    def _experiences_of(self, rows: list[int]) -> list[np.ndarray]:
+        """The experiences of these rows as parents: a parent's own from when it was a parent
+        before (the elite, or a parent copied on), else its training episode's this generation."""
+        mine = {}
+        if self.parent_experiences is not None:
+            mine = {g.tobytes(): e for g, e in zip(self.parents, self.parent_experiences)}
+        out = []
+        for i in rows:
+            known = mine.get(self.genomes[i].tobytes())
+            if known is None:
+                tr = self._train
+                known = tr.experiences[i, : tr.experience_counts[i]].copy()
+            out.append(known)
+        return out
 
     def _set_population(self, base_idx: np.ndarray, new_seed: np.ndarray) -> None:
         self.base_idx, self.new_seed = base_idx, new_seed

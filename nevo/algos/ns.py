@@ -57,7 +57,8 @@ class GANS:
         self.cfg = ns_cfg
         self.seed = seed
         # One elite candidate and no validation: the top of the novelty ranking is the elite.
-        ga_cfg = GAConfig(ns_cfg.population, ns_cfg.truncation, ns_cfg.sigma, elite_candidates=1)
+        ga_cfg = GAConfig(ns_cfg.population, ns_cfg.truncation, ns_cfg.sigma, elite_candidates=1,
+                          mutation=ns_cfg.mutation, experiences=ns_cfg.experiences)  # fmt: skip
         self.ga = GA(ga_cfg, seed)
         self.archive = Archive(*behaviour)
         self.best = -np.inf  # best training return so far
@@ -79,6 +80,20 @@ class GANS:
     def elite_score(self) -> float:
         """The elite's game score: its training return (novelty is not a score)."""
         return self.ga.elite_score
+
+    @property
+    def parents(self) -> list[np.ndarray]:
+        """The seed lists of the next generation's parents (GA.parents)."""
+        return self.ga.parents
+
+    @property
+    def parent_experiences(self) -> list[np.ndarray] | None:
+        """Safe mutations: the parents' experiences (GA.parent_experiences)."""
+        return self.ga.parent_experiences
+
+    @parent_experiences.setter
+    def parent_experiences(self, value) -> None:
+        self.ga.parent_experiences = value
 
     def ask_start(self) -> tuple[Population, Episodes]:
         """GA-NS starts from an empty archive: the population as ask() gives it, with no episode."""
