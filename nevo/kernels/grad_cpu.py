@@ -49,11 +49,21 @@ def conv_forward(x, w, b, stride, pt, pl, oh, ow):
 
 @numba.njit(parallel=True, cache=True)
 def conv_input_grad(g, w, h, wd, stride, pt, pl):
-    """dx (T, H, W, Cin): g (T, OH, OW, Cout) through the conv's weights back to its input."""
+    """dx (T, H, W, Cin): g (T, OH, OW, Cout) through the conv's weights back to its input.
+
+    Each tap's contribution to dx[t, iy, ix, ci] is the sum over co of g * w, in co order, then
+    added in (oy, ox, ky, kx) order. The Cin sums of one tap run side by side over a transposed
+    copy of the weights (KH, KW, Cout, Cin), so that the compiler vectorizes across channels
+    without reordering any sum (speed: the sum over co alone is one long dependency chain)."""
     n, oh, ow, cout = g.shape
     kh, kw, cin, _ = w.shape
+    wt = np.empty((kh, kw, cout, cin))
+    for ky in range(kh):
+        for kx in range(kw):
+            wt[ky, kx] = w[ky, kx].T
     dx = np.zeros((n, h, wd, cin))
     for t in prange(n):
+        acc = np.empty(cin)
         for oy in range(oh):
             for ox in range(ow):
                 for ky in range(kh):
@@ -64,11 +74,14 @@ def conv_input_grad(g, w, h, wd, stride, pt, pl):
                         ix = ox * stride + kx - pl
                         if ix < 0 or ix >= wd:
                             continue
+                        acc[:] = 0.0
+                        for co in range(cout):
+                            gv = g[t, oy, ox, co]
+                            if gv != 0.0:  # ReLU zeros: a zero term changes no sum
+                                for ci in range(cin):
+                                    acc[ci] += gv * wt[ky, kx, co, ci]
                         for ci in range(cin):
-                            acc = 0.0
-                            for co in range(cout):
-                                acc += g[t, oy, ox, co] * w[ky, kx, ci, co]
-                            dx[t, iy, ix, ci] += acc
+                            dx[t, iy, ix, ci] += acc[ci]
     return dx
 
 
@@ -88,16 +101,23 @@ def dense_forward(x, w, b):
 
 @numba.njit(parallel=True, cache=True)
 def dense_input_grad(g, w):
-    """dx (T, n) = g (T, m) @ w (n, m)^T."""
+    """dx (T, n) = g (T, m) @ w (n, m)^T, each element summed over m in order.
+
+    Threads map to inputs i; the T sums of one input run side by side over a transposed copy
+    of g (m, T), vectorized across experiences without reordering any sum, while w's row i is
+    read once, in order (speed: one sum over m at a time is one long dependency chain)."""
     n_t, m = g.shape
     n_in = w.shape[0]
-    dx = np.zeros((n_t, n_in))
-    for t in prange(n_t):
-        for i in range(n_in):
-            acc = 0.0
-            for j in range(m):
-                acc += g[t, j] * w[i, j]
-            dx[t, i] = acc
+    gt = np.ascontiguousarray(g.T)  # (m, T): small
+    dx = np.empty((n_t, n_in))
+    for i in prange(n_in):
+        acc = np.zeros(n_t)
+        for j in range(m):
+            wv = w[i, j]
+            for t in range(n_t):
+                acc[t] += gt[j, t] * wv
+        for t in range(n_t):
+            dx[t, i] = acc[t]
     return dx
 
 
@@ -117,13 +137,17 @@ def column_sums(g):
 @numba.njit(parallel=True, cache=True)
 def conv_weight_grads(x, g, kh, kw, stride, pt, pl):
     """dW (K, KH, KW, Cin, Cout): for each of K cotangents g (K, T, OH, OW, Cout), the sum over
-    experiences and positions of x's (T, H, W, Cin) patch times g[k]; each x value is read once
-    for all K, and every element is summed in the order (t, oy, ox) whatever K is."""
+    experiences and positions of x's (T, H, W, Cin) patch times g[k]; every element is summed in
+    the order (t, oy, ox) whatever K is.
+
+    Threads map to kernel taps (ky, kx), each with every input channel: a row g[k, t, oy, ox]
+    is read once for all Cin channels (speed: reading it once per channel streamed the whole
+    cotangent from memory Cin times; 64x fewer reads on the third conv)."""
     n, h, wd, cin = x.shape
     n_k, _, oh, ow, cout = g.shape
     dw = np.zeros((n_k, kh, kw, cin, cout))
-    for q in prange(kh * kw * cin):
-        ky, kx, ci = q // (kw * cin), (q // cin) % kw, q % cin
+    for q in prange(kh * kw):
+        ky, kx = q // kw, q % kw
         for t in range(n):
             for oy in range(oh):
                 iy = oy * stride + ky - pt
@@ -133,25 +157,38 @@ def conv_weight_grads(x, g, kh, kw, stride, pt, pl):
                     ix = ox * stride + kx - pl
                     if ix < 0 or ix >= wd:
                         continue
-                    v = x[t, iy, ix, ci]
-                    if v != 0.0:
-                        for k in range(n_k):
-                            for co in range(cout):
-                                dw[k, ky, kx, ci, co] += v * g[k, t, oy, ox, co]
+                    for ci in range(cin):
+                        v = x[t, iy, ix, ci]
+                        if v != 0.0:
+                            for k in range(n_k):
+                                for co in range(cout):
+                                    dw[k, ky, kx, ci, co] += v * g[k, t, oy, ox, co]
     return dw
+
+
+# Dense weight gradient: input rows per block, so that each cotangent row read serves them all.
+_DENSE_BLOCK = 16
 
 
 @numba.njit(parallel=True, cache=True)
 def dense_weight_grads(x, g):
-    """dW (K, n, m): x (T, n)^T @ g[k] (T, m) for each of K cotangents, summed over experiences
-    in order, each x value read once for all K."""
+    """dW (K, n, m): x (T, n)^T @ g[k] (T, m) for each of K cotangents, every element summed
+    over experiences in order.
+
+    Threads map to blocks of _DENSE_BLOCK input rows (speed: a row g[k, t] is read once per
+    block, not once per input; the large net's fc layer read its 100 x 512 cotangent 7,744
+    times from memory before)."""
     n_t, n_in = x.shape
     n_k = g.shape[0]
     dw = np.zeros((n_k, n_in, g.shape[2]))
-    for i in prange(n_in):
+    n_blocks = (n_in + _DENSE_BLOCK - 1) // _DENSE_BLOCK
+    for blk in prange(n_blocks):
+        lo = blk * _DENSE_BLOCK
+        hi = min(lo + _DENSE_BLOCK, n_in)
         for t in range(n_t):
-            v = x[t, i]
-            if v != 0.0:
-                for k in range(n_k):
-                    dw[k, i] += v * g[k, t]
+            for i in range(lo, hi):
+                v = x[t, i]
+                if v != 0.0:
+                    for k in range(n_k):
+                        dw[k, i] += v * g[k, t]
     return dw
