@@ -9,8 +9,10 @@ moves some weights' effect on the outputs by orders of magnitude more than other
 the outputs' sensitivity (SM-G-SUM) or searching its size (SM-R) keeps children close to their
 parent. Every run is the GA of run_ga at one mutation power, with the operator as the only
 difference. Finished runs are reused. Writes <out>/sm_compare.md (per operator: the best
-elite's validation mean, median and range over seeds; frames to reach a score; the cost of the
-mutations per generation) and <out>/sm_compare_frames.png (plots.curves over every run).
+elite's validation mean, median and range over seeds; the population's mean score over the
+second half of each run, low where many children are broken; agent steps until the best elite
+first reaches --target; the cost of the mutations per generation) and
+<out>/sm_compare_frames.png (plots.curves over every run).
 """
 
 from __future__ import annotations
@@ -64,10 +66,11 @@ def one_run(op: str, seed: int, a) -> str:
 
 def summary(op: str, folders: list[str], target: float) -> str:
     """One table row: the best validation mean's median (min..max), frames to the target, cost."""
-    best, reach, cost, gen = [], [], [], []
+    best, reach, cost, gen, pop = [], [], [], [], []
     for f in folders:
         m = runs.read_metrics(f)
         best.append(m[-1]["score/best_mean"])
+        pop.append(np.mean([r["score/pop_mean"] for r in m[len(m) // 2 :]]))
         first = next((r["frames"] for r in m if r["score/best_mean"] >= target), None)
         reach.append(first)
         cost += [r.get("perf/mutation_s", 0.0) for r in m[1:]]
@@ -75,8 +78,8 @@ def summary(op: str, folders: list[str], target: float) -> str:
     got = [r for r in reach if r is not None]
     frames = f"{int(np.median(got)):,} ({len(got)} of {len(folders)})" if got else f"- (0 of {len(folders)})"
     share = 100 * np.sum(cost) / np.sum(gen) if gen else 0.0
-    return (f"| {op} | {np.median(best):.1f} | {min(best):.1f} .. {max(best):.1f} | {frames} | "
-            f"{np.mean(cost) * 1000:.1f} ms ({share:.0f}%) |")  # fmt: skip
+    return (f"| {op} | {np.median(best):.1f} | {min(best):.1f} .. {max(best):.1f} | {np.median(pop):.1f} "
+            f"| {frames} | {np.mean(cost) * 1000:.1f} ms ({share:.0f}%) |")  # fmt: skip
 
 
 def main(argv=None) -> int:
@@ -86,9 +89,9 @@ def main(argv=None) -> int:
         f"{a.env}, net {a.net}, population {a.population}, truncation {a.truncation}, sigma {a.sigma}, "
         f"{a.frame_budget:,} agent steps per run, {a.seeds} seeds per operator.",
         "",
-        f"| mutation | best elite (median) | range | steps to {a.target:g} (median, runs) "
-        "| mutation cost per generation (share) |",
-        "|---|---:|---:|---:|---:|",
+        f"| mutation | best elite (median) | range | population mean, 2nd half (median) "
+        f"| steps to {a.target:g} (median, runs) | mutation cost per generation (share) |",
+        "|---|---:|---:|---:|---:|---:|",
         *[summary(op, fs, a.target) for op, fs in folders.items()],
     ]
     text = "\n".join(lines)

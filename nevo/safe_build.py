@@ -96,19 +96,34 @@ def parent(kind: str, spec, theta, experiences) -> Parent:
     return Parent(theta, tr, None)
 
 
-def children(kind: str, parents: list, out, base_idx, offsets, scale, table, target: float) -> None:
+def stacked(kind: str, parents: list, bases=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(K, P) float32 the parents' weights (bases, when the caller has them as one array), and
+    for SM-G-SUM and SM-G-ABS their (K, P) s (ones for a parent without experiences), else None."""
+    bases = np.stack([q.theta for q in parents]) if bases is None else bases
+    if kind not in ("sm-g-sum", "sm-g-abs"):
+        return bases, None
+    if not parents:  # generation 0: fresh networks only
+        return bases, np.zeros_like(bases)
+    return bases, np.stack(
+        [q.sens if q.sens is not None else np.ones(len(q.theta), np.float32) for q in parents]
+    )
+
+
+def children(kind: str, parents: list, out, base_idx, offsets, scale, table, target: float,
+             stack: tuple | None = None) -> None:  # fmt: skip
     """Write out (n, P) float32: child i of parents[base_idx[i]] with noise offset offsets[i]
-    and mutation power scale[i]; target: SM-R's divergence."""
+    and mutation power scale[i]; target: SM-R's divergence; stack: `stacked(kind, parents)`,
+    when the caller keeps it for many calls."""
     n, p = out.shape
     base_idx = np.asarray(base_idx, np.int64)
     alpha = np.ones(n)
     sens_idx = np.full(n, -1, np.int64)
-    sens = np.zeros((0, p), np.float32)
-    bases = np.stack([q.theta for q in parents])
-    if kind in ("sm-g-sum", "sm-g-abs"):
-        sens = np.stack([q.sens if q.sens is not None else np.ones(p, np.float32) for q in parents])
+    bases, sens = stack if stack is not None else stacked(kind, parents)
+    if sens is not None:  # SM-G-SUM, SM-G-ABS: the parent's s
         sens_idx = base_idx.copy()
-    elif kind in ("sm-r", "sm-g-so"):
+    else:
+        sens = np.zeros((0, p), np.float32)
+    if kind in ("sm-r", "sm-g-so"):
         rows = []
         for i in range(n):
             q = parents[base_idx[i]]
@@ -123,7 +138,7 @@ def children(kind: str, parents: list, out, base_idx, offsets, scale, table, tar
                 rows.append(sm.scaling(sm.sensitivity(kind, q.trace, delta)).astype(np.float32))
         if rows:
             sens = np.stack(rows)
-    elif kind != "gaussian":
+    elif kind not in ("sm-g-sum", "sm-g-abs", "gaussian"):
         raise ValueError(f"unknown mutation {kind!r}; allowed: {', '.join(sm.OPERATORS)}")
     safe_rows(out, bases, base_idx, np.asarray(offsets, np.int64), np.asarray(scale, np.float32), alpha,
               sens, sens_idx, table, sm.WEIGHT_CLIP)  # fmt: skip
@@ -159,6 +174,7 @@ class SafeMutation:
                 self._seen.setdefault(np.asarray(g, np.int64).tobytes(), e)
         exps = pop.experiences or [None] * len(bases)
         self._parents = [parent(pop.operator, self.spec, b, e) for b, e in zip(bases, exps)]
+        self._stack = stacked(pop.operator, self._parents, bases)  # once, for every build of this population
         self.mutation_s += time.monotonic() - t0
 
     def build(self, pop, rows, out, offsets) -> None:
@@ -169,7 +185,7 @@ class SafeMutation:
         if child.size:
             made = np.empty((child.size, out.shape[1]), np.float32)
             children(pop.operator, self._parents, made, base[child], offsets[child], pop.scale[rows][child],
-                     self.table, pop.sigma)  # fmt: skip
+                     self.table, pop.sigma, self._stack)  # fmt: skip
             out[child] = made
         self.mutation_s += time.monotonic() - t0
 
