@@ -122,3 +122,28 @@ def test_a_safe_mutation_on_a_cluster_is_refused_before_any_work():
     task = tasks.task_for(cfg.env)
     with pytest.raises(config.ConfigError, match="--cluster: safe mutations"):
         build.check_machine(cfg, task, build.net_for(cfg, task), 12, 4, cluster)
+
+
+def test_sm_compare_writes_its_table_and_figure(tmp_path):
+    """The comparison script runs each operator per seed, then a row per operator and the curves."""
+    from experiments import sm_compare
+
+    out = str(tmp_path / "out")
+    argv = ["--env", "CartPole-v1", "--operators", "gaussian", "sm-r", "--seeds", "1", "--frame-budget",
+            "3000", "--population", "8", "--truncation", "2", "--runs-dir", str(tmp_path / "runs"),
+            "--out", out]  # fmt: skip
+    assert sm_compare.main(argv) == 0
+    table = open(os.path.join(out, "sm_compare.md")).read()
+    assert "| gaussian |" in table and "| sm-r |" in table
+    assert os.path.exists(os.path.join(out, "sm_compare_frames.png"))
+    assert sm_compare.main(argv) == 0  # finished runs are reused
+    assert len(os.listdir(tmp_path / "runs")) == 2
+
+
+def test_bench_safe_prints_a_cost_per_operator(capsys):
+    from experiments import bench_safe
+
+    argv = ["--net", "small", "--experiences", "3", "--repeats", "1", "--operators", "sm-g-sum", "sm-r"]
+    assert bench_safe.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "sm-g-sum" in out and "sm-r" in out and "%" in out
