@@ -12,7 +12,7 @@ difference. Finished runs are reused. Writes <out>/sm_compare.md (per operator: 
 elite's validation mean, median and range over seeds; the population's mean score over the
 second half of each run, low where many children are broken; agent steps until the best elite
 first reaches --target; the cost of the mutations per generation) and
-<out>/sm_compare_frames.png (plots.curves over every run).
+<out>/sm_compare.png (the best elite and the population's mean against agent steps).
 """
 
 from __future__ import annotations
@@ -82,6 +82,47 @@ def summary(op: str, folders: list[str], target: float) -> str:
             f"| {frames} | {np.mean(cost) * 1000:.1f} ms ({share:.0f}%) |")  # fmt: skip
 
 
+def figure(folders: dict, a, path: str) -> None:
+    """Two panels against agent steps, per operator the median over seeds and the min-max band:
+    the best elite's validation mean, and the population's mean score (broken children drag it
+    to the task's floor)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from plots import rundata
+
+    panels = (("score/best_mean", "Best elite (validation mean)"), ("score/pop_mean", "Population mean"))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for k, (op, fs) in enumerate(folders.items()):
+        color = f"C{k}"
+        for ax, (key, title) in zip(axes, panels):
+            xs, ys = [], []
+            for f in fs:
+                m = runs.read_metrics(f)
+                xs.append(np.array([r["frames"] for r in m], np.float64) / 1e6)
+                ys.append(np.array([r[key] for r in m], np.float64))
+            band = rundata.interp_median(xs, ys)
+            if band is None:
+                continue
+            grid, med, lo, hi = band
+            ax.plot(grid, med, color=color, lw=2, label=f"{op} (median of {len(fs)})")
+            ax.fill_between(grid, lo, hi, color=color, alpha=0.15, lw=0)
+            ax.set_title(title)
+    for ax in axes:
+        ax.set_xlabel("Agent steps (millions)")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("Score (return per episode)")
+    axes[1].legend(loc="lower right", fontsize=8)
+    fig.suptitle(
+        f"{a.env}, {a.net} net: the GA with plain and safe mutations, sigma {a.sigma} (band: min-max)"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     a = parse(argv)
     folders = {op: [one_run(op, s, a) for s in range(a.seeds)] for op in a.operators}
@@ -99,18 +140,9 @@ def main(argv=None) -> int:
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "sm_compare.md"), "w") as f:
         f.write(text + "\n")
-    from plots import curves
-
-    every = [f for fs in folders.values() for f in fs]
-    prefix = os.path.join(a.out, "sm_compare")
-    curves.main([*every, "--out", prefix])
-    for x in ("generations", "hours"):  # the frames figure is the comparison at equal budget
-        for ext in (".png", ".pdf"):
-            if os.path.exists(prefix + f"_{x}{ext}"):
-                os.remove(prefix + f"_{x}{ext}")
-    if os.path.exists(prefix + "_frames.pdf"):
-        os.remove(prefix + "_frames.pdf")
-    print(f"wrote {prefix}_frames.png and {os.path.join(a.out, 'sm_compare.md')}")
+    path = os.path.join(a.out, "sm_compare.png")
+    figure(folders, a, path)
+    print(f"wrote {path} and {os.path.join(a.out, 'sm_compare.md')}")
     return 0
 
 

@@ -74,7 +74,9 @@ def plot_curves(runs: list[rundata.Run], x: str = "frames"):
             ax.set_ylabel(Y_LABEL)
         axes[-1].legend(loc="best")
         games = sorted({r.game for r in runs})
-        fig.suptitle(", ".join(g.replace("_", " ").title() for g in games))
+        fig.suptitle(
+            ", ".join(g if "-" in g else g.replace("_", " ").title() for g in games)
+        )  # ids as they are
     return fig
 
 

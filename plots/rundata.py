@@ -52,7 +52,9 @@ class Run:
 
     @property
     def game(self) -> str:
-        return self.config.get("env", {}).get("game", "?")
+        """The Atari game, or the task's name for others (maze, CartPole-v1, ...)."""
+        env = self.config.get("env", {})
+        return env.get("game", "?") if env.get("env", "atari") == "atari" else env.get("env", "?")
 
     @property
     def seed(self) -> int:

@@ -135,7 +135,7 @@ def test_sm_compare_writes_its_table_and_figure(tmp_path):
     assert sm_compare.main(argv) == 0
     table = open(os.path.join(out, "sm_compare.md")).read()
     assert "| gaussian |" in table and "| sm-r |" in table
-    assert os.path.exists(os.path.join(out, "sm_compare_frames.png"))
+    assert os.path.exists(os.path.join(out, "sm_compare.png"))
     assert sm_compare.main(argv) == 0  # finished runs are reused
     assert len(os.listdir(tmp_path / "runs")) == 2
 
