@@ -154,13 +154,15 @@ class SafeMutation:
         self.table = table  # (size,) float32 the noise table
         self.experiences_of = experiences_of  # genome (int64 seeds) -> (T, *obs); None: only those given
         self.mutation_s = 0.0  # time spent on sensitivities, line searches and safe children, in all
-        self._seen: dict[bytes, np.ndarray] = {}  # genome bytes -> its experiences
+        # genome bytes -> its experiences, for the bases of the last two populations prepared
+        self._seen: list[dict[bytes, np.ndarray]] = [{}, {}]
         self._parents: list[Parent] = []
 
     def experiences(self, genome) -> np.ndarray:
         key = np.asarray(genome, np.int64).tobytes()
-        if key in self._seen:
-            return self._seen[key]
+        for seen in self._seen:
+            if key in seen:
+                return seen[key]
         if self.experiences_of is None:
             raise KeyError(f"no experiences for the genome {list(np.asarray(genome))}")
         return self.experiences_of(np.asarray(genome, np.int64))
@@ -170,8 +172,8 @@ class SafeMutation:
         t0 = time.monotonic()
         genomes = pop.bases if isinstance(pop.bases, list) else None
         if pop.experiences is not None and genomes is not None:
-            for g, e in zip(genomes, pop.experiences):
-                self._seen.setdefault(np.asarray(g, np.int64).tobytes(), e)
+            mine = {np.asarray(g, np.int64).tobytes(): e for g, e in zip(genomes, pop.experiences)}
+            self._seen = [self._seen[1], mine]  # bounded: older ones are the run folder's
         exps = pop.experiences or [None] * len(bases)
         self._parents = [parent(pop.operator, self.spec, b, e) for b, e in zip(bases, exps)]
         self._stack = stacked(pop.operator, self._parents, bases)  # once, for every build of this population

@@ -164,6 +164,7 @@ class GA:
         keep = list(dict.fromkeys([elite_row, *parents]))
         if self.mutation != "gaussian":
             self.parent_experiences = self._experiences_of(keep)
+            self._train = None  # the population's sample (GBs on Atari) is not needed any more
         self.parents = [self.genomes[i] for i in keep]
         mutation = rng_for(self.seed, g, MUTATION_SEEDS).integers(0, SEED_LIMIT, n).astype(np.int64)
         if t > 0:
