@@ -5,21 +5,26 @@ machine code, with its resources and launch limits.
     python -m experiments.kernel_report --arch sm_90
 
 For every net a run can build (large and small on Atari's 18 actions and the maze's 5, the mlp
-and the deep net on a vector task), the kernels of nevo.kernels.cuda are compiled as CudaPolicy launches them:
-numba.cuda's NVVM turns each into PTX (`cuda.compile_ptx`), and ptxas into the architecture's
-machine code, whose report gives registers, shared memory, stack and spills. From the PTX: fp64
-instructions and divisions. The launch limits are checked for every row count up to 10,000:
-threads per block, registers x threads per block, shared memory, the grid's y dimension. A
+and the deep net on a vector task), the kernels of nevo.kernels.cuda are compiled as CudaPolicy
+launches them: numba.cuda's NVVM turns each into PTX (`cuda.compile_ptx`), and ptxas into the
+architecture's machine code, whose report gives registers, shared memory, stack and spills.
+From the PTX: fp64 instructions and divisions. From the machine code (SASS, disassembled by
+nvdisasm): the hot loop, the innermost loop with the most FFMA instructions, its instruction
+count and its instructions per FFMA (how much of the work around each multiply-add is
+overhead). The launch limits are checked for every row count up to 10,000: threads per block,
+registers x threads per block, shared memory, the grid's y dimension. A
 kernel fails on any spill, local memory (stack), fp64 instruction or exceeded limit; the script
 exits 1 if one does (tests/test_kernel_report.py runs it in CI).
 
-Needs NVVM and NVRTC (numba.cuda finds them; requirements.txt installs NVRTC) and `ptxas` of
-the same CUDA version (on PATH, or --ptxas). No GPU and no driver are needed.
+Needs NVVM and NVRTC (numba.cuda finds them; requirements.txt installs NVRTC), `ptxas` of the
+same CUDA version (on PATH, or --ptxas) and nvdisasm (requirements.txt installs its 4 MB wheel).
+No GPU and no driver are needed.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import re
 import shutil
@@ -92,6 +97,51 @@ def kernels(net: str) -> list[Kernel]:
     return out
 
 
+def find_nvdisasm() -> str | None:
+    """nvdisasm on PATH, or in NVIDIA's PyPI wheel (nvidia-cuda-nvdisasm: nvidia/cu*/bin/)."""
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    for root in nvidia.__path__:
+        for path in sorted(glob.glob(os.path.join(root, "*", "bin", "nvdisasm"))):
+            return path
+    return None
+
+
+def hot_loop(sass: str) -> tuple[int, int]:
+    """(instructions, FFMAs) of the innermost loop with the most FFMA instructions in nvdisasm's
+    listing; (0, 0) without a loop. A loop is a branch back to an earlier label; innermost: it
+    holds no other loop. Its body runs once per iteration, so instructions / FFMAs is the
+    instruction cost of each multiply-add where the kernel spends its time."""
+    ins, labels = [], {}
+    for line in sass.splitlines():
+        label = re.match(r"^\s*(\.L_x_\d+):", line)
+        if label:
+            labels[label.group(1)] = len(ins)
+            continue
+        op = re.search(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;", line)
+        if op:
+            ins.append(op.group(1))
+    loops = []
+    for i, op in enumerate(ins):
+        target = re.search(r"\bBRA\b.*`\((\.L_x_\d+)\)", op)
+        if target and labels.get(target.group(1), i + 1) <= i:
+            loops.append((labels[target.group(1)], i))
+    best = (0, 0)
+    for a, b in loops:
+        if any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops):
+            continue  # holds another loop
+        body = ins[a : b + 1]
+        fma = sum(1 for x in body if re.search(r"\bFFMA\b", x))
+        if fma > best[1]:
+            best = (len(body), fma)
+    return best
+
+
 class _TargetDevice:
     """Stands for the GPU when there is none: numba.cuda compiles a kernel's device functions for
     the current device's compute capability, so during a compile it must be the target's."""
@@ -100,7 +150,7 @@ class _TargetDevice:
         self.compute_capability = cc
 
 
-def compile_report(kernel: Kernel, arch: str, ptxas: str, folder: str) -> dict:
+def compile_report(kernel: Kernel, arch: str, ptxas: str, folder: str, nvdisasm: str | None = None) -> dict:
     """PTX by NVVM, machine code by ptxas -v: the kernel's resources and what its PTX holds."""
     from numba import cuda
     from numba.cuda import dispatcher
@@ -127,7 +177,15 @@ def compile_report(kernel: Kernel, arch: str, ptxas: str, folder: str) -> dict:
         return int(m.group(1)) if m else 0
 
     body = [line for line in ptx.splitlines() if line.strip() and not line.strip().startswith(("//", "."))]
+    loop = (0, 0)
+    if nvdisasm:
+        sass = subprocess.run([nvdisasm, "-c", path + ".cubin"], capture_output=True, text=True)
+        if sass.returncode != 0:
+            raise RuntimeError(f"nvdisasm failed on {kernel.net} {kernel.name}: {sass.stderr.strip()[:500]}")
+        loop = hot_loop(sass.stdout)
     return {
+        "loop": loop[0],
+        "loop_ffma": loop[1],
         "registers": number(r"Used (\d+) registers"),
         "smem": number(r"(\d+) bytes smem"),
         "stack": number(r"(\d+) bytes stack frame"),
@@ -165,23 +223,30 @@ def main(argv=None) -> int:
     )
     p.add_argument("--arch", nargs="+", default=["sm_90", "sm_80"], help="(default: sm_90 sm_80)")
     p.add_argument("--ptxas", default=shutil.which("ptxas"), help="ptxas to use (default: the one on PATH)")
+    p.add_argument("--nets", nargs="+", default=list(NETS), choices=list(NETS), metavar="NET",
+                   help=f"(default: all: {', '.join(NETS)})")  # fmt: skip
     a = p.parse_args(argv)
+    nvdisasm = find_nvdisasm()
+    if not nvdisasm:
+        print("note: no nvdisasm (pip install nvidia-cuda-nvdisasm): no hot-loop counts", file=sys.stderr)
     if not a.ptxas:
         print("error: no ptxas on PATH (CUDA's assembler; give one with --ptxas)", file=sys.stderr)
         return 2
     failed = 0
     print(f"{'net':<17} {'kernel':<14} {'arch':<6} {'regs':>4} {'smem':>6} {'stack':>5} {'spill':>5} "
-          f"{'fp64':>4} {'div':>4} {'ptx lines':>9} {'threads':>7}  problems")  # fmt: skip
+          f"{'fp64':>4} {'div':>4} {'ptx lines':>9} {'threads':>7} {'loop':>5} {'FFMA':>4} {'i/FFMA':>6}"
+          "  problems")  # fmt: skip
     with tempfile.TemporaryDirectory() as folder:
-        for net in NETS:
+        for net in a.nets:
             for kernel in kernels(net):
                 for arch in a.arch:
-                    r = compile_report(kernel, arch, a.ptxas, folder)
+                    r = compile_report(kernel, arch, a.ptxas, folder, nvdisasm)
                     bad = problems(kernel, r)
                     failed += bool(bad)
                     print(f"{net:<17} {kernel.name:<14} {arch:<6} {r['registers']:>4} {r['smem']:>6} "
                           f"{r['stack']:>5} {r['spill_stores'] + r['spill_loads']:>5} {r['fp64']:>4} "
-                          f"{r['divisions']:>4} {r['instructions']:>9} {kernel.threads:>7}  "
+                          f"{r['divisions']:>4} {r['instructions']:>9} {kernel.threads:>7} {r['loop']:>5} "
+                          f"{r['loop_ffma']:>4} {r['loop'] / max(r['loop_ffma'], 1):>6.1f}  "
                           f"{'; '.join(bad) or 'ok'}", flush=True)  # fmt: skip
     if failed:
         print(f"\n{failed} kernel compilations with a problem")
