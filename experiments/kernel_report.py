@@ -45,6 +45,11 @@ NETS = {
     "deep, vector task": ("deep", (8, 1, 1), 4, np.float32),
 }
 MAX_ROWS = 10_000  # populations and slot counts checked up to this many rows
+# The first conv's hot loop on sm_90 before it summed raw pixels in a shared-memory window
+# (commit 885a3d8 and earlier): instructions per multiply-add of the loop, whose FFMAs then
+# included those of 16 IEEE divisions by 255 per tap (large: 1,109 instructions for 32
+# multiply-adds; small: 1,101 for 16). Issue 16's goal: at least 5x fewer.
+FIRST_CONV_BEFORE = {"large, Atari": 1109 / 32, "small, Atari": 1101 / 16}
 # Per-block limits of compute capabilities 8.x and 9.0 (CUDA C++ Programming Guide, Table 21).
 MAX_THREADS, MAX_REGS_PER_BLOCK, MAX_STATIC_SMEM, MAX_GRID_Y = 1024, 65536, 48 * 1024, 65535
 
@@ -232,7 +237,7 @@ def main(argv=None) -> int:
     if not a.ptxas:
         print("error: no ptxas on PATH (CUDA's assembler; give one with --ptxas)", file=sys.stderr)
         return 2
-    failed = 0
+    failed, firsts = 0, {}
     print(f"{'net':<17} {'kernel':<14} {'arch':<6} {'regs':>4} {'smem':>6} {'stack':>5} {'spill':>5} "
           f"{'fp64':>4} {'div':>4} {'ptx lines':>9} {'threads':>7} {'loop':>5} {'FFMA':>4} {'i/FFMA':>6}"
           "  problems")  # fmt: skip
@@ -241,6 +246,8 @@ def main(argv=None) -> int:
             for kernel in kernels(net):
                 for arch in a.arch:
                     r = compile_report(kernel, arch, a.ptxas, folder, nvdisasm)
+                    if kernel.name == "conv1" and arch == "sm_90" and r["loop_ffma"] and not r["divisions"]:
+                        firsts[net] = r["loop"] / r["loop_ffma"]  # no division: every FFMA is a MAC
                     bad = problems(kernel, r)
                     failed += bool(bad)
                     print(f"{net:<17} {kernel.name:<14} {arch:<6} {r['registers']:>4} {r['smem']:>6} "
@@ -248,6 +255,10 @@ def main(argv=None) -> int:
                           f"{r['divisions']:>4} {r['instructions']:>9} {kernel.threads:>7} {r['loop']:>5} "
                           f"{r['loop_ffma']:>4} {r['loop'] / max(r['loop_ffma'], 1):>6.1f}  "
                           f"{'; '.join(bad) or 'ok'}", flush=True)  # fmt: skip
+    for net, before in FIRST_CONV_BEFORE.items():
+        if net in firsts:
+            print(f"{net} conv1 (sm_90): {firsts[net]:.1f} instructions per multiply-add in its hot loop, "
+                  f"{before:.1f} before: {before / firsts[net]:.1f}x fewer")  # fmt: skip
     if failed:
         print(f"\n{failed} kernel compilations with a problem")
     else:

@@ -127,6 +127,25 @@ def forward_matches_reference(rng, full):
             check_case(name, spec, rng, 4, rows, shared)
 
 
+def conv_tiles_match_reference(rng, full):
+    """A conv whose input window does not fit one block's shared memory is computed in tiles of
+    output rows (the last one shorter), each staging its own window: same results as one tile."""
+    from nevo.kernels import cuda as ck
+
+    spec = make_spec([("conv", 4, 3, 2), ("conv", 5, 3, 1), ("dense", 6)], (3, 13, 9), 4)  # 7x5 outputs
+    assert ck.conv_tiling(3, 2, 3, 7, 5)[0] == 7  # at the usual budget: one tile of all 7 rows
+    budget = ck.WINDOW_BYTES
+    ck.WINDOW_BYTES = 4 * 11 * 3 * 5  # 5 rows of the first conv's window (11 columns, 3 channels)
+    ck.conv_kernel.cache_clear()
+    try:
+        tiles = [ck.conv_tiling(lay.kernel, lay.stride, lay.cin, *lay.out_hw)[0] for lay in spec.layers[:2]]
+        assert tiles == [2, 3], tiles  # 7 rows as 2+2+2+1 and as 3+3+1
+        check_case("tiled", spec, rng, 3, 4 if not full else 40, 0)
+    finally:
+        ck.WINDOW_BYTES = budget
+        ck.conv_kernel.cache_clear()
+
+
 def float32_vectors_match_reference(rng, full):
     """On float32 observations (used as given, not /255) the CUDA forward matches the reference: the
     mlp on vectors (n, 1, 1), and each layer kind reading float32 obs first (a conv, a dense layer
@@ -321,6 +340,7 @@ def full_size_matches_reference(rng, full):
 
 SMALL = [
     forward_matches_reference,
+    conv_tiles_match_reference,
     float32_vectors_match_reference,
     policy_reuses_buffers,
     load_reuses_weight_memory,

@@ -24,6 +24,34 @@ def test_every_kernel_compiles_without_spills_local_memory_or_fp64():
     rows = [line for line in run.stdout.splitlines() if line.endswith("  ok")]
     expected = sum(len(kernel_report.kernels(net)) for net in kernel_report.NETS) * 2  # two archs
     assert len(rows) == expected and expected >= 40
+    for net, before in kernel_report.FIRST_CONV_BEFORE.items():  # issue 16's goal: 5x fewer
+        (line,) = [x for x in run.stdout.splitlines() if x.startswith(f"{net} conv1 (sm_90):")]
+        now = float(line.split(":")[1].split()[0])
+        assert now <= before / 5, line
+
+
+def test_the_hot_loop_is_the_innermost_loop_with_the_most_ffmas():
+    """hot_loop reads nvdisasm's listing: loops are branches back to a label; an outer loop (it
+    holds another) and a loop without FFMA are not the hot one."""
+    sass = """
+    .L_x_0:
+        /*0000*/  IADD3 R1, R1, 0x1, RZ ;
+    .L_x_1:
+        /*0010*/  FFMA R2, R3, R4, R2 ;
+        /*0020*/  LDS R3, [R5] ;
+        /*0030*/  FFMA R6, R3, R4, R6 ;
+        /*0040*/  @P0 BRA `(.L_x_1) ;
+        /*0050*/  FFMA R7, R3, R4, R7 ;
+        /*0060*/  @P1 BRA `(.L_x_0) ;
+    .L_x_2:
+        /*0070*/  IADD3 R8, R8, 0x1, RZ ;
+        /*0080*/  @P2 BRA `(.L_x_2) ;
+        /*0090*/  @P3 BRA `(.L_x_3) ;
+    .L_x_3:
+        /*00a0*/  EXIT ;
+    """
+    assert kernel_report.hot_loop(sass) == (4, 2)
+    assert kernel_report.hot_loop("/*0000*/ EXIT ;") == (0, 0)
 
 
 def test_a_spill_fp64_or_too_many_registers_is_a_problem():

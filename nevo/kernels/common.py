@@ -22,12 +22,6 @@ def scale_input(v, div):
 
 
 @numba.njit(inline="always")
-def same_src(o, k, stride, pad_before):
-    """Input coordinate read by output coordinate o at kernel tap k under SAME padding."""
-    return o * stride + k - pad_before
-
-
-@numba.njit(inline="always")
 def inside(i, size):
     """Whether input coordinate i lies inside [0, size) (outside reads are the zero padding)."""
     return 0 <= i < size

@@ -49,8 +49,8 @@ def _shared(f):
     return f.py_func if numba.config.ENABLE_CUDASIM else f
 
 
-relu, scale_input, same_src, inside, argmax_row = map(
-    _shared, (common.relu, common.scale_input, common.same_src, common.inside, common.argmax_row)
+relu, scale_input, inside, argmax_row = map(
+    _shared, (common.relu, common.scale_input, common.inside, common.argmax_row)
 )
 
 PX = 4  # conv: output pixels per thread (each weight load feeds PX FMAs)
@@ -86,18 +86,14 @@ def _cdiv(a, b):
 
 
 @functools.cache
-def obs_readers(div):
-    """(pixel, flat): the first layer's readers of the observations as scale_input(v, div).
+def flat_obs_reader(div):
+    """The dense layers' reader of the observations, as the first layer: scale_input(v, div).
 
     div is NetSpec.obs_div (255.0 for uint8 pixels, 1.0 for float32 vectors). It is a closure
     constant, not an argument: each kernel divides by a compiled-in constant (a division by 1.0
     folds away), and kernels for the two observation kinds are compiled apart (cached per div).
+    (A first conv does not divide per input: it sums raw values and divides once per output.)
     """
-
-    @cuda.jit(device=True, inline=True)
-    def pixel_obs(x_r, y, x, c):
-        """Input (y, x, c) of a row's obs (C, H, W) uint8 or float32, divided by div."""
-        return scale_input(x_r[U(c), U(y), U(x)], div)
 
     @cuda.jit(device=True, inline=True)
     def flat_obs(src, r, k):
@@ -105,13 +101,7 @@ def obs_readers(div):
         n_c, n_w = src.shape[1], src.shape[3]
         return scale_input(src[r, k % n_c, k // (n_c * n_w), (k // n_c) % n_w], div)
 
-    return pixel_obs, flat_obs
-
-
-@cuda.jit(device=True, inline=True)
-def _pixel_act(x_r, y, x, c):
-    """Input (y, x, c) of a row's activation (H, W, C) float32."""
-    return x_r[U(y), U(x), U(c)]
+    return flat_obs
 
 
 @cuda.jit(device=True, inline=True)
@@ -123,78 +113,112 @@ def _flat_act(src, r, k):
 # ---- the kernels, one factory per layer kind (sizes are compile-time constants) ------------------
 
 
+# conv: the input window a block stages in shared memory, at most this many bytes (of the 48 KB
+# a block may hold statically; the rest is left so that two blocks fit on one SM).
+WINDOW_BYTES = 32 * 1024
+
+
+def conv_tiling(kh, s, cin, oh, ow):
+    """(output rows per block, window rows, window columns) of a SAME conv: a block computes
+    `tile` output rows and stages their input window, padding included, in shared memory."""
+    cols = (ow - 1) * s + kh  # the padded input columns every output row reads
+    most = max(1, min(oh, ((WINDOW_BYTES // (4 * cols * cin)) - kh) // s + 1))
+    n_tiles = _cdiv(oh, most)
+    tile = _cdiv(oh, n_tiles)  # balanced: tiles of equal height but the last
+    return tile, (tile - 1) * s + kh, cols
+
+
 @functools.cache
 def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, use_relu, obs_div):
     """(kernel, grid_x, block) of a SAME conv layer with these sizes; see `obs_div` below.
 
     obs_div None: a later layer, reading the previous activation; else the first layer, reading
-    obs / obs_div (NetSpec.obs_div). kernel(src, dst, weights, rows_ind): src obs (rows, C, H, W)
+    the observations, whose raw values it sums and divides by obs_div once per output
+    (NetSpec.obs_div: 255 for pixels). kernel(src, dst, weights, rows_ind): src obs (rows, C, H, W)
     (uint8 or float32) or (rows, IH, IW, Cin) float32, dst (rows, OH, OW, Cout) float32; launch
     with grid (grid_x, rows).
     """
-    read = _pixel_act if obs_div is None else obs_readers(obs_div)[0]
+    first = obs_div is not None
+    inv_div = float32(1.0 / obs_div) if first else float32(1.0)
     cg = max(1, min(4, cout // 16))  # output channels per thread
     co_t = _cdiv(cout, cg)  # threads across the output channels
-    n_pix = oh * ow
-    n_groups = _cdiv(n_pix, PX)  # groups of PX output pixels (flat (oy, ox) order)
-    pg_t = max(1, min(CONV_THREADS // co_t, n_groups))  # pixel groups per block
+    tile, win_h, win_w = conv_tiling(kh, s, cin, oh, ow)
+    n_tiles = _cdiv(oh, tile)
+    tile_pix = tile * ow
+    pg_t = _cdiv(tile_pix, PX)  # threads across a tile's output pixels, PX each
+    win = win_h * win_w * cin  # (win_h, win_w, cin) float32 in shared memory
+    threads = co_t * pg_t
     exact = cout % cg == 0  # every thread's channels exist: no bounds test (a constant)
 
     @cuda.jit
     def conv(src, dst, weights, rows_ind):
-        # Threads: grid (pixel-group blocks, rows), block (co_t, pg_t). Thread (tx, ty) of block
-        # (bx, r) computes row r's output pixels g*PX .. g*PX + PX-1 (g = bx*pg_t + ty) for the
-        # output channels tx, tx + co_t, ... (cg of them): PX x cg sums in registers.
-        # speed: per (tap, input channel) a thread loads cg weights and PX inputs for PX*cg FMAs;
-        # consecutive tx read consecutive weights (HWIO: Cout innermost, so a warp's load is
-        # coalesced) and the same input value (a broadcast). A row's weights and input are
-        # L1/L2 hits after the first block of the row has read them.
-        r = cuda.blockIdx.y
-        tx = cuda.threadIdx.x
-        g = cuda.blockIdx.x * pg_t + cuda.threadIdx.y
+        # Threads: grid (tiles, rows), block (co_t, pg_t). Block (bt, r) computes output rows
+        # bt*tile .. bt*tile + tile-1 of row r. First every thread helps copy the tile's input
+        # window, SAME padding as zeros, into shared memory (HWC); then thread (tx, ty) computes
+        # the tile's output pixels ty*PX .. ty*PX + PX-1 (flat (oy, ox) order) for the output
+        # channels tx, tx + co_t, ... (cg of them): PX x cg sums in registers.
+        # speed:
+        # - the inner loop reads the window at offsets fixed per thread and per tap: no bounds
+        #   test (the padding is in the window), no index division, int32 arithmetic;
+        # - per (tap, input channel) a thread loads cg weights and PX window values for PX*cg
+        #   FMAs; consecutive tx read consecutive weights (HWIO: Cout innermost: coalesced);
+        # - the first layer sums raw pixel values and divides once per output, not per input.
+        r, bt = cuda.blockIdx.y, cuda.blockIdx.x
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        t = ty * co_t + tx
         w = weights[rows_ind[r]]  # (n_params,) this row's individual
         x_r = src[r]  # (C, H, W) obs or (H, W, C) float32
+        window = cuda.shared.array(win, float32)
+        y0 = bt * tile * s - pt  # input row of the window's first row
+        for e in range(t, win, threads):
+            if first:  # obs (C, H, W): consecutive threads read consecutive pixels
+                c = e // (win_h * win_w)
+                y = (e // win_w) % win_h
+                x = e % win_w
+            else:  # activations (H, W, C): consecutive threads read consecutive channels
+                c = e % cin
+                y = e // (win_w * cin)
+                x = (e // cin) % win_w
+            iy, ix = y0 + y, x - pl
+            v = float32(0)
+            if inside(iy, ih) and inside(ix, iw):
+                v = float32(x_r[c, iy, ix]) if first else x_r[iy, ix, c]
+            window[(y * win_w + x) * cin + c] = v
+        cuda.syncthreads()
+
         acc = cuda.local.array((PX, cg), float32)
         wv = cuda.local.array(cg, float32)
-        oys = cuda.local.array(PX, int32)
-        oxs = cuda.local.array(PX, int32)
-        ys = cuda.local.array(PX, int32)
-        xs = cuda.local.array(PX, int32)
-        ok = cuda.local.array(PX, int32)
+        at = cuda.local.array(PX, int32)  # each pixel's window offset at tap (0, 0)
         for i in range(PX):
-            p = g * PX + i
-            oys[i] = p // ow
-            oxs[i] = p % ow
-        for j in range(cg):
-            co = tx + j * co_t
-            b = w[b_off + co] if exact or co < cout else float32(0)
-            for i in range(PX):
-                acc[i, j] = b
+            p = ty * PX + i
+            p = p if p < tile_pix else 0  # past the tile: computed, never written
+            at[i] = int32(((p // ow) * s * win_w + (p % ow) * s) * cin)
+            for j in range(cg):
+                acc[i, j] = float32(0)
         for ky in range(kh):
             for kx in range(kw):
-                for i in range(PX):  # this tap's input pixel of each output pixel; outside = padding
-                    ys[i] = same_src(oys[i], ky, s, pt)
-                    xs[i] = same_src(oxs[i], kx, s, pl)
-                    inb = g * PX + i < n_pix and inside(ys[i], ih) and inside(xs[i], iw)
-                    ok[i] = 1 if inb else 0
                 tap = w_off + (ky * kw + kx) * cin * cout + tx
+                shift = int32((ky * win_w + kx) * cin)
                 for ci in range(cin):
                     for j in range(cg):
                         co = tx + j * co_t
                         wv[j] = w[U(tap + ci * cout + j * co_t)] if exact or co < cout else float32(0)
                     for i in range(PX):
-                        if ok[i]:
-                            a = read(x_r, ys[i], xs[i], ci)
-                            for j in range(cg):
-                                acc[i, j] += a * wv[j]
+                        a = window[U(at[i] + shift + ci)]
+                        for j in range(cg):
+                            acc[i, j] += a * wv[j]
         for i in range(PX):
-            if g * PX + i < n_pix:
+            p = ty * PX + i
+            oy = bt * tile + p // ow
+            if p < tile_pix and oy < oh:
+                ox = p % ow
                 for j in range(cg):
                     co = tx + j * co_t
                     if exact or co < cout:
-                        dst[r, oys[i], oxs[i], co] = relu(acc[i, j]) if use_relu else acc[i, j]
+                        v = acc[i, j] * inv_div + w[b_off + co] if first else acc[i, j] + w[b_off + co]
+                        dst[r, oy, ox, co] = relu(v) if use_relu else v
 
-    return conv, _cdiv(n_groups, pg_t), (co_t, pg_t)
+    return conv, n_tiles, (co_t, pg_t)
 
 
 @cuda.jit(device=True)
@@ -229,7 +253,7 @@ def dense_kernel(n_in, n_out, w_off, obs_div):
     (or obs), partial (n_chunks, rows, n_out) float32; launch with grid (n_chunks, n_tiles).
     Tile t is the rows order[tile_start[t] : tile_start[t] + tile_count[t]], one individual's.
     """
-    read = _flat_act if obs_div is None else obs_readers(obs_div)[1]
+    read = _flat_act if obs_div is None else flat_obs_reader(obs_div)
     threads = min(DENSE_THREADS, _cdiv(n_out, 32) * 32)
     per_t = _cdiv(n_out, threads)  # outputs per thread
     exact = n_out % threads == 0  # every thread's outputs exist: no bounds test (a constant)
@@ -340,7 +364,7 @@ def output_kernel(n_in, n_out, w_off, b_off, use_relu, obs_div):
     obs_div as conv_kernel's), logits (rows, n_out) float32, actions (rows,) int32 (the first
     argmax of the logits).
     """
-    read = _flat_act if obs_div is None else obs_readers(obs_div)[1]
+    read = _flat_act if obs_div is None else flat_obs_reader(obs_div)
     o_pad = _cdiv(n_out, 32) * 32
     split = max(1, min(OUT_THREADS // o_pad, n_in // 128))  # input slices per output
 
