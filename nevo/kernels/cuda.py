@@ -454,7 +454,7 @@ class CudaPolicy:
     def _row_bytes(self, cap):
         """Device bytes of the row buffers for cap rows."""
         obs_bytes = int(np.prod(self.spec.obs_shape)) * self.spec.obs_dtype.itemsize
-        per_row = obs_bytes + 4 * 4 + 4  # obs, index block, action
+        per_row = obs_bytes + 4 * 4 + 4  # obs, index block, action (host: obs and the two in pinned memory)
         for lay in self.spec.layers:
             per_row += 4 * lay.cout * lay.out_hw[0] * lay.out_hw[1]
             if lay.kind == "dense":
@@ -469,6 +469,9 @@ class CudaPolicy:
         spec, self.capacity = self.spec, cap
         self.allocations += 1
         self.obs = cuda.device_array((cap, *spec.obs_shape), spec.obs_dtype)  # (rows, C, H, W)
+        # speed: observations go up from page-locked memory, a DMA the stream runs on its own
+        # (from pageable memory the driver stages them itself, and the host waits for it)
+        self.host_obs = cuda.pinned_array((cap, *spec.obs_shape), spec.obs_dtype)
         # one upload per step: rows_ind | order | tile_start | tile_count, each (cap,) int32
         self.index = cuda.device_array(4 * cap, np.int32)
         self.host_index = cuda.pinned_array(4 * cap, np.int32)
@@ -533,13 +536,15 @@ class CudaPolicy:
         """Stage a step's rows: obs (rows, C, H, W) of spec.obs_dtype and rows_ind (rows,) (individuals).
 
         Host work: the rows sorted by individual and cut into tiles of <= TILE_ROWS rows (cheap:
-        rows are few), packed with rows_ind into one int32 block; one upload for it, one for obs.
+        rows are few), packed with rows_ind into one int32 block; obs copied into page-locked
+        memory; one upload for each. Both host buffers are reused, so a step is uploaded after
+        the previous one's actions were fetched (the step's one synchronisation).
         """
         if self.n_ind == 0:
             raise RuntimeError("CudaPolicy: call load(weights) before running rows")
         rows_ind = np.asarray(rows_ind)
         rows = len(rows_ind)
-        obs = np.ascontiguousarray(obs)
+        obs = np.asarray(obs)
         if obs.dtype != self.spec.obs_dtype or obs.shape != (rows, *self.spec.obs_shape):
             raise ValueError(
                 f"obs must be {self.spec.obs_dtype} of shape {(rows, *self.spec.obs_shape)}, "
@@ -560,7 +565,8 @@ class CudaPolicy:
         h[2 * rows + self.n_tiles : 2 * rows + 2 * self.n_tiles] = tile_count
         n = 2 * rows + 2 * self.n_tiles
         self.index[:n].copy_to_device(h[:n], stream=self.stream)
-        self.obs[:rows].copy_to_device(obs, stream=self.stream)
+        self.host_obs[:rows] = obs  # free: the last step's copies ended before its actions came back
+        self.obs[:rows].copy_to_device(self.host_obs[:rows], stream=self.stream)
 
     def launch(self):
         """Run every layer's kernels on the staged rows (asynchronous, on self.stream)."""
