@@ -12,9 +12,10 @@ From the PTX: fp64 instructions and divisions. From the machine code (SASS, disa
 nvdisasm): the hot loop, the innermost loop with the most FFMA instructions, its instruction
 count and its instructions per FFMA (how much of the work around each multiply-add is
 overhead). The launch limits are checked for every row count up to 10,000: threads per block,
-registers x threads per block, shared memory, the grid's y dimension. A
-kernel fails on any spill, local memory (stack), fp64 instruction or exceeded limit; the script
-exits 1 if one does (tests/test_kernel_report.py runs it in CI).
+registers x threads per block, shared memory, the grid's y dimension. A kernel fails on any
+spill, local memory (stack), fp64 instruction or exceeded limit, and the kernel that builds
+individuals on the GPU on any fused multiply-add (its rows must equal the CPU's bit for bit);
+the script exits 1 if one does (tests/test_kernel_report.py runs it in CI).
 
 Needs NVVM and NVRTC (numba.cuda finds them; requirements.txt installs NVRTC), `ptxas` of the
 same CUDA version (on PATH, or --ptxas) and nvdisasm (requirements.txt installs its 4 MB wheel).
@@ -65,6 +66,7 @@ class Kernel:
     argtypes: tuple
     threads: int
     grid_y: int
+    unfused: bool = False  # its sums must match the CPU's bit for bit: no FFMA anywhere
 
 
 def kernels(net: str) -> list[Kernel]:
@@ -147,6 +149,19 @@ def hot_loop(sass: str) -> tuple[int, int]:
     return best
 
 
+def build_kernels() -> list[Kernel]:
+    """The kernel that builds a population's rows on the GPU (nevo.kernels.cuda_build), any net."""
+    from numba import types
+
+    from nevo.kernels import cuda_build
+
+    f32, i64 = types.float32, types.int64
+    a2, a1, i1 = types.Array(f32, 2, "C"), types.Array(f32, 1, "C"), types.Array(i64, 1, "C")
+    args = (a2, a2, i1, i1, a1, a1, a1)
+    return [Kernel("any net", "build_rows", cuda_build.build_rows_kernel, args, cuda_build.BUILD_THREADS,
+                   MAX_ROWS, unfused=True)]  # fmt: skip
+
+
 class _TargetDevice:
     """Stands for the GPU when there is none: numba.cuda compiles a kernel's device functions for
     the current device's compute capability, so during a compile it must be the target's."""
@@ -182,13 +197,15 @@ def compile_report(kernel: Kernel, arch: str, ptxas: str, folder: str, nvdisasm:
         return int(m.group(1)) if m else 0
 
     body = [line for line in ptx.splitlines() if line.strip() and not line.strip().startswith(("//", "."))]
-    loop = (0, 0)
+    loop, ffma = (0, 0), 0
     if nvdisasm:
         sass = subprocess.run([nvdisasm, "-c", path + ".cubin"], capture_output=True, text=True)
         if sass.returncode != 0:
             raise RuntimeError(f"nvdisasm failed on {kernel.net} {kernel.name}: {sass.stderr.strip()[:500]}")
         loop = hot_loop(sass.stdout)
+        ffma = len(re.findall(r"\bFFMA\b", sass.stdout))
     return {
+        "ffma": ffma,
         "loop": loop[0],
         "loop_ffma": loop[1],
         "registers": number(r"Used (\d+) registers"),
@@ -211,6 +228,8 @@ def problems(kernel: Kernel, r: dict) -> list[str]:
         bad.append(f"{r['stack']} bytes of local memory (stack)")
     if r["fp64"]:
         bad.append(f"{r['fp64']} fp64 instructions")
+    if kernel.unfused and r.get("ffma", 0):
+        bad.append(f"{r['ffma']} fused multiply-adds where the CPU rounds the product and the sum apart")
     if kernel.threads > MAX_THREADS:
         bad.append(f"{kernel.threads} threads per block > {MAX_THREADS}")
     if r["registers"] * kernel.threads > MAX_REGS_PER_BLOCK:
@@ -242,8 +261,9 @@ def main(argv=None) -> int:
           f"{'fp64':>4} {'div':>4} {'ptx lines':>9} {'threads':>7} {'loop':>5} {'FFMA':>4} {'i/FFMA':>6}"
           "  problems")  # fmt: skip
     with tempfile.TemporaryDirectory() as folder:
-        for net in a.nets:
-            for kernel in kernels(net):
+        every = [(net, kernels(net)) for net in a.nets] + [("any net", build_kernels())]
+        for net, net_kernels in every:
+            for kernel in net_kernels:
                 for arch in a.arch:
                     r = compile_report(kernel, arch, a.ptxas, folder, nvdisasm)
                     if kernel.name == "conv1" and arch == "sm_90" and r["loop_ffma"] and not r["divisions"]:

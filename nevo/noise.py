@@ -213,13 +213,26 @@ class WeightBuilder:
         """Seconds spent on safe mutations so far (0 without them)."""
         return 0.0 if self.safe is None else self.safe.mutation_s
 
-    def build(self, rows, out: np.ndarray) -> np.ndarray:
-        """out (len(rows), P) float32 = the weights of these rows of the population in use."""
+    @property
+    def bases(self) -> np.ndarray:
+        """(K, P) float32 the weights of the population in use's bases (one array per `use`)."""
+        return self._bases
+
+    def plan(self, rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(base index (n,) int64, noise offset (n,) int64 (-1: none), scale (n,) float32) of
+        these rows of the population in use: `build_rows`' arguments, wherever it runs."""
         rows = np.asarray(rows, np.int64)
         pop = self._pop
         base = np.ascontiguousarray(pop.base[rows], np.int64)
         scale = np.ascontiguousarray(pop.scale[rows], np.float32)
-        build_rows(out, self._bases, base, self._offsets[rows], self.init_scale, scale, self.table)
+        return base, np.ascontiguousarray(self._offsets[rows]), scale
+
+    def build(self, rows, out: np.ndarray) -> np.ndarray:
+        """out (len(rows), P) float32 = the weights of these rows of the population in use."""
+        rows = np.asarray(rows, np.int64)
+        pop = self._pop
+        base, offsets, scale = self.plan(rows)
+        build_rows(out, self._bases, base, offsets, self.init_scale, scale, self.table)
         if getattr(pop, "operator", "gaussian") != "gaussian":  # the children again, safely
             self.safe.build(pop, rows, out, self._offsets[rows])
         if self.fold is not None:

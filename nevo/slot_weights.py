@@ -136,9 +136,21 @@ def rows_that_fit(n_params: int) -> int:
     return max(2, int(0.25 * avail) // (4 * n_params))
 
 
+def builds_on_device(builder) -> bool:
+    """Whether a GPU can build this builder's rows itself (nevo.kernels.cuda_build): Gaussian
+    children from a noise table, with no host-side step after the build (no virtual batch norm
+    fold, no safe mutation)."""
+    return builder.table.size > 0 and builder.fold is None and builder.safe is None
+
+
 def for_device(builder, device: str, max_rows: int = 0):
-    """The weights an evaluator on this device uses: PooledWeights on the CPU; on a GPU
-    AllWeights of at most max_rows rows at a time (0: as many as a quarter of the free memory holds)."""
+    """The weights an evaluator on this device uses: PooledWeights on the CPU; on a GPU the rows
+    built there (DeviceWeights) where it can build them, else AllWeights of at most max_rows
+    rows at a time (0: as many as a quarter of the free memory holds)."""
+    if device == "cuda" and builds_on_device(builder) and not max_rows:
+        from nevo.kernels.cuda_build import DeviceWeights
+
+        return DeviceWeights(builder)
     if device == "cuda":
         return AllWeights(builder, max_rows or rows_that_fit(builder.n_params))
     return PooledWeights(builder)

@@ -146,6 +146,37 @@ def conv_tiles_match_reference(rng, full):
         ck.conv_kernel.cache_clear()
 
 
+def device_build_matches_host_build(rng, full):
+    """Rows built on the GPU (nevo.kernels.cuda_build) equal the host's build_rows bit for bit:
+    fresh networks, copies and children of seed-list parents (GA), theta +- sigma eps (ES);
+    a builder with a host-side fold builds on the host."""
+    from nevo.episodes import Population
+    from nevo.kernels.cuda_build import DeviceWeights
+    from nevo.noise import WeightBuilder
+    from nevo.slot_weights import AllWeights, for_device
+
+    p = 1000 if full else 150
+    table = rng.standard_normal(20 * p).astype(np.float32)
+    init = (0.1 + rng.random(p)).astype(np.float32)
+    seeds = rng.integers(0, 2**31, 12)
+    new_seed = np.array([seeds[3], -1, seeds[4], seeds[5], seeds[6], seeds[7]])  # row 1: a copy
+    ga = Population([np.array(seeds[:1]), np.array(seeds[1:3])], np.array([-1, 0, 1, 1, 0, -1]), new_seed,
+                    np.full(6, 0.02, np.float32), 0.02)  # fmt: skip
+    theta = rng.standard_normal((1, p)).astype(np.float32)
+    es = Population(theta, np.zeros(4, np.int64), np.array([seeds[8], seeds[8], seeds[9], seeds[9]]),
+                    np.array([0.05, -0.05, 0.05, -0.05], np.float32))  # fmt: skip
+    device = DeviceWeights(WeightBuilder(table, init))
+    assert isinstance(for_device(device.builder, "cuda"), DeviceWeights)
+    host = WeightBuilder(table, init)
+    for pop in (ga, es, ga.rows(np.array([4, 1])), ga):
+        got = device.start(pop, np.arange(len(pop)), 4).copy_to_host()
+        host.use(pop)
+        want = host.build(np.arange(len(pop)), np.empty((len(pop), p), np.float32))
+        np.testing.assert_array_equal(got, want)
+    folded = WeightBuilder(table, init, fold=lambda w: None)
+    assert isinstance(for_device(folded, "cuda"), AllWeights)
+
+
 def float32_vectors_match_reference(rng, full):
     """On float32 observations (used as given, not /255) the CUDA forward matches the reference: the
     mlp on vectors (n, 1, 1), and each layer kind reading float32 obs first (a conv, a dense layer
@@ -341,6 +372,7 @@ def full_size_matches_reference(rng, full):
 SMALL = [
     forward_matches_reference,
     conv_tiles_match_reference,
+    device_build_matches_host_build,
     float32_vectors_match_reference,
     policy_reuses_buffers,
     load_reuses_weight_memory,

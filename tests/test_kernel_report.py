@@ -22,7 +22,10 @@ def test_every_kernel_compiles_without_spills_local_memory_or_fp64():
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     rows = [line for line in run.stdout.splitlines() if line.endswith("  ok")]
-    expected = sum(len(kernel_report.kernels(net)) for net in kernel_report.NETS) * 2  # two archs
+    every = sum(len(kernel_report.kernels(net)) for net in kernel_report.NETS) + len(
+        kernel_report.build_kernels()
+    )
+    expected = every * 2  # two archs
     assert len(rows) == expected and expected >= 40
     for net, before in kernel_report.FIRST_CONV_BEFORE.items():  # issue 16's goal: 5x fewer
         (line,) = [x for x in run.stdout.splitlines() if x.startswith(f"{net} conv1 (sm_90):")]
@@ -64,5 +67,8 @@ def test_a_spill_fp64_or_too_many_registers_is_a_problem():
     for key, value, word in over:
         (problem,) = kernel_report.problems(kernel, {**clean, key: value})
         assert word in problem
+    exact = kernel_report.Kernel("net", "k", None, (), threads=512, grid_y=10, unfused=True)
+    assert kernel_report.problems(kernel, {**clean, "ffma": 3}) == []
+    assert "fused multiply-adds" in kernel_report.problems(exact, {**clean, "ffma": 3})[0]
     wide = kernel_report.Kernel("net", "k", None, (), threads=2048, grid_y=70_000)
     assert len(kernel_report.problems(wide, clean)) == 3  # threads, registers x threads, grid y
