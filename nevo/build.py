@@ -95,7 +95,7 @@ def check_machine(cfg, task, spec, population: int, bases: int, cluster) -> str 
     device = device_for(cfg, task)
     rows = weight_rows(cfg, device, population, bases)
     check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population",
-                 experience_bytes(cfg, task, population))  # fmt: skip
+                 experience_bytes(cfg, task, population), population, builds_on_gpu(cfg))  # fmt: skip
     return device
 
 
@@ -129,20 +129,30 @@ def evaluator(cfg, task, spec, device, run_dir, table, population: int, bases: i
     return ev, ev.facts
 
 
+def builds_on_gpu(cfg) -> bool:
+    """Whether --device cuda builds the population's rows on the GPU (nevo.kernels.cuda_build):
+    Gaussian children without virtual batch norm's fold (as nevo.slot_weights.builds_on_device)."""
+    return mutation_of(cfg) == "gaussian" and not cfg.net.vbn
+
+
 def weight_rows(cfg, device: str, population: int, bases: int) -> int:
-    """Weight rows an evaluation holds at once: on the CPU one per emulator slot (plus one), on
-    a GPU every row of the population; plus the bases rows are built from, this generation's and
-    last one's."""
+    """Weight rows an evaluation holds in host memory at once: on the CPU one per emulator slot
+    (plus one); on a GPU none where the rows are built there, else every row of the population;
+    plus the bases rows are built from, this generation's and last one's."""
     slots = cfg.run.env_slots or 32 * machine.cores()
-    held = population if device == "cuda" else min(population, slots + 1)
+    if device == "cuda":
+        held = 0 if builds_on_gpu(cfg) else population
+    else:
+        held = min(population, slots + 1)
     return held + 2 * bases
 
 
-def check_memory(n_params: int, rows: int, noise_table_size: int, device: str, flag: str,
-                 extra: int = 0) -> None:  # fmt: skip
+def check_memory(n_params: int, rows: int, noise_table_size: int, device: str, flag: str, extra: int = 0,
+                 device_rows: int | None = None, table_on_gpu: bool = False) -> None:  # fmt: skip
     """Stop before starting if `rows` weight rows plus the noise table (plus `extra` bytes: the
-    experiences of safe mutations) cannot fit in memory (or the rows on the GPU); the message
-    names `flag`, the setting to lower."""
+    experiences of safe mutations) cannot fit in memory, or on a GPU `device_rows` rows (default:
+    rows), plus the table where individuals are built there; the message names `flag`, the
+    setting to lower."""
     need = 4 * n_params * rows + 4 * noise_table_size + extra
     avail = machine.available_memory()
     if avail is not None and need > 0.9 * avail:
@@ -158,4 +168,7 @@ def check_memory(n_params: int, rows: int, noise_table_size: int, device: str, f
         from nevo.kernels.cuda import check_fits
 
         free, _ = cuda.current_context().get_memory_info()
-        check_fits(4 * n_params * rows, free, f"the weights of {rows} individuals")
+        on_gpu = rows if device_rows is None else device_rows
+        table = 4 * noise_table_size if table_on_gpu else 0
+        what = f"the weights of {on_gpu} individuals" + (" and the noise table" if table else "")
+        check_fits(4 * n_params * on_gpu + table, free, what)

@@ -91,7 +91,8 @@ class Setup(WorkerPlugin):
                 spec = build.net_for(cfg, self.task)
                 device = build.device_for(cfg, self.task)
                 rows = build.weight_rows(cfg, device, self.population, self.bases)
-                build.check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population")
+                build.check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population",
+                                   0, self.population, build.builds_on_gpu(cfg))  # fmt: skip
             except (ValueError, MemoryError) as e:  # ConfigError included
                 self.refused = str(e)
         if self.refused:  # say why where the driver reads it, then leave the cluster

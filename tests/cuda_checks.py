@@ -177,6 +177,37 @@ def device_build_matches_host_build(rng, full):
     assert isinstance(for_device(folded, "cuda"), AllWeights)
 
 
+def evaluator_builds_its_rows_on_the_device(rng, full):
+    """A task's evaluator on --device cuda builds its population's rows on the GPU (the host
+    never holds them) and plays its episodes with them: every episode ends and the rows the
+    policy read equal the host's build."""
+    from nevo import nets, tasks
+    from nevo.config import EnvConfig, RunConfig
+    from nevo.episodes import Episodes, Population
+    from nevo.kernels import make_policy
+    from nevo.kernels.cuda_build import DeviceWeights
+    from nevo.noise import WeightBuilder
+
+    task = tasks.task_for(EnvConfig(env="CartPole-v1", frame_cap=3))
+    spec = nets.net_spec("mlp", task.obs_shape, task.n_actions, task.obs_dtype)
+    table = rng.standard_normal(3 * spec.n_params).astype(np.float32)
+    builder = WeightBuilder(table, nets.init_scale(spec))
+    ev, _ = task.evaluator(RunConfig(env_slots=3), make_policy("cuda", spec), builder, "cuda", 3)
+    try:
+        assert isinstance(ev.weights, DeviceWeights)
+        pop = Population(
+            [np.array([7])], np.array([-1, 0, 0]), np.array([3, -1, 5]), np.full(3, 0.1, np.float32), 0.1
+        )
+        res = ev.run(pop, Episodes(np.array([0, 1, 2, 1]), np.arange(4)))
+        assert (res.lengths >= 1).all() and (res.lengths <= 3).all(), res.lengths
+        host = WeightBuilder(table, nets.init_scale(spec))
+        host.use(pop)
+        want = host.build(np.arange(3), np.empty((3, spec.n_params), np.float32))
+        np.testing.assert_array_equal(ev.weights.rows[:3].copy_to_host(), want)
+    finally:
+        ev.close()
+
+
 def float32_vectors_match_reference(rng, full):
     """On float32 observations (used as given, not /255) the CUDA forward matches the reference: the
     mlp on vectors (n, 1, 1), and each layer kind reading float32 obs first (a conv, a dense layer
@@ -373,6 +404,7 @@ SMALL = [
     forward_matches_reference,
     conv_tiles_match_reference,
     device_build_matches_host_build,
+    evaluator_builds_its_rows_on_the_device,
     float32_vectors_match_reference,
     policy_reuses_buffers,
     load_reuses_weight_memory,
