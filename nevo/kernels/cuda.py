@@ -493,14 +493,15 @@ class CudaPolicy:
 
         A host array is copied to the device here, once per evaluation, into memory kept from the
         previous load when it fits; a device array (numba or __cuda_array_interface__) is used as
-        it is. Raises DeviceMemoryError, before allocating, when the weights do not fit.
+        it is, and its rows may be longer than the net (a pitch: nevo.kernels.cuda_build). Raises
+        DeviceMemoryError, before allocating, when the weights do not fit.
         """
         n_params = self.spec.n_params
         on_device = _device_array(weights)
         if on_device is not None:
             weights = on_device
-            if weights.dtype != np.float32 or weights.ndim != 2 or weights.shape[1] != n_params:
-                raise ValueError(f"device weights must be (n_individuals, {n_params}) float32")
+            if weights.dtype != np.float32 or weights.ndim != 2 or weights.shape[1] < n_params:
+                raise ValueError(f"device weights must be (n_individuals, >= {n_params}) float32")
             self.weights, self.n_ind = weights, weights.shape[0]
             return
         weights = np.ascontiguousarray(weights)

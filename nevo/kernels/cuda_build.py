@@ -33,6 +33,15 @@ else:
 
 BUILD_THREADS = 256  # threads per block, over a row's elements
 ROW_BLOCKS = 64  # at most this many blocks per row (each thread then strides over the row)
+PITCH = 32  # a row's length in memory is a multiple of this many float32: 128 bytes
+
+
+def pitch(n_params: int) -> int:
+    """Floats between the starts of two individuals' rows on the device: n_params rounded up to
+    128 bytes, so that every row, and the 128-byte lines its kernels read, start aligned (the
+    large net's 4,052,658 parameters are 18 mod 32: unpadded, most rows start mid-line and a
+    warp's 128-byte load of a weight row touches two lines)."""
+    return _cdiv(n_params, PITCH) * PITCH
 
 
 @cuda.jit
@@ -45,7 +54,7 @@ def build_rows_kernel(out, base, base_idx, offsets, init_scale, scale, table):
     # elements q*BUILD_THREADS + t, then a grid-row stride on: consecutive threads write, and
     # read the table and the base at, consecutive elements (coalesced).
     i = cuda.blockIdx.y
-    n_params = out.shape[1]
+    n_params = init_scale.shape[0]  # out's rows may be longer (a pitch): the rest is left as is
     b, o, sig = base_idx[i], offsets[i], scale[i]
     stride = cuda.gridDim.x * cuda.blockDim.x
     for j in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, n_params, stride):
@@ -58,8 +67,8 @@ def build_rows_kernel(out, base, base_idx, offsets, init_scale, scale, table):
 
 
 def launch_build(out, base, base_idx, offsets, init_scale, scale, table, stream=0) -> None:
-    """build_rows_kernel over every row of out (device arrays), on stream."""
-    n, p = out.shape
+    """build_rows_kernel over every row of out (device arrays; rows may be padded), on stream."""
+    n, p = out.shape[0], init_scale.shape[0]
     if n == 0:
         return
     threads = min(BUILD_THREADS, _cdiv(p, 32) * 32)
@@ -79,7 +88,7 @@ class DeviceWeights:
         self._table = self._init = None  # device copies, uploaded on first use
         self._bases = None  # device (K, P) of the host bases last uploaded ...
         self._bases_of = None  # ... which host array they are
-        self.rows = None  # device (capacity, P) float32
+        self.rows = None  # device (capacity, pitch(P)) float32
 
     @property
     def max_rows(self) -> int:
@@ -87,11 +96,12 @@ class DeviceWeights:
         free = cuda.current_context().get_memory_info().free
         held = 0 if self.rows is None else self.rows.nbytes
         table = 0 if self._table is not None else self.builder.table.nbytes
-        row = 4 * self.builder.n_params
+        row = 4 * pitch(self.builder.n_params)
         return max(1, int(0.9 * (free + held - table)) // row - 2 * len(self.builder.bases))
 
     def start(self, population, ind: np.ndarray, slots: int):
-        """Build every row of population on the device; returns the (rows, P) device array."""
+        """Build every row of population on the device; returns the (rows, pitch(P)) device array
+        (CudaPolicy.load takes rows longer than the net: a pitch)."""
         b, s = self.builder, self.stream
         b.use(population)
         if self._table is None:
@@ -105,12 +115,12 @@ class DeviceWeights:
         n = len(population)
         if self.rows is None or self.rows.shape[0] < n:
             self.rows = None
-            need = 4 * n * b.n_params
+            need = 4 * n * pitch(b.n_params)
             check_fits(need, cuda.current_context().get_memory_info().free,
                        f"the weights of {n:,} individuals", device_name())  # fmt: skip
-            self.rows = cuda.device_array((n, b.n_params), np.float32)
+            self.rows = cuda.device_array((n, pitch(b.n_params)), np.float32)
         base_idx, offsets, scale = b.plan(np.arange(n))
-        bases = self._bases if self._bases is not None else self.rows  # no base: fresh rows only
+        bases = self._bases if self._bases is not None else self.rows  # no base: fresh rows only (unread)
         up = [cuda.to_device(a, stream=s) for a in (base_idx, offsets, scale)]  # a few KB
         launch_build(self.rows[:n], bases, up[0], up[1], self._init, up[2], self._table, s)
         s.synchronize()
