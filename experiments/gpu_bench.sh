@@ -3,7 +3,8 @@
 # planned for at most 8 on a 16-core H100 machine):
 #
 #   bash experiments/gpu_bench.sh smoke      # numba.cuda.detect(), one tiny kernel, the full-size CUDA checks
-#   bash experiments/gpu_bench.sh forward    # the forward benchmark (torch.func.vmap beside it where installed)
+#   bash experiments/gpu_bench.sh forward    # the forward benchmark (torch.func.vmap beside it where installed),
+#                                             # then a generation's individuals built on the GPU
 #   bash experiments/gpu_bench.sh pipeline   # the pipeline benchmark: emulator limit, overlap, lockstep, plain
 #   bash experiments/gpu_bench.sh algos      # the ES update beside a generation at ~150K frames/s
 #   bash experiments/gpu_bench.sh all        # all four in order (longer than one device call)
@@ -57,6 +58,7 @@ print('a tiny kernel ran')"
 fi
 if [[ $part == forward || $part == all ]]; then
   step bench_forward python3 -m experiments.bench_forward --device cuda
+  step bench_build python3 -m experiments.bench_build --device cuda
 fi
 if [[ $part == pipeline || $part == all ]]; then
   step bench_pipeline python3 -m experiments.bench_pipeline --nets large small --populations 256 1000 --frame-cap 5000
