@@ -72,13 +72,3 @@ def test_a_spill_fp64_or_too_many_registers_is_a_problem():
     assert "fused multiply-adds" in kernel_report.problems(exact, {**clean, "ffma": 3})[0]
     wide = kernel_report.Kernel("net", "k", None, (), threads=2048, grid_y=70_000)
     assert len(kernel_report.problems(wide, clean)) == 3  # threads, registers x threads, grid y
-
-
-def test_bench_build_times_a_generations_build_on_the_host(capsys):
-    from experiments import bench_build
-
-    argv = ["--net", "small", "--rows", "4", "--population", "8", "--truncation", "2",
-            "--noise-table-size", "2000000", "--repeats", "1"]  # fmt: skip
-    assert bench_build.main(argv) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("cpu: small net") and "4 rows" in out and "a generation of 8" in out

@@ -74,3 +74,13 @@ def test_copy_rows_are_exact(source):
     out = np.empty_like(base)
     source.build(out, base, [1, 0], [-1, -1])
     np.testing.assert_array_equal(out, base[::-1])
+
+
+def test_bench_build_times_a_generations_build_on_the_host(capsys):
+    from experiments import bench_build
+
+    argv = ["--net", "small", "--rows", "4", "--population", "8", "--truncation", "2",
+            "--noise-table-size", "2000000", "--repeats", "1"]  # fmt: skip
+    assert bench_build.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("cpu: small net") and "4 rows" in out and "a generation of 8" in out
