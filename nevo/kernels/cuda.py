@@ -474,6 +474,7 @@ class CudaPolicy:
         self.host_obs = cuda.pinned_array((cap, *spec.obs_shape), spec.obs_dtype)
         # one upload per step: rows_ind | order | tile_start | tile_count, each (cap,) int32
         self.index = cuda.device_array(4 * cap, np.int32)
+        self._views = {}  # (rows, tiles) -> the index block's four device views (see _index_views)
         self.host_index = cuda.pinned_array(4 * cap, np.int32)
         self.actions_dev = cuda.device_array(cap, np.int32)
         self.host_actions = cuda.pinned_array(cap, np.int32)
@@ -569,13 +570,25 @@ class CudaPolicy:
         self.host_obs[:rows] = obs  # free: the last step's copies ended before its actions came back
         self.obs[:rows].copy_to_device(self.host_obs[:rows], stream=self.stream)
 
+    def _index_views(self, rows, tiles):
+        """(rows_ind, order, tile_start, tile_count): device views of the index block, made once per
+        (rows, tiles) (speed: a device array view costs tens of microseconds of Python; a
+        run's steps repeat a few hundred shapes)."""
+        views = self._views.get((rows, tiles))
+        if views is None:
+            if len(self._views) >= 4096:  # bounded: rows and tiles are at most the capacity each
+                self._views.clear()
+            i = self.index
+            views = (i[:rows], i[rows : 2 * rows], i[2 * rows : 2 * rows + tiles], i[2 * rows + tiles :])
+            self._views[(rows, tiles)] = views
+        return views
+
     def launch(self):
         """Run every layer's kernels on the staged rows (asynchronous, on self.stream)."""
         rows, s, tiles = self.rows, self.stream, self.n_tiles
         if rows == 0:
             return
-        rows_ind, order = self.index[:rows], self.index[rows : 2 * rows]
-        tile_start, tile_count = self.index[2 * rows : 2 * rows + tiles], self.index[2 * rows + tiles :]
+        rows_ind, order, tile_start, tile_count = self._index_views(rows, tiles)
         w, src, flat = self.weights, self.obs, self.obs
         for i, (kind, k) in enumerate(self._kernels):
             if kind == "conv":
