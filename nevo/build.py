@@ -22,7 +22,7 @@ REF_BATCH = "ref_batch.npy"  # VBN's reference observations, in the run folder
 
 def net_for(cfg, task) -> nets.NetSpec:
     """The NetSpec of cfg.net.net for what the task's observations and actions are."""
-    return nets.net_spec(cfg.net.net, task.obs_shape, task.n_actions, task.obs_dtype)
+    return nets.net_spec(cfg.net.net, task.obs_shape, task.n_actions, task.obs_dtype, task.action)
 
 
 def device_for(cfg, task) -> str:
@@ -92,6 +92,11 @@ def check_machine(cfg, task, spec, population: int, bases: int, cluster) -> str 
         check_address(cluster.address)
         check_memory(spec.n_params, 0, cfg.run.noise_table_size, "cpu", "--noise-table-size")
         return None
+    if mutation_of(cfg) != "gaussian" and spec.action != "argmax":
+        raise ConfigError(
+            f"--mutation: {mutation_of(cfg)} measures the softmax of a discrete policy's outputs; "
+            f"{task.name} has continuous actions: use --mutation gaussian"
+        )
     device = device_for(cfg, task)
     rows = weight_rows(cfg, device, population, bases)
     check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population",

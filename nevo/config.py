@@ -32,7 +32,7 @@ class EnvConfig:
     env: str = setting(
         "atari",
         "atari (the game of --game), an Atari game id, or a gymnasium task with vector observations "
-        "and discrete actions (CartPole-v1, Acrobot-v1, MountainCar-v0, LunarLander-v3)",
+        "and discrete or bounded continuous actions (CartPole-v1, Acrobot-v1, Pendulum-v1, ...)",
     )
     game: str = setting("frostbite", "Atari game (ale-py ROM id, e.g. frostbite, space_invaders)")
     frame_cap: int = setting(20_000, "episode cap in game frames (frameskip included)")

@@ -91,19 +91,32 @@ def check_registered(env_id: str) -> None:
         raise ConfigError(f"--env: {env_id!r} is neither an Atari game nor a gymnasium task; {hint}")
 
 
+def box_action(a, low, high) -> np.ndarray:
+    """A policy's action vector a in [-1, 1] (tanh outputs) as the env's: low + (a + 1)(high - low)/2,
+    clipped to [low, high] against float rounding at the ends."""
+    a = np.asarray(a, np.float64)
+    return np.clip(low + (a + 1.0) * 0.5 * (high - low), low, high).astype(np.float32)
+
+
 class VectorTaskSlots:
     """`slots` gymnasium envs of one task (make_env() makes one), reset with an episode seed and
     stepped together.
 
-    Observations are float32 (slots, n, 1, 1), the net's (C, H, W) input layout. Python steps
-    each env in turn: these tasks cost microseconds a step, the forward pass dominates.
+    Observations are float32 (slots, n, 1, 1), the net's (C, H, W) input layout. Actions are
+    discrete (the policy's int64 choices), or for a Box action space the policy's vectors in
+    [-1, 1], mapped linearly onto the box (`box_action`). Python steps each env in turn: these
+    tasks cost microseconds a step, the forward pass dominates.
     """
 
     def __init__(self, make_env, slots: int):
+        from gymnasium import spaces
+
         self.envs = [make_env() for _ in range(slots)]
         self.slots = slots
         self.obs_shape = (self.envs[0].observation_space.shape[0], 1, 1)  # (C, H, W) = (n, 1, 1)
         self.obs_dtype = np.float32
+        space = self.envs[0].action_space
+        self.box = (space.low, space.high) if isinstance(space, spaces.Box) else None
 
     def reset(self, slots, seeds) -> np.ndarray:
         """(k, n, 1, 1) first observations of new episodes with these seeds in these slots."""
@@ -119,7 +132,7 @@ class VectorTaskSlots:
         obs = np.empty((k, *self.obs_shape), np.float32)
         rewards, ended = np.empty(k, np.float64), np.empty(k, bool)
         for j, (s, a) in enumerate(zip(slots, actions)):
-            o, r, term, trunc, _ = self.envs[s].step(int(a))
+            o, r, term, trunc, _ = self.envs[s].step(int(a) if self.box is None else box_action(a, *self.box))
             obs[j, :, 0, 0], rewards[j], ended[j] = o, r, term or trunc
         return obs, rewards, ended
 
@@ -157,8 +170,12 @@ def task_reference_batch(task, n_actions: int, frame_cap: int, size: int, seed: 
     rng = np.random.default_rng([seed, 0xBA7C])
     batch, episode, steps = [], 0, 0
     obs = task.reset([0], [seed])
+    box = getattr(task, "box", None) is not None  # continuous actions: uniform in [-1, 1]
     while len(batch) < size:
-        obs, _, ended = task.step([0], rng.integers(0, n_actions, 1))
+        random = (
+            rng.uniform(-1, 1, (1, n_actions)).astype(np.float32) if box else rng.integers(0, n_actions, 1)
+        )
+        obs, _, ended = task.step([0], random)
         steps += 1
         if rng.random() < keep:
             batch.append(obs[0].copy())

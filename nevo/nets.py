@@ -84,6 +84,9 @@ class NetSpec:
     n_params: int  # length of the flat float32 vector
     table: np.ndarray = field(repr=False)  # (n_layers, N_COLS) int64, for the Numba kernels
     obs_dtype: np.dtype = np.dtype(np.uint8)  # uint8 pixels (scaled by 1/255) or float32 (as given)
+    # What the outputs choose: "argmax" (a discrete action: the first largest output) or "tanh"
+    # (a continuous action vector: tanh of each output, in [-1, 1]; the task maps it to its bounds)
+    action: str = "argmax"
 
     @property
     def obs_div(self):
@@ -101,11 +104,17 @@ class NetSpec:
         ]
 
 
-def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom", obs_dtype=np.uint8):
+ACTIONS = ("argmax", "tanh")
+
+
+def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom", obs_dtype=np.uint8, action="argmax"):
     """Build a NetSpec from a recipe of ("conv", cout, k, s) / ("dense", units), convs first.
 
     obs_dtype: uint8 (pixels, scaled to [0, 1]) or float32 (vector observations, used as given).
+    action: "argmax" (n_actions discrete actions) or "tanh" (an n_actions-long action vector).
     """
+    if action not in ACTIONS:
+        raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
     obs_dtype = np.dtype(obs_dtype)
     if obs_dtype not in (np.uint8, np.float32):
         raise ValueError(f"obs_dtype must be uint8 or float32, got {obs_dtype}")
@@ -148,14 +157,14 @@ def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom", obs_dtyp
             + (lay.w_offset, lay.b_offset, int(lay.relu))
         )
     table.setflags(write=False)
-    return NetSpec(name, (c0, h0, w0), int(n_actions), tuple(out), offset, table, obs_dtype)
+    return NetSpec(name, (c0, h0, w0), int(n_actions), tuple(out), offset, table, obs_dtype, action)
 
 
-def net_spec(name, obs_shape=OBS_SHAPE, n_actions=18, obs_dtype=np.uint8):
+def net_spec(name, obs_shape=OBS_SHAPE, n_actions=18, obs_dtype=np.uint8, action="argmax"):
     """The named network ("large", "small" or "mlp") for this input shape and action count."""
     if name not in NAMED_LAYERS:
         raise ValueError(f"unknown network {name!r}; valid names: {sorted(NAMED_LAYERS)}")
-    return make_spec(NAMED_LAYERS[name], obs_shape, n_actions, name=name, obs_dtype=obs_dtype)
+    return make_spec(NAMED_LAYERS[name], obs_shape, n_actions, name=name, obs_dtype=obs_dtype, action=action)
 
 
 def init_scale(spec):

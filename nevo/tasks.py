@@ -2,13 +2,15 @@
 switching on the environment's name.
 
 Each task knows its observations (shape and dtype, as the net's (C, H, W) input), its number of
-actions, its behaviour for novelty search (or None), the device that suits it, its checks of the
-settings, its evaluator and its reference observations for virtual batch norm:
+actions and their kind (`action`: "argmax", discrete; "tanh", a continuous vector), its
+behaviour for novelty search (or None), the device that suits it, its checks of the settings,
+its evaluator and its reference observations for virtual batch norm:
 - `AtariGame`: an Atari game from pixels through ale-py's C++ vector env, with the Deep GA
   reference's preprocessing (nevo.envs); behaviour = the console's final RAM (nevo.atari_ram);
 - `Maze`: the deceptive image maze (nevo.maze); behaviour = the final (x, y);
-- `GymTask`: a gymnasium environment with a flat Box observation and Discrete actions, either a
-  registered id (CartPole-v1, ...) or a user's own environment class or factory.
+- `GymTask`: a gymnasium environment with a flat Box observation and Discrete actions or a
+  bounded Box of continuous ones, either a registered id (CartPole-v1, Pendulum-v1, ...) or a
+  user's own environment class or factory.
 `task_for(env_cfg)` picks the task an EnvConfig names.
 """
 
@@ -51,6 +53,7 @@ class AtariGame:
     obs_dtype = np.uint8
     behaviour = None  # set in __init__: (128, uint8), the final RAM
     device = "auto"  # a GPU where there is one
+    action = "argmax"  # the net's outputs choose one of the minimal action set
 
     def __init__(self, env_cfg: EnvConfig):
         from nevo.atari_ram import RAM_BYTES
@@ -133,6 +136,7 @@ class Maze(_InProcess):
 
     obs_dtype = np.uint8
     behaviour = (2, np.float32)  # the final (x, y) in [0, 1]
+    action = "argmax"  # one of its 5 moves
 
     def __init__(self, env_cfg: EnvConfig):
         from nevo import maze
@@ -161,7 +165,8 @@ class Maze(_InProcess):
 
 
 class GymTask(_InProcess):
-    """A gymnasium environment with a flat Box observation and Discrete actions: a registered id
+    """A gymnasium environment with a flat Box observation and Discrete actions or a bounded Box
+    of continuous ones (Pendulum-v1, MountainCarContinuous-v0, ...): a registered id
     (env_cfg.env, e.g. CartPole-v1) or, from Python, a user's own environment class or any
     function that makes one (`make_env`), registered or not. Observations are float32 (n, 1, 1)."""
 
@@ -206,13 +211,17 @@ class GymTask(_InProcess):
             raise ConfigError(f"--env: could not make {self.name!r}: {e}") from None
         obs, act = env.observation_space, env.action_space
         env.close()
-        if not (isinstance(obs, spaces.Box) and len(obs.shape) == 1 and isinstance(act, spaces.Discrete)):
+        box = isinstance(act, spaces.Box) and len(act.shape) == 1 and np.isfinite([act.low, act.high]).all()
+        if not (
+            isinstance(obs, spaces.Box) and len(obs.shape) == 1 and (isinstance(act, spaces.Discrete) or box)
+        ):
             raise ConfigError(
                 f"--env: {self.name} has observations {obs} and actions {act}; nevo's gymnasium "
-                "tasks need a 1-D Box observation and Discrete actions"
+                "tasks need a 1-D Box observation, and Discrete actions or a bounded 1-D Box"
             )
         self.obs_shape = (obs.shape[0], 1, 1)  # (C, H, W) = (n, 1, 1)
-        self.n_actions = int(act.n)
+        self.n_actions = int(act.shape[0]) if box else int(act.n)
+        self.action = "tanh" if box else "argmax"  # continuous: the net's outputs through tanh
 
     def check(self, net_cfg) -> None:
         from nevo.nets import IMAGE_NETS

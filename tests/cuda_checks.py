@@ -210,6 +210,24 @@ def evaluator_builds_its_rows_on_the_device(rng, full):
         ev.close()
 
 
+def continuous_actions_match_reference(rng, full):
+    """A net with continuous actions (NetSpec.action "tanh") gives the reference's action vectors,
+    tanh of its logits, (rows, n_actions) float32 in [-1, 1]."""
+    from nevo.kernels.cuda import CudaPolicy
+
+    spec = make_spec([("dense", 12)], (5, 1, 1), 3, obs_dtype=np.float32, action="tanh")
+    weights, rows_ind, obs = random_case(spec, rng, 3, 7)
+    weights *= 20  # outputs past tanh's linear range, some near +-1
+    policy = CudaPolicy(spec)
+    policy.load(weights)
+    actions = policy(rows_ind, obs)
+    ref_actions, ref_logits = reference.forward(spec, weights, rows_ind, obs)
+    assert actions.dtype == np.float32 and actions.shape == (7, 3), (actions.dtype, actions.shape)
+    np.testing.assert_allclose(actions, ref_actions, atol=1e-5)
+    assert np.abs(actions).max() <= 1 and np.abs(ref_logits).max() > 1
+    policy.release()
+
+
 def float32_vectors_match_reference(rng, full):
     """On float32 observations (used as given, not /255) the CUDA forward matches the reference: the
     mlp on vectors (n, 1, 1), and each layer kind reading float32 obs first (a conv, a dense layer
@@ -410,6 +428,7 @@ SMALL = [
     forward_matches_reference,
     conv_tiles_match_reference,
     device_build_matches_host_build,
+    continuous_actions_match_reference,
     evaluator_builds_its_rows_on_the_device,
     float32_vectors_match_reference,
     policy_reuses_buffers,

@@ -2,8 +2,9 @@
 
 forward(spec, weights, rows_ind, obs) -> (actions, logits): weights (n_individuals, n_params)
 float32, rows_ind (rows,) int64 (each row's individual), obs (rows, C, H, W) of spec.obs_dtype
-(uint8 pixels, or float32 vectors as (rows, n, 1, 1)); actions (rows,) int64 are the first argmax
-of logits (rows, n_actions) float32.
+(uint8 pixels, or float32 vectors as (rows, n, 1, 1)); actions are the first argmax (rows,) int64
+of logits (rows, n_actions) float32, or for a net with continuous actions (NetSpec.action "tanh")
+tanh(logits) (rows, n_actions) float32 (`actions_of`: one place, for every backend).
 
 The evaluator does not call a forward function directly but a *policy*: `load(weights)` once
 per evaluation (a GPU backend copies the weights to the device there, once, never per step),
@@ -11,6 +12,8 @@ then `policy(rows_ind, obs) -> actions` every step, then `release()`.
 """
 
 import sys
+
+import numpy as np
 
 BACKENDS = ("reference", "cpu", "cuda")
 GPU_INSTALL = "pip install -r requirements-gpu.txt"  # NVVM and the CUDA runtime pieces beside the driver
@@ -22,6 +25,16 @@ NO_NVVM = (
     f"--device cuda: numba.cuda cannot compile kernels here (libNVVM not found): {GPU_INSTALL} "
     "(numba-cuda[cu12]; numba-cuda[cu13] with an NVIDIA driver 580 or newer)"
 )
+
+
+def actions_of(spec, greedy, logits):
+    """A forward's actions: the argmax it computed (rows,) int64, or for NetSpec.action "tanh"
+    the action vectors tanh(logits) (rows, n_actions) float32, in [-1, 1]. (Why tanh: the
+    action stays inside its box however far a mutation moves the output layer, without a clip
+    that would flatten every perturbation past a bound.)"""
+    if spec.action == "tanh":
+        return np.tanh(logits).astype(np.float32)
+    return greedy
 
 
 def get_forward(backend):
@@ -50,7 +63,7 @@ class HostPolicy:
         self.weights = weights
 
     def __call__(self, rows_ind, obs):
-        """(rows,) int64 greedy actions of rows_ind's individuals on obs (rows, C, H, W) of spec.obs_dtype."""
+        """The actions (see actions_of) of rows_ind's individuals on obs (rows, C, H, W) of spec.obs_dtype."""
         return self.forward(self.spec, self.weights, rows_ind, obs)[0]
 
     def release(self):

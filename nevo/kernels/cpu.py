@@ -39,6 +39,7 @@ import scipy.linalg.cython_blas  # noqa: E402, F401 (the BLAS Numba's np.dot cal
 from numba import prange  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+from nevo.kernels import actions_of
 from nevo.kernels.common import argmax_row, relu, scale_input
 from nevo.nets import (
     B_OFF,
@@ -317,7 +318,8 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
 
 
 def forward(spec, weights, rows_ind, obs):
-    """Greedy actions (rows,) int64 and logits (rows, n_actions) float32 for a batch of rows.
+    """(actions, logits (rows, n_actions) float32) for a batch of rows; actions: greedy (rows,)
+    int64, or tanh(logits) for continuous actions (nevo.kernels.actions_of).
 
     weights (n_individuals, n_params) float32 C-contiguous; rows_ind (rows,) int64, each row's
     individual; obs (rows, C, H, W) of spec.obs_dtype (uint8 as AtariVectorEnv returns it, or
@@ -338,4 +340,5 @@ def forward(spec, weights, rows_ind, obs):
     if len(rows_ind) and (rows_ind.min() < 0 or rows_ind.max() >= weights.shape[0]):
         raise IndexError(f"rows_ind must lie in [0, {weights.shape[0]})")
     # numba.get_num_threads() is read here: inside _forward it would stop cache=True working.
-    return _forward(spec.table, weights, rows_ind, obs, spec.obs_div, numba.get_num_threads())
+    greedy, logits = _forward(spec.table, weights, rows_ind, obs, spec.obs_div, numba.get_num_threads())
+    return actions_of(spec, greedy, logits), logits

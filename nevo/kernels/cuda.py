@@ -478,6 +478,7 @@ class CudaPolicy:
         self.host_index = cuda.pinned_array(4 * cap, np.int32)
         self.actions_dev = cuda.device_array(cap, np.int32)
         self.host_actions = cuda.pinned_array(cap, np.int32)
+        self.host_logits = cuda.pinned_array((cap, spec.n_actions), np.float32)  # continuous actions
         self.act, self.flat, self.partial = [], [], []
         for lay in spec.layers:
             if lay.kind == "conv":
@@ -614,16 +615,26 @@ class CudaPolicy:
         return self.fetch_actions()
 
     def fetch_actions(self):
-        """(rows,) int64 actions of the launched step: the one download of a step (waits for it)."""
+        """The launched step's actions: the one download of a step (waits for it). (rows,) int64
+        greedy actions, or for continuous actions the logits, through nevo.kernels.actions_of
+        (rows, n_actions) float32, as the CPU backends map them."""
+        from nevo.kernels import actions_of
+
         rows = self.rows
         if rows == 0:
-            return np.zeros(0, np.int64)
+            return actions_of(
+                self.spec, np.zeros(0, np.int64), np.zeros((0, self.spec.n_actions), np.float32)
+            )
+        if self.spec.action == "tanh":
+            self.act[-1][:rows].copy_to_host(self.host_logits[:rows], stream=self.stream)
+            self.stream.synchronize()
+            return actions_of(self.spec, None, self.host_logits[:rows])
         self.actions_dev[:rows].copy_to_host(self.host_actions[:rows], stream=self.stream)
         self.stream.synchronize()
         return self.host_actions[:rows].astype(np.int64)
 
     def forward(self, rows_ind, obs):
-        """(actions (rows,) int64, logits (rows, n_actions) float32), as nevo.kernels.reference."""
+        """(actions, logits (rows, n_actions) float32), as nevo.kernels.reference."""
         actions = self(rows_ind, obs)
         return actions, self.activations(len(self.spec.layers) - 1)
 

@@ -22,7 +22,8 @@ def conv_same(x, w, b, stride, pad):
 
 
 def forward(spec, weights, rows_ind, obs):
-    """Greedy actions (rows,) int64 and logits (rows, n_actions) float32; row r uses rows_ind[r]."""
+    """(actions, logits (rows, n_actions) float32); row r uses rows_ind[r]. Actions: the greedy
+    (rows,) int64, or tanh(logits) for a net with continuous actions (nevo.kernels.actions_of)."""
     rows = len(rows_ind)
     logits = np.zeros((rows, spec.n_actions), dtype=np.float32)
     for r in range(rows):
@@ -36,5 +37,7 @@ def forward(spec, weights, rows_ind, obs):
             if lay.relu:
                 x = np.maximum(x, 0.0)
         logits[r] = x
+    from nevo.kernels import actions_of
+
     actions = np.argmax(logits, axis=1).astype(np.int64)  # first max on ties
-    return actions, logits
+    return actions_of(spec, actions, logits), logits

@@ -1,0 +1,104 @@
+"""Continuous actions: nets whose outputs go through tanh, gymnasium tasks with a bounded Box of
+actions, and runs on them (Pendulum-v1: no extra package needed)."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from experiments import replay, run_es, run_ga
+from nevo import build, envs, nets, tasks
+from nevo.config import Config, ConfigError, EnvConfig
+from nevo.kernels import cpu, reference
+from tests.conftest import metrics_without_clock, run_folder
+
+
+def _case(rows=9):
+    spec = nets.make_spec([("dense", 10), ("dense", 7)], (4, 1, 1), 3, obs_dtype=np.float32, action="tanh")
+    rng = np.random.default_rng(0)
+    weights = rng.normal(size=(3, spec.n_params)).astype(np.float32) * 2
+    obs = rng.normal(size=(rows, 4, 1, 1)).astype(np.float32)
+    return spec, weights, rng.integers(0, 3, rows), obs
+
+
+def test_a_tanh_net_acts_with_tanh_of_its_outputs_on_every_host_backend():
+    """The reference's and the Numba forward's actions are tanh(logits), (rows, n) float32 in
+    [-1, 1], the same on both within float32 tolerance."""
+    spec, weights, rows_ind, obs = _case()
+    ref_a, ref_z = reference.forward(spec, weights, rows_ind, obs)
+    cpu_a, cpu_z = cpu.forward(spec, weights, rows_ind, obs)
+    for a, z in ((ref_a, ref_z), (cpu_a, cpu_z)):
+        assert a.dtype == np.float32 and a.shape == (9, 3)
+        np.testing.assert_array_equal(a, np.tanh(z).astype(np.float32))
+    np.testing.assert_allclose(cpu_a, ref_a, atol=1e-5)
+    assert np.abs(ref_z).max() > 1 >= np.abs(ref_a).max()
+
+
+def test_an_argmax_net_is_unchanged():
+    spec = nets.make_spec([("dense", 10)], (4, 1, 1), 3, obs_dtype=np.float32)
+    _, weights, rows_ind, obs = _case()
+    weights = weights[:, : spec.n_params].copy()
+    a, z = reference.forward(spec, weights, rows_ind, obs)
+    assert a.dtype == np.int64 and a.shape == (9,)
+    np.testing.assert_array_equal(a, np.argmax(z, axis=1))
+
+
+def test_an_unknown_action_kind_is_refused():
+    with pytest.raises(ValueError, match="action must be one of"):
+        nets.make_spec([], (4, 1, 1), 3, obs_dtype=np.float32, action="softmax")
+
+
+def test_box_actions_map_minus_one_to_low_and_one_to_high():
+    low, high = np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32)
+    np.testing.assert_array_equal(envs.box_action([-1, -1], low, high), low)
+    np.testing.assert_array_equal(envs.box_action([1, 1], low, high), high)
+    np.testing.assert_allclose(envs.box_action([0, 0.5], low, high), [0.0, 0.75])
+    np.testing.assert_array_equal(envs.box_action([3, -3], low, high), [2.0, 0.0])  # clipped
+
+
+def test_a_gymnasium_task_with_box_actions_has_a_tanh_net():
+    task = tasks.task_for(EnvConfig(env="Pendulum-v1"))
+    assert task.action == "tanh" and task.n_actions == 1
+    spec = build.net_for(Config(env=EnvConfig(env="Pendulum-v1")), task)
+    assert spec.action == "tanh" and spec.n_actions == 1 and spec.obs_shape == (3, 1, 1)
+    assert tasks.task_for(EnvConfig(env="CartPole-v1")).action == "argmax"
+
+
+class Unbounded(gym.Env):
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+
+
+def test_unbounded_box_actions_are_refused_in_one_line():
+    with pytest.raises(ConfigError, match="bounded 1-D Box"):
+        tasks.task_for(EnvConfig(env="unbounded"), make_env=Unbounded)
+
+
+PENDULUM = [
+    "--env",
+    "Pendulum-v1",
+    "--population",
+    "8",
+    "--frame-budget",
+    "8000",
+    "--noise-table-size",
+    "1000000",
+]
+
+
+def test_es_and_the_ga_run_on_a_continuous_task_deterministically(tmp_path):
+    """run_es and run_ga on Pendulum-v1: finite scores, the same metrics for the same seed, and
+    replay plays the result."""
+    es = run_folder(run_es.main, PENDULUM, str(tmp_path / "es"))
+    again = run_folder(run_es.main, PENDULUM, str(tmp_path / "es2"))
+    rows = metrics_without_clock(es)
+    assert rows == metrics_without_clock(again) and len(rows) >= 2
+    assert all(np.isfinite(r["score/elite_mean"]) and r["score/elite_mean"] < 0 for r in rows)
+    ga = run_folder(run_ga.main, [*PENDULUM, "--truncation", "2"], str(tmp_path / "ga"))
+    assert len(metrics_without_clock(ga)) >= 2
+    assert replay.main([ga, "--episodes", "2", "--no-save"]) == 0
+
+
+def test_safe_mutations_refuse_continuous_actions(capsys, tmp_path):
+    argv = [*PENDULUM, "--truncation", "2", "--mutation", "sm-g-sum", "--out-dir", str(tmp_path)]
+    assert run_ga.main(argv) == 2
+    assert "continuous actions" in capsys.readouterr().err
