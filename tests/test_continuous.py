@@ -102,3 +102,15 @@ def test_safe_mutations_refuse_continuous_actions(capsys, tmp_path):
     argv = [*PENDULUM, "--truncation", "2", "--mutation", "sm-g-sum", "--out-dir", str(tmp_path)]
     assert run_ga.main(argv) == 2
     assert "continuous actions" in capsys.readouterr().err
+
+
+def test_a_mujoco_robot_runs_headless_under_es(tmp_path, monkeypatch):
+    """HalfCheetah-v5 through gymnasium: a 6-long tanh action vector, episodes stepped with no
+    display, ES's metrics finite."""
+    monkeypatch.delenv("DISPLAY", raising=False)
+    task = tasks.task_for(EnvConfig(env="HalfCheetah-v5"))
+    assert task.action == "tanh" and task.n_actions == 6 and task.obs_shape == (17, 1, 1)
+    argv = ["--env", "HalfCheetah-v5", "--population", "4", "--frame-cap", "50", "--frame-budget", "600",
+            "--noise-table-size", "1000000", "--validation-episodes", "1"]  # fmt: skip
+    rows = metrics_without_clock(run_folder(run_es.main, argv, str(tmp_path)))
+    assert len(rows) >= 2 and all(np.isfinite(r["score/elite_mean"]) for r in rows)

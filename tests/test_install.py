@@ -33,7 +33,7 @@ def test_pip_install_editable_in_a_fresh_venv_then_import_from_elsewhere(tmp_pat
 
 
 def test_requirements_txt_pins_what_pyproject_toml_depends_on():
-    """The README's `pip install -r requirements.txt` installs what `pip install .[cluster,test]` does."""
+    """`pip install -r requirements.txt` (the README) installs what `pip install .[cluster,mujoco,test]` does."""
     import tomllib
 
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
@@ -42,4 +42,7 @@ def test_requirements_txt_pins_what_pyproject_toml_depends_on():
         lines = [line.split("#")[0].strip() for line in f]
     pinned = {line for line in lines if line}
     extras = project["optional-dependencies"]
-    assert set(project["dependencies"]) | set(extras["cluster"]) | set(extras["test"]) == pinned
+    assert (
+        set(project["dependencies"]) | set(extras["cluster"]) | set(extras["mujoco"]) | set(extras["test"])
+        == pinned
+    )
