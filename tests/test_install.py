@@ -33,7 +33,7 @@ def test_pip_install_editable_in_a_fresh_venv_then_import_from_elsewhere(tmp_pat
 
 
 def test_requirements_txt_pins_what_pyproject_toml_depends_on():
-    """`pip install -r requirements.txt` (the README) installs what `pip install .[cluster,mujoco,test]` does."""
+    """`pip install -r requirements.txt` installs what `pip install .[cluster,mujoco,test]` does."""
     import tomllib
 
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
