@@ -13,7 +13,7 @@ then `policy(rows_ind, obs) -> actions` every step, then `release()`.
 
 import sys
 
-import numpy as np
+from nevo.kernels.actions import actions_of  # noqa: F401 (the backends' one mapping, here for users)
 
 BACKENDS = ("reference", "cpu", "cuda")
 GPU_INSTALL = "pip install -r requirements-gpu.txt"  # NVVM and the CUDA runtime pieces beside the driver
@@ -25,16 +25,6 @@ NO_NVVM = (
     f"--device cuda: numba.cuda cannot compile kernels here (libNVVM not found): {GPU_INSTALL} "
     "(numba-cuda[cu12]; numba-cuda[cu13] with an NVIDIA driver 580 or newer)"
 )
-
-
-def actions_of(spec, greedy, logits):
-    """A forward's actions: the argmax it computed (rows,) int64, or for NetSpec.action "tanh"
-    the action vectors tanh(logits) (rows, n_actions) float32, in [-1, 1]. (Why tanh: the
-    action stays inside its box however far a mutation moves the output layer, without a clip
-    that would flatten every perturbation past a bound.)"""
-    if spec.action == "tanh":
-        return np.tanh(logits).astype(np.float32)
-    return greedy
 
 
 def get_forward(backend):

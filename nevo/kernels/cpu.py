@@ -39,7 +39,7 @@ import scipy.linalg.cython_blas  # noqa: E402, F401 (the BLAS Numba's np.dot cal
 from numba import prange  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from nevo.kernels import actions_of
+from nevo.kernels.actions import actions_of
 from nevo.kernels.common import argmax_row, relu, scale_input
 from nevo.nets import (
     B_OFF,

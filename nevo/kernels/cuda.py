@@ -618,7 +618,7 @@ class CudaPolicy:
         """The launched step's actions: the one download of a step (waits for it). (rows,) int64
         greedy actions, or for continuous actions the logits, through nevo.kernels.actions_of
         (rows, n_actions) float32, as the CPU backends map them."""
-        from nevo.kernels import actions_of
+        from nevo.kernels.actions import actions_of
 
         rows = self.rows
         if rows == 0:

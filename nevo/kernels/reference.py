@@ -37,7 +37,7 @@ def forward(spec, weights, rows_ind, obs):
             if lay.relu:
                 x = np.maximum(x, 0.0)
         logits[r] = x
-    from nevo.kernels import actions_of
+    from nevo.kernels.actions import actions_of
 
     actions = np.argmax(logits, axis=1).astype(np.int64)  # first max on ties
     return actions_of(spec, actions, logits), logits
