@@ -29,7 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from nevo import build, config, envs, nets, noise, runs, safe_build, tasks
+from nevo import build, config, envs, nets, noise, obs_norm, runs, safe_build, tasks
 from nevo.episodes import Episodes, Population
 from nevo.kernels import make_policy
 
@@ -97,6 +97,14 @@ def load_elite(run_dir: str, which: str = "best"):
         if theta.shape != (spec.n_params,):
             path = os.path.join(run_dir, elite["theta"])
             raise runs.DamagedFile(f"{path}: damaged, shape {theta.shape} for a net of {spec.n_params:,}")
+        if "obs_norm" in elite:  # the observation statistics theta was validated with, folded in
+            path = os.path.join(run_dir, elite["obs_norm"])
+            stats = runs.read_array(path)
+            if stats.shape != (2, spec.layers[0].cin):
+                raise runs.DamagedFile(
+                    f"{path}: damaged, shape {stats.shape} for {spec.layers[0].cin} inputs"
+                )
+            theta = obs_norm.fold(spec, theta[None].astype(np.float32), stats[0], stats[1])[0]
         return cfg, elite, spec, theta
     table = noise.make_table(elite["noise_table_size"], elite["noise_seed"])
     # A safe mutation's step also reads its parent's experiences, kept in the run folder.

@@ -4,6 +4,7 @@
     python -m experiments.run_es                          # the quick preset on Frostbite
     python -m experiments.run_es --preset paper --game frostbite   # 5,000 perturbations, VBN
     python -m experiments.run_es --resume runs/<folder>   # continue a killed run
+    python -m experiments.run_es --env HalfCheetah-v5 --obs-norm 1   # a MuJoCo robot
 
 Each generation: ask the perturbations -> evaluate -> tell (the update of theta) -> validate
 theta -> log -> checkpoint. Run folders, metrics and resume are the GA's; the elite
@@ -21,6 +22,7 @@ from nevo import build, cli, config, nets, noise, runs, tasks
 from nevo.algos.es import ES
 from nevo.cluster import ClusterError
 from nevo.config import ConfigError
+from nevo.obs_norm import ObsNorm, choose
 from nevo.progress import Progress
 
 
@@ -39,9 +41,20 @@ def main(argv=None) -> int:
     run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
     out = Progress(cfg.run.frame_budget)
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
+    norm = ObsNorm(spec) if cfg.es.obs_norm else None  # observation statistics, folded into the weights
     try:
         evaluator, facts = build.evaluator(
-            cfg, task, spec, device, run_dir, table, cfg.es.population, 1, cluster=cluster, say=out.say
+            cfg,
+            task,
+            spec,
+            device,
+            run_dir,
+            table,
+            cfg.es.population,
+            1,
+            cluster=cluster,
+            say=out.say,
+            obs_norm=norm,
         )
     except ClusterError as e:
         return runs.stop_before_start(run_dir, resume_dir, e)
@@ -60,6 +73,9 @@ def main(argv=None) -> int:
     frames, wall = 0, 0.0
     if checkpoint is not None:
         algo.load_state(checkpoint)
+        if norm is not None:
+            norm.stat.load_state(checkpoint)
+            norm.freeze()
         frames, wall = int(checkpoint["frames"]), float(checkpoint["wall_s"])
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
     if resume_dir:  # drop metrics of a generation that was in flight when the run died
@@ -70,6 +86,10 @@ def main(argv=None) -> int:
         while frames < cfg.run.frame_budget:
             gen, t0 = algo.generation, time.monotonic()
             population, episodes = algo.ask()
+            if norm is not None:  # a share of the training episodes feeds the statistics
+                episodes.obs_stats = choose(
+                    len(episodes.ind), np.random.default_rng([cfg.run.seed, gen, 0x0B5])
+                )
             out.start_phase(gen, "train", frames)
             train = evaluator.run(population, episodes, out.episodes)
             t_update = time.monotonic()
@@ -93,6 +113,11 @@ def main(argv=None) -> int:
                 "es/theta_norm": float(np.linalg.norm(algo.theta)),
                 "episode/mean_length": float(np.mean(train.lengths)),
             }
+            if norm is not None:  # the statistics theta was validated with, then the next generation's
+                row["obs_norm/count"] = norm.stat.count
+                runs.save_array(run_dir, runs.OBS_NORM, np.stack([norm.mean, norm.std]))
+                norm.stat.update(train.obs_stats)
+                norm.freeze()
             runs.append_metrics(run_dir, row)
             runs.save_array(run_dir, runs.THETA, algo.theta)
             runs.write_json(
@@ -105,9 +130,11 @@ def main(argv=None) -> int:
                     "validation_episodes": es.validation_episodes,
                     "net": cfg.net.net,
                     "vbn": cfg.net.vbn,
-                },
+                }
+                | ({"obs_norm": runs.OBS_NORM} if norm is not None else {}),
             )
-            runs.save_checkpoint(run_dir, {**algo.state(), "frames": frames, "wall_s": wall})
+            stats = norm.stat.state() if norm is not None else {}
+            runs.save_checkpoint(run_dir, {**algo.state(), **stats, "frames": frames, "wall_s": wall})
             out.generation_done(row)
     except KeyboardInterrupt:
         out.say(f"interrupted; continue with: python -m experiments.run_es --resume {run_dir}")

@@ -46,9 +46,12 @@ def mutation_of(cfg) -> str:
 
 
 def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | None,
-                run_dir: str | None = None) -> WeightBuilder:  # fmt: skip
+                run_dir: str | None = None, obs_norm=None) -> WeightBuilder:  # fmt: skip
     """weight_builder's WeightBuilder, given the reference batch (None without --vbn); with a
-    safe mutation, one that builds safe children, reading ancestors' experiences from run_dir."""
+    safe mutation, one that builds safe children, reading ancestors' experiences from run_dir;
+    with obs_norm (nevo.obs_norm.ObsNorm), one that folds its statistics into every row."""
+    if obs_norm is not None:  # never with --vbn or a safe mutation (config.validate: ES only)
+        return WeightBuilder(table, nets.init_scale(spec), fold=obs_norm)
     if mutation_of(cfg) != "gaussian":  # never with --vbn (config.validate)
         from nevo.safe_build import SafeMutation
 
@@ -88,10 +91,19 @@ def check_machine(cfg, task, spec, population: int, bases: int, cluster) -> str 
                 f"--cluster: safe mutations (--mutation {mutation_of(cfg)}) run on one machine for now "
                 "(each child needs its parent's experiences, which the workers are not sent)"
             )
+        if getattr(getattr(cfg, "es", None), "obs_norm", 0):
+            raise ConfigError("--cluster: --obs-norm 1 runs on one machine for now (the workers' folds)")
 
         check_address(cluster.address)
         check_memory(spec.n_params, 0, cfg.run.noise_table_size, "cpu", "--noise-table-size")
         return None
+    if getattr(getattr(cfg, "es", None), "obs_norm", 0):
+        from nevo.obs_norm import check
+
+        try:
+            check(spec, task.name)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     if mutation_of(cfg) != "gaussian" and spec.action != "argmax":
         raise ConfigError(
             f"--mutation: {mutation_of(cfg)} measures the softmax of a discrete policy's outputs; "
@@ -113,7 +125,7 @@ def experience_bytes(cfg, task, population: int) -> int:
 
 
 def evaluator(cfg, task, spec, device, run_dir, table, population: int, bases: int,
-              behaviours: bool = False, cluster=None, say=print) -> tuple:  # fmt: skip
+              behaviours: bool = False, cluster=None, say=print, obs_norm=None) -> tuple:  # fmt: skip
     """(evaluator, facts for config.json and the run's first line): the task's evaluator on this
     machine's device, or on a Dask cluster (nevo.cluster.ClusterEvaluator; a ClusterError when
     none answers) when cluster (the --cluster settings) is given. population: individuals per
@@ -122,7 +134,9 @@ def evaluator(cfg, task, spec, device, run_dir, table, population: int, bases: i
     if cluster is None:
         from nevo.kernels import make_policy
 
-        builder = builder_for(cfg, spec, table, ref, run_dir)  # genomes -> weights, in the evaluator
+        builder = builder_for(
+            cfg, spec, table, ref, run_dir, obs_norm
+        )  # genomes -> weights, in the evaluator
         ev, facts = task.evaluator(
             cfg.run, make_policy(device, spec), builder, device, population, behaviours
         )

@@ -74,6 +74,9 @@ class ESConfig:
     mirrored: int = setting(1, "1: antithetic pairs theta +- sigma*eps on one episode seed; 0: independent")
     fitness_shaping: str = setting("centered_ranks", "centered_ranks (ranks scaled to [-0.5, 0.5]) or none")
     validation_episodes: int = setting(30, "episodes theta is evaluated on after each update")
+    obs_norm: int = setting(
+        0, "1: observations normalised by running mean and std, folded into the first layer (MuJoCo)"
+    )
 
 
 @dataclass(frozen=True)
@@ -276,6 +279,10 @@ def validate(cfg):
     mutation = getattr(getattr(cfg, "ga", None) or getattr(cfg, "ns", None), "mutation", "gaussian")
     require(n.vbn == 0 or mutation == "gaussian", "vbn", "0 with a safe mutation (its gradients are "
             "taken without virtual batch norm's fold)", n.vbn)  # fmt: skip
+    obs_norm = getattr(getattr(cfg, "es", None), "obs_norm", 0)
+    require(
+        n.vbn == 0 or not obs_norm, "vbn", "0 with --obs-norm 1 (one fold of the weights at a time)", n.vbn
+    )
     if isinstance(cfg, ESRunConfig):
         _validate_es(cfg.es)
     elif isinstance(cfg, NSRunConfig):
@@ -292,6 +299,7 @@ def _validate_es(s) -> None:
     _validate_es_step(s)
     require(s.fitness_shaping in SHAPINGS, "fitness_shaping", ", ".join(SHAPINGS), s.fitness_shaping)
     require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
+    require(s.obs_norm in (0, 1), "obs_norm", "0 or 1", s.obs_norm)
 
 
 def _validate_es_step(s) -> None:

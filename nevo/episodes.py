@@ -20,6 +20,9 @@ class Episodes:
     ind: np.ndarray  # (E,) int64 row of the Population
     seeds: np.ndarray  # (E,) int64 episode seeds
     record: int = 0  # observations to keep per episode, a seeded uniform sample (nevo.experiences)
+    obs_stats: np.ndarray | None = (
+        None  # (E,) bool: episodes whose observations feed nevo.obs_norm's statistics
+    )
 
 
 @dataclass
@@ -37,6 +40,9 @@ class Results:
     experiences: np.ndarray | None = None  # (E, record, *obs) the observations kept, when Episodes.record > 0
     experience_counts: np.ndarray | None = None  # (E,) int64 how many of each episode's are filled
     mutation_s: float = 0.0  # of the wall time, building safe mutations' children (nevo.safe_build)
+    obs_stats: tuple | None = (
+        None  # (sum (n,), sum of squares (n,), count) of the Episodes.obs_stats episodes' observations
+    )
 
     @property
     def total_frames(self) -> int:
@@ -71,7 +77,16 @@ class Results:
             if parts[0].experience_counts is None
             else np.concatenate([p.experience_counts for p in parts]),
             mutation_s=sum(p.mutation_s for p in parts),
+            obs_stats=_summed([p.obs_stats for p in parts]),
         )
+
+
+def _summed(stats: list):
+    """Several evaluations' (sum, sumsq, count) as one (None where none has any)."""
+    have = [s for s in stats if s is not None]
+    if not have:
+        return None
+    return tuple(sum(s[i] for s in have) for i in range(3))
 
 
 @dataclass

@@ -58,6 +58,9 @@ class InProcessEvaluator:
         has_bc = hasattr(self.task, "behaviour")
         behaviours = None
         sample = sample_for(episodes, self.task.obs_shape, self.task.obs_dtype)  # None unless asked
+        counted = None if episodes.obs_stats is None else np.asarray(episodes.obs_stats, bool)  # (E,)
+        n_obs = int(np.prod(self.task.obs_shape))
+        obs_sum, obs_sumsq, obs_count = np.zeros(n_obs), np.zeros(n_obs), 0
         mutation_s0 = mutation_s(self.weights)
         self.policy.load(self.weights.start(population, ind, S))
         slot_row[:first] = self.weights.take(ind[:first])
@@ -70,6 +73,11 @@ class InProcessEvaluator:
                 ep = slot_ep[live]
                 if sample is not None:
                     sample.offer(ep, obs[live])
+                if counted is not None and counted[ep].any():  # observation statistics (nevo.obs_norm)
+                    seen = obs[live][counted[ep]].reshape(-1, n_obs).astype(np.float64)
+                    obs_sum += seen.sum(axis=0)
+                    obs_sumsq += (seen**2).sum(axis=0)
+                    obs_count += len(seen)
                 actions = self.policy(slot_row[live], obs[live])
                 forward_s += time.monotonic() - tick
                 o, r, ended = self.task.step(live, actions)
@@ -117,4 +125,5 @@ class InProcessEvaluator:
             experiences=None if sample is None else sample.obs,
             experience_counts=None if sample is None else sample.counts(),
             mutation_s=mutation_s(self.weights) - mutation_s0,
+            obs_stats=None if counted is None else (obs_sum, obs_sumsq, obs_count),
         )
