@@ -120,7 +120,11 @@ class RunConfig:
     pipeline: str = setting(
         "auto", "overlap (a group's forward runs while others step), lockstep, or auto (overlap on GPU)"
     )
-    threads: int = setting(0, "emulator threads per group (at most its emulators); 0 = one per core")
+    threads: int = setting(
+        0,
+        "emulator threads per group (at most its emulators); gymnasium tasks: threads stepping the envs; "
+        "0 = one per core (gymnasium: 1 or one per core, whichever a short timing finds faster)",
+    )
     out_dir: str = setting("runs", "folder under which run folders are made")
     device: str = setting(
         "auto", "inference backend: auto (cuda if a GPU is present), cpu (numba) or cuda (numba.cuda)"

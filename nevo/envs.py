@@ -16,6 +16,8 @@ of its episode seed, so its outcome depends only on (individual, episode seed).
 from __future__ import annotations
 
 import difflib
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -104,11 +106,17 @@ class VectorTaskSlots:
 
     Observations are float32 (slots, n, 1, 1), the net's (C, H, W) input layout. Actions are
     discrete (the policy's int64 choices), or for a Box action space the policy's vectors in
-    [-1, 1], mapped linearly onto the box (`box_action`). Python steps each env in turn: these
-    tasks cost microseconds a step, the forward pass dominates.
+    [-1, 1], mapped linearly onto the box (`box_action`).
+
+    With threads > 1, a step's envs are split into that many runs of slots stepped in threads,
+    each writing its own rows. It pays where the env's own code frees the GIL for long enough:
+    MuJoCo's physics does (measured on 2 cores, random actions: Humanoid-v5 1.53x faster in 2
+    threads, Hopper-v5 1.26x), classic control does not (HalfCheetah-v5, whose physics is
+    cheap: 0.80x). `pick_threads` measures which. An env's outcome never depends on the thread
+    that steps it.
     """
 
-    def __init__(self, make_env, slots: int):
+    def __init__(self, make_env, slots: int, threads: int = 1):
         from gymnasium import spaces
 
         self.envs = [make_env() for _ in range(slots)]
@@ -117,6 +125,15 @@ class VectorTaskSlots:
         self.obs_dtype = np.float32
         space = self.envs[0].action_space
         self.box = (space.low, space.high) if isinstance(space, spaces.Box) else None
+        self.threads, self._pool = 1, None
+        self.use_threads(threads)
+
+    def use_threads(self, threads: int) -> None:
+        """Step in this many threads from now on (1: in this one)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+        self.threads = max(1, min(int(threads), self.slots))
+        self._pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
 
     def reset(self, slots, seeds) -> np.ndarray:
         """(k, n, 1, 1) first observations of new episodes with these seeds in these slots."""
@@ -131,14 +148,54 @@ class VectorTaskSlots:
         k = len(slots)
         obs = np.empty((k, *self.obs_shape), np.float32)
         rewards, ended = np.empty(k, np.float64), np.empty(k, bool)
-        for j, (s, a) in enumerate(zip(slots, actions)):
-            o, r, term, trunc, _ = self.envs[s].step(int(a) if self.box is None else box_action(a, *self.box))
-            obs[j, :, 0, 0], rewards[j], ended[j] = o, r, term or trunc
+
+        def run(lo: int, hi: int) -> None:  # rows lo..hi-1: its own rows of the outputs
+            for j in range(lo, hi):
+                a = actions[j]
+                o, r, term, trunc, _ = self.envs[slots[j]].step(
+                    int(a) if self.box is None else box_action(a, *self.box)
+                )
+                obs[j, :, 0, 0], rewards[j], ended[j] = o, r, term or trunc
+
+        if self._pool is None or k < 2 * self.threads:
+            run(0, k)
+        else:
+            cuts = np.linspace(0, k, self.threads + 1).astype(int)
+            list(self._pool.map(run, cuts[:-1], cuts[1:]))
         return obs, rewards, ended
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
         for env in self.envs:
             env.close()
+
+
+def pick_threads(task_slots, cores: int, steps: int = 300) -> int:
+    """1 or `cores`: whichever steps these slots faster, timed on `steps` steps of every slot
+    with random actions (a few tenths of a second; every episode later starts with a seeded
+    reset, so this play leaves no trace in a run)."""
+    if cores < 2 or task_slots.slots < 2 * cores:
+        return 1
+    rng = np.random.default_rng(0)
+    every = np.arange(task_slots.slots)
+    task_slots.reset(every, np.zeros(task_slots.slots, np.int64))
+    times = {}
+    for threads in (1, cores, 1, cores):  # twice each, the faster kept: noise on a busy machine
+        task_slots.use_threads(threads)
+        t0 = time.perf_counter()
+        for _ in range(steps // 4):
+            if task_slots.box is None:
+                acts = rng.integers(0, task_slots.envs[0].action_space.n, task_slots.slots)
+            else:
+                acts = rng.uniform(-1, 1, (task_slots.slots, len(task_slots.box[0])))
+            _, _, ended = task_slots.step(every, acts)
+            if ended.any():
+                task_slots.reset(every[ended], np.zeros(int(ended.sum()), np.int64))
+        times[threads] = min(times.get(threads, np.inf), time.perf_counter() - t0)
+    best = min(times, key=times.get)
+    task_slots.use_threads(best)
+    return best
 
 
 def atari_reference_batch(env_cfg, size: int, seed: int, keep: float = 0.05) -> np.ndarray:

@@ -116,10 +116,18 @@ class _InProcess:
 
         n = run_cfg.env_slots or min(population, 256)
         weights = for_device(builder, device)
-        return InProcessEvaluator(self.make_slots(n), policy, weights, self.cfg.frame_cap), {
-            "env_slots": n,
-            "pipeline": "sync",
-        }
+        slots = self.make_slots(n)
+        facts = {"env_slots": n, "pipeline": "sync"}
+        if hasattr(slots, "use_threads"):  # envs whose step may free the GIL: threads where they pay
+            from nevo.envs import pick_threads
+            from nevo.machine import cores
+
+            if run_cfg.threads:
+                slots.use_threads(run_cfg.threads)
+            else:
+                pick_threads(slots, cores())
+            facts["threads"] = slots.threads
+        return InProcessEvaluator(slots, policy, weights, self.cfg.frame_cap), facts
 
     def reference_batch(self, size: int, seed: int) -> np.ndarray:
         return envs.task_reference_batch(self.make_slots(1), self.n_actions, self.cfg.frame_cap, size, seed)

@@ -114,3 +114,20 @@ def test_a_mujoco_robot_runs_headless_under_es(tmp_path, monkeypatch):
             "--noise-table-size", "1000000", "--validation-episodes", "1"]  # fmt: skip
     rows = metrics_without_clock(run_folder(run_es.main, argv, str(tmp_path)))
     assert len(rows) >= 2 and all(np.isfinite(r["score/elite_mean"]) for r in rows)
+
+
+def test_envs_stepped_in_threads_give_the_same_run(tmp_path):
+    """--threads 2 steps the envs in two threads: the metrics are those of one thread."""
+    one = run_folder(run_es.main, [*PENDULUM, "--threads", "1", "--env-slots", "8"], str(tmp_path / "one"))
+    two = run_folder(run_es.main, [*PENDULUM, "--threads", "2", "--env-slots", "8"], str(tmp_path / "two"))
+    assert metrics_without_clock(one) == metrics_without_clock(two)
+
+
+def test_pick_threads_keeps_the_faster_and_uses_it():
+    slots = envs.VectorTaskSlots(lambda: gym.make("Pendulum-v1"), 8)
+    try:
+        best = envs.pick_threads(slots, 2, steps=40)
+        assert best in (1, 2) and slots.threads == best
+        assert envs.pick_threads(slots, 1) == 1  # one core: no threads
+    finally:
+        slots.close()
