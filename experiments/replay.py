@@ -174,6 +174,41 @@ def record_episode(env_cfg, policy, weights, episode_seed: int, max_steps: int, 
         screen.close()
 
 
+def record_task_episode(task, policy, weights, episode_seed: int, max_steps: int, stride: int):
+    """A gymnasium task's episode, as the evaluator plays it (nevo.envs.VectorTaskSlots, a seeded
+    reset), rendered every stride steps (MuJoCo offscreen: MUJOCO_GL=egl, no display). Returns
+    ((n, H, W, 3) uint8 pictures, return, steps, ended, milliseconds per picture)."""
+    import gymnasium as gym
+
+    kwargs = {"render_mode": "rgb_array"}
+    if "mujoco" in str(gym.spec(task.name).entry_point):
+        kwargs |= {"width": 320, "height": 240, "camera_id": 0}  # the robots' first camera tracks them
+    slots = envs.VectorTaskSlots(lambda: gym.make(task.name, **kwargs), 1)
+    zero = np.zeros(1, np.int64)
+    try:
+        slots.reset(zero, zero)
+        slots.envs[0].render()
+    except gym.error.DependencyNotInstalled as e:
+        slots.close()
+        raise config.ConfigError(
+            f"--gif: {task.name} cannot render here: {' '.join(str(e).split())}"
+        ) from None
+    try:
+        policy.load(weights[None])
+        obs = slots.reset(zero, np.array([episode_seed]))
+        pictures, total, steps, ended = [slots.envs[0].render()], 0.0, 0, False
+        while steps < max_steps and not ended:
+            obs, r, end = slots.step(zero, policy(zero, obs))
+            total, steps, ended = total + float(r[0]), steps + 1, bool(end[0])
+            if steps % stride == 0 or ended:
+                pictures.append(slots.envs[0].render())
+        policy.release()
+        fps = slots.envs[0].metadata.get("render_fps") or 30
+        return np.stack(pictures).astype(np.uint8), total, steps, ended, 1000 * stride / fps
+    finally:
+        slots.close()
+
+
 def write_gif(path: str, pictures: np.ndarray, ms_per_picture: float) -> int:
     """Write (n, H, W, 3) uint8 pictures as a looping GIF over one exact palette; return its bytes."""
     from PIL import Image
@@ -197,17 +232,23 @@ def write_gif(path: str, pictures: np.ndarray, ms_per_picture: float) -> int:
     return os.path.getsize(path)
 
 
-def make_gif(args, env_cfg, policy, weights, episode_seed: int) -> tuple[float, int, bool]:
+def make_gif(args, task, policy, weights, episode_seed: int) -> tuple[float, int, bool]:
     """Record, write --gif (halving the picture rate until it fits), and --still; return the episode."""
     stride = max(1, math.ceil(args.gif_frames / GIF_MAX_IMAGES))
-    pictures, ret, steps, ended = record_episode(
-        env_cfg, policy, weights, episode_seed, args.gif_frames, stride
-    )
+    if isinstance(task, tasks.AtariGame):
+        pictures, ret, steps, ended = record_episode(
+            task.cfg, policy, weights, episode_seed, args.gif_frames, stride
+        )
+        ms = 1000 * stride * task.cfg.frameskip / 60  # ALE runs at 60 Hz
+    else:
+        pictures, ret, steps, ended, ms = record_task_episode(
+            task, policy, weights, episode_seed, args.gif_frames, stride
+        )
     while True:
-        size = write_gif(args.gif, pictures, 1000 * stride * env_cfg.frameskip / 60)  # ALE runs at 60 Hz
+        size = write_gif(args.gif, pictures, ms)
         if size <= GIF_MAX_BYTES or len(pictures) < 20:
             break
-        pictures, stride = pictures[::2], stride * 2
+        pictures, stride, ms = pictures[::2], stride * 2, ms * 2
     print(f"gif: {args.gif} ({len(pictures)} pictures of {pictures.shape[2]}x{pictures.shape[1]}, one per "
           f"{stride} agent steps, {size / 1e6:.2f} MB)")  # fmt: skip
     if args.still:
@@ -222,10 +263,14 @@ def main(argv=None) -> int:
     # ---- settings and the elite ----------------------------------------------------------
     try:
         args = parse(argv)
+        if args.gif:  # MuJoCo renders offscreen without a display (read when mujoco is imported)
+            os.environ.setdefault("MUJOCO_GL", "egl")
         cfg, elite, spec, weights = load_elite(args.run_dir, args.elite)
         task = tasks.task_for(replace(cfg.env, frame_cap=args.frame_cap))
-        if args.gif and not isinstance(task, tasks.AtariGame):
-            raise config.ConfigError(f"--gif: records Atari screens; {task.name} has none")
+        if args.gif and isinstance(task, tasks.Maze):
+            raise config.ConfigError(
+                f"--gif: records Atari screens and gymnasium renders; {task.name} has none"
+            )
         cfg = replace(cfg, run=replace(cfg.run, device=args.device))
         device = build.device_for(cfg, task)
         policy = make_policy(device, spec)
@@ -235,7 +280,6 @@ def main(argv=None) -> int:
     except (config.ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    env_cfg = task.cfg
     run_cfg = replace(cfg.run, env_slots=args.env_slots, threads=args.threads)
     seeds = np.random.default_rng(args.seed).integers(0, noise.SEED_LIMIT, args.episodes).astype(np.int64)
     env = task.name
@@ -277,7 +321,11 @@ def main(argv=None) -> int:
     if args.gif:
         builder.use(elite_only)  # the weights the policy plays with (virtual batch norm folded in)
         played = builder.build([0], np.empty((1, spec.n_params), np.float32))[0]
-        ret, steps, ended = make_gif(args, env_cfg, policy, played, int(seeds[0]))
+        try:
+            ret, steps, ended = make_gif(args, task, policy, played, int(seeds[0]))
+        except config.ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         same = "" if not ended else f" (test episode 0: {r[0]:.0f})"
         print(f"recorded episode: return {ret:.0f} in {steps} agent steps{'' if ended else ', cut'}{same}")
         if ended and (ret != r[0] or steps != res.lengths[0]):

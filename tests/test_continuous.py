@@ -131,3 +131,18 @@ def test_pick_threads_keeps_the_faster_and_uses_it():
         assert envs.pick_threads(slots, 1) == 1  # one core: no threads
     finally:
         slots.close()
+
+
+def test_replay_records_a_mujoco_episode_as_the_test_played_it(tmp_path):
+    """--gif renders a MuJoCo robot offscreen (EGL, no display), tracked by its camera; an episode
+    that ends (Hopper falls) has the test episode's return and length, or replay exits 1."""
+    argv = ["--env", "Hopper-v5", "--population", "4", "--frame-cap", "60", "--frame-budget", "400",
+            "--noise-table-size", "1000000", "--validation-episodes", "1"]  # fmt: skip
+    folder = run_folder(run_es.main, argv, str(tmp_path / "runs"))
+    gif = str(tmp_path / "hopper.gif")
+    out = ["--episodes", "1", "--frame-cap", "1000", "--gif", gif, "--gif-frames", "1000", "--no-save"]
+    assert replay.main([folder, *out]) == 0
+    from PIL import Image
+
+    with Image.open(gif) as im:
+        assert im.size == (320, 240) and im.n_frames >= 2
