@@ -13,6 +13,9 @@ Prints, for the same vector env, preprocessing, emulator groups and threads:
   the foundation's plain loop (one group of all slots, lockstep) for comparison;
 - each one's ratio to the emulator limit, the share of its time in the straggler tail (tail)
   and the share in the forward pass (fwd: near 100% the net is the limit, low the emulators are).
+With --env TASK (a gymnasium task, e.g. Humanoid-v5): the same comparison for its in-process
+evaluator: the stepping limit of its envs (random actions, no inference, in the threads the
+evaluator picks) beside an ES-like evaluation with the task's net (one episode per individual).
 With --ram, also what novelty search's Atari behaviours cost (nevo.atari_ram): the replay limit
 (frames/s of the worker processes replaying random episodes, nothing else running) and, for each
 net and population, the device's default mode again with every episode's final RAM replayed,
@@ -111,8 +114,55 @@ def pipeline_rate(env_cfg, policy, device, pop, slots, group, threads, overlap, 
     return res.total_frames / wall, res.tail_s / wall, res.forward_s / wall, res.total_frames
 
 
+def task_limit(task_slots, seconds: float) -> float:
+    """Agent steps/s of every slot stepped with random actions (resets included), no inference."""
+    rng = np.random.default_rng(0)
+    every = np.arange(task_slots.slots)
+    task_slots.reset(every, np.arange(task_slots.slots))
+    steps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        if task_slots.box is None:
+            acts = rng.integers(0, task_slots.envs[0].action_space.n, task_slots.slots)
+        else:
+            acts = rng.uniform(-1, 1, (task_slots.slots, len(task_slots.box[0])))
+        _, _, ended = task_slots.step(every, acts)
+        steps += task_slots.slots
+        if ended.any():
+            task_slots.reset(every[ended], rng.integers(0, 2**31, int(ended.sum())))
+    return steps / (time.perf_counter() - t0)
+
+
+def bench_task(a) -> None:
+    """--env: a gymnasium task's evaluator against its envs' stepping limit."""
+    from nevo import build, tasks
+    from nevo.config import Config, NetConfig
+
+    task = tasks.task_for(EnvConfig(env=a.env, frame_cap=a.frame_cap))
+    for name in a.nets:
+        cfg = Config(env=task.cfg, net=NetConfig(net=name))
+        spec = build.net_for(cfg, task)
+        for n in a.populations or [64]:
+            builder = noise.WeightBuilder(noise.make_table(spec.n_params + 100_000, 0), nets.init_scale(spec))
+            run_cfg = RunConfig(env_slots=a.slots, threads=a.threads)
+            ev, facts = task.evaluator(run_cfg, make_policy("cpu", spec), builder, "cpu", n)
+            limit = task_limit(ev.task, a.limit_seconds)
+            pop = Population([np.array([1])], np.zeros(n, np.int64), np.arange(n, dtype=np.int64) + 2,
+                             np.full(n, 0.02, np.float32), 0.02)  # fmt: skip
+            episodes = Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64))
+            ev.run(pop, episodes)  # compile and warm
+            res = ev.run(pop, episodes)
+            ev.close()
+            rate = res.total_frames / res.wall_s
+            fwd, tail = res.forward_s / res.wall_s, res.tail_s / res.wall_s
+            print(f"{a.env} | net {name} ({spec.n_params:,} params) | population {n} | "
+                  f"{facts['env_slots']} slots, {facts['threads']} threads | stepping limit {limit:,.0f} "
+                  f"steps/s | evaluation {rate:,.0f} steps/s: {rate / limit:.0%} of the limit "
+                  f"(forward {fwd:.0%}, tail {tail:.0%})", flush=True)  # fmt: skip
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--env", default=None, help="a gymnasium task instead of Atari (e.g. Humanoid-v5)")
     p.add_argument("--game", default="frostbite")
     p.add_argument("--nets", nargs="+", default=["large", "small"])
     p.add_argument(
@@ -131,6 +181,9 @@ def main(argv=None) -> None:
     p.add_argument("--limit-seconds", type=float, default=10.0)
     p.add_argument("--ram", action="store_true", help="also measure the cost of Atari RAM behaviours")
     a = p.parse_args(argv)
+    if a.env:
+        a.nets = a.nets if a.nets != ["large", "small"] else ["mlp"]
+        return bench_task(a)
 
     from nevo.kernels import resolve_device
 

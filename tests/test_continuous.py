@@ -146,3 +146,12 @@ def test_replay_records_a_mujoco_episode_as_the_test_played_it(tmp_path):
 
     with Image.open(gif) as im:
         assert im.size == (320, 240) and im.n_frames >= 2
+
+
+def test_bench_pipeline_compares_a_task_with_its_stepping_limit(capsys):
+    from experiments import bench_pipeline
+
+    bench_pipeline.main(["--env", "Pendulum-v1", "--populations", "4", "--frame-cap", "20", "--limit-seconds",
+                         "0.2", "--slots", "4"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert "Pendulum-v1 | net mlp" in out and "of the limit" in out
