@@ -45,6 +45,11 @@ def mutation_of(cfg) -> str:
     return getattr(group, "mutation", "gaussian")
 
 
+def obs_norm_of(cfg) -> bool:
+    """Whether an ES run normalises observations (--obs-norm 1); other runs do not."""
+    return bool(getattr(getattr(cfg, "es", None), "obs_norm", 0))
+
+
 def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | None,
                 run_dir: str | None = None, obs_norm=None) -> WeightBuilder:  # fmt: skip
     """weight_builder's WeightBuilder, given the reference batch (None without --vbn); with a
@@ -91,13 +96,13 @@ def check_machine(cfg, task, spec, population: int, bases: int, cluster) -> str 
                 f"--cluster: safe mutations (--mutation {mutation_of(cfg)}) run on one machine for now "
                 "(each child needs its parent's experiences, which the workers are not sent)"
             )
-        if getattr(getattr(cfg, "es", None), "obs_norm", 0):
+        if obs_norm_of(cfg):
             raise ConfigError("--cluster: --obs-norm 1 runs on one machine for now (the workers' folds)")
 
         check_address(cluster.address)
         check_memory(spec.n_params, 0, cfg.run.noise_table_size, "cpu", "--noise-table-size")
         return None
-    if getattr(getattr(cfg, "es", None), "obs_norm", 0):
+    if obs_norm_of(cfg):
         from nevo.obs_norm import check
 
         try:
@@ -134,9 +139,7 @@ def evaluator(cfg, task, spec, device, run_dir, table, population: int, bases: i
     if cluster is None:
         from nevo.kernels import make_policy
 
-        builder = builder_for(
-            cfg, spec, table, ref, run_dir, obs_norm
-        )  # genomes -> weights, in the evaluator
+        builder = builder_for(cfg, spec, table, ref, run_dir, obs_norm)  # genomes -> weights
         ev, facts = task.evaluator(
             cfg.run, make_policy(device, spec), builder, device, population, behaviours
         )
@@ -150,8 +153,9 @@ def evaluator(cfg, task, spec, device, run_dir, table, population: int, bases: i
 
 def builds_on_gpu(cfg) -> bool:
     """Whether --device cuda builds the population's rows on the GPU (nevo.kernels.cuda_build):
-    Gaussian children without virtual batch norm's fold (as nevo.slot_weights.builds_on_device)."""
-    return mutation_of(cfg) == "gaussian" and not cfg.net.vbn
+    Gaussian children with no fold after the build, virtual batch norm's or observation
+    normalisation's (the settings behind nevo.slot_weights.builds_on_device's builder)."""
+    return mutation_of(cfg) == "gaussian" and not cfg.net.vbn and not obs_norm_of(cfg)
 
 
 def weight_rows(cfg, device: str, population: int, bases: int) -> int:

@@ -20,9 +20,7 @@ class Episodes:
     ind: np.ndarray  # (E,) int64 row of the Population
     seeds: np.ndarray  # (E,) int64 episode seeds
     record: int = 0  # observations to keep per episode, a seeded uniform sample (nevo.experiences)
-    obs_stats: np.ndarray | None = (
-        None  # (E,) bool: episodes whose observations feed nevo.obs_norm's statistics
-    )
+    obs_stats: np.ndarray | None = None  # (E,) bool: episodes whose observations nevo.obs_norm counts
 
 
 @dataclass
@@ -40,16 +38,15 @@ class Results:
     experiences: np.ndarray | None = None  # (E, record, *obs) the observations kept, when Episodes.record > 0
     experience_counts: np.ndarray | None = None  # (E,) int64 how many of each episode's are filled
     mutation_s: float = 0.0  # of the wall time, building safe mutations' children (nevo.safe_build)
-    obs_stats: tuple | None = (
-        None  # (sum (n,), sum of squares (n,), count) of the Episodes.obs_stats episodes' observations
-    )
+    obs_stats: tuple | None = None  # (sum (n,), sum of squares (n,), count) of those episodes' observations
 
     @property
     def total_frames(self) -> int:
         return int(self.frames.sum())
 
     def select(self, which) -> Results:
-        """The outcomes of episodes `which`, in that order (times stay the whole evaluation's)."""
+        """The outcomes of episodes `which`, in that order (times and observation statistics stay
+        the whole evaluation's)."""
         which = np.asarray(which, np.int64)
         bc = None if self.behaviours is None else self.behaviours[which]
         exp, counts = None, None
@@ -57,7 +54,7 @@ class Results:
             exp, counts = self.experiences[which], self.experience_counts[which]
         return Results(self.returns[which], self.lengths[which], self.frames[which], self.wall_s,
                        self.tail_s, self.forward_s, bc, experiences=exp, experience_counts=counts,
-                       mutation_s=self.mutation_s)  # fmt: skip
+                       mutation_s=self.mutation_s, obs_stats=self.obs_stats)  # fmt: skip
 
     @staticmethod
     def concat(parts: list[Results]) -> Results:

@@ -128,3 +128,30 @@ def test_obs_norm_on_images_is_one_line(capsys, tmp_path):
     ]
     assert run_es.main(argv) == 2
     assert "--obs-norm: normalises vector observations" in capsys.readouterr().err
+
+
+def test_observation_statistics_survive_evaluations_in_parts():
+    """An evaluation run in parts (nevo.slot_weights.in_parts: concat, then select back into the
+    episodes' order) reports the parts' statistics summed."""
+    from nevo.episodes import Results
+
+    one = np.ones(2, np.int64)
+    a = Results(np.zeros(2), one, one, obs_stats=(np.array([1.0, 2.0]), np.array([1.0, 4.0]), 2))
+    b = Results(np.zeros(2), one, one, obs_stats=(np.array([3.0, 0.0]), np.array([9.0, 0.0]), 1))
+    s, sq, count = Results.concat([a, b]).select([3, 0, 2, 1]).obs_stats
+    np.testing.assert_array_equal(s, [4.0, 2.0])
+    np.testing.assert_array_equal(sq, [10.0, 4.0])
+    assert count == 3
+
+
+def test_a_gpu_run_with_obs_norm_builds_on_the_host_and_its_memory_check_says_so():
+    """The fold happens after the build, on the host: the host holds the population's rows."""
+    from nevo import build
+
+    cfg, _, _ = parse_args(["--env", "Pendulum-v1", "--obs-norm", "1", "--population", "64"], "",
+                           __import__("nevo.cli", fromlist=["ES_PRESETS"]).ES_PRESETS)  # fmt: skip
+    assert not build.builds_on_gpu(cfg)
+    assert build.weight_rows(cfg, "cuda", 64, 1) == 64 + 2
+    plain, _, _ = parse_args(["--env", "Pendulum-v1", "--population", "64"], "",
+                             __import__("nevo.cli", fromlist=["ES_PRESETS"]).ES_PRESETS)  # fmt: skip
+    assert build.builds_on_gpu(plain) and build.weight_rows(plain, "cuda", 64, 1) == 2
