@@ -70,16 +70,17 @@ class InProcessEvaluator:
                 if live.size == 0:
                     break
                 tick = time.monotonic()
-                ep = slot_ep[live]
+                ep, acting = slot_ep[live], obs[live]  # the observations the net acts on
                 if sample is not None:
-                    sample.offer(ep, obs[live])
+                    sample.offer(ep, acting)
                 if counted is not None and counted[ep].any():  # observation statistics (nevo.obs_norm)
-                    seen = obs[live][counted[ep]].reshape(-1, n_obs).astype(np.float64)
+                    seen = acting[counted[ep]].reshape(-1, n_obs).astype(np.float64)
                     obs_sum += seen.sum(axis=0)
                     obs_sumsq += (seen**2).sum(axis=0)
                     obs_count += len(seen)
-                actions = self.policy(slot_row[live], obs[live])
-                forward_s += time.monotonic() - tick
+                t_fwd = time.monotonic()  # the forward alone (as the pipeline times it)
+                actions = self.policy(slot_row[live], acting)
+                forward_s += time.monotonic() - t_fwd
                 o, r, ended = self.task.step(live, actions)
                 obs[live] = o
                 returns[ep] += r

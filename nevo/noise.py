@@ -201,7 +201,7 @@ class WeightBuilder:
 
     def _safe_for(self, pop) -> bool:
         """Whether pop's children are safe mutations (ValueError if this builder cannot make them)."""
-        op = getattr(pop, "operator", "gaussian")
+        op = pop.operator
         if op == "gaussian":
             return False
         if self.safe is None:
@@ -233,8 +233,8 @@ class WeightBuilder:
         pop = self._pop
         base, offsets, scale = self.plan(rows)
         build_rows(out, self._bases, base, offsets, self.init_scale, scale, self.table)
-        if getattr(pop, "operator", "gaussian") != "gaussian":  # the children again, safely
-            self.safe.build(pop, rows, out, self._offsets[rows])
+        if pop.operator != "gaussian":  # the children again, safely
+            self.safe.build(pop, rows, out, offsets)
         if self.fold is not None:
             self.fold(out)
         return out
