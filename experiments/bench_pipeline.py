@@ -121,11 +121,7 @@ def task_limit(task_slots, seconds: float) -> float:
     task_slots.reset(every, np.arange(task_slots.slots))
     steps, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        if task_slots.box is None:
-            acts = rng.integers(0, task_slots.envs[0].action_space.n, task_slots.slots)
-        else:
-            acts = rng.uniform(-1, 1, (task_slots.slots, len(task_slots.box[0])))
-        _, _, ended = task_slots.step(every, acts)
+        _, _, ended = task_slots.step(every, task_slots.random_actions(rng, task_slots.slots))
         steps += task_slots.slots
         if ended.any():
             task_slots.reset(every[ended], rng.integers(0, 2**31, int(ended.sum())))

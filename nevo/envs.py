@@ -93,6 +93,14 @@ def check_registered(env_id: str) -> None:
         raise ConfigError(f"--env: {env_id!r} is neither an Atari game nor a gymnasium task; {hint}")
 
 
+def random_actions(rng, k: int, n_actions: int, continuous: bool) -> np.ndarray:
+    """k random actions: (k, n_actions) float32 uniform in [-1, 1] (a policy's continuous
+    vectors, before box_action), or (k,) integers in [0, n_actions)."""
+    return (
+        rng.uniform(-1, 1, (k, n_actions)).astype(np.float32) if continuous else rng.integers(0, n_actions, k)
+    )
+
+
 def box_action(a, low, high) -> np.ndarray:
     """A policy's action vector a in [-1, 1] (tanh outputs) as the env's: low + (a + 1)(high - low)/2,
     clipped to [low, high] against float rounding at the ends."""
@@ -127,6 +135,12 @@ class VectorTaskSlots:
         self.box = (space.low, space.high) if isinstance(space, spaces.Box) else None
         self.threads, self._pool = 1, None
         self.use_threads(threads)
+
+    def random_actions(self, rng, k: int) -> np.ndarray:
+        """k random actions for these envs (see random_actions)."""
+        if self.box is None:
+            return random_actions(rng, k, int(self.envs[0].action_space.n), False)
+        return random_actions(rng, k, len(self.box[0]), True)
 
     def use_threads(self, threads: int) -> None:
         """Step in this many threads from now on (1: in this one)."""
@@ -185,11 +199,7 @@ def pick_threads(task_slots, cores: int, steps: int = 300) -> int:
         task_slots.use_threads(threads)
         t0 = time.perf_counter()
         for _ in range(steps // 4):
-            if task_slots.box is None:
-                acts = rng.integers(0, task_slots.envs[0].action_space.n, task_slots.slots)
-            else:
-                acts = rng.uniform(-1, 1, (task_slots.slots, len(task_slots.box[0])))
-            _, _, ended = task_slots.step(every, acts)
+            _, _, ended = task_slots.step(every, task_slots.random_actions(rng, task_slots.slots))
             if ended.any():
                 task_slots.reset(every[ended], np.zeros(int(ended.sum()), np.int64))
         times[threads] = min(times.get(threads, np.inf), time.perf_counter() - t0)
@@ -229,10 +239,7 @@ def task_reference_batch(task, n_actions: int, frame_cap: int, size: int, seed: 
     obs = task.reset([0], [seed])
     box = getattr(task, "box", None) is not None  # continuous actions: uniform in [-1, 1]
     while len(batch) < size:
-        random = (
-            rng.uniform(-1, 1, (1, n_actions)).astype(np.float32) if box else rng.integers(0, n_actions, 1)
-        )
-        obs, _, ended = task.step([0], random)
+        obs, _, ended = task.step([0], random_actions(rng, 1, n_actions, box))
         steps += 1
         if rng.random() < keep:
             batch.append(obs[0].copy())
