@@ -263,7 +263,7 @@ def main(argv=None) -> int:
     # ---- settings and the elite ----------------------------------------------------------
     try:
         args = parse(argv)
-        if args.gif:  # MuJoCo renders offscreen without a display (read when mujoco is imported)
+        if args.gif:  # MuJoCo renders offscreen without a display (read when its renderer is made)
             os.environ.setdefault("MUJOCO_GL", "egl")
         cfg, elite, spec, weights = load_elite(args.run_dir, args.elite)
         task = tasks.task_for(replace(cfg.env, frame_cap=args.frame_cap))
