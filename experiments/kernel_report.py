@@ -44,6 +44,7 @@ NETS = {
     "small, maze": ("small", (4, 84, 84), 5, np.uint8),
     "mlp, vector task": ("mlp", (8, 1, 1), 4, np.float32),
     "deep, vector task": ("deep", (8, 1, 1), 4, np.float32),
+    "mlp-tanh, MuJoCo": ("mlp-tanh", (376, 1, 1), 17, np.float32),  # Humanoid-v5: 376 in, 17 out
 }
 MAX_ROWS = 10_000  # populations and slot counts checked up to this many rows
 # The first conv's hot loop on sm_90 before it summed raw pixels in a shared-memory window
@@ -85,18 +86,19 @@ def kernels(net: str) -> list[Kernel]:
     out, src, flat = [], obs, obs
     for i, lay in enumerate(spec.layers):
         div = spec.obs_div if i == 0 else None
+        act = nets.ACT_CODES[lay.act]
         if lay.kind == "conv":
             (ih, iw), (oh, ow), (pt, _, pl, _) = lay.in_hw, lay.out_hw, lay.pad
             geom = (lay.kernel, lay.kernel, lay.stride, lay.cin, lay.cout, ih, iw, oh, ow, pt, pl)
-            k, _, block = ck.conv_kernel(*geom, lay.w_offset, lay.b_offset, lay.relu, div)
+            k, _, block = ck.conv_kernel(*geom, lay.w_offset, lay.b_offset, act, div)
             out.append(Kernel(net, f"conv{i + 1}", k, (src, act4, w, idx), block[0] * block[1], MAX_ROWS))
             src, flat = act4, act2
         elif i == len(spec.layers) - 1:
-            k, block = ck.output_kernel(lay.cin, lay.cout, lay.w_offset, lay.b_offset, lay.relu, div)
+            k, block = ck.output_kernel(lay.cin, lay.cout, lay.w_offset, lay.b_offset, act, div)
             out.append(Kernel(net, "output", k, (flat, act2, idx, w, idx), block[0] * block[1], 1))
         else:
             dense, n_chunks, threads = ck.dense_kernel(lay.cin, lay.cout, lay.w_offset, div)
-            finish, f_threads = ck.dense_finish_kernel(lay.cout, lay.b_offset, lay.relu, n_chunks)
+            finish, f_threads = ck.dense_finish_kernel(lay.cout, lay.b_offset, act, n_chunks)
             args = (flat, act3, w, idx, idx, idx, idx)
             out.append(Kernel(net, f"dense{i + 1}", dense, args, threads, MAX_ROWS))  # grid y: tiles
             out.append(Kernel(net, f"dense{i + 1}_finish", finish, (act3, act2, w, idx), f_threads, MAX_ROWS))

@@ -43,7 +43,9 @@ class EnvConfig:
 @dataclass(frozen=True)
 class NetConfig:
     net: str = setting(
-        "large", "network: large (Nature DQN, 4.05M params), small (1.0M) or mlp (2 x 64, vector tasks)"
+        "large",
+        "network: large (Nature DQN, 4.05M params), small (1.0M), mlp (2 x 64 ReLU, vector tasks), "
+        "mlp-tanh (2 x 64 tanh, OpenAI-ES's MuJoCo policy) or deep (16 x 32 ReLU)",
     )
     vbn: int = setting(0, "virtual batch norm: reference batch size (0 = off; the ES preset: 128)")
 
@@ -283,6 +285,10 @@ def validate(cfg):
     mutation = getattr(getattr(cfg, "ga", None) or getattr(cfg, "ns", None), "mutation", "gaussian")
     require(n.vbn == 0 or mutation == "gaussian", "vbn", "0 with a safe mutation (its gradients are "
             "taken without virtual batch norm's fold)", n.vbn)  # fmt: skip
+    tanh = any(item[0] == "dense" and item[2:] == ("tanh",) for item in NAMED_LAYERS[n.net])
+    require(n.vbn == 0 or not tanh, "vbn", f"0 with the {n.net} net (its fold assumes ReLU units)", n.vbn)
+    ok = "gaussian with the {} net (the safe mutations' gradients are ReLU nets')"
+    require(mutation == "gaussian" or not tanh, "mutation", ok.format(n.net), mutation)
     obs_norm = getattr(getattr(cfg, "es", None), "obs_norm", 0)
     require(
         n.vbn == 0 or not obs_norm, "vbn", "0 with --obs-norm 1 (one fold of the weights at a time)", n.vbn

@@ -2,6 +2,8 @@
 
 The networks are those of Such et al. 2017 (arXiv 1712.06567), as the reference TensorFlow code
 builds them: "SAME" padding, ReLU after every layer but the output, inputs uint8 scaled to [0, 1].
+A dense hidden layer may use tanh instead ("mlp-tanh": the 2 x 64 tanh policy of OpenAI-ES's
+MuJoCo runs, Salimans et al. 2017, arXiv 1703.03864).
 
 Flat layout of one individual's float32 parameter vector: for each layer in order, its weights then
 its bias. Conv weights are TF HWIO, (KH, KW, Cin, Cout); dense weights are (in, out). The first
@@ -17,13 +19,17 @@ import numpy as np
 
 OBS_SHAPE = (4, 84, 84)  # (C, H, W): four stacked 84x84 grayscale frames, as AtariVectorEnv gives
 
-# Layer recipes: ("conv", out_channels, kernel, stride) or ("dense", units). The output layer
-# (dense, n_actions, no ReLU) is appended by make_spec.
+# Layer recipes: ("conv", out_channels, kernel, stride) or ("dense", units[, activation]), the
+# activation "relu" (the default) or "tanh". The output layer (dense, n_actions, linear) is
+# appended by make_spec.
 NAMED_LAYERS = {
     "large": (("conv", 32, 8, 4), ("conv", 64, 4, 2), ("conv", 64, 3, 1), ("dense", 512)),
     "small": (("conv", 16, 8, 4), ("conv", 32, 4, 2), ("dense", 256)),
     # For vector observations (gymnasium control tasks): two hidden layers of 64.
     "mlp": (("dense", 64), ("dense", 64)),
+    # The same with tanh: OpenAI-ES's MuJoCo policy (Salimans et al. 2017; bounded hidden units,
+    # which with observation normalisation keep a perturbation's effect on the output even).
+    "mlp-tanh": (("dense", 64, "tanh"), ("dense", 64, "tanh")),
     # Deep and narrow, for vector observations: 16 hidden layers of 32, where the effect of a
     # plain Gaussian mutation varies most from weight to weight (safe mutations, Lehman et al. 2018).
     "deep": (("dense", 32),) * 16,
@@ -33,8 +39,12 @@ IMAGE_NETS = ("large", "small")  # the nets with convs: they need image observat
 CONV, DENSE = 0, 1
 # Columns of NetSpec.table (one row per layer). Dense layers have KH = KW = STRIDE = 1, sizes 1x1.
 (KIND, KH, KW, STRIDE, CIN, COUT, IN_H, IN_W, OUT_H, OUT_W) = range(10)
-(PAD_T, PAD_B, PAD_L, PAD_R, W_OFF, B_OFF, RELU) = range(10, 17)
+(PAD_T, PAD_B, PAD_L, PAD_R, W_OFF, B_OFF, ACT) = range(10, 17)
 N_COLS = 17
+# The ACT column's codes: what follows a layer's sum (the kernels' common.activate)
+LINEAR, RELU, TANH = 0, 1, 2
+ACT_CODES = {"linear": LINEAR, "relu": RELU, "tanh": TANH}
+HIDDEN_ACTS = ("relu", "tanh")
 
 
 def same_padding(size, kernel, stride):
@@ -56,9 +66,14 @@ class Layer:
     in_hw: tuple  # (H, W) of the input ((1, 1) for dense)
     out_hw: tuple  # (H, W) of the output ((1, 1) for dense)
     pad: tuple  # (top, bottom, left, right) SAME padding ((0, 0, 0, 0) for dense)
-    relu: bool  # ReLU after this layer (every layer but the output)
+    act: str  # after the sum: "relu" or "tanh" (hidden layers), "linear" (the output layer)
     w_offset: int  # start of the weights in the flat vector
     b_offset: int  # start of the bias in the flat vector
+
+    @property
+    def relu(self):
+        """Whether a ReLU follows this layer."""
+        return self.act == "relu"
 
     @property
     def w_shape(self):
@@ -131,14 +146,17 @@ def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom", obs_dtyp
             _, cout, k, s = (kind, *map(int, item[1:]))
             oh, pt, pb = same_padding(h, k, s)
             ow, pl, pr = same_padding(w, k, s)
-            lay = Layer("conv", c, cout, k, s, (h, w), (oh, ow), (pt, pb, pl, pr), True, 0, 0)
+            lay = Layer("conv", c, cout, k, s, (h, w), (oh, ow), (pt, pb, pl, pr), "relu", 0, 0)
             c, h, w = cout, oh, ow
         elif kind == "dense":
             seen_dense = True
             if not flat:
                 c, h, w, flat = c * h * w, 1, 1, True
             cout = int(item[1])
-            lay = Layer("dense", c, cout, 1, 1, (1, 1), (1, 1), (0, 0, 0, 0), True, 0, 0)
+            act = item[2] if len(item) > 2 else "relu"
+            if act not in HIDDEN_ACTS:
+                raise ValueError(f"unknown activation {act!r} in {item}; use one of {HIDDEN_ACTS}")
+            lay = Layer("dense", c, cout, 1, 1, (1, 1), (1, 1), (0, 0, 0, 0), act, 0, 0)
             c = cout
         else:
             raise ValueError(f"unknown layer kind {kind!r} in {item}; use 'conv' or 'dense'")
@@ -147,21 +165,21 @@ def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom", obs_dtyp
         offset += n_w + lay.cout
     out = []
     for i, (lay, w_off, b_off) in enumerate(built):
-        relu = i < len(built) - 1
-        out.append(Layer(**{**lay.__dict__, "relu": relu, "w_offset": w_off, "b_offset": b_off}))
+        act = lay.act if i < len(built) - 1 else "linear"
+        out.append(Layer(**{**lay.__dict__, "act": act, "w_offset": w_off, "b_offset": b_off}))
     table = np.zeros((len(out), N_COLS), dtype=np.int64)
     for i, lay in enumerate(out):
         table[i] = (
             (CONV if lay.kind == "conv" else DENSE, lay.kernel, lay.kernel, lay.stride)
             + (lay.cin, lay.cout, *lay.in_hw, *lay.out_hw, *lay.pad)
-            + (lay.w_offset, lay.b_offset, int(lay.relu))
+            + (lay.w_offset, lay.b_offset, ACT_CODES[lay.act])
         )
     table.setflags(write=False)
     return NetSpec(name, (c0, h0, w0), int(n_actions), tuple(out), offset, table, obs_dtype, action)
 
 
 def net_spec(name, obs_shape=OBS_SHAPE, n_actions=18, obs_dtype=np.uint8, action="argmax"):
-    """The named network ("large", "small" or "mlp") for this input shape and action count."""
+    """The named network (a key of NAMED_LAYERS) for this input shape and action count."""
     if name not in NAMED_LAYERS:
         raise ValueError(f"unknown network {name!r}; valid names: {sorted(NAMED_LAYERS)}")
     return make_spec(NAMED_LAYERS[name], obs_shape, n_actions, name=name, obs_dtype=obs_dtype, action=action)

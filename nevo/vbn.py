@@ -15,7 +15,22 @@ from numba import prange
 
 from nevo.kernels.cpu import _cols_size, _conv_rows, _dense_block, _load_obs, _segments
 from nevo.kernels.reference import conv_same
-from nevo.nets import B_OFF, CIN, CONV, COUT, IN_W, KIND, OUT_H, OUT_W, PAD_L, PAD_R, PAD_T, RELU, W_OFF
+from nevo.nets import (
+    ACT,
+    B_OFF,
+    CIN,
+    CONV,
+    COUT,
+    IN_W,
+    KIND,
+    LINEAR,
+    OUT_H,
+    OUT_W,
+    PAD_L,
+    PAD_R,
+    PAD_T,
+    W_OFF,
+)
 
 EPS = 1e-3  # added to the variance, as the reference ES Atari model (ModelVirtualBN) does
 
@@ -151,7 +166,7 @@ def _fold(table, weights, ref, div, out, n_threads):
     cols = np.empty((n_threads, _cols_size(table)), np.float32)  # (threads, conv patch scratch)
     order = np.arange(n_ref)  # every reference row shares the individual: one dense group
     plain = table.copy()
-    plain[:, RELU] = 0  # z is measured before the ReLU, which _normalise applies
+    plain[:, ACT] = LINEAR  # z is measured before the ReLU, which _normalise applies
     # Work = one individual (static round robin over threads): its layers in order, every
     # reference row per layer. Per-thread scratch, so each result is the same for any thread count.
     for t in prange(n_threads):

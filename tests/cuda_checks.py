@@ -211,11 +211,12 @@ def evaluator_builds_its_rows_on_the_device(rng, full):
 
 
 def continuous_actions_match_reference(rng, full):
-    """A net with continuous actions (NetSpec.action "tanh") gives the reference's action vectors,
-    tanh of its logits, (rows, n_actions) float32 in [-1, 1]."""
+    """A net with continuous actions (NetSpec.action "tanh") and tanh hidden units (OpenAI-ES's
+    MuJoCo policy) gives the reference's action vectors, tanh of its logits, (rows, n_actions)
+    float32 in [-1, 1]."""
     from nevo.kernels.cuda import CudaPolicy
 
-    spec = make_spec([("dense", 12)], (5, 1, 1), 3, obs_dtype=np.float32, action="tanh")
+    spec = make_spec([("dense", 12, "tanh")], (5, 1, 1), 3, obs_dtype=np.float32, action="tanh")
     weights, rows_ind, obs = random_case(spec, rng, 3, 7)
     weights *= 20  # outputs past tanh's linear range, some near +-1
     policy = CudaPolicy(spec)
@@ -236,6 +237,7 @@ def float32_vectors_match_reference(rng, full):
 
     f32 = np.float32
     mlps = {f"mlp-{n}-{a}": net_spec("mlp", (n, 1, 1), a, f32) for n, a in ((4, 2), (8, 3))}
+    mlps["mlp-tanh-6-2"] = net_spec("mlp-tanh", (6, 1, 1), 2, f32)
     first = {  # ~30-60 simulated threads per row each: one small case is enough
         "conv-first": make_spec([("conv", 4, 3, 1), ("dense", 8)], (2, 5, 5), 3, obs_dtype=f32),
         "dense-first": make_spec([("dense", 8)], (300, 1, 1), 4, obs_dtype=f32),

@@ -7,7 +7,7 @@ import pytest
 
 from experiments import replay, run_es, run_ga
 from nevo import build, envs, nets, tasks
-from nevo.config import Config, ConfigError, EnvConfig
+from nevo.config import Config, ConfigError, EnvConfig, GAConfig, NetConfig
 from nevo.kernels import cpu, reference
 from tests.conftest import metrics_without_clock, run_folder
 
@@ -31,6 +31,43 @@ def test_a_tanh_net_acts_with_tanh_of_its_outputs_on_every_host_backend():
         np.testing.assert_array_equal(a, np.tanh(z).astype(np.float32))
     np.testing.assert_allclose(cpu_a, ref_a, atol=1e-5)
     assert np.abs(ref_z).max() > 1 >= np.abs(ref_a).max()
+
+
+def test_tanh_hidden_units_on_every_host_backend():
+    """The mlp-tanh net (2 x 64 tanh, OpenAI-ES's MuJoCo policy) is tanh(tanh(x W1 + b1) W2 + b2)
+    W3 + b3 in the reference and in the Numba forward, written out here by hand; with weights large
+    enough that many units saturate and many are negative (where ReLU would differ)."""
+    spec = nets.net_spec("mlp-tanh", (5, 1, 1), 3, np.float32, action="tanh")
+    assert [lay.act for lay in spec.layers] == ["tanh", "tanh", "linear"]
+    rng = np.random.default_rng(1)
+    weights = rng.normal(size=(4, spec.n_params)).astype(np.float32) * 0.5
+    rows_ind = rng.integers(0, 4, 11)
+    obs = rng.normal(size=(11, 5, 1, 1)).astype(np.float32) * 3
+    want = np.empty((11, 3))
+    for r, i in enumerate(rows_ind):
+        x = obs[r, :, 0, 0].astype(np.float64)
+        for k, (w, b) in enumerate(spec.unflatten(weights[i].astype(np.float64))):
+            x = x @ w + b
+            if k < 2:
+                hidden = x
+                x = np.tanh(x)
+        want[r] = x
+    assert (hidden < -1).any() and (hidden > 1).any()  # saturated units, and negative ones
+    for forward in (reference.forward, cpu.forward):
+        actions, logits = forward(spec, weights, rows_ind, obs)
+        np.testing.assert_allclose(logits, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(actions, np.tanh(want), atol=1e-5)
+
+
+def test_tanh_nets_refuse_vbn_and_safe_mutations_in_one_line():
+    from nevo.config import ESRunConfig, validate
+
+    with pytest.raises(ConfigError, match="--vbn.*mlp-tanh"):
+        validate(ESRunConfig(net=NetConfig(net="mlp-tanh", vbn=8)))
+    with pytest.raises(ConfigError, match="--mutation.*mlp-tanh"):
+        validate(Config(net=NetConfig(net="mlp-tanh"), ga=GAConfig(mutation="sm-g-sum")))
+    with pytest.raises(ValueError, match="activation"):
+        nets.make_spec([("dense", 4, "sigmoid")], (3, 1, 1), 2, obs_dtype=np.float32)
 
 
 def test_an_argmax_net_is_unchanged():

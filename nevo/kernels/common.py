@@ -4,6 +4,8 @@ Plain `@numba.njit` functions can be called from `@cuda.jit` kernels too, so the
 once here. Keep them scalar (no array allocation, no NumPy calls) so both backends can inline them.
 """
 
+import math
+
 import numba
 
 
@@ -11,6 +13,17 @@ import numba
 def relu(x):
     """max(x, 0) for float32 x (NaN stays NaN, as np.maximum keeps it)."""
     return numba.float32(0.0) if x < 0 else x
+
+
+@numba.njit(inline="always")
+def activate(x, act):
+    """float32 x after a layer's activation: act is its NetSpec.table ACT code (nevo.nets: 0
+    linear, 1 ReLU, 2 tanh)."""
+    if act == 1:
+        return relu(x)
+    if act == 2:
+        return numba.float32(math.tanh(x))
+    return x
 
 
 @numba.njit(inline="always")

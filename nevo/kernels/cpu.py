@@ -40,8 +40,9 @@ from numba import prange  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from nevo.kernels.actions import actions_of
-from nevo.kernels.common import argmax_row, relu, scale_input
+from nevo.kernels.common import activate, argmax_row, scale_input
 from nevo.nets import (
+    ACT,
     B_OFF,
     CIN,
     CONV,
@@ -57,7 +58,6 @@ from nevo.nets import (
     PAD_L,
     PAD_R,
     PAD_T,
-    RELU,
     STRIDE,
     W_OFF,
 )
@@ -152,14 +152,14 @@ def _conv_rows(table, i, w, src, dst, y0, y1, cols):
                 row[ky * run : (ky + 1) * run] = src[p : p + run]
     np.dot(patches, w[w_off:b_off].reshape((k, cout)), prod)
     bias = w[b_off : b_off + cout]
-    relu_on = table[i, RELU] != 0
+    code = table[i, ACT]
     for oy in range(y0, y1):
         d = ((oy + dpt) * dwp + dpl) * cout
         out = dst[d : d + ow * cout].reshape((ow, cout))  # (OW, Cout)
         for ox in range(ow):
             z = prod[(oy - y0) * ow + ox]
             for co in range(cout):
-                out[ox, co] = relu(z[co] + bias[co]) if relu_on else z[co] + bias[co]
+                out[ox, co] = activate(z[co] + bias[co], code)
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
@@ -210,11 +210,12 @@ def _dense_block(table, i, w, act, x0, y0, order, g0, g1, o0, o1, nz):
                     out[o] += a * v[o]
                 q += 1
             done[g] = q
-    if table[i, RELU]:
+    code = table[i, ACT]
+    if code:
         for g in range(n_rows):
             out = act[order[g0 + g], y0 + o0 : y0 + o1]
             for o in range(n):
-                out[o] = relu(out[o])
+                out[o] = activate(out[o], code)
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)

@@ -39,6 +39,7 @@ import numpy as np
 from numba import cuda, float32, int32
 
 from nevo.kernels import common
+from nevo.nets import ACT_CODES
 
 
 def _shared(f):
@@ -49,8 +50,8 @@ def _shared(f):
     return f.py_func if numba.config.ENABLE_CUDASIM else f
 
 
-relu, scale_input, inside, argmax_row = map(
-    _shared, (common.relu, common.scale_input, common.inside, common.argmax_row)
+activate, scale_input, inside, argmax_row = map(
+    _shared, (common.activate, common.scale_input, common.inside, common.argmax_row)
 )
 
 PX = 4  # conv: output pixels per thread (each weight load feeds PX FMAs)
@@ -129,7 +130,7 @@ def conv_tiling(kh, s, cin, oh, ow):
 
 
 @functools.cache
-def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, use_relu, obs_div):
+def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, act, obs_div):
     """(kernel, grid_x, block) of a SAME conv layer with these sizes; see `obs_div` below.
 
     obs_div None: a later layer, reading the previous activation; else the first layer, reading
@@ -216,7 +217,7 @@ def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, use_
                     co = tx + j * co_t
                     if exact or co < cout:
                         v = acc[i, j] * inv_div + w[b_off + co] if first else acc[i, j] + w[b_off + co]
-                        dst[r, oy, ox, co] = relu(v) if use_relu else v
+                        dst[r, oy, ox, co] = activate(v, act)
 
     return conv, n_tiles, (co_t, pg_t)
 
@@ -337,7 +338,7 @@ def dense_kernel(n_in, n_out, w_off, obs_div):
 
 
 @functools.cache
-def dense_finish_kernel(n_out, b_off, use_relu, n_chunks):
+def dense_finish_kernel(n_out, b_off, act, n_chunks):
     """(kernel, threads) adding bias and partial sums: launch with grid (cdiv(n_out, threads), rows)."""
     threads = min(128, _cdiv(n_out, 32) * 32)
 
@@ -351,13 +352,13 @@ def dense_finish_kernel(n_out, b_off, use_relu, n_chunks):
             v = weights[rows_ind[r], b_off + o]
             for c in range(n_chunks):
                 v += partial[c, r, o]
-            dst[r, o] = relu(v) if use_relu else v
+            dst[r, o] = activate(v, act)
 
     return dense_finish, threads
 
 
 @functools.cache
-def output_kernel(n_in, n_out, w_off, b_off, use_relu, obs_div):
+def output_kernel(n_in, n_out, w_off, b_off, act, obs_div):
     """(kernel, block) of the output layer + greedy action: launch with grid (rows,).
 
     kernel(src, logits, actions, weights, rows_ind): src (rows, n_in) float32 (or obs, with
@@ -386,7 +387,7 @@ def output_kernel(n_in, n_out, w_off, b_off, use_relu, obs_div):
             v = weights[ind, b_off + o]
             for q in range(split):
                 v += part[q, o]
-            logits[r, o] = relu(v) if use_relu else v
+            logits[r, o] = activate(v, act)
         cuda.syncthreads()  # the block's logits writes are visible to the block after this
         if sl == 0 and o == 0:
             actions[r] = argmax_row(logits, r, n_out)
@@ -439,13 +440,13 @@ class CudaPolicy:
             if lay.kind == "conv":
                 (ih, iw), (oh, ow), (pt, _, pl, _) = lay.in_hw, lay.out_hw, lay.pad
                 geom = (lay.kernel, lay.kernel, lay.stride, lay.cin, lay.cout, ih, iw, oh, ow, pt, pl)
-                out.append(("conv", conv_kernel(*geom, lay.w_offset, lay.b_offset, lay.relu, div)))
+                out.append(("conv", conv_kernel(*geom, lay.w_offset, lay.b_offset, ACT_CODES[lay.act], div)))
             elif last:
-                sizes = (lay.cin, lay.cout, lay.w_offset, lay.b_offset, lay.relu, div)
+                sizes = (lay.cin, lay.cout, lay.w_offset, lay.b_offset, ACT_CODES[lay.act], div)
                 out.append(("output", output_kernel(*sizes)))
             else:
                 dense, n_chunks, threads = dense_kernel(lay.cin, lay.cout, lay.w_offset, div)
-                finish = dense_finish_kernel(lay.cout, lay.b_offset, lay.relu, n_chunks)
+                finish = dense_finish_kernel(lay.cout, lay.b_offset, ACT_CODES[lay.act], n_chunks)
                 out.append(("dense", (dense, n_chunks, threads, finish)))
         return out
 

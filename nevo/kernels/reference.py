@@ -34,8 +34,10 @@ def forward(spec, weights, rows_ind, obs):
                 x = conv_same(x, w, b, lay.stride, lay.pad)
             else:
                 x = x.reshape(-1) @ w + b  # flattens (H, W, C) in TF order
-            if lay.relu:
+            if lay.act == "relu":
                 x = np.maximum(x, 0.0)
+            elif lay.act == "tanh":
+                x = np.tanh(x)
         logits[r] = x
     from nevo.kernels.actions import actions_of
 
