@@ -76,9 +76,10 @@ def elite_file(run_dir: str, which: str = "best") -> str:
     return runs.ELITE
 
 
-def load_elite(run_dir: str, which: str = "best"):
+def load_elite(run_dir: str, which: str = "best", fold: bool = True):
     """(config, elite dict, NetSpec, (P,) float32 weights): rebuilt from the seed list of
-    elite_file(run_dir, which), or for an ES run, theta as saved."""
+    elite_file(run_dir, which), or for an ES run, theta as saved; with --obs-norm 1, folded with
+    the observation statistics it was validated with unless fold=False (obs_stats reads them)."""
     for name in (runs.CONFIG, runs.ELITE):
         if not os.path.isfile(os.path.join(run_dir, name)):
             why = "not a run folder" if name == runs.CONFIG else "no elite yet (no generation finished)"
@@ -97,13 +98,8 @@ def load_elite(run_dir: str, which: str = "best"):
         if theta.shape != (spec.n_params,):
             path = os.path.join(run_dir, elite["theta"])
             raise runs.DamagedFile(f"{path}: damaged, shape {theta.shape} for a net of {spec.n_params:,}")
-        if "obs_norm" in elite:  # the observation statistics theta was validated with, folded in
-            path = os.path.join(run_dir, elite["obs_norm"])
-            stats = runs.read_array(path)
-            if stats.shape != (2, spec.layers[0].cin):
-                raise runs.DamagedFile(
-                    f"{path}: damaged, shape {stats.shape} for {spec.layers[0].cin} inputs"
-                )
+        stats = obs_stats(run_dir, elite, spec)
+        if stats is not None and fold:  # the observation statistics theta was validated with
             theta = obs_norm.fold(spec, theta[None].astype(np.float32), stats[0], stats[1])[0]
         return cfg, elite, spec, theta
     table = noise.make_table(elite["noise_table_size"], elite["noise_seed"])
@@ -112,6 +108,17 @@ def load_elite(run_dir: str, which: str = "best"):
                                  nets.init_scale(spec), elite["sigma"],
                                  lambda genome: runs.load_experiences(run_dir, genome))  # fmt: skip
     return cfg, elite, spec, weights
+
+
+def obs_stats(run_dir: str, elite: dict, spec) -> np.ndarray | None:
+    """(2, n) the observation mean and std an ES elite with --obs-norm 1 was validated with, or None."""
+    if "obs_norm" not in elite:
+        return None
+    path = os.path.join(run_dir, elite["obs_norm"])
+    stats = runs.read_array(path)
+    if stats.shape != (2, spec.layers[0].cin):
+        raise runs.DamagedFile(f"{path}: damaged, shape {stats.shape} for {spec.layers[0].cin} inputs")
+    return stats
 
 
 class Status:
@@ -181,7 +188,7 @@ def record_task_episode(task, policy, weights, episode_seed: int, max_steps: int
     import gymnasium as gym
 
     kwargs = {"render_mode": "rgb_array"}
-    if "mujoco" in str(gym.spec(task.name).entry_point):
+    if envs.is_mujoco(task.name):
         kwargs |= {"width": 320, "height": 240, "camera_id": 0}  # the robots' first camera tracks them
     slots = envs.VectorTaskSlots(lambda: gym.make(task.name, **kwargs), 1)
     zero = np.zeros(1, np.int64)

@@ -4,7 +4,8 @@
     python -m experiments.run_es                          # the quick preset on Frostbite
     python -m experiments.run_es --preset paper --game frostbite   # 5,000 perturbations, VBN
     python -m experiments.run_es --resume runs/<folder>   # continue a killed run
-    python -m experiments.run_es --env HalfCheetah-v5 --obs-norm 1   # a MuJoCo robot
+    python -m experiments.run_es --env HalfCheetah-v5      # a MuJoCo robot: ~10 min on 2 cores
+    python -m experiments.run_es --preset mujoco           # OpenAI-ES's Humanoid-v5 settings
 
 Each generation: ask the perturbations -> evaluate -> tell (the update of theta) -> validate
 theta -> log -> checkpoint. Run folders, metrics and resume are the GA's; the elite
@@ -119,6 +120,8 @@ def main(argv=None) -> int:
                 norm.stat.update(train.obs_stats)
                 norm.freeze()
             runs.append_metrics(run_dir, row)
+            if train.behaviours is not None:  # MuJoCo: where each episode ended (as run_ns keeps it)
+                runs.save_array(run_dir, runs.BEHAVIOURS, train.behaviours)
             runs.save_array(run_dir, runs.THETA, algo.theta)
             runs.write_json(
                 run_dir,

@@ -49,7 +49,7 @@ def main(argv=None) -> int:
         if task.behaviour is None:
             raise ConfigError(
                 f"--env: novelty search needs a behaviour per episode; {task.name} has none here "
-                "(use maze or an Atari game)"
+                "(use maze, an Atari game or a MuJoCo robot)"
             )
         spec = build.net_for(cfg, task)
         config.check_noise_table(cfg, spec.n_params)

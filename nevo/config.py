@@ -45,7 +45,8 @@ class NetConfig:
     net: str = setting(
         "large",
         "network: large (Nature DQN, 4.05M params), small (1.0M), mlp (2 x 64 ReLU, vector tasks), "
-        "mlp-tanh (2 x 64 tanh, OpenAI-ES's MuJoCo policy) or deep (16 x 32 ReLU)",
+        "mlp-tanh (2 x 64 tanh, OpenAI-ES's MuJoCo policy), mlp-tanh-256 (2 x 256 tanh) or deep "
+        "(16 x 32 ReLU)",
     )
     vbn: int = setting(0, "virtual batch norm: reference batch size (0 = off; the ES preset: 128)")
 

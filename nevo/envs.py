@@ -16,6 +16,8 @@ of its episode seed, so its outcome depends only on (individual, episode seed).
 from __future__ import annotations
 
 import difflib
+import functools
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -79,13 +81,55 @@ def make_vector_task(env_id: str):
     """One gymnasium env of a vector-observation task (its own time limit included)."""
     import gymnasium as gym
 
+    from nevo import trap
+
+    trap.register()  # HumanoidTrap-v5 is nevo's
+    if is_mujoco(env_id):
+        _mujoco_warnings_once()
     return gym.make(env_id)
+
+
+@functools.cache
+def _mujoco_warnings_once() -> None:
+    """Print each distinct MuJoCo warning once per process, on stderr. MuJoCo prints a warning
+    every time a model compiles, and a run compiles one per env slot: with mujoco 4, gymnasium's
+    own models (HalfCheetah, Humanoid) raise a deprecation warning ('settotalmass') each time."""
+    try:
+        import mujoco
+    except ImportError:  # gym.make says which package is missing
+        return
+    seen = set()
+
+    def once(message: str) -> None:
+        if message not in seen:
+            seen.add(message)
+            print(f"MuJoCo warning (shown once): {message}", file=sys.stderr)
+
+    mujoco.set_mju_user_warning(once)
+
+
+MUJOCO_ROBOTS = ("Humanoid-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Swimmer-v5")
+
+
+def is_mujoco(env_id: str) -> bool:
+    """Whether env_id is a MuJoCo task of gymnasium's (or nevo's HumanoidTrap-v5). Needs only
+    gymnasium's registry, not the mujoco package."""
+    import gymnasium as gym
+
+    from nevo import trap
+
+    trap.register()
+    spec = gym.registry.get(env_id)
+    return spec is not None and (spec.entry_point is trap.make or "envs.mujoco" in str(spec.entry_point))
 
 
 def check_registered(env_id: str) -> None:
     """Raise ConfigError (naming --env, with close names) unless gymnasium knows env_id."""
     import gymnasium as gym
 
+    from nevo import trap
+
+    trap.register()
     known = list(gym.registry)
     if env_id not in known:
         close = difflib.get_close_matches(env_id, known + ["atari", "maze"], n=4, cutoff=0.6)
@@ -183,6 +227,22 @@ class VectorTaskSlots:
             self._pool.shutdown()
         for env in self.envs:
             env.close()
+
+
+def centre_of_mass_xy(env) -> np.ndarray:
+    """(2,) float32: the (x, y) of a MuJoCo env's centre of mass, its bodies weighted by mass."""
+    model, data = env.unwrapped.model, env.unwrapped.data
+    mass = model.body_mass  # (bodies,)
+    return (mass @ data.xipos[:, :2] / mass.sum()).astype(np.float32)
+
+
+class MujocoSlots(VectorTaskSlots):
+    """VectorTaskSlots of a MuJoCo robot, whose behaviour (novelty search's) is where it ended:
+    the (x, y) of its centre of mass (Conti et al. 2018's for the humanoid)."""
+
+    def behaviour(self, slots) -> np.ndarray:
+        """(k, 2) float32 of these slots' envs as they are now (an ended episode: before its reset)."""
+        return np.stack([centre_of_mass_xy(self.envs[s]) for s in slots])
 
 
 def pick_threads(task_slots, cores: int, steps: int = 300) -> int:

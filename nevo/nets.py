@@ -30,6 +30,8 @@ NAMED_LAYERS = {
     # The same with tanh: OpenAI-ES's MuJoCo policy (Salimans et al. 2017; bounded hidden units,
     # which with observation normalisation keep a perturbation's effect on the output even).
     "mlp-tanh": (("dense", 64, "tanh"), ("dense", 64, "tanh")),
+    # Wider: the humanoid policy of OpenAI's ES code and of Conti et al. 2018's novelty search.
+    "mlp-tanh-256": (("dense", 256, "tanh"), ("dense", 256, "tanh")),
     # Deep and narrow, for vector observations: 16 hidden layers of 32, where the effect of a
     # plain Gaussian mutation varies most from weight to weight (safe mutations, Lehman et al. 2018).
     "deep": (("dense", 32),) * 16,

@@ -10,7 +10,9 @@ its evaluator and its reference observations for virtual batch norm:
 - `Maze`: the deceptive image maze (nevo.maze); behaviour = the final (x, y);
 - `GymTask`: a gymnasium environment with a flat Box observation and Discrete actions or a
   bounded Box of continuous ones, either a registered id (CartPole-v1, Pendulum-v1, ...) or a
-  user's own environment class or factory.
+  user's own environment class or factory;
+- `MuJoCo`: a GymTask that is a MuJoCo robot (Humanoid-v5, HalfCheetah-v5, ..., and nevo's
+  deceptive HumanoidTrap-v5); behaviour = the final (x, y) of its centre of mass.
 `task_for(env_cfg)` picks the task an EnvConfig names.
 """
 
@@ -241,12 +243,40 @@ class GymTask(_InProcess):
         return envs.VectorTaskSlots(self.make_env, slots)
 
 
-KINDS = (AtariGame, Maze, GymTask)
+# Where the command line is silent, MuJoCo settings for one workstation (2 cores: about 30
+# minutes for 10M steps of HalfCheetah), in OpenAI-ES's style (Salimans et al. 2017): its 2 x 64
+# tanh policy, sigma 0.02, Adam 0.01, L2 0.005, observation normalisation; the populations are our
+# pick (the papers' are 1,000 to 10,000 episodes a generation: the presets).
+_MUJOCO = {"net": "mlp-tanh", "vbn": 0, "sigma": 0.02, "frame_budget": 10_000_000}
+_MUJOCO_ES = {**_MUJOCO, "population": 40, "lr": 0.01, "l2": 0.005}
+
+
+class MuJoCo(GymTask):
+    """A MuJoCo robot through gymnasium (Humanoid-v5, HalfCheetah-v5, Hopper-v5, Walker2d-v5,
+    Ant-v5, Swimmer-v5, or the deceptive HumanoidTrap-v5 of nevo.trap): a GymTask whose behaviour,
+    for novelty search, is the final (x, y) of the robot's centre of mass (Conti et al. 2018's)."""
+
+    LABEL = "MuJoCo"
+    DEFAULTS = {
+        "es": {**_MUJOCO_ES, "obs_norm": 1, "validation_episodes": 5},
+        "ga": {**_MUJOCO, "population": 64, "truncation": 8, "elite_candidates": 3, "validation_episodes": 5},
+        "ga-ns": {**_MUJOCO, "population": 64, "truncation": 8},
+        **{es: dict(_MUJOCO_ES) for es in ("ns-es", "nsr-es", "nsra-es")},
+    }
+    behaviour = (2, np.float32)  # the final (x, y) of the centre of mass
+
+    def make_slots(self, slots: int):
+        return envs.MujocoSlots(self.make_env, slots)
+
+
+KINDS = (AtariGame, Maze, MuJoCo, GymTask)
 
 
 def kind_of(env_cfg: EnvConfig):
     """The task class an EnvConfig names (without making the task)."""
-    return {"atari": AtariGame, "maze": Maze}.get(env_cfg.env, GymTask)
+    if env_cfg.env in ("atari", "maze"):
+        return {"atari": AtariGame, "maze": Maze}[env_cfg.env]
+    return MuJoCo if envs.is_mujoco(env_cfg.env) else GymTask
 
 
 def task_for(env_cfg: EnvConfig, make_env=None):

@@ -55,7 +55,7 @@ def test_unknown_names_are_refused():
         make_spec([("pool", 2)], (4, 12, 12), 3)
     with pytest.raises(ValueError, match="first"):
         make_spec([("dense", 8), ("conv", 4, 3, 1)], (4, 12, 12), 3)
-    assert sorted(NAMED_LAYERS) == ["deep", "large", "mlp", "mlp-tanh", "small"]
+    assert sorted(NAMED_LAYERS) == ["deep", "large", "mlp", "mlp-tanh", "mlp-tanh-256", "small"]
 
 
 def test_mlp_reads_float32_vectors():

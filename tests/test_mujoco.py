@@ -1,0 +1,153 @@
+"""MuJoCo robots as tasks: their kind and defaults, the papers' presets, the deceptive Humanoid
+trap of Conti et al. 2018, the final-position behaviour, and the robustness experiment."""
+
+import json
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from experiments import replay, robustness, run_es, run_ga, run_ns
+from nevo import cli, envs, noise, runs, tasks, trap
+from nevo.config import ConfigError, EnvConfig
+from nevo.episodes import Episodes, Population
+from nevo.kernels import make_policy
+from tests.conftest import run_folder
+
+TINY = ["--population", "4", "--frame-cap", "40", "--noise-table-size", "1000000"]
+
+
+def test_mujoco_robots_are_their_own_kind_of_task():
+    for name in (*envs.MUJOCO_ROBOTS, trap.ENV_ID):
+        assert tasks.kind_of(EnvConfig(env=name)) is tasks.MuJoCo, name
+    for name in ("CartPole-v1", "Pendulum-v1"):
+        assert tasks.kind_of(EnvConfig(env=name)) is tasks.GymTask, name
+    with pytest.raises(ConfigError, match="--env.*Humanoid-v5"):
+        tasks.task_for(EnvConfig(env="Humanoid-v9"))
+
+
+def test_where_the_command_line_is_silent_a_robot_gets_openai_es_s_policy_and_normalisation():
+    cfg, _, _ = cli.parse_args(["--env", "HalfCheetah-v5"], "", cli.ES_PRESETS)
+    assert (cfg.net.net, cfg.es.obs_norm, cfg.es.sigma, cfg.es.lr, cfg.es.l2) == (
+        "mlp-tanh",
+        1,
+        0.02,
+        0.01,
+        0.005,
+    )
+    cfg, _, _ = cli.parse_args(["--env", "Hopper-v5", "--sigma", "0.05"], "", cli.PRESETS)
+    assert (cfg.net.net, cfg.ga.sigma, cfg.ga.population) == ("mlp-tanh", 0.05, 64)
+
+
+def test_the_papers_presets_are_kept_over_the_task_defaults():
+    """--preset mujoco and --preset humanoid are the papers' values, not the 2-core defaults."""
+    es, _, _ = cli.parse_args(["--preset", "mujoco"], "", cli.ES_PRESETS)
+    assert es.env.env == "Humanoid-v5" and es.net.net == "mlp-tanh" and es.es.obs_norm == 1
+    assert (es.es.population, es.es.sigma, es.es.lr, es.es.l2, es.es.mirrored) == (
+        10_000,
+        0.02,
+        0.01,
+        0.005,
+        1,
+    )
+    assert es.es.fitness_shaping == "centered_ranks" and es.run.frame_budget == 1_000_000_000
+    ga, _, _ = cli.parse_args(["--preset", "mujoco", "--env", "Walker2d-v5"], "", cli.PRESETS)
+    assert (ga.env.env, ga.ga.population, ga.ga.truncation, ga.ga.sigma) == ("Walker2d-v5", 1000, 20, 0.02)
+    ns, _, _ = cli.parse_args(["--preset", "humanoid"], "", cli.NS_PRESETS)
+    assert (ns.env.env, ns.ns.algo, ns.net.net) == (trap.ENV_ID, "nsr-es", "mlp-tanh-256")
+    assert (ns.ns.population, ns.ns.meta_population, ns.ns.k, ns.ns.sigma) == (1000, 5, 10, 0.02)
+    nsra, _, _ = cli.parse_args(["--preset", "humanoid", "--algo", "nsra-es"], "", cli.NS_PRESETS)
+    assert nsra.ns.reward_weight == 1.0  # the algorithm's own default still applies
+
+
+def _push_forward(env_id: str) -> float:
+    """The torso's x after the humanoid is thrown at +8 m/s from x = 4.6 (inside the cup)."""
+    env = gym.make(env_id)
+    env.reset(seed=0)
+    u = env.unwrapped
+    qpos, qvel = u.data.qpos.copy(), u.data.qvel.copy()
+    qpos[0], qvel[0] = 4.6, 8.0
+    u.set_state(qpos, qvel)
+    for _ in range(30):
+        u.do_simulation(np.zeros(u.action_space.shape), u.frame_skip)
+    x = float(u.data.qpos[0])
+    env.close()
+    return x
+
+
+def test_the_trap_s_front_wall_stops_a_humanoid_that_open_ground_does_not():
+    trap.register()
+    assert _push_forward("Humanoid-v5") > 5.6  # nothing there
+    assert _push_forward(trap.ENV_ID) < 5.5  # the wall's face is at x = 5.4
+    model = gym.make(trap.ENV_ID).unwrapped.model
+    assert {w[0] for w in trap.WALLS} <= {model.geom(i).name for i in range(model.ngeom)}
+
+
+def test_the_behaviour_is_the_centre_of_mass_where_the_episode_ended():
+    slots = envs.MujocoSlots(lambda: envs.make_vector_task(trap.ENV_ID), 2)
+    try:
+        slots.reset(np.arange(2), np.array([1, 2]))
+        u = slots.envs[1].unwrapped
+        qpos = u.data.qpos.copy()
+        qpos[:2] = (3.0, -1.0)
+        u.set_state(qpos, u.data.qvel)
+        xy = slots.behaviour([0, 1])
+        assert xy.shape == (2, 2) and xy.dtype == np.float32
+        assert np.abs(xy[0]).max() < 0.2  # the start
+        np.testing.assert_allclose(xy[1], (3.0, -1.0), atol=0.2)  # moved with the body
+        assert trap.in_cup(xy).tolist() == [False, True]
+    finally:
+        slots.close()
+
+
+def test_novelty_search_runs_in_the_trap_and_es_keeps_where_its_episodes_ended(tmp_path):
+    """NSR-ES in HumanoidTrap-v5: its archive grows with final (x, y); ES on a robot writes the
+    last generation's final positions too (the trap figure compares them)."""
+    argv = ["--env", trap.ENV_ID, "--algo", "nsr-es", "--meta-population", "2", *TINY,
+            "--frame-budget", "400"]  # fmt: skip
+    folder = run_folder(run_ns.main, argv, tmp_path / "ns")
+    xy = runs.read_array(os.path.join(folder, runs.BEHAVIOURS))
+    assert xy.shape == (4, 2) and np.isfinite(xy).all() and np.abs(xy).max() < 3
+    es = run_folder(run_es.main, ["--env", trap.ENV_ID, *TINY, "--frame-budget", "200"], tmp_path / "es")
+    assert runs.read_array(os.path.join(es, runs.BEHAVIOURS)).shape == (4, 2)
+
+
+def test_robustness_perturbs_theta_then_folds_the_run_s_observation_statistics(tmp_path, capsys):
+    """At sigma 0 the perturbed policies score what the run's elite, as replay folds it, scores on
+    the same episodes; a GA run's elite is rebuilt from its seeds; the figure and data are written."""
+    es = run_folder(run_es.main, ["--env", "Hopper-v5", *TINY, "--frame-budget", "1500"], tmp_path / "es")
+    ga = run_folder(run_ga.main, ["--env", "Hopper-v5", *TINY, "--truncation", "2", "--frame-budget", "1500"],
+                    tmp_path / "ga")  # fmt: skip
+    out = str(tmp_path / "rob")
+    argv = [es, ga, "--sigmas", "0", "0.5", "--perturbations", "2", "--threads", "1", "--out", out]
+    assert robustness.main(argv) == 0
+    assert "| es |" in capsys.readouterr().out
+    data = json.load(open(out + ".json"))["results"]
+    assert [r["algo"] for r in data] == ["es", "ga"] and np.shape(data[0]["returns"]) == (2, 2)
+    assert os.path.getsize(out + ".png") > 10_000
+
+    cfg, _, spec, folded = replay.load_elite(es, fold=True)  # what replay plays
+    assert not np.array_equal(folded, replay.load_elite(es, fold=False)[3])  # the statistics matter
+    task = tasks.task_for(cfg.env)
+    evaluator, _ = task.evaluator(cfg.run, make_policy("cpu", spec),
+                                  *_plain(cfg, task, spec, es), "cpu", 2)  # fmt: skip
+    seeds = np.random.default_rng([0, 0xE915]).integers(0, noise.SEED_LIMIT, 4).astype(np.int64)
+    res = evaluator.run(Population.of_weights(folded[None]), Episodes(np.zeros(2, np.int64), seeds[:2]))
+    evaluator.close()
+    np.testing.assert_array_equal(res.returns, data[0]["returns"][0])
+
+
+def _plain(cfg, task, spec, run_dir):
+    from nevo import build
+
+    return (build.weight_builder(cfg, task, spec, run_dir, None),)
+
+
+def test_perturbations_share_their_draws_across_sigmas():
+    theta = np.arange(5, dtype=np.float32)
+    rows = robustness.perturbed(theta, [0.0, 0.1, 0.2], 3, seed=4)
+    assert rows.shape == (9, 5) and rows.dtype == np.float32
+    np.testing.assert_array_equal(rows[:3], np.tile(theta, (3, 1)))
+    np.testing.assert_allclose(rows[6:] - theta, 2 * (rows[3:6] - theta), rtol=1e-5, atol=1e-6)
+    assert robustness.main(["nowhere", "--sigmas", "-1"]) == 2
