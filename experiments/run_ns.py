@@ -38,6 +38,7 @@ from nevo import build, cli, config, nets, noise, runs, tasks
 from nevo.algos import make_algo
 from nevo.cluster import ClusterError
 from nevo.config import ConfigError
+from nevo.obs_norm import ObsNorm, choose
 from nevo.progress import Progress
 
 
@@ -63,9 +64,10 @@ def main(argv=None) -> int:
     run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
     out = Progress(cfg.run.frame_budget)
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
+    norm = ObsNorm(spec) if build.obs_norm_of(cfg) else None  # the ES family's --obs-norm 1
     try:
         evaluator, facts = build.evaluator(
-            cfg, task, spec, device, run_dir, table, ns.population, bases, True, cluster, out.say
+            cfg, task, spec, device, run_dir, table, ns.population, bases, True, cluster, out.say, norm
         )
     except ClusterError as e:
         return runs.stop_before_start(run_dir, resume_dir, e)
@@ -82,8 +84,14 @@ def main(argv=None) -> int:
     source = noise.NoiseSource(table, nets.init_scale(spec), ns.sigma)
     algo = make_algo(ns.algo, cfg, source, task.behaviour)
     frames, wall = 0, 0.0
+    # With --obs-norm 1, the (mean, std) each agent was last validated with (M, 2, n): its policy
+    agent_stats = None if norm is None else np.stack([[norm.mean, norm.std]] * ns.meta_population)
     if checkpoint is not None:
         algo.load_state(checkpoint)
+        if norm is not None:
+            norm.stat.load_state(checkpoint)
+            norm.freeze()
+            agent_stats = np.array(checkpoint["obs_norm/agents"], np.float64)
         frames, wall = int(checkpoint["frames"]), float(checkpoint["wall_s"])
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames, archive {len(algo.archive)}")
     if resume_dir:  # drop metrics of a generation that was in flight when the run died
@@ -107,6 +115,10 @@ def main(argv=None) -> int:
         while frames < cfg.run.frame_budget:
             gen, t0 = algo.generation, time.monotonic()
             population, episodes = algo.ask()
+            if norm is not None:  # a share of the training episodes feeds the statistics
+                episodes.obs_stats = choose(
+                    len(episodes.ind), np.random.default_rng([cfg.run.seed, gen, 0x0B5])
+                )
             out.start_phase(gen, "train", frames)
             train = evaluator.run(population, episodes, out.episodes)
             algo.tell(train)
@@ -131,6 +143,11 @@ def main(argv=None) -> int:
                 **runs.cluster_row(train, valid),
                 **({"perf/mutation_s": round(train.mutation_s + valid.mutation_s, 3)} if safe else {}),
             }
+            if norm is not None:  # the updated agent was validated with these; then the next generation's
+                row["obs_norm/count"] = norm.stat.count
+                agent_stats[algo.agent_index] = (norm.mean, norm.std)
+                norm.stat.update(train.obs_stats)
+                norm.freeze()
             runs.append_metrics(run_dir, row)
             # elite.json, for experiments.replay: GA-NS's elite is a seed list (rebuilt as the GA's
             # are), the ES family's the best agent's theta (theta.npy, as ES's)
@@ -152,11 +169,15 @@ def main(argv=None) -> int:
             else:
                 runs.save_array(run_dir, runs.THETA, algo.elite)
                 elite |= {"theta": runs.THETA, "validation_episodes": ns.validation_episodes}
+                if norm is not None:  # the statistics the elite agent was validated with
+                    runs.save_array(run_dir, runs.OBS_NORM, agent_stats[algo.elite_agent])
+                    elite |= {"obs_norm": runs.OBS_NORM}
             runs.write_json(run_dir, runs.ELITE, elite)
             runs.save_array(run_dir, runs.BEHAVIOURS, train.behaviours)
             if safe:  # before the checkpoint that names them
                 runs.save_experiences(run_dir, algo.parents, algo.parent_experiences)
-            runs.save_checkpoint(run_dir, {**algo.state(), "frames": frames, "wall_s": wall})
+            stats = {} if norm is None else {**norm.stat.state(), "obs_norm/agents": agent_stats}
+            runs.save_checkpoint(run_dir, {**algo.state(), **stats, "frames": frames, "wall_s": wall})
             if safe:  # the previous checkpoint's still count: --resume may fall back to it
                 now_living = runs.living_genomes(algo.ga)
                 runs.prune_experiences(run_dir, now_living + living)

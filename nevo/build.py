@@ -46,8 +46,9 @@ def mutation_of(cfg) -> str:
 
 
 def obs_norm_of(cfg) -> bool:
-    """Whether an ES run normalises observations (--obs-norm 1); other runs do not."""
-    return bool(getattr(getattr(cfg, "es", None), "obs_norm", 0))
+    """Whether an ES run (or one of novelty search's ES family) normalises observations
+    (--obs-norm 1); other runs do not."""
+    return bool(getattr(getattr(cfg, "es", None) or getattr(cfg, "ns", None), "obs_norm", 0))
 
 
 def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | None,

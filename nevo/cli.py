@@ -99,12 +99,12 @@ NS_PRESETS: dict[str, NSRunConfig] = {
     # Conti et al. 2018's humanoid runs (the values of Uber's released configuration): NSR-ES in
     # the deceptive trap, 1,000 perturbations a generation in mirrored pairs, sigma 0.02, Adam
     # 0.01, L2 0.005, a meta-population of 5, novelty over the 10 nearest final (x, y), the
-    # 2 x 256 tanh policy. Not here: their observation normalisation (nevo's is OpenAI-ES's only)
-    # and action noise. --algo ns-es or nsra-es for the others.
+    # 2 x 256 tanh policy, OpenAI-ES's observation normalisation. Not here: the code's action
+    # noise. --algo ns-es or nsra-es for the others.
     "humanoid": NSRunConfig(
         env=EnvConfig(env="HumanoidTrap-v5"),
         net=NetConfig(net="mlp-tanh-256"),
-        ns=NSConfig(algo="nsr-es", population=1000, sigma=0.02, meta_population=5),
+        ns=NSConfig(algo="nsr-es", population=1000, sigma=0.02, meta_population=5, obs_norm=1),
         preset="humanoid",
     ),
 }

@@ -106,6 +106,7 @@ class NSConfig:
     )
     nsra_delta: float = setting(0.05, "NSRA-ES: step of the reward weight (Conti et al.: 0.05)")
     validation_episodes: int = setting(1, "ES family: episodes the updated agent is evaluated on")
+    obs_norm: int = setting(0, "ES family: 1 normalises observations as OpenAI-ES does (as run_es's)")
     mutation: str = setting("gaussian", "GA-NS: gaussian, sm-r, sm-g-sum, sm-g-abs or sm-g-so (as run_ga's)")
     experiences: int = setting(100, "GA-NS, safe mutations: observations kept per individual")
 
@@ -290,7 +291,7 @@ def validate(cfg):
     require(n.vbn == 0 or not tanh, "vbn", f"0 with the {n.net} net (its fold assumes ReLU units)", n.vbn)
     ok = "gaussian with the {} net (the safe mutations' gradients are ReLU nets')"
     require(mutation == "gaussian" or not tanh, "mutation", ok.format(n.net), mutation)
-    obs_norm = getattr(getattr(cfg, "es", None), "obs_norm", 0)
+    obs_norm = getattr(getattr(cfg, "es", None) or getattr(cfg, "ns", None), "obs_norm", 0)
     require(
         n.vbn == 0 or not obs_norm, "vbn", "0 with --obs-norm 1 (one fold of the weights at a time)", n.vbn
     )
@@ -340,7 +341,10 @@ def _validate_ns(s) -> None:
             1 <= s.truncation <= s.population, "truncation", f"1 .. population ({s.population})", s.truncation
         )
         _validate_mutation(s, 1)
+        require(s.obs_norm == 0, "obs_norm", "0 for GA-NS (observation normalisation is the ES family's)",
+                s.obs_norm)  # fmt: skip
         return
+    require(s.obs_norm in (0, 1), "obs_norm", "0 or 1", s.obs_norm)
     only = "gaussian (safe mutations are GA-NS's, not the ES family's)"
     require(s.mutation == "gaussian", "mutation", only, s.mutation)
     require(s.meta_population >= 1, "meta_population", "an integer >= 1", s.meta_population)

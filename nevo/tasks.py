@@ -261,7 +261,7 @@ class MuJoCo(GymTask):
         "es": {**_MUJOCO_ES, "obs_norm": 1, "validation_episodes": 5},
         "ga": {**_MUJOCO, "population": 64, "truncation": 8, "elite_candidates": 3, "validation_episodes": 5},
         "ga-ns": {**_MUJOCO, "population": 64, "truncation": 8},
-        **{es: dict(_MUJOCO_ES) for es in ("ns-es", "nsr-es", "nsra-es")},
+        **{es: {**_MUJOCO_ES, "obs_norm": 1} for es in ("ns-es", "nsr-es", "nsra-es")},
     }
     behaviour = (2, np.float32)  # the final (x, y) of the centre of mass
 

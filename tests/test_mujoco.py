@@ -151,3 +151,47 @@ def test_perturbations_share_their_draws_across_sigmas():
     np.testing.assert_array_equal(rows[:3], np.tile(theta, (3, 1)))
     np.testing.assert_allclose(rows[6:] - theta, 2 * (rows[3:6] - theta), rtol=1e-5, atol=1e-6)
     assert robustness.main(["nowhere", "--sigmas", "-1"]) == 2
+
+
+def test_the_es_family_of_novelty_search_normalises_observations_and_resumes_exactly(tmp_path):
+    """NSR-ES on a robot gathers observation statistics (MuJoCo's default), keeps with the elite
+    the statistics its agent was validated with (replay folds them), and a run resumed from its
+    previous checkpoint ends with the same metrics, statistics and elite."""
+    import shutil
+
+    argv = [
+        "--env",
+        "Hopper-v5",
+        "--algo",
+        "nsr-es",
+        "--meta-population",
+        "2",
+        *TINY,
+        "--frame-budget",
+        "900",
+    ]
+    folder = run_folder(run_ns.main, argv, tmp_path / "ns")
+    rows = runs.read_metrics(folder)
+    assert len(rows) >= 3 and rows[-1]["obs_norm/count"] > rows[0]["obs_norm/count"] >= 0
+    elite = json.load(open(os.path.join(folder, runs.ELITE)))
+    stats = runs.read_array(os.path.join(folder, elite["obs_norm"]))
+    assert stats.shape == (2, 11) and (stats[1] > 0).all() and np.abs(stats[0]).max() > 0
+    copy = str(tmp_path / "copy")
+    shutil.copytree(folder, copy)
+    shutil.copy(os.path.join(copy, runs.PREVIOUS), os.path.join(copy, runs.CHECKPOINT))
+    assert run_ns.main(["--resume", copy]) == 0
+    clock = ("wall_s", "perf/gen_s", "perf/frames_per_s")
+    assert [{k: v for k, v in r.items() if k not in clock} for r in runs.read_metrics(copy)] == [
+        {k: v for k, v in r.items() if k not in clock} for r in rows
+    ]
+    for name in (runs.OBS_NORM, runs.THETA):
+        np.testing.assert_array_equal(runs.read_array(os.path.join(copy, name)),
+                                      runs.read_array(os.path.join(folder, name)))  # fmt: skip
+    assert replay.main([folder, "--episodes", "2", "--no-save"]) == 0
+
+
+def test_ga_ns_refuses_observation_normalisation_in_one_line(capsys, tmp_path):
+    argv = ["--env", "Hopper-v5", "--algo", "ga-ns", "--obs-norm", "1", *TINY, "--truncation", "2"]
+    argv += ["--out-dir", str(tmp_path)]
+    assert run_ns.main(argv) == 2
+    assert "--obs-norm" in capsys.readouterr().err
