@@ -195,3 +195,29 @@ def test_ga_ns_refuses_observation_normalisation_in_one_line(capsys, tmp_path):
     argv += ["--out-dir", str(tmp_path)]
     assert run_ns.main(argv) == 2
     assert "--obs-norm" in capsys.readouterr().err
+
+
+def test_trap_compare_writes_the_table_and_figure_and_reuses_finished_runs(tmp_path):
+    from experiments import trap_compare
+
+    argv = ["--seeds", "1", "--frame-budget", "300", "--threads", "1", "--runs-dir", str(tmp_path / "runs"),
+            "--out", str(tmp_path)]  # fmt: skip
+    assert trap_compare.main(argv) == 0
+    table = (tmp_path / "trap_compare.md").read_text()
+    assert "| ES | 0 |" in table and "| NSR-ES | 0 |" in table
+    assert (tmp_path / "trap_final_positions.png").stat().st_size > 10_000
+    folders = sorted(os.listdir(tmp_path / "runs" / "ES-0"))
+    assert trap_compare.main(argv) == 0  # the finished runs are reused, not run again
+    assert sorted(os.listdir(tmp_path / "runs" / "ES-0")) == folders
+
+
+def test_positions_past_the_walls_are_only_reached_by_going_round():
+    xy = np.array([[0.0, 0.0], [4.0, 0.0], [6.0, 0.0], [4.0, 2.5], [1.0, 3.0]])
+    assert trap_compare_beyond(xy).tolist() == [False, False, True, True, False]
+    assert trap.in_cup(xy).tolist() == [False, True, False, False, False]
+
+
+def trap_compare_beyond(xy):
+    from experiments import trap_compare
+
+    return trap_compare.beyond_the_walls(xy)
