@@ -159,3 +159,37 @@ def test_the_command_line_fails_on_a_non_run_folder_without_a_traceback(tmp_path
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         f"error: {tmp_path}: not a run folder (no config.json or metrics.jsonl)"
     ]
+
+
+def test_mujoco_table_finds_when_each_published_level_was_first_reached(tmp_path, capsys):
+    """A HalfCheetah run whose validation score steps over TRPO's levels at known rows: the
+    table gives those rows' steps and minutes, beside Salimans et al.'s published ES steps."""
+    from plots import mujoco
+
+    run = tmp_path / "HalfCheetah-v5__es__0__x"
+    run.mkdir()
+    (run / "config.json").write_text(
+        json.dumps({"algo": "es", "env": {"env": "HalfCheetah-v5"}, "run": {"seed": 0}})
+    )
+    scores = [-50.0, 10.0, 500.0, 800.0, 1600.0, 1500.0, 2000.0]  # 2386 never reached
+    rows = [{"generation": g, "frames": 1000 * (g + 1), "wall_s": 60.0 * (g + 1), "score/elite_mean": s}
+            for g, s in enumerate(scores)]  # fmt: skip
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    loaded = rundata.load_runs([str(run)])[0]
+    assert mujoco.first_reached(loaded, -1.35) == (2000.0, 2.0)
+    assert mujoco.first_reached(loaded, 793.55) == (4000.0, 4.0)
+    assert mujoco.first_reached(loaded, 1589.83) == (5000.0, 5.0)
+    assert mujoco.first_reached(loaded, 2385.79) == (None, None)
+    assert mujoco.main([str(run), "--out", str(tmp_path / "m")]) == 0
+    out = capsys.readouterr().out
+    assert "| 2386 (100%) | 5.00M | 2.88M | not reached | - |" in out and "0.00M | 4.0 |" in out
+    assert os.path.getsize(tmp_path / "m.png") > 10_000
+    assert mujoco.main([str(tiny_runs_dir(tmp_path))]) == 2  # no task with published numbers
+
+
+def tiny_runs_dir(tmp_path):
+    d = tmp_path / "CartPole-v1__ga__0__x"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"algo": "ga", "env": {"env": "CartPole-v1"}}))
+    (d / "metrics.jsonl").write_text(json.dumps({"generation": 0, "frames": 1, "wall_s": 1.0}) + "\n")
+    return d
