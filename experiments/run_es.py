@@ -4,7 +4,7 @@
     python -m experiments.run_es                          # the quick preset on Frostbite
     python -m experiments.run_es --preset paper --game frostbite   # 5,000 perturbations, VBN
     python -m experiments.run_es --resume runs/<folder>   # continue a killed run
-    python -m experiments.run_es --env HalfCheetah-v5      # a MuJoCo robot: ~10 min on 2 cores
+    python -m experiments.run_es --env HalfCheetah-v5      # a MuJoCo robot: 10M steps, ~7 min
     python -m experiments.run_es --preset mujoco           # OpenAI-ES's Humanoid-v5 settings
 
 Each generation: ask the perturbations -> evaluate -> tell (the update of theta) -> validate

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from experiments.replay import load_elite
-from nevo import envs, tasks
+from nevo import envs, nets, tasks
 from nevo import safe_mutation as sm
 from nevo.config import ConfigError
 from nevo.episodes import Population
@@ -106,6 +106,10 @@ def main(argv=None) -> int:
             raise ConfigError(
                 f"{a.run_dir}: a run with --vbn; safe mutations are measured on nets without it"
             )
+        if spec.action != "argmax":  # the divergence is between softmaxes over discrete actions
+            raise ConfigError(f"{a.run_dir}: a run with continuous actions; safe mutations measure "
+                              "discrete policies (the softmax over their actions)")  # fmt: skip
+        nets.require_relu(spec, "safe mutations' output gradients")
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -46,8 +46,9 @@ def parse(argv):
 
 
 def beyond_the_walls(xy: np.ndarray) -> np.ndarray:
-    """(N,) bool: final positions past the cup's front wall, or beside the cup further than its
-    side walls reach: places a walker reaches only by going round."""
+    """(N,) bool: final positions past the cup's front wall, or level with the cup and outside
+    its side walls: forward progress that the cup did not stop (by going round it, or by
+    heading off diagonally before reaching it)."""
     x, y = xy[:, 0], xy[:, 1]
     return (x > 5.6) | ((x > 2.5) & (np.abs(y) > 1.6))
 

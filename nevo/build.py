@@ -56,7 +56,7 @@ def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | Non
     """weight_builder's WeightBuilder, given the reference batch (None without --vbn); with a
     safe mutation, one that builds safe children, reading ancestors' experiences from run_dir;
     with obs_norm (nevo.obs_norm.ObsNorm), one that folds its statistics into every row."""
-    if obs_norm is not None:  # never with --vbn or a safe mutation (config.validate: ES only)
+    if obs_norm is not None:  # never with --vbn or a safe mutation (config.validate: the ES families only)
         return WeightBuilder(table, nets.init_scale(spec), fold=obs_norm)
     if mutation_of(cfg) != "gaussian":  # never with --vbn (config.validate)
         from nevo.safe_build import SafeMutation

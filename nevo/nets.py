@@ -187,6 +187,16 @@ def net_spec(name, obs_shape=OBS_SHAPE, n_actions=18, obs_dtype=np.uint8, action
     return make_spec(NAMED_LAYERS[name], obs_shape, n_actions, name=name, obs_dtype=obs_dtype, action=action)
 
 
+def require_relu(spec, what: str) -> None:
+    """ValueError (one line) unless every hidden layer of spec is ReLU: what (safe mutations'
+    gradients, virtual batch norm's fold) assumes it."""
+    tanh = [i for i, lay in enumerate(spec.layers) if lay.act == "tanh"]
+    if tanh:
+        raise ValueError(
+            f"{what} assumes ReLU hidden units; the {spec.name} net has tanh ones (layers {tanh})"
+        )
+
+
 def init_scale(spec):
     """Per-parameter scale of the reference init: 1/sqrt(fan_in), output weights x0.1, biases 0."""
     scale = np.zeros(spec.n_params, dtype=np.float32)  # (n_params,)

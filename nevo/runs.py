@@ -9,7 +9,8 @@
                            (ES: the elite is theta, kept beside it in theta.npy)
         best.json          the GA: the best elite of the run so far (by validation mean), same fields
         ref_batch.npy      virtual batch norm's reference observations (nets with --vbn)
-        obs_norm.npy       ES with --obs-norm 1: the observation mean and std theta was validated with
+        obs_norm.npy       --obs-norm 1 (ES, novelty search's ES family): the observation mean and std
+                           the elite's theta was validated with
         experiences/       safe mutations: the observations each ancestor of a living genome
                            was measured on as a parent, <key of its seed list>.npy
 
@@ -40,7 +41,7 @@ BEST = "best.json"  # the GA: the best elite ever seen, by validation mean
 CONFIG = "config.json"
 THETA = "theta.npy"  # ES: theta after the last finished generation
 BEHAVIOURS = "behaviours.npy"  # tasks with behaviours (the maze): the last generation's, per individual
-OBS_NORM = "obs_norm.npy"  # ES with --obs-norm 1: (2, n) the mean and std theta's validation used
+OBS_NORM = "obs_norm.npy"  # --obs-norm 1: (2, n) the mean and std the elite theta's validation used
 
 
 def git_commit() -> str:

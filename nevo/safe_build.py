@@ -32,6 +32,7 @@ import numba
 import numpy as np
 
 from nevo import safe_mutation as sm
+from nevo.nets import require_relu
 from nevo.noise import NoiseSource, offsets_of
 
 # Row-building work is split in this many pieces per row (as nevo.noise.build_rows).
@@ -150,6 +151,7 @@ class SafeMutation:
     run folder's, after a resume or in a replay)."""
 
     def __init__(self, spec, table: np.ndarray, experiences_of=None):
+        require_relu(spec, "safe mutations")
         self.spec = spec
         self.table = table  # (size,) float32 the noise table
         self.experiences_of = experiences_of  # genome (int64 seeds) -> (T, *obs); None: only those given

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from nevo.nets import require_relu
+
 SCALE_FLOOR = 0.01  # s_i below this is raised to it (the paper's code)
 WEIGHT_CLIP = 10.0  # a child's change per weight is clipped to +-this (the paper's code)
 SEARCH_STEPS = 15  # SM-R: forward passes its line search may take (the paper's code)
@@ -90,6 +92,7 @@ def trace(spec, theta, obs, backend: str = "numpy") -> Trace:
     """Forward theta (P,) on obs (T, C, H, W) (as the evaluator gives them), keeping the trace.
     backend "numpy": im2col and BLAS (the reference); "numba": nevo.kernels.grad_cpu's
     parallel kernels, whose sums have a fixed order (the same bits whatever the thread count)."""
+    require_relu(spec, "safe mutations' output gradients")
     params = spec.unflatten(np.asarray(theta, np.float64))
     x = np.asarray(obs).transpose(0, 2, 3, 1).astype(np.float64) / spec.obs_div  # (T, H, W, C)
     inputs, pre = [], []

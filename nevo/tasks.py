@@ -236,15 +236,17 @@ class GymTask(_InProcess):
     def check(self, net_cfg) -> None:
         from nevo.nets import IMAGE_NETS
 
-        allowed = "mlp (a gymnasium vector task has no image for the conv nets)"
+        allowed = (
+            "mlp, mlp-tanh, mlp-tanh-256 or deep (a gymnasium vector task has no image for the conv nets)"
+        )
         require(net_cfg.net not in IMAGE_NETS, "net", allowed, net_cfg.net)
 
     def make_slots(self, slots: int):
         return envs.VectorTaskSlots(self.make_env, slots)
 
 
-# Where the command line is silent, MuJoCo settings for one workstation (2 cores: about 30
-# minutes for 10M steps of HalfCheetah), in OpenAI-ES's style (Salimans et al. 2017): its 2 x 64
+# Where the command line is silent, MuJoCo settings for one workstation (about 7 minutes for 10M
+# steps of HalfCheetah-v5 in one process), in OpenAI-ES's style (Salimans et al. 2017): its 2 x 64
 # tanh policy, sigma 0.02, Adam 0.01, L2 0.005, observation normalisation; the populations are our
 # pick (the papers' are 1,000 to 10,000 episodes a generation: the presets).
 _MUJOCO = {"net": "mlp-tanh", "vbn": 0, "sigma": 0.02, "frame_budget": 10_000_000}
@@ -252,9 +254,11 @@ _MUJOCO_ES = {**_MUJOCO, "population": 40, "lr": 0.01, "l2": 0.005}
 
 
 class MuJoCo(GymTask):
-    """A MuJoCo robot through gymnasium (Humanoid-v5, HalfCheetah-v5, Hopper-v5, Walker2d-v5,
-    Ant-v5, Swimmer-v5, or the deceptive HumanoidTrap-v5 of nevo.trap): a GymTask whose behaviour,
-    for novelty search, is the final (x, y) of the robot's centre of mass (Conti et al. 2018's)."""
+    """A MuJoCo task of gymnasium's: the locomotion robots (Humanoid-v5, HalfCheetah-v5,
+    Hopper-v5, Walker2d-v5, Ant-v5, Swimmer-v5), the deceptive HumanoidTrap-v5 of nevo.trap, and
+    the others (InvertedPendulum-v5, Reacher-v5, ...), which get the same defaults. A GymTask
+    whose behaviour, for novelty search, is the final (x, y) of the model's centre of mass
+    (Conti et al. 2018's for the humanoid)."""
 
     LABEL = "MuJoCo"
     DEFAULTS = {

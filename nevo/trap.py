@@ -10,12 +10,13 @@ final (x, y) of the body's centre of mass.
 The walls, as Uber's code for the paper places them (boxes 4 m tall): a front wall across x =
 5.5 from y = -1.5 to 1.5, and two side walls along y = +-1.5 from x = 2.5 to 5.5, so the cup
 opens toward the start. The model is gymnasium's humanoid.xml with these three boxes added,
-written once per process to a temporary file (MuJoCo loads models from paths).
+written once to a temporary file named by its digest (MuJoCo loads models from paths).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import tempfile
 
@@ -33,7 +34,9 @@ HALF_HEIGHT = 2.0
 
 @functools.cache
 def xml_path() -> str:
-    """A humanoid model with the trap's walls: gymnasium's humanoid.xml plus three boxes."""
+    """A humanoid model with the trap's walls: gymnasium's humanoid.xml plus three boxes, in the
+    temporary folder under a name that is a digest of its text (written once, atomically, and
+    shared by every process that needs the same model)."""
     import gymnasium
 
     src = os.path.join(os.path.dirname(gymnasium.__file__), "envs", "mujoco", "assets", "humanoid.xml")
@@ -47,9 +50,14 @@ def xml_path() -> str:
     marker = "<worldbody>"
     if xml.count(marker) != 1:
         raise RuntimeError(f"{src}: expected one {marker}; gymnasium's humanoid model has changed")
-    fd, path = tempfile.mkstemp(prefix="nevo_humanoid_trap_", suffix=".xml")
-    with os.fdopen(fd, "w") as f:
-        f.write(xml.replace(marker, marker + boxes))
+    text = xml.replace(marker, marker + boxes)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = os.path.join(tempfile.gettempdir(), f"nevo_humanoid_trap_{digest}.xml")
+    if not os.path.isfile(path):
+        fd, tmp = tempfile.mkstemp(prefix="nevo_humanoid_trap_", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
     return path
 
 

@@ -30,6 +30,7 @@ from nevo.nets import (
     PAD_R,
     PAD_T,
     W_OFF,
+    require_relu,
 )
 
 EPS = 1e-3  # added to the variance, as the reference ES Atari model (ModelVirtualBN) does
@@ -47,6 +48,7 @@ def _linear(lay, w, x):
 
 def reference_stats(spec, theta, ref):
     """[(mean, var)], each (Cout,) float64, per hidden layer of one individual over ref (B, C, H, W)."""
+    require_relu(spec, "virtual batch norm")
     params = spec.unflatten(np.asarray(theta, np.float64))
     xs = np.stack([o.transpose(1, 2, 0) for o in ref]).astype(np.float64) / spec.obs_div  # (B, H, W, C)
     stats = []
@@ -209,6 +211,7 @@ def fold(spec, weights, ref, out=None):
     the reference batch; out, if given, (n, n_params) float32 C-contiguous (may be weights itself).
     Only checks happen here: the work runs in `_fold`, which releases the GIL.
     """
+    require_relu(spec, "virtual batch norm")
     if weights.dtype != np.float32 or weights.ndim != 2 or not weights.flags.c_contiguous:
         raise TypeError("weights must be a C-contiguous (n_individuals, n_params) float32 array")
     if weights.shape[1] != spec.n_params:

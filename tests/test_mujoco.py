@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from experiments import replay, robustness, run_es, run_ga, run_ns
-from nevo import cli, envs, noise, runs, tasks, trap
+from nevo import cli, envs, noise, obs_norm, runs, tasks, trap
 from nevo.config import ConfigError, EnvConfig
 from nevo.episodes import Episodes, Population
 from nevo.kernels import make_policy
@@ -127,15 +127,23 @@ def test_robustness_perturbs_theta_then_folds_the_run_s_observation_statistics(t
     assert [r["algo"] for r in data] == ["es", "ga"] and np.shape(data[0]["returns"]) == (2, 2)
     assert os.path.getsize(out + ".png") > 10_000
 
-    cfg, _, spec, folded = replay.load_elite(es, fold=True)  # what replay plays
-    assert not np.array_equal(folded, replay.load_elite(es, fold=False)[3])  # the statistics matter
+    cfg, elite, spec, folded = replay.load_elite(es, fold=True)  # what replay plays
+    theta = replay.load_elite(es, fold=False)[3]
+    assert not np.array_equal(folded, theta)  # the statistics matter
+    stats = replay.obs_stats(es, elite, spec)
+    # sigma 0: the elite as replay plays it; sigma 0.5: theta + noise, then the statistics folded in
+    rows = robustness.perturbed(theta, [0.0, 0.5], 2, seed=0)
+    np.testing.assert_array_equal(rows[:2], np.stack([theta, theta]))
+    want = obs_norm.fold(spec, rows.copy(), stats[0], stats[1])
+    np.testing.assert_array_equal(want[0], folded)
     task = tasks.task_for(cfg.env)
     evaluator, _ = task.evaluator(cfg.run, make_policy("cpu", spec),
-                                  *_plain(cfg, task, spec, es), "cpu", 2)  # fmt: skip
+                                  *_plain(cfg, task, spec, es), "cpu", 4)  # fmt: skip
     seeds = np.random.default_rng([0, 0xE915]).integers(0, noise.SEED_LIMIT, 4).astype(np.int64)
-    res = evaluator.run(Population.of_weights(folded[None]), Episodes(np.zeros(2, np.int64), seeds[:2]))
+    res = evaluator.run(Population.of_weights(want), Episodes(np.arange(4, dtype=np.int64), seeds))
     evaluator.close()
-    np.testing.assert_array_equal(res.returns, data[0]["returns"][0])
+    np.testing.assert_array_equal(res.returns, np.ravel(data[0]["returns"]))
+    assert data[0]["returns"][1] != data[0]["returns"][0]
 
 
 def _plain(cfg, task, spec, run_dir):
