@@ -15,7 +15,11 @@ Prints, for the same vector env, preprocessing, emulator groups and threads:
   and the share in the forward pass (fwd: near 100% the net is the limit, low the emulators are).
 With --env TASK (a gymnasium task, e.g. Humanoid-v5): the same comparison for its in-process
 evaluator: the stepping limit of its envs (random actions, no inference, in the threads the
-evaluator picks) beside an ES-like evaluation with the task's net (one episode per individual).
+evaluator picks) beside an ES-like evaluation with the task's net (one episode per individual),
+and that evaluation's rate beside the rate of its own steps alone (the time in the envs' step
+calls: the same actions and episodes, where random actions load the physics differently);
+with --processes also the stepping limit of the same envs split over one process per core
+(actions sent and observations returned through pipes each step), to compare the two.
 With --ram, also what novelty search's Atari behaviours cost (nevo.atari_ram): the replay limit
 (frames/s of the worker processes replaying random episodes, nothing else running) and, for each
 net and population, the device's default mode again with every episode's final RAM replayed,
@@ -128,6 +132,75 @@ def task_limit(task_slots, seconds: float) -> float:
     return steps / (time.perf_counter() - t0)
 
 
+def timed(step, total: list):
+    """step, adding the seconds of each call to total[0]."""
+
+    def wrapper(*args):
+        t0 = time.perf_counter()
+        try:
+            return step(*args)
+        finally:
+            total[0] += time.perf_counter() - t0
+
+    return wrapper
+
+
+def _stepping_worker(conn, env_id: str, n: int, seed: int) -> None:
+    """A worker process of process_limit: n envs of env_id, stepped on each batch of actions
+    received; sends back the observations and rewards (None received: stop)."""
+    from nevo import envs
+
+    slots = envs.VectorTaskSlots(lambda: envs.make_vector_task(env_id), n)
+    every, rng = np.arange(n), np.random.default_rng(seed)
+    slots.reset(every, rng.integers(0, 2**31, n))
+    conn.send("ready")
+    while (actions := conn.recv()) is not None:
+        obs, rewards, ended = slots.step(every, actions)
+        if ended.any():
+            obs[ended] = slots.reset(every[ended], rng.integers(0, 2**31, int(ended.sum())))
+        conn.send((obs, rewards))
+    slots.close()
+
+
+def process_limit(env_id: str, slots: int, workers: int, seconds: float) -> float:
+    """Agent steps/s of `slots` envs split over `workers` processes, stepped with random actions
+    sent to them each step and observations sent back (what stepping in processes would cost
+    an evaluator), no inference."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    parts = np.array_split(np.arange(slots), workers)
+    pipes, procs = [], []
+    for w, part in enumerate(parts):
+        mine, theirs = ctx.Pipe()
+        proc = ctx.Process(target=_stepping_worker, args=(theirs, env_id, len(part), w), daemon=True)
+        proc.start()
+        pipes.append(mine)
+        procs.append(proc)
+    try:
+        for pipe in pipes:
+            assert pipe.recv() == "ready"
+        from nevo import envs
+
+        probe = envs.VectorTaskSlots(lambda: envs.make_vector_task(env_id), 1)
+        rng = np.random.default_rng(0)
+        steps, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            for pipe, part in zip(pipes, parts):
+                pipe.send(probe.random_actions(rng, len(part)))
+            for pipe in pipes:
+                pipe.recv()
+            steps += slots
+        rate = steps / (time.perf_counter() - t0)
+        probe.close()
+        return rate
+    finally:
+        for pipe in pipes:
+            pipe.send(None)
+        for proc in procs:
+            proc.join(timeout=10)
+
+
 def bench_task(a) -> None:
     """--env: a gymnasium task's evaluator against its envs' stepping limit."""
     from nevo import build, tasks
@@ -142,17 +215,27 @@ def bench_task(a) -> None:
             run_cfg = RunConfig(env_slots=a.slots, threads=a.threads)
             ev, facts = task.evaluator(run_cfg, make_policy("cpu", spec), builder, "cpu", n)
             limit = task_limit(ev.task, a.limit_seconds)
+            if a.processes:  # the same envs in processes instead of threads
+                workers = machine.cores()
+                rate = process_limit(a.env, ev.task.slots, workers, a.limit_seconds)
+                print(f"{a.env} | {ev.task.slots} envs | stepping limit in {facts['threads']} thread(s): "
+                      f"{limit:,.0f} steps/s; in {workers} processes: {rate:,.0f} steps/s "
+                      f"({rate / limit:.2f}x)", flush=True)  # fmt: skip
             pop = Population([np.array([1])], np.zeros(n, np.int64), np.arange(n, dtype=np.int64) + 2,
                              np.full(n, 0.02, np.float32), 0.02)  # fmt: skip
             episodes = Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64))
             ev.run(pop, episodes)  # compile and warm
+            stepping = [0.0]  # seconds in the envs' step calls of the measured run
+            ev.task.step = timed(ev.task.step, stepping)
             res = ev.run(pop, episodes)
             ev.close()
             rate = res.total_frames / res.wall_s
+            own = res.total_frames / stepping[0]  # the same steps, stepping alone
             fwd, tail = res.forward_s / res.wall_s, res.tail_s / res.wall_s
             print(f"{a.env} | net {name} ({spec.n_params:,} params) | population {n} | "
                   f"{facts['env_slots']} slots, {facts['threads']} threads | stepping limit {limit:,.0f} "
-                  f"steps/s | evaluation {rate:,.0f} steps/s: {rate / limit:.0%} of the limit "
+                  f"steps/s | evaluation {rate:,.0f} steps/s: {rate / limit:.0%} of the limit; "
+                  f"{rate / own:.0%} of its own steps' stepping rate ({own:,.0f}) "
                   f"(forward {fwd:.0%}, tail {tail:.0%})", flush=True)  # fmt: skip
 
 
@@ -176,6 +259,8 @@ def main(argv=None) -> None:
     p.add_argument("--no-plain", action="store_true", help="skip the plain-loop comparison")
     p.add_argument("--limit-seconds", type=float, default=10.0)
     p.add_argument("--ram", action="store_true", help="also measure the cost of Atari RAM behaviours")
+    p.add_argument("--processes", action="store_true",
+                   help="--env: also the stepping limit with the envs in one process per core")  # fmt: skip
     a = p.parse_args(argv)
     if a.env:
         a.nets = a.nets if a.nets != ["large", "small"] else ["mlp"]
