@@ -1,6 +1,8 @@
 """Continuous actions: nets whose outputs go through tanh, gymnasium tasks with a bounded Box of
 actions, and runs on them (Pendulum-v1: no extra package needed)."""
 
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -189,6 +191,12 @@ def test_bench_pipeline_compares_a_task_with_its_stepping_limit(capsys):
     from experiments import bench_pipeline
 
     bench_pipeline.main(["--env", "Pendulum-v1", "--populations", "4", "--frame-cap", "20", "--limit-seconds",
-                         "0.2", "--slots", "4"])  # fmt: skip
+                         "0.2", "--slots", "4", "--processes"])  # fmt: skip
     out = capsys.readouterr().out
     assert "Pendulum-v1 | net mlp" in out and "of the limit" in out
+    own = re.search(
+        r"evaluation ([\d,]+) steps/s.*; (\d+)% of its own steps' stepping rate \(([\d,]+)\)", out
+    )
+    rate, share, alone = (float(g.replace(",", "")) for g in own.groups())
+    assert alone >= rate and abs(share - 100 * rate / alone) <= 1  # stepping alone is part of the work
+    assert re.search(r"in \d+ processes: [\d,]+ steps/s", out)
