@@ -129,10 +129,14 @@ def figure(results: list[dict], prefix: str) -> list[str]:
             raw.plot(x, means, "o-", color=colour, label=label, alpha=0.85, ms=3)
             if s[0] == 0 and means[0] > 0:
                 share.plot(x, means / means[0], "o-", color=colour, label=label, alpha=0.85, ms=3)
+        s = np.asarray(results[0]["sigmas"])
         for ax, name in ((raw, "mean return"), (share, "share of the unperturbed return")):
-            if (np.asarray(results[0]["sigmas"]) > 0).any():
+            if (s > 0).any():
                 ax.set_xscale("log")
-            ax.set_xlabel("parameter noise sigma (leftmost: none)")
+                # a tick at each sigma; sigma 0 sits at half the smallest other one
+                ax.set_xticks(np.where(s > 0, s, s[s > 0].min() / 2), [f"{v:g}" for v in s], fontsize=7)
+                ax.minorticks_off()
+            ax.set_xlabel("parameter noise sigma")
             ax.set_ylabel(name)
             ax.legend()
         raw.set_title(f"{', '.join(sorted({r['env'] for r in results}))}: perturbed final policies")
