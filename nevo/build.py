@@ -21,7 +21,12 @@ REF_BATCH = "ref_batch.npy"  # VBN's reference observations, in the run folder
 
 
 def net_for(cfg, task) -> nets.NetSpec:
-    """The NetSpec of cfg.net.net for what the task's observations and actions are."""
+    """The NetSpec of cfg.net.net for what the task's observations and actions are (with
+    --actions bins, BINS outputs per component of a continuous action)."""
+    if getattr(cfg.net, "actions", "auto") == "bins":
+        if task.action != "tanh":
+            raise ConfigError(f"--actions: bins discretises continuous actions; {task.name}'s are discrete")
+        return nets.net_spec(cfg.net.net, task.obs_shape, task.n_actions * nets.BINS, task.obs_dtype, "bins")
     return nets.net_spec(cfg.net.net, task.obs_shape, task.n_actions, task.obs_dtype, task.action)
 
 

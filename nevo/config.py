@@ -49,6 +49,11 @@ class NetConfig:
         "(16 x 32 ReLU)",
     )
     vbn: int = setting(0, "virtual batch norm: reference batch size (0 = off; the ES preset: 128)")
+    actions: str = setting(
+        "auto",
+        "auto (discrete actions: the argmax; a Box: tanh of each output) or bins (a Box: each component "
+        "one of 10 evenly spaced values, the largest of 10 outputs, as Salimans et al. ran Hopper)",
+    )
 
 
 @dataclass(frozen=True)
@@ -284,6 +289,7 @@ def validate(cfg):
     require(e.frameskip >= 1, "frameskip", "an integer >= 1", e.frameskip)
     require(n.net in NAMED_LAYERS, "net", ", ".join(NAMED_LAYERS), n.net)
     require(n.vbn == 0 or n.vbn >= 2, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
+    require(n.actions in ("auto", "bins"), "actions", "auto or bins", n.actions)
     mutation = getattr(getattr(cfg, "ga", None) or getattr(cfg, "ns", None), "mutation", "gaussian")
     require(n.vbn == 0 or mutation == "gaussian", "vbn", "0 with a safe mutation (its gradients are "
             "taken without virtual batch norm's fold)", n.vbn)  # fmt: skip

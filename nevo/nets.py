@@ -101,9 +101,16 @@ class NetSpec:
     n_params: int  # length of the flat float32 vector
     table: np.ndarray = field(repr=False)  # (n_layers, N_COLS) int64, for the Numba kernels
     obs_dtype: np.dtype = np.dtype(np.uint8)  # uint8 pixels (scaled by 1/255) or float32 (as given)
-    # What the outputs choose: "argmax" (a discrete action: the first largest output) or "tanh"
+    # What the outputs choose: "argmax" (a discrete action: the first largest output), "tanh"
     # (a continuous action vector: tanh of each output, in [-1, 1]; the task maps it to its bounds)
+    # or "bins" (a continuous action vector, each component one of BINS evenly spaced values in
+    # [-1, 1]: the first largest of its BINS outputs; n_actions = components x BINS)
     action: str = "argmax"
+
+    @property
+    def action_dims(self):
+        """Length of an action vector ("tanh", "bins"); the number of choices for "argmax"."""
+        return self.n_actions // BINS if self.action == "bins" else self.n_actions
 
     @property
     def obs_div(self):
@@ -121,17 +128,21 @@ class NetSpec:
         ]
 
 
-ACTIONS = ("argmax", "tanh")
+ACTIONS = ("argmax", "tanh", "bins")
+BINS = 10  # "bins": outputs per action component (Salimans et al. 2017 discretised Hopper's into 10)
 
 
 def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom", obs_dtype=np.uint8, action="argmax"):
     """Build a NetSpec from a recipe of ("conv", cout, k, s) / ("dense", units), convs first.
 
     obs_dtype: uint8 (pixels, scaled to [0, 1]) or float32 (vector observations, used as given).
-    action: "argmax" (n_actions discrete actions) or "tanh" (an n_actions-long action vector).
+    action: "argmax" (n_actions discrete actions), "tanh" (an n_actions-long action vector) or
+    "bins" (an n_actions / BINS-long action vector, BINS outputs per component).
     """
     if action not in ACTIONS:
         raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
+    if action == "bins" and n_actions % BINS:
+        raise ValueError(f"action 'bins' needs n_actions a multiple of {BINS} (components x {BINS})")
     obs_dtype = np.dtype(obs_dtype)
     if obs_dtype not in (np.uint8, np.float32):
         raise ValueError(f"obs_dtype must be uint8 or float32, got {obs_dtype}")

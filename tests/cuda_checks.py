@@ -227,6 +227,18 @@ def continuous_actions_match_reference(rng, full):
     np.testing.assert_allclose(actions, ref_actions, atol=1e-5)
     assert np.abs(actions).max() <= 1 and np.abs(ref_logits).max() > 1
     policy.release()
+    # "bins": each of 2 components the first largest of its 10 outputs, mapped on the host
+    spec = make_spec([("dense", 12, "tanh")], (5, 1, 1), 20, obs_dtype=np.float32, action="bins")
+    weights, rows_ind, obs = random_case(spec, rng, 3, 7)
+    policy = CudaPolicy(spec)
+    policy.load(weights)
+    actions = policy(rows_ind, obs)
+    ref_actions, ref_logits = reference.forward(spec, weights, rows_ind, obs)
+    assert actions.shape == (7, 2), actions.shape
+    top2 = np.sort(ref_logits.reshape(7, 2, 10), axis=2)[:, :, -2:]
+    clear = (top2[:, :, 1] - top2[:, :, 0] > 1e-4).all(axis=1)
+    np.testing.assert_array_equal(actions[clear], ref_actions[clear])
+    policy.release()
 
 
 def float32_vectors_match_reference(rng, full):

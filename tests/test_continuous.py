@@ -11,6 +11,7 @@ from experiments import replay, run_es, run_ga
 from nevo import build, envs, nets, tasks
 from nevo.config import Config, ConfigError, EnvConfig, GAConfig, NetConfig
 from nevo.kernels import cpu, reference
+from nevo.kernels.actions import actions_of
 from tests.conftest import metrics_without_clock, run_folder
 
 
@@ -200,3 +201,35 @@ def test_bench_pipeline_compares_a_task_with_its_stepping_limit(capsys):
     rate, share, alone = (float(g.replace(",", "")) for g in own.groups())
     assert alone >= rate and abs(share - 100 * rate / alone) <= 1  # stepping alone is part of the work
     assert re.search(r"in \d+ processes: [\d,]+ steps/s", out)
+
+
+def test_binned_actions_take_the_first_largest_of_each_component_s_outputs():
+    """--actions bins (Salimans et al.'s Hopper): component j is -1 + 2k/9, k the first largest
+    of outputs 10j .. 10j + 9, on the reference and the Numba forward alike."""
+    spec = nets.make_spec(
+        [("dense", 8, "tanh")], (4, 1, 1), 2 * nets.BINS, obs_dtype=np.float32, action="bins"
+    )
+    assert spec.action_dims == 2
+    rng = np.random.default_rng(3)
+    weights = rng.normal(size=(3, spec.n_params)).astype(np.float32)
+    rows_ind, obs = rng.integers(0, 3, 7), rng.normal(size=(7, 4, 1, 1)).astype(np.float32)
+    for forward in (reference.forward, cpu.forward):
+        actions, logits = forward(spec, weights, rows_ind, obs)
+        k = np.argmax(logits.reshape(7, 2, nets.BINS), axis=2)
+        assert actions.shape == (7, 2) and actions.dtype == np.float32
+        np.testing.assert_allclose(actions, -1 + 2 * k / 9, atol=1e-7)
+    tie = np.zeros((1, 20), np.float32)
+    tie[0, [3, 7, 10, 19]] = 1.0  # ties: the first
+    np.testing.assert_allclose(actions_of(spec, None, tie), [[-1 + 6 / 9, -1.0]], atol=1e-7)
+    with pytest.raises(ValueError, match="multiple of 10"):
+        nets.make_spec([], (4, 1, 1), 15, obs_dtype=np.float32, action="bins")
+
+
+def test_binned_actions_run_es_on_a_continuous_task_and_refuse_a_discrete_one(tmp_path, capsys):
+    folder = run_folder(run_es.main, [*PENDULUM, "--actions", "bins"], str(tmp_path / "es"))
+    cfg, _, spec, _ = replay.load_elite(folder)
+    assert spec.action == "bins" and spec.n_actions == nets.BINS and cfg.net.actions == "bins"
+    assert replay.main([folder, "--episodes", "2", "--no-save"]) == 0
+    argv = ["--env", "CartPole-v1", "--actions", "bins", "--out-dir", str(tmp_path)]
+    assert run_es.main(argv) == 2
+    assert "--actions: bins discretises continuous actions" in capsys.readouterr().err

@@ -626,7 +626,7 @@ class CudaPolicy:
             return actions_of(
                 self.spec, np.zeros(0, np.int64), np.zeros((0, self.spec.n_actions), np.float32)
             )
-        if self.spec.action == "tanh":
+        if self.spec.action != "argmax":  # continuous: the logits, mapped on the host
             self.act[-1][:rows].copy_to_host(self.host_logits[:rows], stream=self.stream)
             self.stream.synchronize()
             return actions_of(self.spec, None, self.host_logits[:rows])
