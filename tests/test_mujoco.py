@@ -229,3 +229,20 @@ def trap_compare_beyond(xy):
     from experiments import trap_compare
 
     return trap_compare.beyond_the_walls(xy)
+
+
+def test_a_missing_mujoco_package_is_one_line_naming_the_install(tmp_path):
+    """Without the mujoco package a robot's run stops before it starts, with one line that says
+    what to install (run in a fresh process where `import mujoco` fails)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['mujoco'] = None\n"
+            "from experiments import run_es\n"
+            f"sys.exit(run_es.main(['--env', 'Hopper-v5', '--out-dir', {str(tmp_path)!r}]))")  # fmt: skip
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Hopper-v5 needs a package that is not installed" in lines[0], lines
+    assert "mujoco" in lines[0].lower()
