@@ -94,21 +94,25 @@ def measure(run_dir: str, a) -> dict:
     per_policy = res.returns.reshape(len(rows), a.episodes).mean(axis=1)
     returns = per_policy.reshape(len(a.sigmas), a.perturbations)
     algo = cfg.ns.algo if hasattr(cfg, "ns") else cfg.algo
-    return {"run": run_dir, "algo": algo, "env": task.name, "sigmas": list(a.sigmas),
-            "returns": returns.tolist(), "frames": int(res.total_frames)}  # fmt: skip
+    return {"run": run_dir, "algo": algo, "obs_norm": stats is not None, "env": task.name,
+            "sigmas": list(a.sigmas), "returns": returns.tolist(),
+            "frames": int(res.total_frames)}  # fmt: skip
+
+
+def label(r: dict) -> str:
+    """ES, ES (obs-norm), GA, ...: what a result's line is called."""
+    return r["algo"].upper() + (" (obs-norm)" if r.get("obs_norm") else "")
 
 
 def table(results: list[dict]) -> str:
     sigmas = results[0]["sigmas"]
-    lines = ["| run | algorithm | " + " | ".join(f"sigma {s:g}" for s in sigmas) + " |",
+    lines = ["| run | policy | " + " | ".join(f"sigma {s:g}" for s in sigmas) + " |",
              "|---|---|" + "---:|" * len(sigmas)]  # fmt: skip
     for r in results:
         means = np.mean(r["returns"], axis=1)
         base = means[0] if sigmas[0] == 0 and means[0] != 0 else None
         cells = [f"{m:.0f}" + (f" ({m / base:.0%})" if base is not None else "") for m in means]
-        lines.append(
-            f"| {os.path.basename(r['run'].rstrip('/'))} | {r['algo']} | " + " | ".join(cells) + " |"
-        )
+        lines.append(f"| {os.path.basename(r['run'].rstrip('/'))} | {label(r)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -124,11 +128,13 @@ def figure(results: list[dict], prefix: str) -> list[str]:
             means = np.mean(r["returns"], axis=1)
             x = np.where(s > 0, s, s[s > 0].min() / 2) if (s > 0).any() else s  # sigma 0 on a log axis
             colour = COLOURS.get(r["algo"], "tab:green")
-            label = None if r["algo"] in seen else r["algo"].upper()
-            seen.add(r["algo"])
-            raw.plot(x, means, "o-", color=colour, label=label, alpha=0.85, ms=3)
+            name = None if label(r) in seen else label(r)
+            seen.add(label(r))
+            plain_es = r["algo"] == "es" and not r.get("obs_norm")
+            line = "s--" if plain_es else "o-"  # ES without observation normalisation: dashed
+            raw.plot(x, means, line, color=colour, label=name, alpha=0.85, ms=3)
             if s[0] == 0 and means[0] > 0:
-                share.plot(x, means / means[0], "o-", color=colour, label=label, alpha=0.85, ms=3)
+                share.plot(x, means / means[0], line, color=colour, label=name, alpha=0.85, ms=3)
         s = np.asarray(results[0]["sigmas"])
         for ax, name in ((raw, "mean return"), (share, "share of the unperturbed return")):
             if (s > 0).any():

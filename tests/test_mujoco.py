@@ -122,7 +122,7 @@ def test_robustness_perturbs_theta_then_folds_the_run_s_observation_statistics(t
     out = str(tmp_path / "rob")
     argv = [es, ga, "--sigmas", "0", "0.5", "--perturbations", "2", "--threads", "1", "--out", out]
     assert robustness.main(argv) == 0
-    assert "| es |" in capsys.readouterr().out
+    assert "| ES (obs-norm) |" in capsys.readouterr().out
     data = json.load(open(out + ".json"))["results"]
     assert [r["algo"] for r in data] == ["es", "ga"] and np.shape(data[0]["returns"]) == (2, 2)
     assert os.path.getsize(out + ".png") > 10_000
