@@ -16,7 +16,8 @@ MuJoCo (the 2 x 64 tanh policy, observation normalisation, 40 perturbations a ge
 Prints a Markdown table (per run: best training return, the final positions' mean x, how many of
 the last generation ended inside the cup or beyond its walls) and writes <out>/trap_compare.md
 and <out>/trap_final_positions.png (.pdf): the last generation's final (x, y) of every seed, per
-algorithm, on the walls, in the style of Conti et al.'s figure.
+algorithm, on the walls, in the style of Conti et al.'s figure (NSR-ES's panel also shows its
+novelty archive: where its agents ended, generation after generation).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def main(argv=None) -> int:
     a = parse(argv)
     from plots import style
 
-    rows, finals = [], {}
+    rows, finals, archives = [], {}, []
     for name in a.algos:
         for seed in range(a.seeds):
             folder = one_run(name, seed, a)
@@ -82,6 +83,8 @@ def main(argv=None) -> int:
             rows.append((name, seed, best, float(xy[:, 0].mean()), int(trap.in_cup(xy).sum()),
                          int(beyond_the_walls(xy).sum()), len(xy), metrics[-1]["frames"]))  # fmt: skip
             finals.setdefault(name, []).append(xy)
+            if name == "NSR-ES":  # every generation's updated agent's final (x, y), from the checkpoint
+                archives.append(runs.load_checkpoint(folder, say=lambda *_: None)["archive/archive"])
     lines = [
         f"{trap.ENV_ID}, {a.frame_budget:,} steps per run, run_es/run_ns MuJoCo defaults (2 x 64 tanh, "
         f"observation normalisation, 40 perturbations, sigma 0.02); NSR-ES: {a.meta_population} agents.",
@@ -103,6 +106,9 @@ def main(argv=None) -> int:
         for ax, name in zip(axes, a.algos):
             xy = np.concatenate(finals[name])
             trap.plot_walls(ax)
+            if name == "NSR-ES" and archives:
+                arc = np.concatenate(archives)
+                ax.scatter(arc[:, 0], arc[:, 1], s=3, color="0.7", label="novelty archive (whole run)")
             ax.scatter(xy[:, 0], xy[:, 1], s=6, color=COLOURS[name], alpha=0.6, label="final (x, y)")
             ax.scatter([0], [0], marker="x", color="k", s=25, label="start")
             ax.set_xlim(-2, 8)
