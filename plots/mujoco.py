@@ -82,7 +82,8 @@ def figure(runs, prefix: str) -> list[str]:
             for j, run in enumerate(r for r in runs if task_of(r) == task):
                 score = run.column(KEY)
                 colour = style.COLORS[j % len(style.COLORS)]
-                label = f"{run.config.get('algo', '?').upper()} seed {run.seed}"
+                bins = ", binned actions" if run.config.get("net", {}).get("actions") == "bins" else ""
+                label = f"{run.config.get('algo', '?').upper()}{bins} seed {run.seed}"
                 by_steps.plot(run.column("frames") / 1e6, score, color=colour, label=label)
                 by_minutes.plot(run.column("wall_s") / 60, score, color=colour, label=label)
             for ax, x in ((by_steps, "Steps (millions)"), (by_minutes, "Wall-clock minutes")):
