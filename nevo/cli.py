@@ -134,7 +134,7 @@ def apply_defaults(cfg, given=(), task_defaults=True):
     cfg = replace(cfg, env=tasks.normalize_env(cfg.env))
     name = algorithm(cfg)
     family = "ga" if name == "rs" else name  # random search is the GA's loop
-    by_task = tasks.kind_of(cfg.env).DEFAULTS.get(family, {}) if task_defaults else {}
+    by_task = tasks.defaults_of(cfg.env, family) if task_defaults else {}
     for defaults in (by_task, ALGORITHM_DEFAULTS.get(name, {})):
         cfg = override(cfg, {k: v for k, v in defaults.items() if k not in given})
     return cfg

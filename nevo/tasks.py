@@ -267,13 +267,32 @@ class MuJoCo(GymTask):
         "ga-ns": {**_MUJOCO, "population": 64, "truncation": 8},
         **{es: {**_MUJOCO_ES, "obs_norm": 1} for es in ("ns-es", "nsr-es", "nsra-es")},
     }
+    # Salimans et al. 2017 discretised the actions of the hopping and swimming tasks for ES, for
+    # exploration (their section 4.1): with tanh actions ES stalls on Hopper-v5 at standing still
+    # (~1,180; docs/mujoco.md), with 10 bins per component it reaches ~3,370.
+    BINNED = ("Hopper-v5", "Swimmer-v5")
+    ES_FAMILY = ("es", "ns-es", "nsr-es", "nsra-es")
     behaviour = (2, np.float32)  # the final (x, y) of the centre of mass
+
+    @classmethod
+    def defaults(cls, env_cfg: EnvConfig, family: str) -> dict:
+        binned = env_cfg.env in cls.BINNED and family in cls.ES_FAMILY
+        return {**cls.DEFAULTS.get(family, {}), **({"actions": "bins"} if binned else {})}
 
     def make_slots(self, slots: int):
         return envs.MujocoSlots(self.make_env, slots)
 
 
 KINDS = (AtariGame, Maze, MuJoCo, GymTask)
+
+
+def defaults_of(env_cfg: EnvConfig, family: str) -> dict:
+    """The settings the task env_cfg names brings for an algorithm family where the command line
+    is silent (its kind's DEFAULTS, and for some tasks more: MuJoCo.defaults)."""
+    kind = kind_of(env_cfg)
+    if hasattr(kind, "defaults"):
+        return kind.defaults(env_cfg, family)
+    return kind.DEFAULTS.get(family, {})
 
 
 def kind_of(env_cfg: EnvConfig):

@@ -36,8 +36,15 @@ def test_where_the_command_line_is_silent_a_robot_gets_openai_es_s_policy_and_no
         0.01,
         0.005,
     )
+    assert cfg.net.actions == "auto"
     cfg, _, _ = cli.parse_args(["--env", "Hopper-v5", "--sigma", "0.05"], "", cli.PRESETS)
-    assert (cfg.net.net, cfg.ga.sigma, cfg.ga.population) == ("mlp-tanh", 0.05, 64)
+    assert (cfg.net.net, cfg.ga.sigma, cfg.ga.population, cfg.net.actions) == ("mlp-tanh", 0.05, 64, "auto")
+    # ES on the hopping and swimming robots: binned actions, as Salimans et al. ran them
+    for argv, presets in ((["--env", "Hopper-v5"], cli.ES_PRESETS),
+                          (["--env", "Swimmer-v5", "--algo", "nsr-es"], cli.NS_PRESETS)):  # fmt: skip
+        assert cli.parse_args(argv, "", presets)[0].net.actions == "bins", argv
+    given = cli.parse_args(["--env", "Hopper-v5", "--actions", "auto"], "", cli.ES_PRESETS)[0]
+    assert given.net.actions == "auto"
 
 
 def test_the_papers_presets_are_kept_over_the_task_defaults():
