@@ -21,6 +21,7 @@ import sys
 import numpy as np
 
 from plots import rundata, style
+from plots.curves import load_or_fail
 
 PUBLISHED = os.path.join(os.path.dirname(__file__), "data", "published_mujoco.json")
 KEY = "score/elite_mean"
@@ -107,7 +108,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="mujoco", metavar="PREFIX", help="output prefix (default: mujoco)")
     a = p.parse_args(argv)
     try:
-        runs = rundata.load_runs(a.runs)
+        runs = load_or_fail(a.runs)  # runs without a finished generation are left out, saying so
     except rundata.NotARunFolder as e:
         return style.fail(str(e))
     known = [r for r in runs if task_of(r)]
