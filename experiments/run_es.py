@@ -23,7 +23,7 @@ from nevo import build, cli, config, nets, noise, runs, tasks
 from nevo.algos.es import ES
 from nevo.cluster import ClusterError
 from nevo.config import ConfigError
-from nevo.obs_norm import ObsNorm, choose
+from nevo.obs_norm import ObsNorm
 from nevo.progress import Progress
 
 
@@ -75,8 +75,7 @@ def main(argv=None) -> int:
     if checkpoint is not None:
         algo.load_state(checkpoint)
         if norm is not None:
-            norm.stat.load_state(checkpoint)
-            norm.freeze()
+            norm.resume(checkpoint)
         frames, wall = int(checkpoint["frames"]), float(checkpoint["wall_s"])
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
     if resume_dir:  # drop metrics of a generation that was in flight when the run died
@@ -88,9 +87,7 @@ def main(argv=None) -> int:
             gen, t0 = algo.generation, time.monotonic()
             population, episodes = algo.ask()
             if norm is not None:  # a share of the training episodes feeds the statistics
-                episodes.obs_stats = choose(
-                    len(episodes.ind), np.random.default_rng([cfg.run.seed, gen, 0x0B5])
-                )
+                norm.mark(episodes, cfg.run.seed, gen)
             out.start_phase(gen, "train", frames)
             train = evaluator.run(population, episodes, out.episodes)
             t_update = time.monotonic()
@@ -117,8 +114,7 @@ def main(argv=None) -> int:
             if norm is not None:  # the statistics theta was validated with, then the next generation's
                 row["obs_norm/count"] = norm.stat.count
                 runs.save_array(run_dir, runs.OBS_NORM, np.stack([norm.mean, norm.std]))
-                norm.stat.update(train.obs_stats)
-                norm.freeze()
+                norm.advance(train)
             runs.append_metrics(run_dir, row)
             if train.behaviours is not None:  # MuJoCo: where each episode ended (as run_ns keeps it)
                 runs.save_array(run_dir, runs.BEHAVIOURS, train.behaviours)

@@ -38,7 +38,7 @@ from nevo import build, cli, config, nets, noise, runs, tasks
 from nevo.algos import make_algo
 from nevo.cluster import ClusterError
 from nevo.config import ConfigError
-from nevo.obs_norm import ObsNorm, choose
+from nevo.obs_norm import ObsNorm
 from nevo.progress import Progress
 
 
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
     out = Progress(cfg.run.frame_budget)
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
-    norm = ObsNorm(spec) if build.obs_norm_of(cfg) else None  # the ES family's --obs-norm 1
+    norm = ObsNorm(spec) if config.obs_norm_of(cfg) else None  # the ES family's --obs-norm 1
     try:
         evaluator, facts = build.evaluator(
             cfg, task, spec, device, run_dir, table, ns.population, bases, True, cluster, out.say, norm
@@ -89,8 +89,7 @@ def main(argv=None) -> int:
     if checkpoint is not None:
         algo.load_state(checkpoint)
         if norm is not None:
-            norm.stat.load_state(checkpoint)
-            norm.freeze()
+            norm.resume(checkpoint)
             agent_stats = np.array(checkpoint["obs_norm/agents"], np.float64)
         frames, wall = int(checkpoint["frames"]), float(checkpoint["wall_s"])
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames, archive {len(algo.archive)}")
@@ -116,9 +115,7 @@ def main(argv=None) -> int:
             gen, t0 = algo.generation, time.monotonic()
             population, episodes = algo.ask()
             if norm is not None:  # a share of the training episodes feeds the statistics
-                episodes.obs_stats = choose(
-                    len(episodes.ind), np.random.default_rng([cfg.run.seed, gen, 0x0B5])
-                )
+                norm.mark(episodes, cfg.run.seed, gen)
             out.start_phase(gen, "train", frames)
             train = evaluator.run(population, episodes, out.episodes)
             algo.tell(train)
@@ -146,8 +143,7 @@ def main(argv=None) -> int:
             if norm is not None:  # the updated agent was validated with these; then the next generation's
                 row["obs_norm/count"] = norm.stat.count
                 agent_stats[algo.agent_index] = (norm.mean, norm.std)
-                norm.stat.update(train.obs_stats)
-                norm.freeze()
+                norm.advance(train)
             runs.append_metrics(run_dir, row)
             # elite.json, for experiments.replay: GA-NS's elite is a seed list (rebuilt as the GA's
             # are), the ES family's the best agent's theta (theta.npy, as ES's)

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from nevo import machine, nets, runs
-from nevo.config import ConfigError
+from nevo.config import ConfigError, mutation_of, obs_norm_of
 from nevo.kernels import resolve_device
 from nevo.noise import WeightBuilder
 
@@ -23,7 +23,7 @@ REF_BATCH = "ref_batch.npy"  # VBN's reference observations, in the run folder
 def net_for(cfg, task) -> nets.NetSpec:
     """The NetSpec of cfg.net.net for what the task's observations and actions are (with
     --actions bins, BINS outputs per component of a continuous action)."""
-    if getattr(cfg.net, "actions", "auto") == "bins":
+    if cfg.net.actions == "bins":
         if task.action != "tanh":
             raise ConfigError(f"--actions: bins discretises continuous actions; {task.name}'s are discrete")
         return nets.net_spec(cfg.net.net, task.obs_shape, task.n_actions * nets.BINS, task.obs_dtype, "bins")
@@ -42,18 +42,6 @@ def weight_builder(cfg, task, spec, run_dir: str, table: np.ndarray | None) -> W
     first start), so the forward kernels run plain weights."""
     ref = reference_batch(cfg, task, run_dir) if cfg.net.vbn else None
     return builder_for(cfg, spec, table, ref, run_dir)
-
-
-def mutation_of(cfg) -> str:
-    """The GA's (or GA-NS's) --mutation; ES runs have none: "gaussian"."""
-    group = getattr(cfg, "ga", None) or getattr(cfg, "ns", None)
-    return getattr(group, "mutation", "gaussian")
-
-
-def obs_norm_of(cfg) -> bool:
-    """Whether an ES run (or one of novelty search's ES family) normalises observations
-    (--obs-norm 1); other runs do not."""
-    return bool(getattr(getattr(cfg, "es", None) or getattr(cfg, "ns", None), "obs_norm", 0))
 
 
 def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | None,

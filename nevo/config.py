@@ -277,6 +277,18 @@ def require(ok: bool, name: str, allowed: str, value) -> None:
         raise ConfigError(f"{flag(name)}: got {value!r}, allowed: {allowed}")
 
 
+def mutation_of(cfg) -> str:
+    """The GA's (or GA-NS's) --mutation; ES runs have none: "gaussian"."""
+    group = getattr(cfg, "ga", None) or getattr(cfg, "ns", None)
+    return getattr(group, "mutation", "gaussian")
+
+
+def obs_norm_of(cfg) -> bool:
+    """Whether an ES run (or one of novelty search's ES family) normalises observations
+    (--obs-norm 1); other runs do not."""
+    return bool(getattr(getattr(cfg, "es", None) or getattr(cfg, "ns", None), "obs_norm", 0))
+
+
 def validate(cfg):
     """Check every value's range once; raise ConfigError naming the field and what is allowed.
     What depends on the environment (a game's name, a net that needs images) its task checks
@@ -290,14 +302,14 @@ def validate(cfg):
     require(n.net in NAMED_LAYERS, "net", ", ".join(NAMED_LAYERS), n.net)
     require(n.vbn == 0 or n.vbn >= 2, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
     require(n.actions in ("auto", "bins"), "actions", "auto or bins", n.actions)
-    mutation = getattr(getattr(cfg, "ga", None) or getattr(cfg, "ns", None), "mutation", "gaussian")
+    mutation = mutation_of(cfg)
     require(n.vbn == 0 or mutation == "gaussian", "vbn", "0 with a safe mutation (its gradients are "
             "taken without virtual batch norm's fold)", n.vbn)  # fmt: skip
     tanh = any(item[0] == "dense" and item[2:] == ("tanh",) for item in NAMED_LAYERS[n.net])
     require(n.vbn == 0 or not tanh, "vbn", f"0 with the {n.net} net (its fold assumes ReLU units)", n.vbn)
     ok = "gaussian with the {} net (the safe mutations' gradients are ReLU nets')"
     require(mutation == "gaussian" or not tanh, "mutation", ok.format(n.net), mutation)
-    obs_norm = getattr(getattr(cfg, "es", None) or getattr(cfg, "ns", None), "obs_norm", 0)
+    obs_norm = obs_norm_of(cfg)
     require(
         n.vbn == 0 or not obs_norm, "vbn", "0 with --obs-norm 1 (one fold of the weights at a time)", n.vbn
     )

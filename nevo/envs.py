@@ -77,14 +77,21 @@ def noop_count(episode_seed: int, noop_max: int) -> int:
 VECTOR_TASKS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3")  # the ones checked
 
 
-def make_vector_task(env_id: str):
-    """One gymnasium env of a vector-observation task (its own time limit included)."""
+def registry():
+    """gymnasium's registry of environments, with nevo's own (HumanoidTrap-v5) in it."""
     import gymnasium as gym
 
     from nevo import trap
 
-    trap.register()  # HumanoidTrap-v5 is nevo's
-    if is_mujoco(env_id):
+    trap.register()
+    return gym.registry
+
+
+def make_vector_task(env_id: str):
+    """One gymnasium env of a vector-observation task (its own time limit included)."""
+    import gymnasium as gym
+
+    if is_mujoco(env_id):  # (is_mujoco registers nevo's environments first)
         _mujoco_warnings_once()
     return gym.make(env_id)
 
@@ -114,23 +121,15 @@ MUJOCO_ROBOTS = ("Humanoid-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "A
 def is_mujoco(env_id: str) -> bool:
     """Whether env_id is a MuJoCo task of gymnasium's (or nevo's HumanoidTrap-v5). Needs only
     gymnasium's registry, not the mujoco package."""
-    import gymnasium as gym
-
     from nevo import trap
 
-    trap.register()
-    spec = gym.registry.get(env_id)
+    spec = registry().get(env_id)
     return spec is not None and (spec.entry_point is trap.make or "envs.mujoco" in str(spec.entry_point))
 
 
 def check_registered(env_id: str) -> None:
     """Raise ConfigError (naming --env, with close names) unless gymnasium knows env_id."""
-    import gymnasium as gym
-
-    from nevo import trap
-
-    trap.register()
-    known = list(gym.registry)
+    known = list(registry())
     if env_id not in known:
         close = difflib.get_close_matches(env_id, known + ["atari", "maze"], n=4, cutoff=0.6)
         hint = f"did you mean {', '.join(close)}?" if close else f"try {', '.join(VECTOR_TASKS[:3])}"

@@ -96,6 +96,21 @@ class ObsNorm:
         """Use the statistics gathered so far from now on (the next generation's)."""
         self.mean, self.std = self.stat.mean, self.stat.std
 
+    def mark(self, episodes, seed: int, generation: int) -> None:
+        """Choose the share of a generation's training episodes whose observations count
+        (episodes.obs_stats), from the run's seed and the generation alone."""
+        episodes.obs_stats = choose(len(episodes.ind), np.random.default_rng([seed, generation, 0x0B5]))
+
+    def advance(self, results) -> None:
+        """Add a generation's counted observations (Results.obs_stats), and use them from now on."""
+        self.stat.update(results.obs_stats)
+        self.freeze()
+
+    def resume(self, checkpoint: dict) -> None:
+        """The statistics of a checkpoint (RunningStat.state's keys), in use."""
+        self.stat.load_state(checkpoint)
+        self.freeze()
+
     def __call__(self, weights: np.ndarray) -> None:
         fold(self.spec, weights, self.mean, self.std)
 

@@ -41,7 +41,22 @@ def normalize_env(env_cfg: EnvConfig) -> EnvConfig:
     return env_cfg
 
 
-class AtariGame:
+NS_ES_FAMILY = ("ns-es", "nsr-es", "nsra-es")  # novelty search's ES algorithms
+
+
+class _Kind:
+    """What every kind of task shares: the settings it brings where the command line is silent."""
+
+    DEFAULTS: dict = {}  # algorithm family -> {setting: value}
+
+    @classmethod
+    def defaults(cls, env_cfg: EnvConfig, family: str) -> dict:
+        """The settings this kind of task brings for an algorithm family (some tasks of a kind
+        bring more: MuJoCo.defaults)."""
+        return cls.DEFAULTS.get(family, {})
+
+
+class AtariGame(_Kind):
     """An Atari game from pixels: 4 stacked 84x84 grayscale frames, the minimal action set."""
 
     LABEL = "Atari"
@@ -50,7 +65,7 @@ class AtariGame:
     # norm, which Conti et al. 2018 build on.
     DEFAULTS = {
         "ga-ns": {"net": "large", "sigma": 0.002},
-        **{es: {"net": "small", "vbn": 128} for es in ("ns-es", "nsr-es", "nsra-es")},
+        **{es: {"net": "small", "vbn": 128} for es in NS_ES_FAMILY},
     }
     obs_dtype = np.uint8
     behaviour = None  # set in __init__: (128, uint8), the final RAM
@@ -105,7 +120,7 @@ class AtariGame:
         return envs.atari_reference_batch(self.cfg, size, seed)
 
 
-class _InProcess:
+class _InProcess(_Kind):
     """What the tasks stepped in this process share: the synchronous evaluator over the slots their
     make_slots(n) makes (nevo.in_process's interface), frames = agent steps."""
 
@@ -265,18 +280,17 @@ class MuJoCo(GymTask):
         "es": {**_MUJOCO_ES, "obs_norm": 1, "validation_episodes": 5},
         "ga": {**_MUJOCO, "population": 64, "truncation": 8, "elite_candidates": 3, "validation_episodes": 5},
         "ga-ns": {**_MUJOCO, "population": 64, "truncation": 8},
-        **{es: {**_MUJOCO_ES, "obs_norm": 1} for es in ("ns-es", "nsr-es", "nsra-es")},
+        **{es: {**_MUJOCO_ES, "obs_norm": 1} for es in NS_ES_FAMILY},
     }
     # Salimans et al. 2017 discretised the actions of the hopping and swimming tasks for ES, for
     # exploration (their section 4.1): with tanh actions ES stalls on Hopper-v5 at standing still
     # (~1,180; docs/mujoco.md), with 10 bins per component it reaches ~3,370.
     BINNED = ("Hopper-v5", "Swimmer-v5")
-    ES_FAMILY = ("es", "ns-es", "nsr-es", "nsra-es")
     behaviour = (2, np.float32)  # the final (x, y) of the centre of mass
 
     @classmethod
     def defaults(cls, env_cfg: EnvConfig, family: str) -> dict:
-        binned = env_cfg.env in cls.BINNED and family in cls.ES_FAMILY
+        binned = env_cfg.env in cls.BINNED and family in ("es", *NS_ES_FAMILY)
         return {**cls.DEFAULTS.get(family, {}), **({"actions": "bins"} if binned else {})}
 
     def make_slots(self, slots: int):
@@ -288,11 +302,8 @@ KINDS = (AtariGame, Maze, MuJoCo, GymTask)
 
 def defaults_of(env_cfg: EnvConfig, family: str) -> dict:
     """The settings the task env_cfg names brings for an algorithm family where the command line
-    is silent (its kind's DEFAULTS, and for some tasks more: MuJoCo.defaults)."""
-    kind = kind_of(env_cfg)
-    if hasattr(kind, "defaults"):
-        return kind.defaults(env_cfg, family)
-    return kind.DEFAULTS.get(family, {})
+    is silent."""
+    return kind_of(env_cfg).defaults(env_cfg, family)
 
 
 def kind_of(env_cfg: EnvConfig):
