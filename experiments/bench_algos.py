@@ -24,10 +24,11 @@ import time
 
 import numpy as np
 
-from nevo import machine, nets, noise
+from nevo import machine, nets
 from nevo.algos.es import ES
 from nevo.config import ESConfig
-from nevo.episodes import Results
+from nevo.evaluation.episodes import Results
+from nevo.genomes import noise
 
 CPU_FRAMES_PER_S = 3676  # bench_pipeline, large net, population 64, lockstep, 2 cores (performance.md)
 

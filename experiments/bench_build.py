@@ -4,9 +4,9 @@
     python -m experiments.bench_build --device cuda            # a GPU: 1,000 rows built there
 
 A GA generation of --population children of --truncation parents (the elite copied, the rest
-parent + sigma * eps), built as the evaluators build them: on the CPU by nevo.noise.WeightBuilder
+parent + sigma * eps), built as the evaluators build them: on the CPU by nevo.genomes.noise.WeightBuilder
 (--rows of them, as a pooled evaluator builds a slot's worth at a time), on a GPU by
-nevo.kernels.cuda_build.DeviceWeights (every row, the parents and the rows' seeds uploaded; the
+nevo.genomes.cuda_build.DeviceWeights (every row, the parents and the rows' seeds uploaded; the
 noise table is uploaded before timing, once per run). Prints the time per generation, per row,
 the bytes written per second, and the share of a generation whose time is --generation-s (on a
 GPU machine with 16 emulator cores: 1,300 episodes of 750 agent steps at ~150K frames/s, 26 s).
@@ -19,10 +19,11 @@ import time
 
 import numpy as np
 
-from nevo import nets, noise
+from nevo import nets
 from nevo.algos.ga import GA
 from nevo.config import GAConfig
-from nevo.episodes import Results
+from nevo.evaluation.episodes import Results
+from nevo.genomes import noise
 
 
 def parse(argv):
@@ -70,7 +71,7 @@ def main(argv=None) -> int:
     else:
         from numba import cuda
 
-        from nevo.kernels.cuda_build import DeviceWeights
+        from nevo.genomes.cuda_build import DeviceWeights
 
         device = DeviceWeights(builder)
         device.start(pop, np.arange(len(pop)), 0)  # compile, upload the table and the parents

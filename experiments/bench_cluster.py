@@ -24,10 +24,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from nevo import build, cli, machine, noise, tasks
+from nevo import cli, machine, tasks
 from nevo.algos.ga import GA
-from nevo.cluster import ClusterEvaluator
-from nevo.episodes import Episodes, Results
+from nevo.evaluation import setup
+from nevo.evaluation.cluster import ClusterEvaluator
+from nevo.evaluation.episodes import Episodes, Results
+from nevo.genomes import noise
 
 
 def genomes(cfg, generations: int) -> GA:
@@ -116,12 +118,12 @@ def main(argv=None) -> int:
             cfg, _, _ = cli.parse_args([*argv, "--noise-table-size", "20000000"], "")
             cfg = replace(cfg, run=replace(cfg.run, device="cpu"))
             task = tasks.task_for(cfg.env)
-            spec = build.net_for(cfg, task)
+            spec = setup.net_for(cfg, task)
             table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
             ga = genomes(cfg, a.generations)
             population, episodes = ga.ask()
             bases = cfg.ga.truncation + 1
-            local, _ = build.evaluator(cfg, task, spec, "cpu", "", table, n, bases)
+            local, _ = setup.evaluator(cfg, task, spec, "cpu", "", table, n, bases)
             try:
                 base = timed(local, population, episodes)
             finally:

@@ -35,13 +35,14 @@ import numpy as np
 
 from experiments.bench_forward import torch_module, torch_params
 from experiments.bench_pipeline import fresh_weights, given, pipeline_rate
-from nevo import machine, nets, noise
+from nevo import machine, nets
 from nevo.algos.ga import GA
 from nevo.config import EnvConfig, GAConfig, RunConfig
-from nevo.envs import atari_actions, make_atari
-from nevo.kernels import make_policy
-from nevo.pipeline import AtariEvaluator, layout
-from nevo.slot_weights import PooledWeights
+from nevo.evaluation.pipeline import AtariEvaluator, layout
+from nevo.evaluation.slot_weights import PooledWeights
+from nevo.genomes import noise
+from nevo.nets.kernels import make_policy
+from nevo.tasks.envs import atari_actions, make_atari
 
 
 def parse(argv):
@@ -72,7 +73,7 @@ def same_actions(spec, weights: np.ndarray, values) -> float:
     EvoTorch's parameter vector values pick the same action: 1.0 unless the layouts disagree."""
     import torch
 
-    from nevo.kernels.reference import forward
+    from nevo.nets.kernels.reference import forward
 
     obs = np.random.default_rng(0).integers(0, 256, (4, *spec.obs_shape), dtype=np.uint8)
     module, same = torch_module(spec), []

@@ -50,7 +50,7 @@ parser.add_argument("--no-torch", action="store_true", help="cuda: skip the PyTo
 
 
 def bench_cpu(args):
-    from nevo.kernels.cpu import forward
+    from nevo.nets.kernels.cpu import forward
 
     spec = net_spec(args.net or "large")
     rows_list = args.rows or [1, 2, 8, 32, 64, 128, 256]
@@ -99,7 +99,7 @@ def bench_cpu(args):
     )
 
     # The NumPy reference (the truth the tests compare with), on a few rows: it is slow.
-    from nevo.kernels.reference import forward as reference
+    from nevo.nets.kernels.reference import forward as reference
 
     obs = rng.integers(0, 256, (8, *spec.obs_shape), dtype=np.uint8)
     for rows in (1, 8):
@@ -149,8 +149,8 @@ def device_weights(spec, n_ind, seed):
     speed: the `large` population is 16 GB; a kernel fills it in milliseconds, an upload from the
     host would first need it in host memory. N(0,1) is approximated by 4 uniforms (Irwin-Hall).
     """
-    from nevo.kernels.cuda import check_fits
-    from nevo.noise import splitmix64
+    from nevo.genomes.noise import splitmix64
+    from nevo.nets.kernels.cuda import check_fits
 
     @cuda.jit
     def fill(w, scale, seed):
@@ -174,7 +174,7 @@ def device_weights(spec, n_ind, seed):
 
 def bytes_per_call(spec, policy, rows_ind):
     """(nominal, read) bytes of weights and activations a call reads (see the module docstring)."""
-    from nevo.kernels.cuda import tiles
+    from nevo.nets.kernels.cuda import tiles
 
     rows, n_dist = len(rows_ind), len(np.unique(rows_ind))
     act = int(np.prod(spec.obs_shape)) + 4 * sum(
@@ -299,7 +299,7 @@ def memory_bandwidth(nbytes=2**31, reps=5):
 
 
 def bench_cuda(args):
-    from nevo.kernels.cuda import CudaPolicy, device_name
+    from nevo.nets.kernels.cuda import CudaPolicy, device_name
 
     try:
         import torch

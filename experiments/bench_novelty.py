@@ -7,7 +7,7 @@ Goal (issue): the novelty of 1,000 RAM behaviours against an archive of 100,000 
 2-core machine. Prints, for the best of a few repeats after a warm-up (compilation or cache load),
 the wall clock and the process's CPU time of
 - before: the first version, one query per thread, bytes unpacked in the inner loop (kept here);
-- after: nevo.novelty.knn_novelty, tiles of queries widened to int16 once;
+- after: nevo.algos.novelty.knn_novelty, tiles of queries widened to int16 once;
 and checks both against the NumPy reference on a few queries.
 """
 
@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from nevo import machine
-from nevo.novelty import _push, knn_novelty, knn_novelty_reference
+from nevo.algos.novelty import _push, knn_novelty, knn_novelty_reference
 
 
 @numba.njit(nogil=True, cache=True)

@@ -20,7 +20,7 @@ and that evaluation's rate beside the rate of its own steps alone (the time in t
 calls: the same actions and episodes, where random actions load the physics differently);
 with --processes also the stepping limit of the same envs split over one process per core
 (actions sent and observations returned through pipes each step), to compare the two.
-With --ram, also what novelty search's Atari behaviours cost (nevo.atari_ram): the replay limit
+With --ram, also what novelty search's Atari behaviours cost (nevo.tasks.atari_ram): the replay limit
 (frames/s of the worker processes replaying random episodes, nothing else running) and, for each
 net and population, the device's default mode again with every episode's final RAM replayed,
 beside its ratio to the same mode without.
@@ -33,13 +33,14 @@ import time
 
 import numpy as np
 
-from nevo import machine, nets, noise
+from nevo import machine, nets
 from nevo.config import EnvConfig, RunConfig
-from nevo.envs import atari_actions, make_atari
-from nevo.episodes import Episodes, Population
-from nevo.kernels import make_policy
-from nevo.pipeline import AtariEvaluator, layout
-from nevo.slot_weights import for_device
+from nevo.evaluation.episodes import Episodes, Population
+from nevo.evaluation.pipeline import AtariEvaluator, layout
+from nevo.evaluation.slot_weights import for_device
+from nevo.genomes import noise
+from nevo.nets.kernels import make_policy
+from nevo.tasks.envs import atari_actions, make_atari
 
 
 def emulator_limit(env_cfg, slots: int, group: int, threads: int, seconds: float, n_actions: int) -> float:
@@ -73,7 +74,7 @@ def population(spec, n: int, seed: int):
 
 def replay_limit(env_cfg, workers: int, episodes: int, n_actions: int) -> float:
     """Game frames/s of the RAM replay workers alone, replaying random-action episodes."""
-    from nevo.atari_ram import RamReplayer
+    from nevo.tasks.atari_ram import RamReplayer
 
     rng = np.random.default_rng(0)
     steps = env_cfg.frame_cap // env_cfg.frameskip
@@ -148,7 +149,7 @@ def timed(step, total: list):
 def _stepping_worker(conn, env_id: str, n: int, seed: int) -> None:
     """A worker process of process_limit: n envs of env_id, stepped on each batch of actions
     received; sends back the observations and rewards (None received: stop)."""
-    from nevo import envs
+    from nevo.tasks import envs
 
     slots = envs.VectorTaskSlots(lambda: envs.make_vector_task(env_id), n)
     every, rng = np.arange(n), np.random.default_rng(seed)
@@ -180,7 +181,7 @@ def process_limit(env_id: str, slots: int, workers: int, seconds: float) -> floa
     try:
         for pipe in pipes:
             assert pipe.recv() == "ready"
-        from nevo import envs
+        from nevo.tasks import envs
 
         probe = envs.VectorTaskSlots(lambda: envs.make_vector_task(env_id), 1)
         rng = np.random.default_rng(0)
@@ -203,13 +204,14 @@ def process_limit(env_id: str, slots: int, workers: int, seconds: float) -> floa
 
 def bench_task(a) -> None:
     """--env: a gymnasium task's evaluator against its envs' stepping limit."""
-    from nevo import build, tasks
+    from nevo import tasks
     from nevo.config import Config, NetConfig
+    from nevo.evaluation import setup
 
     task = tasks.task_for(EnvConfig(env=a.env, frame_cap=a.frame_cap))
     for name in a.nets:
         cfg = Config(env=task.cfg, net=NetConfig(net=name))
-        spec = build.net_for(cfg, task)
+        spec = setup.net_for(cfg, task)
         for n in a.populations or [64]:
             builder = noise.WeightBuilder(noise.make_table(spec.n_params + 100_000, 0), nets.init_scale(spec))
             run_cfg = RunConfig(env_slots=a.slots, threads=a.threads)
@@ -266,7 +268,7 @@ def main(argv=None) -> None:
         a.nets = a.nets if a.nets != ["large", "small"] else ["mlp"]
         return bench_task(a)
 
-    from nevo.kernels import resolve_device
+    from nevo.nets.kernels import resolve_device
 
     device = resolve_device(a.device)
     cores = machine.cores()

@@ -3,7 +3,7 @@
     python -m experiments.bench_safe                      # the large net, 100 Frostbite observations
     python -m experiments.bench_safe --net small --experiences 50 --operators sm-g-sum sm-r
 
-Times nevo.safe_build as a run uses it (the Numba backend: float64, fixed-order sums): a
+Times nevo.genomes.safe_build as a run uses it (the Numba backend: float64, fixed-order sums): a
 parent's trace and sensitivity (SM-G-SUM, SM-G-ABS: once per parent per generation) and a
 child's line search or second-order product (SM-R, SM-G-SO: once per child), on a freshly
 initialised net and observations from random play. Then the share of a generation at the
@@ -20,9 +20,10 @@ from functools import partial
 
 import numpy as np
 
-from nevo import nets, safe_build, tasks
+from nevo import nets, tasks
 from nevo.config import EnvConfig
-from nevo.noise import offsets_of
+from nevo.genomes import safe_build
+from nevo.genomes.noise import offsets_of
 
 
 def parse(argv):

@@ -5,7 +5,7 @@ machine code, with its resources and launch limits.
     python -m experiments.kernel_report --arch sm_90
 
 For every net a run can build (large and small on Atari's 18 actions and the maze's 5, the mlp
-and the deep net on a vector task), the kernels of nevo.kernels.cuda are compiled as CudaPolicy
+and the deep net on a vector task), the kernels of nevo.nets.kernels.cuda are compiled as CudaPolicy
 launches them: numba.cuda's NVVM turns each into PTX (`cuda.compile_ptx`), and ptxas into the
 architecture's machine code, whose report gives registers, shared memory, stack and spills.
 From the PTX: fp64 instructions and divisions. From the machine code (SASS, disassembled by
@@ -75,7 +75,7 @@ def kernels(net: str) -> list[Kernel]:
     from numba import types
 
     from nevo import nets
-    from nevo.kernels import cuda as ck
+    from nevo.nets.kernels import cuda as ck
 
     layers, obs_shape, n_actions, obs_dtype = NETS[net]
     spec = nets.net_spec(layers, obs_shape, n_actions, obs_dtype)
@@ -152,10 +152,10 @@ def hot_loop(sass: str) -> tuple[int, int]:
 
 
 def build_kernels() -> list[Kernel]:
-    """The kernel that builds a population's rows on the GPU (nevo.kernels.cuda_build), any net."""
+    """The kernel that builds a population's rows on the GPU (nevo.genomes.cuda_build), any net."""
     from numba import types
 
-    from nevo.kernels import cuda_build
+    from nevo.nets.kernels import cuda_build
 
     f32, i64 = types.float32, types.int64
     a2, a1, i1 = types.Array(f32, 2, "C"), types.Array(f32, 1, "C"), types.Array(i64, 1, "C")

@@ -21,7 +21,8 @@ import os
 import numpy as np
 
 from experiments import run_ga, run_ns
-from nevo import maze, runs
+from nevo import runs
+from nevo.tasks import maze
 
 ALGOS = {"GA": run_ga, "GA-NS": run_ns}
 

@@ -10,7 +10,7 @@ import argparse
 
 import numpy as np
 
-from nevo import maze
+from nevo.tasks import maze
 
 TRUE_ROUTE = [maze.START, (73.0, 74.0), (73.0, 15.5), (maze.GOAL[0], 15.5), maze.GOAL]  # east, north, west
 

@@ -29,9 +29,13 @@ from dataclasses import replace
 
 import numpy as np
 
-from nevo import build, config, envs, nets, noise, obs_norm, runs, safe_build, tasks
-from nevo.episodes import Episodes, Population
-from nevo.kernels import make_policy
+from nevo import config, nets, runs, tasks
+from nevo.evaluation import setup
+from nevo.evaluation.episodes import Episodes, Population
+from nevo.genomes import noise, safe_build
+from nevo.nets import obs_norm
+from nevo.nets.kernels import make_policy
+from nevo.tasks import envs
 
 GIF_MAX_BYTES = 5_000_000
 GIF_MAX_IMAGES = 1000  # beyond this many pictures the GIF keeps every k-th agent step
@@ -92,7 +96,7 @@ def load_elite(run_dir: str, which: str = "best", fold: bool = True):
     missing = [k for k in need if k not in elite]
     if missing:
         raise runs.DamagedFile(f"{os.path.join(run_dir, name)}: damaged, no {', '.join(missing)}")
-    spec = build.net_for(cfg, tasks.task_for(cfg.env))
+    spec = setup.net_for(cfg, tasks.task_for(cfg.env))
     if "theta" in elite:  # ES: the elite is theta itself
         theta = runs.read_array(os.path.join(run_dir, elite["theta"]))
         if theta.shape != (spec.n_params,):
@@ -143,7 +147,7 @@ class Status:
 
 
 def screen_env(env_cfg):
-    """nevo.envs.make_atari's emulator, but observations are the full 210x160 colour screen."""
+    """nevo.tasks.envs.make_atari's emulator, but observations are the full 210x160 colour screen."""
     return envs.make_atari(
         env_cfg, 1, 1, stack_num=1, img_height=210, img_width=160, grayscale=False, maxpool=False
     )
@@ -182,7 +186,7 @@ def record_episode(env_cfg, policy, weights, episode_seed: int, max_steps: int, 
 
 
 def record_task_episode(task, policy, weights, episode_seed: int, max_steps: int, stride: int):
-    """A gymnasium task's episode, as the evaluator plays it (nevo.envs.VectorTaskSlots, a seeded
+    """A gymnasium task's episode, as the evaluator plays it (nevo.tasks.envs.VectorTaskSlots, a seeded
     reset), rendered every stride steps (MuJoCo offscreen: MUJOCO_GL=egl, no display). Returns
     ((n, H, W, 3) uint8 pictures, return, steps, ended, milliseconds per picture)."""
     import gymnasium as gym
@@ -279,10 +283,10 @@ def main(argv=None) -> int:
                 f"--gif: records Atari screens and gymnasium renders; {task.name} has none"
             )
         cfg = replace(cfg, run=replace(cfg.run, device=args.device))
-        device = build.device_for(cfg, task)
+        device = setup.device_for(cfg, task)
         policy = make_policy(device, spec)
         # The elite's weights as they are; the builder folds virtual batch norm in, as in training.
-        builder = build.weight_builder(cfg, task, spec, args.run_dir, None)
+        builder = setup.weight_builder(cfg, task, spec, args.run_dir, None)
         elite_only = Population.of_weights(weights[None])
     except (config.ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

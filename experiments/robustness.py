@@ -29,9 +29,12 @@ from dataclasses import replace
 import numpy as np
 
 from experiments.replay import load_elite, obs_stats
-from nevo import build, config, noise, obs_norm, tasks
-from nevo.episodes import Episodes, Population
-from nevo.kernels import make_policy
+from nevo import config, tasks
+from nevo.evaluation import setup
+from nevo.evaluation.episodes import Episodes, Population
+from nevo.genomes import noise
+from nevo.nets import obs_norm
+from nevo.nets.kernels import make_policy
 
 SIGMAS = (0.0, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
 COLOURS = {"es": "tab:blue", "ga": "tab:red", "rs": "tab:gray"}
@@ -82,7 +85,7 @@ def measure(run_dir: str, a) -> dict:
         obs_norm.fold(spec, rows, stats[0], stats[1])
     cfg = replace(cfg, run=replace(cfg.run, device="cpu", threads=a.threads, env_slots=0))
     policy = make_policy("cpu", spec)
-    builder = build.weight_builder(cfg, task, spec, run_dir, None)
+    builder = setup.weight_builder(cfg, task, spec, run_dir, None)
     n = len(rows) * a.episodes
     evaluator, _ = task.evaluator(cfg.run, policy, builder, "cpu", n)
     ind = np.repeat(np.arange(len(rows)), a.episodes)

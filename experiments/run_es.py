@@ -19,12 +19,14 @@ import time
 
 import numpy as np
 
-from nevo import build, cli, config, nets, noise, runs, tasks
+from nevo import cli, config, nets, runs, tasks
 from nevo.algos.es import ES
-from nevo.cluster import ClusterError
 from nevo.config import ConfigError
-from nevo.obs_norm import ObsNorm
-from nevo.progress import Progress
+from nevo.evaluation import setup
+from nevo.evaluation.cluster import ClusterError
+from nevo.genomes import noise
+from nevo.nets.obs_norm import ObsNorm
+from nevo.runs.progress import Progress
 
 
 def main(argv=None) -> int:
@@ -32,9 +34,9 @@ def main(argv=None) -> int:
     try:
         cfg, resume_dir, cluster = cli.parse_args(argv, __doc__, cli.ES_PRESETS)
         task = tasks.task_for(cfg.env)
-        spec = build.net_for(cfg, task)
+        spec = setup.net_for(cfg, task)
         config.check_noise_table(cfg, spec.n_params)
-        device = build.check_machine(cfg, task, spec, cfg.es.population, 1, cluster)  # the rows, theta
+        device = setup.check_machine(cfg, task, spec, cfg.es.population, 1, cluster)  # the rows, theta
         checkpoint = runs.load_checkpoint(resume_dir, say=print) if resume_dir else None
     except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
         print(f"error: {e}", file=sys.stderr)
@@ -44,7 +46,7 @@ def main(argv=None) -> int:
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
     norm = ObsNorm(spec) if cfg.es.obs_norm else None  # observation statistics, folded into the weights
     try:
-        evaluator, facts = build.evaluator(
+        evaluator, facts = setup.evaluator(
             cfg,
             task,
             spec,

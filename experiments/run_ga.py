@@ -18,11 +18,13 @@ import time
 
 import numpy as np
 
-from nevo import build, cli, config, nets, noise, runs, tasks
+from nevo import cli, config, nets, runs, tasks
 from nevo.algos import make_algo
-from nevo.cluster import ClusterError
 from nevo.config import ConfigError
-from nevo.progress import Progress
+from nevo.evaluation import setup
+from nevo.evaluation.cluster import ClusterError
+from nevo.genomes import noise
+from nevo.runs.progress import Progress
 
 
 def main(argv=None) -> int:
@@ -30,10 +32,10 @@ def main(argv=None) -> int:
     try:
         cfg, resume_dir, cluster = cli.parse_args(argv, __doc__)
         task = tasks.task_for(cfg.env)
-        spec = build.net_for(cfg, task)
+        spec = setup.net_for(cfg, task)
         config.check_noise_table(cfg, spec.n_params)
         bases = cfg.ga.truncation + 1
-        device = build.check_machine(cfg, task, spec, cfg.ga.population, bases, cluster)
+        device = setup.check_machine(cfg, task, spec, cfg.ga.population, bases, cluster)
         checkpoint = runs.load_checkpoint(resume_dir, say=print) if resume_dir else None
     except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
         print(f"error: {e}", file=sys.stderr)
@@ -42,7 +44,7 @@ def main(argv=None) -> int:
     out = Progress(cfg.run.frame_budget)
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
     try:
-        evaluator, facts = build.evaluator(
+        evaluator, facts = setup.evaluator(
             cfg, task, spec, device, run_dir, table, cfg.ga.population, bases, cluster=cluster, say=out.say
         )
     except ClusterError as e:

@@ -6,7 +6,7 @@
     python -m experiments.run_ns --resume runs/<folder>        # continue a killed run
 
 Behaviour: the maze's final (x, y); on Atari the 128-byte RAM at the end of the episode (found
-by replaying the episode's actions in worker processes: nevo.atari_ram). Novelty of a behaviour
+by replaying the episode's actions in worker processes: nevo.tasks.atari_ram). Novelty of a behaviour
 = mean distance to its k nearest neighbours among the archive (and, for GA-NS, the current
 population).
 - GA-NS: the deep GA selecting on novelty instead of reward; each individual's behaviour joins
@@ -34,12 +34,14 @@ import time
 
 import numpy as np
 
-from nevo import build, cli, config, nets, noise, runs, tasks
+from nevo import cli, config, nets, runs, tasks
 from nevo.algos import make_algo
-from nevo.cluster import ClusterError
 from nevo.config import ConfigError
-from nevo.obs_norm import ObsNorm
-from nevo.progress import Progress
+from nevo.evaluation import setup
+from nevo.evaluation.cluster import ClusterError
+from nevo.genomes import noise
+from nevo.nets.obs_norm import ObsNorm
+from nevo.runs.progress import Progress
 
 
 def main(argv=None) -> int:
@@ -52,11 +54,11 @@ def main(argv=None) -> int:
                 f"--env: novelty search needs a behaviour per episode; {task.name} has none here "
                 "(use maze, an Atari game or a MuJoCo robot)"
             )
-        spec = build.net_for(cfg, task)
+        spec = setup.net_for(cfg, task)
         config.check_noise_table(cfg, spec.n_params)
         ns = cfg.ns
         bases = ns.truncation + 1 if ns.algo == "ga-ns" else ns.meta_population  # parents, or thetas
-        device = build.check_machine(cfg, task, spec, ns.population, bases, cluster)
+        device = setup.check_machine(cfg, task, spec, ns.population, bases, cluster)
         checkpoint = runs.load_checkpoint(resume_dir, say=print) if resume_dir else None
     except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
         print(f"error: {e}", file=sys.stderr)
@@ -66,7 +68,7 @@ def main(argv=None) -> int:
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
     norm = ObsNorm(spec) if config.obs_norm_of(cfg) else None  # the ES family's --obs-norm 1
     try:
-        evaluator, facts = build.evaluator(
+        evaluator, facts = setup.evaluator(
             cfg, task, spec, device, run_dir, table, ns.population, bases, True, cluster, out.say, norm
         )
     except ClusterError as e:

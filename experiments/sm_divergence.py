@@ -8,7 +8,7 @@ keeps up to --record of its observations and --experiences of those are the expe
 the paper's code keeps 400 per individual and samples 100. Then each operator makes --mutations
 children from the same Gaussian perturbations delta = sigma * N(0, I) (sigma: the run's) and
 each child's divergence is measured: mean over the experiences of |y(child) - y(elite)|_2, y the
-softmax over actions (nevo.safe_mutation). SM-R's target divergence is the median divergence of
+softmax over actions (nevo.genomes.safe_mutation). SM-R's target divergence is the median divergence of
 plain Gaussian mutation (our pick: SM-R then makes changes of plain mutation's typical size,
 with none of its spread). Printed: each operator's divergence quantiles, the cost of its
 sensitivity (once per parent) and of a child. Written: OUT.png (histograms of log10 divergence)
@@ -25,18 +25,19 @@ import time
 import numpy as np
 
 from experiments.replay import load_elite
-from nevo import envs, nets, tasks
-from nevo import safe_mutation as sm
+from nevo import nets, tasks
 from nevo.config import ConfigError
-from nevo.episodes import Population
-from nevo.kernels import make_policy
+from nevo.evaluation.episodes import Population
+from nevo.genomes import safe_mutation as sm
+from nevo.nets.kernels import make_policy
+from nevo.tasks import envs
 
 
 def record(cfg, spec, weights, n_record: int, seed: int) -> np.ndarray:
     """(<= n_record, C, H, W) observations of one greedy episode of weights (at most the run's
     frame cap of steps), kept by a seeded reservoir."""
-    from nevo.noise import WeightBuilder
-    from nevo.slot_weights import PooledWeights
+    from nevo.evaluation.slot_weights import PooledWeights
+    from nevo.genomes.noise import WeightBuilder
 
     task = tasks.task_for(cfg.env)
     policy = make_policy("cpu", spec)
@@ -102,7 +103,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     try:
         cfg, elite, spec, weights = load_elite(a.run_dir)
-        if cfg.net.vbn:  # nevo.safe_mutation differentiates plain weights, without VBN's fold
+        if cfg.net.vbn:  # nevo.genomes.safe_mutation differentiates plain weights, without VBN's fold
             raise ConfigError(
                 f"{a.run_dir}: a run with --vbn; safe mutations are measured on nets without it"
             )

@@ -7,7 +7,7 @@
     python -m experiments.trap_compare                           # (reuses the finished runs)
 
 Conti et al. 2018 (arXiv 1712.06560): Humanoid-v5's reward pays for walking forward, and forward
-lies a U-shaped wall (nevo.trap), so ES, following the reward's gradient, walks into the cup and
+lies a U-shaped wall (nevo.tasks.trap), so ES, following the reward's gradient, walks into the cup and
 stays there, while NSR-ES, ranking perturbations by novelty of their final (x, y) as well as by
 reward, spreads out and can find the way around. Every run uses run_es's and run_ns's defaults for
 MuJoCo (the 2 x 64 tanh policy, observation normalisation, 40 perturbations a generation, sigma
@@ -28,7 +28,8 @@ import os
 import numpy as np
 
 from experiments import run_es, run_ns
-from nevo import runs, trap
+from nevo import runs
+from nevo.tasks import trap
 
 ALGOS = {"ES": (run_es, []), "NSR-ES": (run_ns, ["--algo", "nsr-es"])}
 COLOURS = {"ES": "tab:blue", "NSR-ES": "tab:orange"}

@@ -70,7 +70,7 @@ ES_PRESETS: dict[str, ESRunConfig] = {
     # centered ranks, mirrored pairs, observation statistics from 1% of the episodes, 10,000
     # episodes a generation. Our picks: 30 validation episodes, Humanoid-v5 (--env for another
     # robot). Left out: the code's action noise (std 0.01 on training actions) and its clip of
-    # normalised observations to [-5, 5] (nevo.obs_norm says why).
+    # normalised observations to [-5, 5] (nevo.nets.obs_norm says why).
     "mujoco": ESRunConfig(
         env=EnvConfig(env="Humanoid-v5"),
         net=NetConfig(net="mlp-tanh"),
@@ -234,7 +234,7 @@ def _convert(kind, name: str, text: str):
 
 @dataclass(frozen=True)
 class ClusterSettings:
-    """Where a run evaluates when not on this machine (nevo.cluster): not part of the config,
+    """Where a run evaluates when not on this machine (nevo.evaluation.cluster): not part of the config,
     since results do not depend on it; a run may resume on another cluster or on none."""
 
     address: str  # tcp://host:port of a Dask scheduler, or local:N

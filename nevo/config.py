@@ -393,7 +393,7 @@ def _validate_ga(g) -> None:
 
 def _validate_mutation(g, truncation: int) -> None:
     """--mutation and --experiences of the GA and GA-NS."""
-    from nevo.safe_mutation import OPERATORS
+    from nevo.genomes.safe_mutation import OPERATORS
 
     require(g.mutation in OPERATORS, "mutation", ", ".join(OPERATORS), g.mutation)
     require(g.experiences >= 1, "experiences", "an integer >= 1", g.experiences)

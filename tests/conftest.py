@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from nevo import runs
-from nevo.noise import NoiseSource, make_table
+from nevo.genomes.noise import NoiseSource, make_table
 
 
 class RowsAreIndividuals:
-    """An evaluator's weights (see nevo.slot_weights) for stand-in policies that need none: the
+    """An evaluator's weights (see nevo.evaluation.slot_weights) for stand-in policies that need none: the
     policy is handed each slot's individual itself as its row."""
 
     max_rows = None
@@ -27,8 +27,8 @@ class RowsAreIndividuals:
 
 def host_weights(n_params: int):
     """The CPU evaluators' weights for individuals given as weights (Population.of_weights)."""
-    from nevo.noise import WeightBuilder
-    from nevo.slot_weights import PooledWeights
+    from nevo.evaluation.slot_weights import PooledWeights
+    from nevo.genomes.noise import WeightBuilder
 
     return PooledWeights(WeightBuilder(None, np.zeros(n_params, np.float32)))
 

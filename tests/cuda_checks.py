@@ -1,4 +1,4 @@
-"""The numba.cuda forward (nevo/kernels/cuda.py) against the NumPy reference, as checks in a process.
+"""The numba.cuda forward (nevo/nets/kernels/cuda.py) against the NumPy reference, as checks in a process.
 
     NUMBA_ENABLE_CUDASIM=1 python -m tests.cuda_checks   # small shapes on the CUDA simulator (CI,
                                                           # through tests/test_cuda.py)
@@ -24,8 +24,8 @@ import numpy as np
 # tiny test grids are meant: no "under-utilization" warnings on a real GPU (read at numba's import)
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 
-from nevo.kernels import reference  # noqa: E402
 from nevo.nets import init_scale, make_spec, net_spec  # noqa: E402
+from nevo.nets.kernels import reference  # noqa: E402
 
 TINY = (4, 12, 12)
 
@@ -104,7 +104,7 @@ def run_poisoned(policy, rows_ind, obs):
 
 def check_case(name, spec, rng, n_individuals, rows, shared):
     """One random case (see random_case) on a fresh CudaPolicy, poisoned, against the reference."""
-    from nevo.kernels.cuda import CudaPolicy
+    from nevo.nets.kernels.cuda import CudaPolicy
 
     weights, rows_ind, obs = random_case(spec, rng, n_individuals, rows, shared)
     policy = CudaPolicy(spec)
@@ -118,7 +118,7 @@ def check_case(name, spec, rng, n_individuals, rows, shared):
 def forward_matches_reference(rng, full):
     """The CUDA forward picks the reference's actions, logits within float32 tolerance, for every
     layer kind, random active-row subsets and repeated individuals (tiles of shared rows)."""
-    from nevo.kernels.cuda import TILE_ROWS
+    from nevo.nets.kernels.cuda import TILE_ROWS
 
     for name, spec in small_specs().items():
         heavy = name in ("large-tiny", "small-tiny")  # ~1,000 simulated threads per row
@@ -130,7 +130,7 @@ def forward_matches_reference(rng, full):
 def conv_tiles_match_reference(rng, full):
     """A conv whose input window does not fit one block's shared memory is computed in tiles of
     output rows (the last one shorter), each staging its own window: same results as one tile."""
-    from nevo.kernels import cuda as ck
+    from nevo.nets.kernels import cuda as ck
 
     spec = make_spec([("conv", 4, 3, 2), ("conv", 5, 3, 1), ("dense", 6)], (3, 13, 9), 4)  # 7x5 outputs
     assert ck.conv_tiling(3, 2, 3, 7, 5)[0] == 7  # at the usual budget: one tile of all 7 rows
@@ -147,13 +147,13 @@ def conv_tiles_match_reference(rng, full):
 
 
 def device_build_matches_host_build(rng, full):
-    """Rows built on the GPU (nevo.kernels.cuda_build) equal the host's build_rows bit for bit:
+    """Rows built on the GPU (nevo.genomes.cuda_build) equal the host's build_rows bit for bit:
     fresh networks, copies and children of seed-list parents (GA), theta +- sigma eps (ES);
     a builder with a host-side fold builds on the host."""
-    from nevo.episodes import Population
-    from nevo.kernels.cuda_build import DeviceWeights
-    from nevo.noise import WeightBuilder
-    from nevo.slot_weights import AllWeights, for_device
+    from nevo.evaluation.episodes import Population
+    from nevo.evaluation.slot_weights import AllWeights, for_device
+    from nevo.genomes.cuda_build import DeviceWeights
+    from nevo.genomes.noise import WeightBuilder
 
     p = 1000 if full else 150
     table = rng.standard_normal(20 * p).astype(np.float32)
@@ -185,10 +185,10 @@ def evaluator_builds_its_rows_on_the_device(rng, full):
     policy read equal the host's build."""
     from nevo import nets, tasks
     from nevo.config import EnvConfig, RunConfig
-    from nevo.episodes import Episodes, Population
-    from nevo.kernels import make_policy
-    from nevo.kernels.cuda_build import DeviceWeights
-    from nevo.noise import WeightBuilder
+    from nevo.evaluation.episodes import Episodes, Population
+    from nevo.genomes.cuda_build import DeviceWeights
+    from nevo.genomes.noise import WeightBuilder
+    from nevo.nets.kernels import make_policy
 
     task = tasks.task_for(EnvConfig(env="CartPole-v1", frame_cap=3))
     spec = nets.net_spec("mlp", task.obs_shape, task.n_actions, task.obs_dtype)
@@ -214,7 +214,7 @@ def continuous_actions_match_reference(rng, full):
     """A net with continuous actions (NetSpec.action "tanh") and tanh hidden units (OpenAI-ES's
     MuJoCo policy) gives the reference's action vectors, tanh of its logits, (rows, n_actions)
     float32 in [-1, 1]."""
-    from nevo.kernels.cuda import CudaPolicy
+    from nevo.nets.kernels.cuda import CudaPolicy
 
     spec = make_spec([("dense", 12, "tanh")], (5, 1, 1), 3, obs_dtype=np.float32, action="tanh")
     weights, rows_ind, obs = random_case(spec, rng, 3, 7)
@@ -245,7 +245,7 @@ def float32_vectors_match_reference(rng, full):
     """On float32 observations (used as given, not /255) the CUDA forward matches the reference: the
     mlp on vectors (n, 1, 1), and each layer kind reading float32 obs first (a conv, a dense layer
     over two input chunks, the output layer); obs of another dtype than the spec's are refused."""
-    from nevo.kernels.cuda import TILE_ROWS, CudaPolicy
+    from nevo.nets.kernels.cuda import TILE_ROWS, CudaPolicy
 
     f32 = np.float32
     mlps = {f"mlp-{n}-{a}": net_spec("mlp", (n, 1, 1), a, f32) for n, a in ((4, 2), (8, 3))}
@@ -276,7 +276,7 @@ def float32_vectors_match_reference(rng, full):
 def policy_reuses_buffers(rng, full):
     """One load serves calls whose row counts shrink and grow: row buffers are reallocated only
     when a call has more rows than ever before (x2), never on shrinking; the weights stay put."""
-    from nevo.kernels.cuda import CudaPolicy
+    from nevo.nets.kernels.cuda import CudaPolicy
 
     spec = small_specs()["dense-first"]  # cheap to simulate; the buffers are the same for any net
     weights = rng.standard_normal((5, spec.n_params), dtype=np.float32) * init_scale(spec)
@@ -318,7 +318,7 @@ def load_reuses_weight_memory(rng, full):
     device array (as the benchmark fills) is used as it is, without a copy, its rows padded or not."""
     from numba import cuda
 
-    from nevo.kernels.cuda import CudaPolicy
+    from nevo.nets.kernels.cuda import CudaPolicy
 
     spec = small_specs()["dense-first"]
     policy = CudaPolicy(spec)
@@ -357,7 +357,7 @@ def load_reuses_weight_memory(rng, full):
 def rows_do_not_interact(rng, full):
     """A row's logits are bit-identical whether it runs alone or in a shuffled batch that shares
     its individual's dense tile with other rows (the sums keep a fixed order: deterministic)."""
-    from nevo.kernels.cuda import CudaPolicy
+    from nevo.nets.kernels.cuda import CudaPolicy
 
     spec = small_specs()["dense-first"]
     weights, _, obs = random_case(spec, rng, 3, 4)
@@ -372,7 +372,7 @@ def rows_do_not_interact(rng, full):
 
 def zero_rows_and_ties(rng, full):
     """No rows gives no actions; all-zero weights tie every logit and the action is 0 (np.argmax)."""
-    from nevo.kernels import cuda as kc
+    from nevo.nets.kernels import cuda as kc
 
     spec = small_specs()["conv-dense"]
     weights = np.zeros((2, spec.n_params), np.float32)
@@ -383,8 +383,8 @@ def zero_rows_and_ties(rng, full):
 
 
 def module_forward_has_reference_signature(rng, full):
-    """nevo.kernels.get_forward("cuda") is a forward(spec, weights, rows_ind, obs) like reference's."""
-    from nevo.kernels import get_forward
+    """nevo.nets.kernels.get_forward("cuda") is a forward(spec, weights, rows_ind, obs) like reference's."""
+    from nevo.nets.kernels import get_forward
 
     spec = small_specs()["output-only"]
     weights, rows_ind, obs = random_case(spec, rng, 3, 4)
@@ -395,8 +395,8 @@ def resolve_device_picks_cpu_under_the_simulator(rng, full):
     """ "auto" never picks the simulator; an explicit "cuda" does, and make_policy gives a CudaPolicy."""
     import numba
 
-    from nevo.kernels import make_policy, resolve_device
-    from nevo.kernels.cuda import CudaPolicy
+    from nevo.nets.kernels import make_policy, resolve_device
+    from nevo.nets.kernels.cuda import CudaPolicy
 
     spec = small_specs()["output-only"]
     if numba.config.ENABLE_CUDASIM:
@@ -409,7 +409,7 @@ def resolve_device_picks_cpu_under_the_simulator(rng, full):
 
 def memory_error_is_clear(rng, full):
     """A population larger than the free GPU memory is refused before allocating, naming both sizes."""
-    from nevo.kernels.cuda import DeviceMemoryError, check_fits
+    from nevo.nets.kernels.cuda import DeviceMemoryError, check_fits
 
     check_fits(2**30, 2**31, "weights")
     try:
@@ -423,7 +423,7 @@ def memory_error_is_clear(rng, full):
 def full_size_matches_reference(rng, full):
     """At full size (4x84x84, 18 actions, hundreds of rows) the CUDA forward matches the reference,
     as the active rows shrink and grow within one load (random subsets of the rows)."""
-    from nevo.kernels.cuda import CudaPolicy
+    from nevo.nets.kernels.cuda import CudaPolicy
 
     for name, rows in (("small", 400), ("large", 300)):
         spec = net_spec(name)

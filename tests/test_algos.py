@@ -9,11 +9,11 @@ import pytest
 from nevo.algos import NAMES, NOVELTY, make_algo
 from nevo.algos.es import ES
 from nevo.algos.ga import GA
+from nevo.algos.novelty import mix_ranks
 from nevo.algos.ns import GANS, NSES
 from nevo.config import Config, ESConfig, ESRunConfig, GAConfig, NSConfig, NSRunConfig
-from nevo.episodes import Results
-from nevo.noise import WeightBuilder
-from nevo.novelty import mix_ranks
+from nevo.evaluation.episodes import Results
+from nevo.genomes.noise import WeightBuilder
 
 BEHAVIOUR = (2, np.float32)  # the maze's: final (x, y)
 

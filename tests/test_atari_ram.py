@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from ale_py import roms
 
-from nevo.atari_ram import replay
-from nevo.envs import NOOP, make_atari, noop_count
-from nevo.episodes import Episodes
-from nevo.pipeline import AtariEvaluator
+from nevo.evaluation.episodes import Episodes
+from nevo.evaluation.pipeline import AtariEvaluator
+from nevo.tasks.atari_ram import replay
+from nevo.tasks.envs import NOOP, make_atari, noop_count
 from tests.conftest import RowsAreIndividuals
 from tests.test_pipeline import CFG, FakePolicy, policy
 

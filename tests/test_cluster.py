@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 
 from experiments import run_es, run_ga, run_ns
-from nevo import build, cli, noise, runs, tasks
-from nevo.cluster import ClusterEvaluator, check_address
-from nevo.cluster_worker import differences, fingerprint
-from nevo.episodes import Episodes, Population
+from nevo import cli, runs, tasks
+from nevo.evaluation import setup
+from nevo.evaluation.cluster import ClusterEvaluator, check_address
+from nevo.evaluation.cluster_worker import differences, fingerprint
+from nevo.evaluation.episodes import Episodes, Population
+from nevo.genomes import noise
 from tests.conftest import metrics_without_clock, run_folder
 from tests.dask_procs import ROOT, DaskProcesses, free_port
 from tests.fixtures.record import PATH, RUNS
@@ -71,13 +73,13 @@ def test_a_local_cluster_in_chunks_of_one_episode_gives_the_same_metrics(recorde
 def _maze_setup(tmp_path, n=12):
     cfg, _, _ = cli.parse_args(["--env", "maze", "--noise-table-size", "1100000", "--env-slots", "4"], "")
     task = tasks.task_for(cfg.env)
-    spec = build.net_for(cfg, task)
+    spec = setup.net_for(cfg, task)
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
     population = Population(
         [], np.full(n, -1, np.int64), np.arange(n, dtype=np.int64) + 100, np.zeros(n, np.float32)
     )
     episodes = Episodes(np.repeat(np.arange(n, dtype=np.int64), 2), np.arange(2 * n, dtype=np.int64) + 7)
-    local, _ = build.evaluator(cfg, task, spec, "cpu", str(tmp_path), table, n, 1)
+    local, _ = setup.evaluator(cfg, task, spec, "cpu", str(tmp_path), table, n, 1)
     try:
         expected = local.run(population, episodes)
     finally:

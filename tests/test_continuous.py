@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 from experiments import replay, run_es, run_ga
-from nevo import build, envs, nets, tasks
+from nevo import nets, tasks
 from nevo.config import Config, ConfigError, EnvConfig, GAConfig, NetConfig
-from nevo.kernels import cpu, reference
-from nevo.kernels.actions import actions_of
+from nevo.evaluation import setup
+from nevo.nets.kernels import cpu, reference
+from nevo.nets.kernels.actions import actions_of
+from nevo.tasks import envs
 from tests.conftest import metrics_without_clock, run_folder
 
 
@@ -98,7 +100,7 @@ def test_box_actions_map_minus_one_to_low_and_one_to_high():
 def test_a_gymnasium_task_with_box_actions_has_a_tanh_net():
     task = tasks.task_for(EnvConfig(env="Pendulum-v1"))
     assert task.action == "tanh" and task.n_actions == 1
-    spec = build.net_for(Config(env=EnvConfig(env="Pendulum-v1")), task)
+    spec = setup.net_for(Config(env=EnvConfig(env="Pendulum-v1")), task)
     assert spec.action == "tanh" and spec.n_actions == 1 and spec.obs_shape == (3, 1, 1)
     assert tasks.task_for(EnvConfig(env="CartPole-v1")).action == "argmax"
 

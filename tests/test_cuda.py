@@ -67,8 +67,8 @@ def test_auto_is_cpu_and_cuda_is_a_clear_error_without_a_gpu(monkeypatch):
     """Without a GPU, --device auto runs on the CPU and --device cuda stops with one clear line."""
     from numba import cuda
 
-    from nevo.kernels import HostPolicy, make_policy, resolve_device
     from nevo.nets import make_spec
+    from nevo.nets.kernels import HostPolicy, make_policy, resolve_device
 
     monkeypatch.setattr(cuda, "is_available", lambda: False)
     assert resolve_device("auto") == "cpu"
@@ -91,7 +91,7 @@ def test_a_gpu_without_nvvm_is_one_line_naming_the_install(monkeypatch, capsys):
     from numba import cuda
     from numba.cuda.cudadrv import nvvm
 
-    from nevo.kernels import resolve_device
+    from nevo.nets.kernels import resolve_device
 
     def missing():
         raise nvvm.NvvmSupportError("libNVVM cannot be found")

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from experiments import replay, run_es, run_ga
-from nevo import build, cli, runs, tasks
+from nevo import cli, runs, tasks
+from nevo.evaluation import setup
 from tests.conftest import metrics_without_clock, run_folder
 from tests.fixtures.record import PATH, RUNS
 
@@ -139,11 +140,11 @@ def test_a_damaged_theta_is_one_line_in_replay(tmp_path, capsys):
 def test_a_damaged_reference_batch_or_behaviours_file_is_a_damaged_file(damage, tmp_path):
     cfg, _, _ = cli.parse_args(["--env", "maze", "--vbn", "8"], "")
     task = tasks.task_for(cfg.env)
-    ref = build.reference_batch(cfg, task, str(tmp_path))  # collected and saved
-    np.testing.assert_array_equal(build.reference_batch(cfg, task, str(tmp_path)), ref)
-    damage(os.path.join(tmp_path, build.REF_BATCH))
-    with pytest.raises(runs.DamagedFile, match=f"{build.REF_BATCH}: damaged"):
-        build.reference_batch(cfg, task, str(tmp_path))
+    ref = setup.reference_batch(cfg, task, str(tmp_path))  # collected and saved
+    np.testing.assert_array_equal(setup.reference_batch(cfg, task, str(tmp_path)), ref)
+    damage(os.path.join(tmp_path, setup.REF_BATCH))
+    with pytest.raises(runs.DamagedFile, match=f"{setup.REF_BATCH}: damaged"):
+        setup.reference_batch(cfg, task, str(tmp_path))
     runs.save_array(str(tmp_path), runs.BEHAVIOURS, np.zeros((6, 2), np.float32))
     damage(os.path.join(tmp_path, runs.BEHAVIOURS))
     with pytest.raises(runs.DamagedFile, match=f"{runs.BEHAVIOURS}: damaged"):

@@ -11,8 +11,8 @@ from experiments import run_es
 from nevo.algos.es import ES, centered_ranks, weighted_noise_sum, weighted_noise_sum_reference
 from nevo.cli import ES_PRESETS, parse_args
 from nevo.config import ConfigError, ESConfig
-from nevo.episodes import Results
-from nevo.noise import NoiseSource, WeightBuilder
+from nevo.evaluation.episodes import Results
+from nevo.genomes.noise import NoiseSource, WeightBuilder
 from tests.conftest import metrics_without_clock, run_folder
 
 P = 40  # parameters of the toy problems

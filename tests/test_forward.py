@@ -11,8 +11,8 @@ import numba
 import numpy as np
 import pytest
 
-from nevo.kernels import cpu, reference
 from nevo.nets import init_scale, make_spec, net_spec
+from nevo.nets.kernels import cpu, reference
 
 TINY = (4, 12, 12)
 SPECS = {
@@ -221,7 +221,7 @@ def test_blas_runs_one_thread_even_if_loaded_first():
     first (as it does under EvoTorch or in a notebook)."""
     code = (
         "import scipy.linalg, json\n"
-        "import nevo.kernels.cpu\n"
+        "import nevo.nets.kernels.cpu\n"
         "from threadpoolctl import threadpool_info\n"
         "print(json.dumps([d['num_threads'] for d in threadpool_info() if d['user_api'] == 'blas']))"
     )

@@ -6,8 +6,8 @@ import pytest
 from nevo.algos import fitness_order
 from nevo.algos.ga import GA
 from nevo.config import GAConfig
-from nevo.episodes import Results
-from nevo.noise import NoiseSource, WeightBuilder
+from nevo.evaluation.episodes import Results
+from nevo.genomes.noise import NoiseSource, WeightBuilder
 
 
 def results(returns):

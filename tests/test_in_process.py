@@ -9,11 +9,11 @@ import numpy as np
 from experiments import replay, run_ga
 from nevo import nets
 from nevo.config import EnvConfig
-from nevo.envs import VectorTaskSlots
-from nevo.episodes import Episodes, Population
-from nevo.in_process import InProcessEvaluator
-from nevo.kernels import make_policy
+from nevo.evaluation.episodes import Episodes, Population
+from nevo.evaluation.in_process import InProcessEvaluator
+from nevo.nets.kernels import make_policy
 from nevo.tasks import task_for
+from nevo.tasks.envs import VectorTaskSlots
 from tests.conftest import host_weights
 
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from experiments import kernel_report
-from nevo.kernels import nvvm_found
+from nevo.nets.kernels import nvvm_found
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

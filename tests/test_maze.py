@@ -2,11 +2,12 @@
 
 import numpy as np
 
-from nevo import maze, nets
-from nevo.episodes import Episodes, Population
-from nevo.in_process import InProcessEvaluator
-from nevo.kernels import make_policy
-from nevo.maze import GOAL_RADIUS, N_ACTIONS, SPEED, START, STEPS, TRAP, TRAP_BOX, WALLS, MazeSlots
+from nevo import nets
+from nevo.evaluation.episodes import Episodes, Population
+from nevo.evaluation.in_process import InProcessEvaluator
+from nevo.nets.kernels import make_policy
+from nevo.tasks import maze
+from nevo.tasks.maze import GOAL_RADIUS, N_ACTIONS, SPEED, START, STEPS, TRAP, TRAP_BOX, WALLS, MazeSlots
 from tests.conftest import host_weights
 
 

@@ -9,10 +9,13 @@ import numpy as np
 import pytest
 
 from experiments import replay, robustness, run_es, run_ga, run_ns
-from nevo import cli, envs, noise, obs_norm, runs, tasks, trap
+from nevo import cli, runs, tasks
 from nevo.config import ConfigError, EnvConfig
-from nevo.episodes import Episodes, Population
-from nevo.kernels import make_policy
+from nevo.evaluation.episodes import Episodes, Population
+from nevo.genomes import noise
+from nevo.nets import obs_norm
+from nevo.nets.kernels import make_policy
+from nevo.tasks import envs, trap
 from tests.conftest import run_folder
 
 TINY = ["--population", "4", "--frame-cap", "40", "--noise-table-size", "1000000"]
@@ -154,9 +157,9 @@ def test_robustness_perturbs_theta_then_folds_the_run_s_observation_statistics(t
 
 
 def _plain(cfg, task, spec, run_dir):
-    from nevo import build
+    from nevo.evaluation import setup
 
-    return (build.weight_builder(cfg, task, spec, run_dir, None),)
+    return (setup.weight_builder(cfg, task, spec, run_dir, None),)
 
 
 def test_perturbations_share_their_draws_across_sigmas():

@@ -3,7 +3,7 @@
 import numba
 import numpy as np
 
-from nevo.noise import SEED_LIMIT, make_table, offsets_of
+from nevo.genomes.noise import SEED_LIMIT, make_table, offsets_of
 
 
 def test_table_depends_only_on_size_and_seed():

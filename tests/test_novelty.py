@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 from nevo.algos.es import centered_ranks
-from nevo.config import NSConfig
-from nevo.novelty import (
+from nevo.algos.novelty import (
     Archive,
     NSRAWeight,
     knn_novelty,
@@ -15,6 +14,7 @@ from nevo.novelty import (
     pick_agent,
     sample_for_archive,
 )
+from nevo.config import NSConfig
 
 NSRA_DELTA = NSConfig().nsra_delta  # Conti et al.: 0.05
 

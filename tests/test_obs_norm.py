@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 from experiments import replay, run_es
-from nevo import nets, obs_norm, runs, tasks
+from nevo import nets, runs, tasks
 from nevo.cli import parse_args
 from nevo.config import ConfigError, EnvConfig, RunConfig
-from nevo.episodes import Episodes, Population
-from nevo.kernels import make_policy, reference
-from nevo.noise import WeightBuilder
+from nevo.evaluation.episodes import Episodes, Population
+from nevo.genomes.noise import WeightBuilder
+from nevo.nets import obs_norm
+from nevo.nets.kernels import make_policy, reference
 from tests.conftest import metrics_without_clock, run_folder
 
 
@@ -131,9 +132,9 @@ def test_obs_norm_on_images_is_one_line(capsys, tmp_path):
 
 
 def test_observation_statistics_survive_evaluations_in_parts():
-    """An evaluation run in parts (nevo.slot_weights.in_parts: concat, then select back into the
+    """An evaluation run in parts (nevo.evaluation.slot_weights.in_parts: concat, then select back into the
     episodes' order) reports the parts' statistics summed."""
-    from nevo.episodes import Results
+    from nevo.evaluation.episodes import Results
 
     one = np.ones(2, np.int64)
     a = Results(np.zeros(2), one, one, obs_stats=(np.array([1.0, 2.0]), np.array([1.0, 4.0]), 2))
@@ -146,12 +147,12 @@ def test_observation_statistics_survive_evaluations_in_parts():
 
 def test_a_gpu_run_with_obs_norm_builds_on_the_host_and_its_memory_check_says_so():
     """The fold happens after the build, on the host: the host holds the population's rows."""
-    from nevo import build
+    from nevo.evaluation import setup
 
     cfg, _, _ = parse_args(["--env", "Pendulum-v1", "--obs-norm", "1", "--population", "64"], "",
                            __import__("nevo.cli", fromlist=["ES_PRESETS"]).ES_PRESETS)  # fmt: skip
-    assert not build.builds_on_gpu(cfg)
-    assert build.weight_rows(cfg, "cuda", 64, 1) == 64 + 2
+    assert not setup.builds_on_gpu(cfg)
+    assert setup.weight_rows(cfg, "cuda", 64, 1) == 64 + 2
     plain, _, _ = parse_args(["--env", "Pendulum-v1", "--population", "64"], "",
                              __import__("nevo.cli", fromlist=["ES_PRESETS"]).ES_PRESETS)  # fmt: skip
-    assert build.builds_on_gpu(plain) and build.weight_rows(plain, "cuda", 64, 1) == 2
+    assert setup.builds_on_gpu(plain) and setup.weight_rows(plain, "cuda", 64, 1) == 2

@@ -7,11 +7,11 @@ import pytest
 from ale_py.vector_env import AtariVectorEnv
 
 from nevo.config import EnvConfig
-from nevo.envs import NOOP, noop_count
-from nevo.episodes import Episodes, Population
-from nevo.noise import WeightBuilder
-from nevo.pipeline import AtariEvaluator
-from nevo.slot_weights import PooledWeights
+from nevo.evaluation.episodes import Episodes, Population
+from nevo.evaluation.pipeline import AtariEvaluator
+from nevo.evaluation.slot_weights import PooledWeights
+from nevo.genomes.noise import WeightBuilder
+from nevo.tasks.envs import NOOP, noop_count
 from tests.conftest import RowsAreIndividuals
 
 CFG = EnvConfig(game="frostbite", frame_cap=400)
@@ -181,7 +181,7 @@ def test_layout_overlaps_on_a_gpu_and_runs_lockstep_on_the_cpu():
     """auto picks overlap with four groups on a GPU, lockstep with one emulator per group on the
     CPU (up to 32 groups); settings win."""
     from nevo.config import RunConfig
-    from nevo.pipeline import layout
+    from nevo.evaluation.pipeline import layout
 
     assert layout("cpu", 2, 1000, RunConfig()) == (32, 1, False)
     assert layout("cuda", 16, 1000, RunConfig()) == (512, 128, True)

@@ -2,7 +2,7 @@
 
 import io
 
-from nevo.progress import Progress
+from nevo.runs.progress import Progress
 
 ROW = {
     "generation": 3,

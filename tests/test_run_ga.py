@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from experiments import run_ga
-from nevo import nets, noise, runs
+from nevo import nets, runs
+from nevo.genomes import noise
 from tests.conftest import TINY_RUN, metrics_without_clock, run_folder
 
 BUDGET = ["--frame-budget", "16000"]  # 4 generations of 10 capped episodes (401 frames each)

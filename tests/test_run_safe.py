@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from experiments import replay, run_ga, run_ns
-from nevo import build, config, nets, noise, runs
+from nevo import config, nets, runs
 from nevo.cli import parse_args
+from nevo.evaluation import setup
+from nevo.genomes import noise
 from tests.conftest import metrics_without_clock, run_folder
 
 DEEP = [
@@ -121,7 +123,7 @@ def test_a_safe_mutation_on_a_cluster_is_refused_before_any_work():
 
     task = tasks.task_for(cfg.env)
     with pytest.raises(config.ConfigError, match="--cluster: safe mutations"):
-        build.check_machine(cfg, task, build.net_for(cfg, task), 12, 4, cluster)
+        setup.check_machine(cfg, task, setup.net_for(cfg, task), 12, 4, cluster)
 
 
 def test_sm_compare_writes_its_table_and_figure(tmp_path):

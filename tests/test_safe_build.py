@@ -7,13 +7,14 @@ import numba
 import numpy as np
 import pytest
 
-from nevo import nets, runs, safe_build
-from nevo import safe_mutation as sm
+from nevo import nets, runs
 from nevo.algos.ga import GA
 from nevo.config import GAConfig
-from nevo.episodes import Episodes, Population, Results
-from nevo.experiences import ExperienceSample, places
-from nevo.noise import NoiseSource, WeightBuilder, offsets_of
+from nevo.evaluation.episodes import Episodes, Population, Results
+from nevo.evaluation.experiences import ExperienceSample, places
+from nevo.genomes import safe_build
+from nevo.genomes import safe_mutation as sm
+from nevo.genomes.noise import NoiseSource, WeightBuilder, offsets_of
 
 SAFE = ("sm-r", "sm-g-sum", "sm-g-abs", "sm-g-so")
 
@@ -64,7 +65,7 @@ def test_the_in_process_evaluator_keeps_each_episodes_observations_whatever_the_
     is its observations in order (the first one is its reset's)."""
     from nevo import tasks
     from nevo.config import EnvConfig, RunConfig
-    from nevo.kernels import make_policy
+    from nevo.nets.kernels import make_policy
 
     task = tasks.task_for(EnvConfig(env="CartPole-v1", frame_cap=500))
     spec = nets.net_spec("mlp", task.obs_shape, task.n_actions, task.obs_dtype)
@@ -105,10 +106,10 @@ def test_the_atari_pipeline_keeps_the_observations_its_net_acts_on(tiny_atari):
 @pytest.fixture
 def tiny_atari():
     from nevo.config import EnvConfig
-    from nevo.envs import noop_count
-    from nevo.kernels import make_policy
-    from nevo.pipeline import AtariEvaluator
-    from nevo.slot_weights import PooledWeights
+    from nevo.evaluation.pipeline import AtariEvaluator
+    from nevo.evaluation.slot_weights import PooledWeights
+    from nevo.nets.kernels import make_policy
+    from nevo.tasks.envs import noop_count
 
     env_cfg = EnvConfig(game="pong", frame_cap=160, noop_max=10)
     spec = nets.net_spec("small", nets.OBS_SHAPE, 6)
@@ -149,7 +150,7 @@ def test_safe_rows_equals_its_numpy_twin_bit_for_bit():
 
 @pytest.mark.parametrize("kind", SAFE)
 def test_a_built_child_is_the_operators_child(kind):
-    """A child as the builder makes it is the float32 of nevo.safe_mutation.mutate's (the NumPy
+    """A child as the builder makes it is the float32 of nevo.genomes.safe_mutation.mutate's (the NumPy
     reference) for the same parent, experiences and delta = sigma * eps(seed)."""
     spec, obs = _mlp()
     rng = np.random.default_rng(5)

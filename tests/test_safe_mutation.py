@@ -1,4 +1,4 @@
-"""Safe mutations' output gradients and operators (nevo.safe_mutation) against finite
+"""Safe mutations' output gradients and operators (nevo.genomes.safe_mutation) against finite
 differences and the paper's definitions, on small nets of every layer kind."""
 
 import os
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from nevo import nets
-from nevo import safe_mutation as sm
-from nevo.kernels import reference
+from nevo.genomes import safe_mutation as sm
+from nevo.nets.kernels import reference
 
 EPS = 1e-6
 
@@ -179,7 +179,7 @@ def test_the_divergence_demonstration_runs_on_a_ga_run(tiny_runs, tmp_path, caps
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_numba_products_match_the_reference(kind):
-    """nevo.kernels.grad_cpu's forward, reverse- and forward-mode products, and every
+    """nevo.nets.kernels.grad_cpu's forward, reverse- and forward-mode products, and every
     sensitivity built on them, against the NumPy reference."""
     spec, theta, obs = _net(kind)
     ref, fast = sm.trace(spec, theta, obs), sm.trace(spec, theta, obs, backend="numba")

@@ -2,12 +2,12 @@
 
 import numpy as np
 
-from nevo import noise
 from nevo.algos.ga import GA
 from nevo.config import GAConfig
-from nevo.episodes import Episodes, Population, Results
-from nevo.noise import WeightBuilder
-from nevo.slot_weights import AllWeights, PooledWeights, in_parts
+from nevo.evaluation.episodes import Episodes, Population, Results
+from nevo.evaluation.slot_weights import AllWeights, PooledWeights, in_parts
+from nevo.genomes import noise
+from nevo.genomes.noise import WeightBuilder
 
 
 def ga_generations(source, n=3):

@@ -4,12 +4,11 @@ import numba
 import numpy as np
 import pytest
 
-from nevo import vbn
-from nevo.episodes import Population
-from nevo.kernels import HostPolicy, cpu, reference
-from nevo.kernels.reference import conv_same
-from nevo.nets import init_scale, make_spec, net_spec
-from nevo.noise import WeightBuilder
+from nevo.evaluation.episodes import Population
+from nevo.genomes.noise import WeightBuilder
+from nevo.nets import init_scale, make_spec, net_spec, vbn
+from nevo.nets.kernels import HostPolicy, cpu, reference
+from nevo.nets.kernels.reference import conv_same
 
 N_REF = 16  # reference batch rows
 SPECS = {
@@ -135,7 +134,7 @@ def test_fold_is_thread_count_independent_and_keeps_its_input():
 
 
 def test_weights_built_with_the_fold_pick_explicit_vbn_actions(table):
-    """A WeightBuilder folding VBN in (as nevo.build makes it for --vbn), under the Numba CPU
+    """A WeightBuilder folding VBN in (as nevo.evaluation.setup makes it for --vbn), under the Numba CPU
     policy, picks the explicit VBN net's actions, one row or several built at a time."""
     spec, weights, ref = setup("conv", 4, 6)
     builder = WeightBuilder(

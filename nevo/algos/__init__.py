@@ -1,6 +1,6 @@
 """Algorithms, one file each, sharing one ask/tell shape, and the registry that builds them by name.
 
-Every algorithm object has: ask() -> (Population, Episodes) to evaluate (nevo.episodes);
+Every algorithm object has: ask() -> (Population, Episodes) to evaluate (nevo.evaluation.episodes);
 tell(Results) with their results (returns the per-individual fitness it used);
 ask_validation() -> (Population, Episodes), zero episodes where it validates nothing;
 tell_validation(Results); `generation`, the count of finished generations; metrics() ->

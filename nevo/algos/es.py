@@ -12,7 +12,7 @@ and the optimizer (Adam or SGD with momentum) steps along g - l2 * theta, as the
 g is computed by `weighted_noise_sum`, numba-parallel over blocks of parameters, reading the
 perturbations straight from the table: no (population x parameters) matrix is ever built. Nor
 for the evaluation: `ask` describes the population as theta plus each row's noise seed and sign
-(nevo.episodes.Population), and the evaluator builds a row when it is used, so a population
+(nevo.evaluation.episodes.Population), and the evaluator builds a row when it is used, so a population
 of 5,000 large nets (80 GB as weights) costs the evaluator's slots' worth of memory.
 
 State is plain arrays: theta, the optimizer's moments and step count, the generation. Every
@@ -27,8 +27,8 @@ import numpy as np
 
 from nevo.algos.ga import rng_for
 from nevo.algos.ranking import fitness_order
-from nevo.episodes import Episodes, Population, Results
-from nevo.noise import SEED_LIMIT, NoiseSource, offsets_of
+from nevo.evaluation.episodes import Episodes, Population, Results
+from nevo.genomes.noise import SEED_LIMIT, NoiseSource, offsets_of
 
 # Purposes of the per-generation random streams (distinct from the GA's by value, not needed).
 TRAIN_EPISODES, VALIDATION_EPISODES, NOISE_SEEDS, INIT_SEED = range(4)

@@ -10,8 +10,8 @@ the same loop with T = 0: every child is a fresh random network (the elite is st
 With a safe mutation (--mutation sm-*, Lehman et al. 2018, arXiv 1712.06563) a child is still
 one seed more than its parent, and the parent's sensitivity is measured on the parent's
 experiences: the observations of the first training episode it played (a seeded sample the
-evaluator keeps, nevo.experiences), held here per parent (`parent_experiences`) and handed to
-the evaluator with the population (nevo.safe_build builds the children).
+evaluator keeps, nevo.evaluation.experiences), held here per parent (`parent_experiences`) and handed to
+the evaluator with the population (nevo.genomes.safe_build builds the children).
 
 The previous elite is re-validated every generation, as Uber's reference GA does
 (gpu_implementation/ga.py of uber-research/deep-neuroevolution: the validation set is the
@@ -23,7 +23,7 @@ mean) is kept too, as the reference's final report does.
 
 State is plain data: the genomes of the population to evaluate, as the parents' seed lists plus
 how each row comes from them (copy, mutate or fresh), the elite, and the generation counter.
-The GA never builds weights: `ask` describes the population (nevo.episodes.Population) and
+The GA never builds weights: `ask` describes the population (nevo.evaluation.episodes.Population) and
 whoever evaluates builds each row where it is used. Every random choice is drawn from a generator seeded by
 (run seed, generation, purpose), so a resumed run repeats an uninterrupted one exactly.
 """
@@ -33,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from nevo.algos.ranking import fitness_order
-from nevo.episodes import Episodes, Population, Results
-from nevo.noise import SEED_LIMIT
+from nevo.evaluation.episodes import Episodes, Population, Results
+from nevo.genomes.noise import SEED_LIMIT
 
 # Purposes of the per-generation random streams.
 TRAIN_EPISODES, VALIDATION_EPISODES, MUTATION_SEEDS, PARENT_CHOICE, INIT_SEEDS = range(5)

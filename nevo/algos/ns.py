@@ -29,11 +29,11 @@ import numpy as np
 
 from nevo.algos.es import ES
 from nevo.algos.ga import GA, rng_for
+from nevo.algos.novelty import Archive, NSRAWeight, knn_novelty, mix_ranks, pick_agent, sample_for_archive
 from nevo.algos.ranking import fitness_order
 from nevo.config import ESConfig, GAConfig
-from nevo.episodes import Episodes, Population, Results
-from nevo.noise import NoiseSource
-from nevo.novelty import Archive, NSRAWeight, knn_novelty, mix_ranks, pick_agent, sample_for_archive
+from nevo.evaluation.episodes import Episodes, Population, Results
+from nevo.genomes.noise import NoiseSource
 
 # Purposes of the novelty-search random streams (apart from the GA's and the agents' by value).
 ARCHIVE_PICK, AGENT_PICK = 100, 101

@@ -8,7 +8,7 @@ Shape:
 - The driver (the run script) keeps the algorithm, writes the run folder and checkpoints as on
   one machine. `ClusterEvaluator` has the evaluators' interface: a Population and Episodes in,
   Results out.
-- Each worker process sets up once (a worker plugin, `nevo.cluster_worker.Setup`): the noise
+- Each worker process sets up once (a worker plugin, `nevo.evaluation.cluster_worker.Setup`): the noise
   table, the net and its compiled kernels, its own evaluator (emulator pipeline) on its cores,
   and a WeightBuilder whose cache holds the current parents' weights. It builds individuals
   from genomes, so only genomes (seed lists, or ES's theta), episode seeds and per-episode
@@ -37,7 +37,7 @@ from concurrent.futures import CancelledError
 
 import numpy as np
 
-from nevo.episodes import Episodes, Results
+from nevo.evaluation.episodes import Episodes, Results
 
 
 class ClusterError(RuntimeError):
@@ -81,7 +81,7 @@ class ClusterEvaluator:
 
         from distributed import Client, LocalCluster
 
-        from nevo import cluster_worker as worker_side
+        from nevo.evaluation import cluster_worker as worker_side
 
         check_address(address)
         # The driver's client logs each reconnection attempt with a traceback; what matters
@@ -140,7 +140,7 @@ class ClusterEvaluator:
 
     def _refusals(self) -> None:
         """Say each refusal reported since the last call: one line per worker."""
-        from nevo import cluster_worker as worker_side
+        from nevo.evaluation import cluster_worker as worker_side
 
         for _, msg in self.client.get_events(worker_side.EVENTS):
             if msg["worker"] not in self.reported:
@@ -186,7 +186,7 @@ class ClusterEvaluator:
 
     def _worker_facts(self) -> dict:
         """What the workers run, as config.json's facts (the first accepted worker's)."""
-        from nevo import cluster_worker as worker_side
+        from nevo.evaluation import cluster_worker as worker_side
 
         facts = self.client.run(worker_side.facts, self.name, workers=sorted(self.workers)[:1])
         return {f"worker {k}": v for k, v in next(iter(facts.values()), {}).items()}
@@ -197,7 +197,7 @@ class ClusterEvaluator:
         """Play every episode on the cluster; results in the order of episodes (see Results)."""
         from distributed import wait
 
-        from nevo import cluster_worker as worker_side
+        from nevo.evaluation import cluster_worker as worker_side
 
         t0 = time.monotonic()
         ind, seeds = np.asarray(episodes.ind, np.int64), np.asarray(episodes.seeds, np.int64)

@@ -143,7 +143,7 @@ class WeightBuilder:
     populations used, or built in one pass from its parent's weights there (a GA parent is a
     child, or a copy, of last generation's), or else rebuilt seed by seed (after a resume).
     `build(rows, out)` then writes rows' weights in one `build_rows` pass, bit-identical to a
-    rebuild from their seed lists. With `safe` (nevo.safe_build) and a population whose operator
+    rebuild from their seed lists. With `safe` (nevo.genomes.safe_build) and a population whose operator
     is a safe mutation, `use` also measures each base's sensitivity, once, and `build` makes the
     children with it. `fold`, when given, changes built rows in place (virtual
     batch norm folded into the weights).
@@ -155,7 +155,7 @@ class WeightBuilder:
         self.init_scale = np.ascontiguousarray(init_scale, dtype=np.float32)
         self.n_params = self.init_scale.size
         self.fold = fold  # fold(weights (n, P) float32) -> None, in place
-        # nevo.safe_build.SafeMutation: builds the children of populations whose operator is a
+        # nevo.genomes.safe_build.SafeMutation: builds the children of populations whose operator is a
         # safe mutation (None: Gaussian children only)
         self.safe = safe
         self._known: list[dict[bytes, np.ndarray]] = [{}, {}]  # genome bytes -> (P,): last two uses

@@ -21,7 +21,7 @@ class PooledWeights:
     max_rows = None  # any population at once
 
     def __init__(self, builder):
-        self.builder = builder  # nevo.noise.WeightBuilder
+        self.builder = builder  # nevo.genomes.noise.WeightBuilder
         self.pool = np.empty((0, builder.n_params), np.float32)  # (rows, P), kept between evaluations
 
     def start(self, population, ind: np.ndarray, slots: int) -> np.ndarray:
@@ -110,7 +110,7 @@ def in_parts(run, population, episodes, max_rows):
     """run(population, episodes) over parts of at most max_rows individuals (None: all at once),
     the Results in the episodes' order. An episode's outcome depends only on its individual and
     seed, so the parts change nothing but memory."""
-    from nevo.episodes import Episodes, Results
+    from nevo.evaluation.episodes import Episodes, Results
 
     if max_rows is None or len(population) <= max_rows:
         return run(population, episodes)
@@ -138,7 +138,7 @@ def rows_that_fit(n_params: int) -> int:
 
 
 def builds_on_device(builder) -> bool:
-    """Whether a GPU can build this builder's rows itself (nevo.kernels.cuda_build): Gaussian
+    """Whether a GPU can build this builder's rows itself (nevo.genomes.cuda_build): Gaussian
     children from a noise table, with no host-side step after the build (no virtual batch norm
     fold, no safe mutation)."""
     return builder.table.size > 0 and builder.fold is None and builder.safe is None
@@ -149,7 +149,7 @@ def for_device(builder, device: str, max_rows: int = 0):
     built there (DeviceWeights) where it can build them, else AllWeights of at most max_rows
     rows at a time (0: as many as a quarter of the free memory holds)."""
     if device == "cuda" and builds_on_device(builder) and not max_rows:
-        from nevo.kernels.cuda_build import DeviceWeights
+        from nevo.genomes.cuda_build import DeviceWeights
 
         return DeviceWeights(builder)
     if device == "cuda":

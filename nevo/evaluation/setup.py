@@ -14,8 +14,8 @@ import numpy as np
 
 from nevo import machine, nets, runs
 from nevo.config import ConfigError, mutation_of, obs_norm_of
-from nevo.kernels import resolve_device
-from nevo.noise import WeightBuilder
+from nevo.genomes.noise import WeightBuilder
+from nevo.nets.kernels import resolve_device
 
 REF_BATCH = "ref_batch.npy"  # VBN's reference observations, in the run folder
 
@@ -48,11 +48,11 @@ def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | Non
                 run_dir: str | None = None, obs_norm=None) -> WeightBuilder:  # fmt: skip
     """weight_builder's WeightBuilder, given the reference batch (None without --vbn); with a
     safe mutation, one that builds safe children, reading ancestors' experiences from run_dir;
-    with obs_norm (nevo.obs_norm.ObsNorm), one that folds its statistics into every row."""
+    with obs_norm (nevo.nets.obs_norm.ObsNorm), one that folds its statistics into every row."""
     if obs_norm is not None:  # never with --vbn or a safe mutation (config.validate: the ES families only)
         return WeightBuilder(table, nets.init_scale(spec), fold=obs_norm)
     if mutation_of(cfg) != "gaussian":  # never with --vbn (config.validate)
-        from nevo.safe_build import SafeMutation
+        from nevo.genomes.safe_build import SafeMutation
 
         def experiences_of(genome):
             if run_dir is None:
@@ -62,7 +62,7 @@ def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | Non
         return WeightBuilder(table, nets.init_scale(spec), safe=SafeMutation(spec, table, experiences_of))
     if not cfg.net.vbn:
         return WeightBuilder(table, nets.init_scale(spec))
-    from nevo.vbn import fold
+    from nevo.nets.vbn import fold
 
     return WeightBuilder(table, nets.init_scale(spec), lambda w: fold(spec, w, ref_batch, out=w))
 
@@ -83,7 +83,7 @@ def check_machine(cfg, task, spec, population: int, bases: int, cluster) -> str 
     setting to lower). On a Dask cluster (cluster: the --cluster settings) only the noise table
     is checked here and the device is None: each worker checks its own when it joins."""
     if cluster is not None:
-        from nevo.cluster import check_address
+        from nevo.evaluation.cluster import check_address
 
         if mutation_of(cfg) != "gaussian":
             raise ConfigError(
@@ -97,7 +97,7 @@ def check_machine(cfg, task, spec, population: int, bases: int, cluster) -> str 
         check_memory(spec.n_params, 0, cfg.run.noise_table_size, "cpu", "--noise-table-size")
         return None
     if obs_norm_of(cfg):
-        from nevo.obs_norm import check
+        from nevo.nets.obs_norm import check
 
         try:
             check(spec, task.name)
@@ -126,19 +126,19 @@ def experience_bytes(cfg, task, population: int) -> int:
 def evaluator(cfg, task, spec, device, run_dir, table, population: int, bases: int,
               behaviours: bool = False, cluster=None, say=print, obs_norm=None) -> tuple:  # fmt: skip
     """(evaluator, facts for config.json and the run's first line): the task's evaluator on this
-    machine's device, or on a Dask cluster (nevo.cluster.ClusterEvaluator; a ClusterError when
+    machine's device, or on a Dask cluster (nevo.evaluation.cluster.ClusterEvaluator; a ClusterError when
     none answers) when cluster (the --cluster settings) is given. population: individuals per
     generation; bases: the rows they are built from (parents, or thetas)."""
     ref = reference_batch(cfg, task, run_dir) if cfg.net.vbn else None
     if cluster is None:
-        from nevo.kernels import make_policy
+        from nevo.nets.kernels import make_policy
 
         builder = builder_for(cfg, spec, table, ref, run_dir, obs_norm)  # genomes -> weights
         ev, facts = task.evaluator(
             cfg.run, make_policy(device, spec), builder, device, population, behaviours
         )
         return ev, {"device": device, **facts}
-    from nevo.cluster import ClusterEvaluator
+    from nevo.evaluation.cluster import ClusterEvaluator
 
     ev = ClusterEvaluator(cluster.address, cfg, task, ref, table, population, bases, behaviours,
                           cluster.timeout_s, cluster.chunk, say)  # fmt: skip
@@ -146,9 +146,9 @@ def evaluator(cfg, task, spec, device, run_dir, table, population: int, bases: i
 
 
 def builds_on_gpu(cfg) -> bool:
-    """Whether --device cuda builds the population's rows on the GPU (nevo.kernels.cuda_build):
+    """Whether --device cuda builds the population's rows on the GPU (nevo.genomes.cuda_build):
     Gaussian children with no fold after the build, virtual batch norm's or observation
-    normalisation's (the settings behind nevo.slot_weights.builds_on_device's builder)."""
+    normalisation's (the settings behind nevo.evaluation.slot_weights.builds_on_device's builder)."""
     return mutation_of(cfg) == "gaussian" and not cfg.net.vbn and not obs_norm_of(cfg)
 
 
@@ -182,7 +182,7 @@ def check_memory(n_params: int, rows: int, noise_table_size: int, device: str, f
     if device == "cuda":
         from numba import cuda
 
-        from nevo.kernels.cuda import check_fits
+        from nevo.nets.kernels.cuda import check_fits
 
         free, _ = cuda.current_context().get_memory_info()
         on_gpu = rows if device_rows is None else device_rows

@@ -39,8 +39,6 @@ import scipy.linalg.cython_blas  # noqa: E402, F401 (the BLAS Numba's np.dot cal
 from numba import prange  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from nevo.kernels.actions import actions_of
-from nevo.kernels.common import activate, argmax_row, scale_input
 from nevo.nets import (
     ACT,
     B_OFF,
@@ -61,6 +59,8 @@ from nevo.nets import (
     STRIDE,
     W_OFF,
 )
+from nevo.nets.kernels.actions import actions_of
+from nevo.nets.kernels.common import activate, argmax_row, scale_input
 
 # speed: the convs call BLAS once per row from each Numba thread, on shapes too small to share:
 # BLAS threads of its own would oversubscribe the cores (and OpenBLAS warns on every call from
@@ -320,7 +320,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
 
 def forward(spec, weights, rows_ind, obs):
     """(actions, logits (rows, n_actions) float32) for a batch of rows; actions: greedy (rows,)
-    int64, or tanh(logits) for continuous actions (nevo.kernels.actions_of).
+    int64, or tanh(logits) for continuous actions (nevo.nets.kernels.actions_of).
 
     weights (n_individuals, n_params) float32 C-contiguous; rows_ind (rows,) int64, each row's
     individual; obs (rows, C, H, W) of spec.obs_dtype (uint8 as AtariVectorEnv returns it, or

@@ -1,7 +1,7 @@
 """The synchronous evaluator, for environments stepped in this process: gymnasium vector tasks.
 
-Same interface and results as `nevo.pipeline.AtariEvaluator` (a Population and Episodes in, Results
-out; weights built per slot by nevo.slot_weights),
+Same interface and results as `nevo.evaluation.pipeline.AtariEvaluator` (a Population and Episodes in, Results
+out; weights built per slot by nevo.evaluation.slot_weights),
 and the same episode queue and active-episode compaction: every step, one forward pass over the
 slots whose episode is still running, then those slots step; an ended slot takes the next queued
 episode at once (a reset with that episode's seed), and when the queue is empty it leaves the
@@ -10,7 +10,7 @@ forward pass is the work. An episode's outcome depends only on (individual, epis
 
 A task is an object with `slots`, `obs_shape`, `obs_dtype`, `reset(slots, seeds) -> obs (k, *obs_shape)`,
 `step(slots, actions) -> (obs, rewards (k,), ended (k,) bool)` and `close()`, e.g.
-`nevo.envs.VectorTaskSlots`. A task with `behaviour(slots) -> (k, d)` (the maze: the final
+`nevo.tasks.envs.VectorTaskSlots`. A task with `behaviour(slots) -> (k, d)` (the maze: the final
 position) has it read when each episode ends, into Results.behaviours. Frames are agent steps.
 """
 
@@ -20,18 +20,18 @@ import time
 
 import numpy as np
 
-from nevo.episodes import Episodes, Results
-from nevo.experiences import sample_for
-from nevo.slot_weights import mutation_s
+from nevo.evaluation.episodes import Episodes, Results
+from nevo.evaluation.experiences import sample_for
+from nevo.evaluation.slot_weights import mutation_s
 
 
 class InProcessEvaluator:
-    """Runs Episodes on a task's slots, `policy` (nevo.kernels.make_policy) choosing actions."""
+    """Runs Episodes on a task's slots, `policy` (nevo.nets.kernels.make_policy) choosing actions."""
 
     def __init__(self, task, policy, weights, frame_cap: int):
         self.task = task
         self.policy = policy
-        self.weights = weights  # nevo.slot_weights: the rows the policy reads, built from genomes
+        self.weights = weights  # nevo.evaluation.slot_weights: the rows the policy reads, built from genomes
         self.slots = task.slots
         self.frame_cap = frame_cap  # an episode is cut after this many steps
 
@@ -40,7 +40,7 @@ class InProcessEvaluator:
 
     def run(self, population, episodes: Episodes, progress=None) -> Results:
         """Play every episode to its end (or the frame cap); progress(done, total, frames).
-        population: nevo.episodes.Population, whose rows episodes.ind name."""
+        population: nevo.evaluation.episodes.Population, whose rows episodes.ind name."""
         ind, seeds = np.asarray(episodes.ind, np.int64), np.asarray(episodes.seeds, np.int64)
         n_ep, S = len(ind), self.slots
         returns, lengths = np.zeros(n_ep, np.float64), np.zeros(n_ep, np.int64)
@@ -73,7 +73,7 @@ class InProcessEvaluator:
                 ep, acting = slot_ep[live], obs[live]  # the observations the net acts on
                 if sample is not None:
                     sample.offer(ep, acting)
-                if counted is not None and counted[ep].any():  # observation statistics (nevo.obs_norm)
+                if counted is not None and counted[ep].any():  # observation statistics (nevo.nets.obs_norm)
                     seen = acting[counted[ep]].reshape(-1, n_obs).astype(np.float64)
                     obs_sum += seen.sum(axis=0)
                     obs_sumsq += (seen**2).sum(axis=0)

@@ -1,4 +1,4 @@
-"""The worker side of nevo on a Dask cluster (nevo.cluster is the driver's side).
+"""The worker side of nevo on a Dask cluster (nevo.evaluation.cluster is the driver's side).
 
 Imported by the driver only with --cluster, and by each worker when it unpickles the plugin:
 `Setup` sets a worker up once per run (noise table, net, compiled kernels, its own evaluator on
@@ -17,7 +17,7 @@ import numpy as np
 from distributed import Reschedule, WorkerPlugin, get_worker
 
 import nevo
-from nevo.episodes import Episodes, Results
+from nevo.evaluation.episodes import Episodes, Results
 from nevo.machine import cores
 
 EVENTS = "nevo-refused"  # the topic on which a refusing worker says why
@@ -70,8 +70,9 @@ class Setup(WorkerPlugin):
     def setup(self, worker):
         import numba
 
-        from nevo import build, noise
-        from nevo.kernels import make_policy
+        from nevo.evaluation import setup
+        from nevo.genomes import noise
+        from nevo.nets.kernels import make_policy
 
         if self.cores and hasattr(os, "sched_setaffinity"):  # local:N: worker i on its share
             every = sorted(os.sched_getaffinity(0))
@@ -88,18 +89,18 @@ class Setup(WorkerPlugin):
             )
         if not self.refused:
             try:
-                spec = build.net_for(cfg, self.task)
-                device = build.device_for(cfg, self.task)
-                rows = build.weight_rows(cfg, device, self.population, self.bases)
-                build.check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population",
-                                   0, self.population, build.builds_on_gpu(cfg))  # fmt: skip
+                spec = setup.net_for(cfg, self.task)
+                device = setup.device_for(cfg, self.task)
+                rows = setup.weight_rows(cfg, device, self.population, self.bases)
+                setup.check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population",
+                                   0, self.population, setup.builds_on_gpu(cfg))  # fmt: skip
             except (ValueError, MemoryError) as e:  # ConfigError included
                 self.refused = str(e)
         if self.refused:  # say why where the driver reads it, then leave the cluster
             worker.log_event(EVENTS, {"worker": worker.address, "why": self.refused})
             worker.loop.add_callback(worker.close, nanny=True, reason="nevo: refused")
             return
-        builder = build.builder_for(cfg, spec, table, self.ref_batch)
+        builder = setup.builder_for(cfg, spec, table, self.ref_batch)
         self.device = device
         self.threads = min(cores(), numba.config.NUMBA_NUM_THREADS)  # cores(): after the affinity above
         policy = make_policy(device, spec)

@@ -6,8 +6,8 @@ actions and their kind (`action`: "argmax", discrete; "tanh", a continuous vecto
 behaviour for novelty search (or None), the device that suits it, its checks of the settings,
 its evaluator and its reference observations for virtual batch norm:
 - `AtariGame`: an Atari game from pixels through ale-py's C++ vector env, with the Deep GA
-  reference's preprocessing (nevo.envs); behaviour = the console's final RAM (nevo.atari_ram);
-- `Maze`: the deceptive image maze (nevo.maze); behaviour = the final (x, y);
+  reference's preprocessing (nevo.tasks.envs); behaviour = the console's final RAM (nevo.tasks.atari_ram);
+- `Maze`: the deceptive image maze (nevo.tasks.maze); behaviour = the final (x, y);
 - `GymTask`: a gymnasium environment with a flat Box observation and Discrete actions or a
   bounded Box of continuous ones, either a registered id (CartPole-v1, Pendulum-v1, ...) or a
   user's own environment class or factory;
@@ -24,8 +24,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from nevo import envs
 from nevo.config import ConfigError, EnvConfig, require
+from nevo.tasks import envs
 
 
 def atari_games() -> list[str]:
@@ -73,8 +73,8 @@ class AtariGame(_Kind):
     action = "argmax"  # the net's outputs choose one of the minimal action set
 
     def __init__(self, env_cfg: EnvConfig):
-        from nevo.atari_ram import RAM_BYTES
         from nevo.nets import OBS_SHAPE
+        from nevo.tasks.atari_ram import RAM_BYTES
 
         self.cfg = env_cfg
         self.name = env_cfg.game
@@ -98,10 +98,10 @@ class AtariGame(_Kind):
 
     def evaluator(self, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
         """(the pipeline of emulator groups, facts for config.json); behaviours: each episode's
-        final RAM, found by replaying its actions (nevo.atari_ram)."""
+        final RAM, found by replaying its actions (nevo.tasks.atari_ram)."""
+        from nevo.evaluation.pipeline import AtariEvaluator, layout
+        from nevo.evaluation.slot_weights import for_device
         from nevo.machine import cores
-        from nevo.pipeline import AtariEvaluator, layout
-        from nevo.slot_weights import for_device
 
         threads = run_cfg.threads or cores()
         slots, group, overlap = layout(device, cores(), population, run_cfg)
@@ -122,22 +122,22 @@ class AtariGame(_Kind):
 
 class _InProcess(_Kind):
     """What the tasks stepped in this process share: the synchronous evaluator over the slots their
-    make_slots(n) makes (nevo.in_process's interface), frames = agent steps."""
+    make_slots(n) makes (nevo.evaluation.in_process's interface), frames = agent steps."""
 
     device = "cpu"  # a GPU launch costs more than a step of these tasks' small nets
 
     def evaluator(self, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
         """(the synchronous evaluator over --env-slots slots, or min(population, 256), facts)."""
-        from nevo.in_process import InProcessEvaluator
-        from nevo.slot_weights import for_device
+        from nevo.evaluation.in_process import InProcessEvaluator
+        from nevo.evaluation.slot_weights import for_device
 
         n = run_cfg.env_slots or min(population, 256)
         weights = for_device(builder, device)
         slots = self.make_slots(n)
         facts = {"env_slots": n, "pipeline": "sync"}
         if hasattr(slots, "use_threads"):  # envs whose step may free the GIL: threads where they pay
-            from nevo.envs import pick_threads
             from nevo.machine import cores
+            from nevo.tasks.envs import pick_threads
 
             if run_cfg.threads:
                 slots.use_threads(run_cfg.threads)
@@ -164,7 +164,7 @@ class Maze(_InProcess):
     action = "argmax"  # one of its 5 moves
 
     def __init__(self, env_cfg: EnvConfig):
-        from nevo import maze
+        from nevo.tasks import maze
 
         self.cfg = env_cfg
         self.name = "maze"
@@ -172,8 +172,8 @@ class Maze(_InProcess):
         self.n_actions = maze.N_ACTIONS
 
     def check(self, net_cfg) -> None:
-        from nevo.maze import STEPS
         from nevo.nets import IMAGE_NETS
+        from nevo.tasks.maze import STEPS
 
         require(net_cfg.net in IMAGE_NETS, "net", "large or small (the maze is an image)", net_cfg.net)
         require(
@@ -184,7 +184,7 @@ class Maze(_InProcess):
         )
 
     def make_slots(self, slots: int):
-        from nevo.maze import MazeSlots
+        from nevo.tasks.maze import MazeSlots
 
         return MazeSlots(slots)
 
@@ -270,7 +270,7 @@ _MUJOCO_ES = {**_MUJOCO, "population": 40, "lr": 0.01, "l2": 0.005}
 
 class MuJoCo(GymTask):
     """A MuJoCo task of gymnasium's: the locomotion robots (Humanoid-v5, HalfCheetah-v5,
-    Hopper-v5, Walker2d-v5, Ant-v5, Swimmer-v5), the deceptive HumanoidTrap-v5 of nevo.trap, and
+    Hopper-v5, Walker2d-v5, Ant-v5, Swimmer-v5), the deceptive HumanoidTrap-v5 of nevo.tasks.trap, and
     the others (InvertedPendulum-v5, Reacher-v5, ...), which get the same defaults. A GymTask
     whose behaviour, for novelty search, is the final (x, y) of the model's centre of mass
     (Conti et al. 2018's for the humanoid)."""

@@ -5,7 +5,7 @@ of the episodes played so far (the paper's code records them from 1% of the epis
 the variance at 1e-2). Within a generation the statistics are fixed, so the net is an ordinary
 net whose first layer is folded:
     z_j = sum_i (x_i - m_i) / s_i * W_ij + b_j = sum_i x_i * (W_ij / s_i) + (b_j - sum_i (m_i / s_i) * W_ij)
-and every forward kernel runs it unchanged, as virtual batch norm is folded (nevo.vbn). The
+and every forward kernel runs it unchanged, as virtual batch norm is folded (nevo.nets.vbn). The
 statistics are updated after each generation from its training episodes, kept in the checkpoint
 (an exact resume), and saved beside the elite (`obs_norm.npy`: the mean and std its validation
 used), so that the run folder rebuilds the policy. The paper's code also clips normalised

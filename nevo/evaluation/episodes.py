@@ -19,8 +19,8 @@ class Episodes:
 
     ind: np.ndarray  # (E,) int64 row of the Population
     seeds: np.ndarray  # (E,) int64 episode seeds
-    record: int = 0  # observations to keep per episode, a seeded uniform sample (nevo.experiences)
-    obs_stats: np.ndarray | None = None  # (E,) bool: episodes whose observations nevo.obs_norm counts
+    record: int = 0  # observations to keep per episode, a seeded uniform sample (nevo.evaluation.experiences)
+    obs_stats: np.ndarray | None = None  # (E,) bool: episodes whose observations nevo.nets.obs_norm counts
 
 
 @dataclass
@@ -34,10 +34,12 @@ class Results:
     tail_s: float = 0.0  # of which with fewer live episodes than emulator slots
     forward_s: float = 0.0  # of which in the forward pass (choosing actions)
     behaviours: np.ndarray | None = None  # (E, d) behaviour at each episode's end, where the task gives one
-    cluster: dict | None = None  # on a Dask cluster: bytes sent and received, chunks, workers (nevo.cluster)
+    cluster: dict | None = (
+        None  # on a Dask cluster: bytes sent and received, chunks, workers (nevo.evaluation.cluster)
+    )
     experiences: np.ndarray | None = None  # (E, record, *obs) the observations kept, when Episodes.record > 0
     experience_counts: np.ndarray | None = None  # (E,) int64 how many of each episode's are filled
-    mutation_s: float = 0.0  # of the wall time, building safe mutations' children (nevo.safe_build)
+    mutation_s: float = 0.0  # of the wall time, building safe mutations' children (nevo.genomes.safe_build)
     obs_stats: tuple | None = None  # (sum (n,), sum of squares (n,), count) of those episodes' observations
 
     @property
@@ -89,7 +91,7 @@ def _summed(stats: list):
 @dataclass
 class Population:
     """Who to evaluate, as genomes, never as weights: whoever evaluates builds each row where it
-    is used (nevo.noise.WeightBuilder), so only seeds cross the boundary.
+    is used (nevo.genomes.noise.WeightBuilder), so only seeds cross the boundary.
 
     Row i is built from base[i] and seed[i] (eps(s): the noise table's slice for seed s):
         base[i] < 0    a fresh network: init_scale * eps(seed[i])
@@ -106,7 +108,7 @@ class Population:
     scale: np.ndarray  # (N,) float32 the noise's multiplier (sigma, or -sigma for a mirrored ES row)
     sigma: float = 0.0  # the mutation power of the seed lists in bases
     # How a child (base >= 0, seed >= 0) comes from its base: "gaussian" (base + scale * eps) or
-    # a safe mutation (nevo.safe_build), measured on the base's experiences.
+    # a safe mutation (nevo.genomes.safe_build), measured on the base's experiences.
     operator: str = "gaussian"
     experiences: list | None = None  # [(T_k, *obs)] per base: the observations its sensitivity is measured on
 

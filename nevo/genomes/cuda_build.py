@@ -6,7 +6,7 @@ sigma * eps(seed), eps a slice of one shared table. Built on the host, a generat
 here, what crosses is the parents' weights (or ES's theta) and each row's (base, offset, scale),
 and host memory never holds the population.
 
-Bit for bit the CPU build (nevo.noise.build_rows): each element is one float32 product and one
+Bit for bit the CPU build (nevo.genomes.noise.build_rows): each element is one float32 product and one
 float32 sum, each rounded. NVVM fuses `a + b * c` into one FMA (rounded once) unless told not
 to, so the kernel multiplies and adds with libdevice's fmul_rn and fadd_rn, which it never fuses.
 """
@@ -17,7 +17,7 @@ import numba
 import numpy as np
 from numba import cuda
 
-from nevo.kernels.cuda import _cdiv, check_fits, device_name
+from nevo.nets.kernels.cuda import _cdiv, check_fits, device_name
 
 if numba.config.ENABLE_CUDASIM:  # the simulator's libdevice functions are stubs
 
@@ -46,7 +46,7 @@ def pitch(n_params: int) -> int:
 
 @cuda.jit
 def build_rows_kernel(out, base, base_idx, offsets, init_scale, scale, table):
-    """Write each out row i as nevo.noise.build_rows does:
+    """Write each out row i as nevo.genomes.noise.build_rows does:
     base_idx[i] < 0   fresh network: init_scale * eps(offsets[i])
     offsets[i] < 0    copy of base[base_idx[i]]
     otherwise         child: base[base_idx[i]] + scale[i] * eps(offsets[i])."""
@@ -77,8 +77,8 @@ def launch_build(out, base, base_idx, offsets, init_scale, scale, table, stream=
 
 
 class DeviceWeights:
-    """A population's rows built on the GPU where the policy reads them (nevo.slot_weights'
-    interface: start, take, done). The builder (nevo.noise.WeightBuilder) readies the bases on
+    """A population's rows built on the GPU where the policy reads them (nevo.evaluation.slot_weights'
+    interface: start, take, done). The builder (nevo.genomes.noise.WeightBuilder) readies the bases on
     the host (parents: cached or rebuilt; ES: theta); they, the table (once) and the rows'
     (base, offset, scale) go up, and one launch writes every row."""
 

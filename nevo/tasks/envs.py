@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from nevo.config import ConfigError, EnvConfig
-from nevo.noise import splitmix64
+from nevo.genomes.noise import splitmix64
 
 NOOP = 0  # index 0 of every minimal action set is NOOP
 
@@ -81,7 +81,7 @@ def registry():
     """gymnasium's registry of environments, with nevo's own (HumanoidTrap-v5) in it."""
     import gymnasium as gym
 
-    from nevo import trap
+    from nevo.tasks import trap
 
     trap.register()
     return gym.registry
@@ -121,7 +121,7 @@ MUJOCO_ROBOTS = ("Humanoid-v5", "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "A
 def is_mujoco(env_id: str) -> bool:
     """Whether env_id is a MuJoCo task of gymnasium's (or nevo's HumanoidTrap-v5). Needs only
     gymnasium's registry, not the mujoco package."""
-    from nevo import trap
+    from nevo.tasks import trap
 
     spec = registry().get(env_id)
     return spec is not None and (spec.entry_point is trap.make or "envs.mujoco" in str(spec.entry_point))
@@ -292,7 +292,7 @@ def atari_reference_batch(env_cfg, size: int, seed: int, keep: float = 0.05) -> 
 
 
 def task_reference_batch(task, n_actions: int, frame_cap: int, size: int, seed: int, keep: float = 0.05):
-    """atari_reference_batch for an in-process task of one slot (nevo.in_process's interface)."""
+    """atari_reference_batch for an in-process task of one slot (nevo.evaluation.in_process's interface)."""
     rng = np.random.default_rng([seed, 0xBA7C])
     batch, episode, steps = [], 0, 0
     obs = task.reset([0], [seed])

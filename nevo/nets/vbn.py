@@ -13,8 +13,6 @@ import numba
 import numpy as np
 from numba import prange
 
-from nevo.kernels.cpu import _cols_size, _conv_rows, _dense_block, _load_obs, _segments
-from nevo.kernels.reference import conv_same
 from nevo.nets import (
     ACT,
     B_OFF,
@@ -32,6 +30,8 @@ from nevo.nets import (
     W_OFF,
     require_relu,
 )
+from nevo.nets.kernels.cpu import _cols_size, _conv_rows, _dense_block, _load_obs, _segments
+from nevo.nets.kernels.reference import conv_same
 
 EPS = 1e-3  # added to the variance, as the reference ES Atari model (ModelVirtualBN) does
 

@@ -23,7 +23,7 @@ def conv_same(x, w, b, stride, pad):
 
 def forward(spec, weights, rows_ind, obs):
     """(actions, logits (rows, n_actions) float32); row r uses rows_ind[r]. Actions: the greedy
-    (rows,) int64, or tanh(logits) for a net with continuous actions (nevo.kernels.actions_of)."""
+    (rows,) int64, or tanh(logits) for a net with continuous actions (nevo.nets.kernels.actions_of)."""
     rows = len(rows_ind)
     logits = np.zeros((rows, spec.n_actions), dtype=np.float32)
     for r in range(rows):
@@ -39,7 +39,7 @@ def forward(spec, weights, rows_ind, obs):
             elif lay.act == "tanh":
                 x = np.tanh(x)
         logits[r] = x
-    from nevo.kernels.actions import actions_of
+    from nevo.nets.kernels.actions import actions_of
 
     actions = np.argmax(logits, axis=1).astype(np.int64)  # first max on ties
     return actions_of(spec, actions, logits), logits

@@ -1,16 +1,16 @@
-"""Numba CPU kernels for safe mutations' output gradients (nevo.safe_mutation): each layer's
+"""Numba CPU kernels for safe mutations' output gradients (nevo.genomes.safe_mutation): each layer's
 forward, its weights' gradient and its input's gradient, in float64, numba-parallel.
 
 Every output element is summed by one thread in a fixed order of operations (no fastmath, so no
 reassociated or fused sums, and no BLAS, whose sums depend on the machine's SIMD width and
 thread count). These products are therefore the same, bit for bit, whatever the thread count,
-which safe-mutated genomes need to rebuild exactly (nevo.safe_build; whether they also agree
+which safe-mutated genomes need to rebuild exactly (nevo.genomes.safe_build; whether they also agree
 across CPU models, with NumPy's softmax around them, is argued there, not tested). The parallel
 loop runs over experiences (forward), over inputs or kernel taps (input and weight gradients);
 the innermost loops run over independent sums (output channels, input channels, experiences)
 that the compiler may vectorize without reordering any of them.
 
-Layouts as nevo.safe_mutation's: activations (T, H, W, C) or (T, n), conv weights HWIO, dense
+Layouts as nevo.genomes.safe_mutation's: activations (T, H, W, C) or (T, n), conv weights HWIO, dense
 weights (in, out); SAME padding given as (pad top, pad left) and the output size.
 """
 

@@ -3,7 +3,7 @@
 Interface (narrow and serialisable, so a remote worker can serve it later): the individuals as
 genomes (a Population) plus a list of episodes (individual, episode seed) in; per episode
 return, length and game frames out. Weights are built here, where they are used
-(nevo.slot_weights): on the CPU when an individual's first episode takes a slot.
+(nevo.evaluation.slot_weights): on the CPU when an individual's first episode takes a slot.
 
 The pipeline, in SEED RL's shape on one machine (Espeholt et al. 2019; the accelerated deep
 neuroevolution of Uber AI, 2018): the slots are split into groups, each a synchronous ale-py
@@ -31,12 +31,12 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
 
-from nevo.atari_ram import RamReplayer, collect
-from nevo.envs import NOOP, make_atari, noop_count
-from nevo.episodes import Episodes, Results
-from nevo.experiences import sample_for
+from nevo.evaluation.episodes import Episodes, Results
+from nevo.evaluation.experiences import sample_for
+from nevo.evaluation.slot_weights import in_parts, mutation_s
 from nevo.machine import cores
-from nevo.slot_weights import in_parts, mutation_s
+from nevo.tasks.atari_ram import RamReplayer, collect
+from nevo.tasks.envs import NOOP, make_atari, noop_count
 
 # What receive() finds a group to be after its step.
 LIVE, RESETTING, IDLE = range(3)
@@ -82,8 +82,8 @@ class AtariEvaluator:
         ram=False,
     ):
         self.env_cfg = env_cfg
-        self.policy = policy  # nevo.kernels.make_policy(...): load(weights), (rows_ind, obs) -> actions
-        self.weights = weights  # nevo.slot_weights: the rows the policy reads, built from genomes
+        self.policy = policy  # nevo.nets.kernels.make_policy(...): load(weights), (rows_ind, obs) -> actions
+        self.weights = weights  # nevo.evaluation.slot_weights: the rows the policy reads, built from genomes
         self.overlap = overlap
         self.group = max(1, min(slots, group_size or -(-slots // 2)))
         n_groups = -(-slots // self.group)
@@ -97,7 +97,7 @@ class AtariEvaluator:
         # room, not at the next run's start, where nothing else can (docs/performance.md).
         self.fresh: dict = {}
         # ram: each episode's final RAM is its behaviour (Results.behaviours), found by replaying
-        # its actions in worker processes (nevo.atari_ram).
+        # its actions in worker processes (nevo.tasks.atari_ram).
         self.replayer = RamReplayer(env_cfg.game, env_cfg.frameskip, cores()) if ram else None
 
     def reset_group(self, g: int):
@@ -118,7 +118,7 @@ class AtariEvaluator:
 
     def run(self, population, episodes: Episodes, progress=None) -> Results:
         """Play every episode to its end (or the frame cap); progress(done, total, frames).
-        population: nevo.episodes.Population, whose rows episodes.ind name."""
+        population: nevo.evaluation.episodes.Population, whose rows episodes.ind name."""
 
         def run_part(pop, eps):
             return self._run(pop, eps, progress)
@@ -200,7 +200,7 @@ class _RunState:
         self.start_episode = np.zeros(S, np.int64)
         self.obs = np.zeros((S, *ev.envs[0].single_observation_space.shape), np.uint8)  # (S, 4, 84, 84)
         self.actions = np.zeros(S, np.int64)
-        # With Episodes.record: a seeded sample of each episode's observations (nevo.experiences).
+        # With Episodes.record: a seeded sample of each episode's observations (nevo.evaluation.experiences).
         self.sample = sample_for(episodes, self.obs.shape[1:], np.uint8)
         self.mutation_s0 = mutation_s(ev.weights)
         # With RAM behaviours: each slot's actions so far in its episode (S, steps), and the

@@ -7,8 +7,8 @@ slice, as a Gaussian child's):
     sm-g-sum, sm-g-abs   theta + clip(delta / s_theta)      s_theta: the parent's, once per parent
     sm-g-so              theta + clip(delta / s(delta))     per child (a Hessian-vector product)
     sm-r                 theta + clip(alpha * delta)        alpha: SM-R's line search, per child
-with the operators of nevo.safe_mutation, measured on the parent's experiences (the observations
-of its first training episode, nevo.experiences), clip to +-10 per weight, and the sum rounded
+with the operators of nevo.genomes.safe_mutation, measured on the parent's experiences (the observations
+of its first training episode, nevo.evaluation.experiences), clip to +-10 per weight, and the sum rounded
 to float32 once (`safe_rows`). A parent without experiences has Gaussian children.
 
 Exact genomes. A seed list no longer says the weights alone: each mutation also depends on its
@@ -17,7 +17,7 @@ ancestor of a living one (nevo.runs, experiences/), written when the genome firs
 parent, and a rebuild reads them. The other way, replaying the parent's training episode,
 would need every device's forward pass to pick the same actions bit for bit (a GPU's sums, in
 another order, can tip an argmax and with it the whole episode). What a rebuild computes is then
-the same on any machine: the sensitivities come from nevo.kernels.grad_cpu's fixed-order float64
+the same on any machine: the sensitivities come from nevo.nets.kernels.grad_cpu's fixed-order float64
 kernels (the same whatever the thread count), rounded to float32, so that an ulp of float64 from
 another CPU's exp (the softmax) almost never changes them; alpha is dyadic (doubling from 1,
 then bisection), exact in float64; each child element is one fixed sequence of IEEE operations.
@@ -31,11 +31,11 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from nevo import safe_mutation as sm
+from nevo.genomes import safe_mutation as sm
+from nevo.genomes.noise import NoiseSource, offsets_of
 from nevo.nets import require_relu
-from nevo.noise import NoiseSource, offsets_of
 
-# Row-building work is split in this many pieces per row (as nevo.noise.build_rows).
+# Row-building work is split in this many pieces per row (as nevo.genomes.noise.build_rows).
 _PIECES = 16
 
 

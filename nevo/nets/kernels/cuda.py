@@ -18,7 +18,7 @@ Kernels, launched in this order each step (one per layer; thread maps are stated
   dense_finish  bias + the chunks' partial sums (a fixed order: deterministic) + ReLU
   output        the output layer and the greedy action (first argmax)
 Activations are HWC, as the CPU kernels and TF, so the last conv output is already flat in TF's
-flatten order. Per-element math comes from nevo/kernels/common.py, shared with the CPU backend.
+flatten order. Per-element math comes from nevo/nets/kernels/common.py, shared with the CPU backend.
 Each layer's kernel is compiled for its geometry (the sizes are closure constants), so loops have
 constant bounds and the small per-thread arrays live in registers.
 
@@ -38,8 +38,8 @@ import numba
 import numpy as np
 from numba import cuda, float32, int32
 
-from nevo.kernels import common
 from nevo.nets import ACT_CODES
+from nevo.nets.kernels import common
 
 
 def _shared(f):
@@ -411,7 +411,7 @@ def tiles(rows_ind):
 
 
 class CudaPolicy:
-    """The evaluator's policy on a CUDA GPU (see nevo.kernels): load once, call every step.
+    """The evaluator's policy on a CUDA GPU (see nevo.nets.kernels): load once, call every step.
 
     Per step: `upload(rows_ind, obs)` stages the active rows, `launch()` runs the kernels, and
     `__call__` does both and returns the actions; `forward` also returns the logits.
@@ -496,7 +496,7 @@ class CudaPolicy:
 
         A host array is copied to the device here, once per evaluation, into memory kept from the
         previous load when it fits; a device array (numba or __cuda_array_interface__) is used as
-        it is, and its rows may be longer than the net (a pitch: nevo.kernels.cuda_build). Raises
+        it is, and its rows may be longer than the net (a pitch: nevo.genomes.cuda_build). Raises
         DeviceMemoryError, before allocating, when the weights do not fit.
         """
         n_params = self.spec.n_params
@@ -617,9 +617,9 @@ class CudaPolicy:
 
     def fetch_actions(self):
         """The launched step's actions: the one download of a step (waits for it). (rows,) int64
-        greedy actions, or for continuous actions the logits, through nevo.kernels.actions_of
+        greedy actions, or for continuous actions the logits, through nevo.nets.kernels.actions_of
         (rows, n_actions) float32, as the CPU backends map them."""
-        from nevo.kernels.actions import actions_of
+        from nevo.nets.kernels.actions import actions_of
 
         rows = self.rows
         if rows == 0:
@@ -635,7 +635,7 @@ class CudaPolicy:
         return self.host_actions[:rows].astype(np.int64)
 
     def forward(self, rows_ind, obs):
-        """(actions, logits (rows, n_actions) float32), as nevo.kernels.reference."""
+        """(actions, logits (rows, n_actions) float32), as nevo.nets.kernels.reference."""
         actions = self(rows_ind, obs)
         return actions, self.activations(len(self.spec.layers) - 1)
 

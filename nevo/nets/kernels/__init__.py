@@ -13,7 +13,7 @@ then `policy(rows_ind, obs) -> actions` every step, then `release()`.
 
 import sys
 
-from nevo.kernels.actions import actions_of  # noqa: F401 (the backends' one mapping, here for users)
+from nevo.nets.kernels.actions import actions_of  # noqa: F401 (the backends' one mapping, here for users)
 
 BACKENDS = ("reference", "cpu", "cuda")
 GPU_INSTALL = "pip install -r requirements-gpu.txt"  # NVVM and the CUDA runtime pieces beside the driver
@@ -30,11 +30,11 @@ NO_NVVM = (
 def get_forward(backend):
     """The forward function of a backend by name ("reference", "cpu" or "cuda")."""
     if backend == "reference":
-        from nevo.kernels.reference import forward
+        from nevo.nets.kernels.reference import forward
     elif backend == "cpu":
-        from nevo.kernels.cpu import forward
+        from nevo.nets.kernels.cpu import forward
     elif backend == "cuda":
-        from nevo.kernels.cuda import forward
+        from nevo.nets.kernels.cuda import forward
     else:
         raise ValueError(f"unknown backend {backend!r}; valid: {list(BACKENDS)}")
     return forward
@@ -106,7 +106,7 @@ def make_policy(device, spec):
     or "auto" (see resolve_device)."""
     device = resolve_device(device)
     if device == "cuda":
-        from nevo.kernels.cuda import CudaPolicy
+        from nevo.nets.kernels.cuda import CudaPolicy
 
         return CudaPolicy(spec)
     return HostPolicy(spec, get_forward(device))

@@ -81,7 +81,9 @@ class Trace:
     pre: list  # per layer: its output before the ReLU, (T, ...) float64
     logits: np.ndarray  # (T, A)
     probs: np.ndarray  # (T, A) softmax(logits): the outputs y the operators differentiate
-    backend: str = "numpy"  # "numba": inputs are activations (not im2col columns) for nevo.kernels.grad_cpu
+    backend: str = (
+        "numpy"  # "numba": inputs are activations (not im2col columns) for nevo.nets.kernels.grad_cpu
+    )
 
     @property
     def n(self) -> int:
@@ -90,7 +92,7 @@ class Trace:
 
 def trace(spec, theta, obs, backend: str = "numpy") -> Trace:
     """Forward theta (P,) on obs (T, C, H, W) (as the evaluator gives them), keeping the trace.
-    backend "numpy": im2col and BLAS (the reference); "numba": nevo.kernels.grad_cpu's
+    backend "numpy": im2col and BLAS (the reference); "numba": nevo.nets.kernels.grad_cpu's
     parallel kernels, whose sums have a fixed order (the same bits whatever the thread count)."""
     require_relu(spec, "safe mutations' output gradients")
     params = spec.unflatten(np.asarray(theta, np.float64))
@@ -108,7 +110,7 @@ def _layer_forward(lay, w, b, x, backend):
     """(what the layer's products need of its input, its output before the ReLU) for x (T, ...)."""
     n = len(x)
     if backend == "numba":
-        from nevo.kernels import grad_cpu
+        from nevo.nets.kernels import grad_cpu
 
         if lay.kind == "conv":
             x = np.ascontiguousarray(x)
@@ -163,7 +165,7 @@ def vjp(tr: Trace, cot) -> np.ndarray:
 
 
 def _vjp_numba(tr: Trace, cot) -> np.ndarray:
-    """vjp with nevo.kernels.grad_cpu (tr.inputs are the layers' input activations)."""
+    """vjp with nevo.nets.kernels.grad_cpu (tr.inputs are the layers' input activations)."""
     return vjp_many(tr, np.asarray(cot, np.float64)[None])[0]
 
 
@@ -174,7 +176,7 @@ def vjp_many(tr: Trace, cots) -> np.ndarray:
     cots = np.asarray(cots, np.float64)
     if tr.backend != "numba":
         return np.stack([vjp(tr, c) for c in cots])
-    from nevo.kernels import grad_cpu
+    from nevo.nets.kernels import grad_cpu
 
     spec, n_k, n = tr.spec, len(cots), tr.n
     grad = np.zeros((n_k, spec.n_params))
@@ -228,7 +230,7 @@ def jvp(tr: Trace, v) -> np.ndarray:
 
 
 def _jvp_numba(tr: Trace, v) -> np.ndarray:
-    """jvp with nevo.kernels.grad_cpu: each layer's tangent is its forward with the weights'
+    """jvp with nevo.nets.kernels.grad_cpu: each layer's tangent is its forward with the weights'
     tangent (and the bias's) on its input, plus its forward of the input's tangent (no bias)."""
     spec = tr.spec
     dparams = spec.unflatten(np.asarray(v, np.float64))

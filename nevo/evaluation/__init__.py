@@ -1,0 +1,12 @@
+"""Evaluation: genomes and episode seeds in, per-episode results out, on this machine or a cluster.
+
+- `episodes`: what crosses the boundary (`Population`, `Episodes`, `Results`), plain arrays;
+- `setup`: the one place that makes an evaluator from the settings, the task and the run folder
+  (net, device, weight builder, memory check), for the driver and every cluster worker alike;
+- `pipeline`: the Atari pipeline (emulator groups stepped by ale-py's C++ threads, batched
+  inference overlapping them); `in_process`: the synchronous evaluator of tasks stepped in this
+  process (the maze, gymnasium and MuJoCo tasks);
+- `slot_weights`: the weights a policy reads, built per slot or for the whole population;
+- `experiences`: the observations kept per episode for safe mutations;
+- `cluster` (the driver) and `cluster_worker` (each Dask worker's side).
+"""
