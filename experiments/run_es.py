@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from nevo import cli, config, nets, runs, tasks
-from nevo.algos.es import ES
+from nevo.algos.es import ES, vector_norm
 from nevo.config import ConfigError
 from nevo.evaluation import setup
 from nevo.evaluation.cluster import ClusterError
@@ -110,7 +110,7 @@ def main(argv=None) -> int:
                 "score/elite_mean": algo.theta_score,  # the elite of ES is theta
                 "es/grad_norm": algo.grad_norm,
                 "es/step_norm": algo.step_norm,
-                "es/theta_norm": float(np.linalg.norm(algo.theta)),
+                "es/theta_norm": float(vector_norm(algo.theta)),
                 "episode/mean_length": float(np.mean(train.lengths)),
             }
             if norm is not None:  # the statistics theta was validated with, then the next generation's

@@ -68,6 +68,18 @@ def weighted_noise_sum(out, coeffs, offsets, table):
                 acc[j] += c0 * t0[j]
 
 
+@numba.njit(nogil=True, cache=True)
+def vector_norm(x) -> float:
+    """The Euclidean norm of a float32 vector, summed in float64 in index order: the same number on
+    every CPU (np.linalg.norm's BLAS sums in an order that depends on the CPU's kernels, and its
+    last bits differed between two machines)."""
+    acc = 0.0
+    for i in range(x.size):
+        v = np.float64(x[i])
+        acc += v * v
+    return np.sqrt(acc)
+
+
 def weighted_noise_sum_reference(coeffs, offsets, table, n_params) -> np.ndarray:
     """The plain NumPy twin of weighted_noise_sum, in float64."""
     out = np.zeros(n_params, np.float64)
@@ -193,8 +205,8 @@ class ES:
         # The optimizer descends its argument: the reference's -g + l2 * theta.
         step = self.opt.step(np.float32(self.cfg.l2) * self.theta - g)
         self.theta += step
-        self.grad_norm = float(np.linalg.norm(g))
-        self.step_norm = float(np.linalg.norm(step))
+        self.grad_norm = float(vector_norm(g))
+        self.step_norm = float(vector_norm(step))
         self.generation += 1
         return fitness
 
@@ -220,7 +232,7 @@ class ES:
             "score/elite_mean": self.theta_score,
             "es/grad_norm": self.grad_norm,
             "es/step_norm": self.step_norm,
-            "es/theta_norm": float(np.linalg.norm(self.theta)),
+            "es/theta_norm": float(vector_norm(self.theta)),
         }
 
     # ---- checkpoint -------------------------------------------------------------------
