@@ -149,3 +149,50 @@ def test_a_damaged_reference_batch_or_behaviours_file_is_a_damaged_file(damage, 
     damage(os.path.join(tmp_path, runs.BEHAVIOURS))
     with pytest.raises(runs.DamagedFile, match=f"{runs.BEHAVIOURS}: damaged"):
         runs.read_array(os.path.join(tmp_path, runs.BEHAVIOURS))
+
+
+def _metrics(folder, generations):
+    for g in range(generations):
+        runs.append_metrics(str(folder), {"generation": g, "score/elite_mean": float(g)})
+    return os.path.join(str(folder), runs.METRICS)
+
+
+def test_a_metrics_file_cut_in_a_checkpointed_generation_is_one_warning_on_resume(tmp_path, capsys):
+    """A last line cut short whose generation the checkpoint covers: resume keeps the rest and
+    says, in one line, which generation lacks its row."""
+    path = _metrics(tmp_path, 4)
+    with open(path, "rb+") as f:
+        f.truncate(os.path.getsize(path) - 10)
+    runs.trim_metrics(str(tmp_path), 4)
+    out = capsys.readouterr().out
+    assert out == (
+        f"warning: {path}: damaged lines skipped (1 line cut short or not JSON); "
+        "generation 3 lacks a metrics row\n"
+    )
+    assert [r["generation"] for r in runs.read_metrics(str(tmp_path))] == [0, 1, 2]
+
+
+def test_a_metrics_line_that_is_not_json_is_one_warning_naming_its_generation(tmp_path):
+    path = _metrics(tmp_path, 6)
+    with open(path) as f:
+        lines = f.readlines()
+    lines[2], lines[4] = "not json\n", lines[4][:12] + "\n"  # a line that is not JSON, one cut short
+    with open(path, "w") as f:
+        f.writelines([*lines, '{"generation": 6, "sc'])  # and the generation in flight, cut: no loss
+    said = []
+    runs.trim_metrics(str(tmp_path), 6, say=said.append)
+    assert said == [
+        f"warning: {path}: damaged lines skipped (3 lines cut short or not JSON); "
+        "generations 2, 4 lack a metrics row"
+    ]
+    assert [r["generation"] for r in runs.read_metrics(str(tmp_path))] == [0, 1, 3, 5]
+
+
+def test_an_intact_metrics_file_resumes_without_a_word(tmp_path):
+    path = _metrics(tmp_path, 5)
+    with open(path, "a") as f:
+        f.write('{"generation": 5, "sc')  # the generation in flight when the run was killed
+    said = []
+    runs.trim_metrics(str(tmp_path), 5, say=said.append)
+    runs.trim_metrics(str(tmp_path), 3, say=said.append)
+    assert said == [] and [r["generation"] for r in runs.read_metrics(str(tmp_path))] == [0, 1, 2]

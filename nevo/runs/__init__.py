@@ -293,23 +293,51 @@ def append_metrics(run_dir: str, row: dict) -> None:
 
 def read_metrics(run_dir: str) -> list[dict]:
     """Every complete metrics line (a line cut by a kill is skipped)."""
-    path = os.path.join(run_dir, METRICS)
-    rows = []
+    return _read_metrics(os.path.join(run_dir, METRICS))[0]
+
+
+def _read_metrics(path: str) -> tuple[list[dict], int]:
+    """The rows of a metrics file and how many of its lines were skipped (cut short or not JSON)."""
+    rows, damaged = [], 0
     if os.path.exists(path):
         with open(path) as f:
             for line in f:
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError:
-                    continue
-    return rows
+                    damaged += bool(line.strip())
+    return rows, damaged
 
 
-def trim_metrics(run_dir: str, generations: int) -> None:
-    """Keep the metrics of generations < `generations` (those the checkpoint covers)."""
-    rows = [r for r in read_metrics(run_dir) if r["generation"] < generations]
-    tmp = os.path.join(run_dir, METRICS + ".tmp")
+def _spans(numbers: list[int]) -> str:
+    """Sorted integers as runs: [3, 5, 6, 7] -> '3, 5-7'."""
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def trim_metrics(run_dir: str, generations: int, say=print) -> None:
+    """Keep the metrics of generations < `generations` (those the checkpoint covers). If some of
+    those generations have no row (a line cut short or not JSON, or missing), say so through say
+    in one warning line naming the file and the generations; a cut line of the generation that was
+    in flight is no loss and says nothing."""
+    path = os.path.join(run_dir, METRICS)
+    rows, damaged = _read_metrics(path)
+    rows = [r for r in rows if r["generation"] < generations]
+    missing = sorted(set(range(generations)) - {r["generation"] for r in rows})
+    if missing:
+        lines = f"{damaged} line{'s' if damaged != 1 else ''} cut short or not JSON"
+        damage = f"damaged lines skipped ({lines}); " if damaged else ""
+        which = (
+            f"generations {_spans(missing)} lack" if len(missing) > 1 else f"generation {missing[0]} lacks"
+        )
+        say(f"warning: {path}: {damage}{which} a metrics row")
+    tmp = path + ".tmp"
     with open(tmp, "w") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
-    _commit(tmp, os.path.join(run_dir, METRICS))
+    _commit(tmp, path)
