@@ -7,6 +7,7 @@ import pytest
 
 from nevo import runs
 from nevo.genomes.noise import NoiseSource, make_table
+from tests import tiny
 
 
 class RowsAreIndividuals:
@@ -63,14 +64,6 @@ def source(table):
     return NoiseSource(table, scale, sigma=0.01)
 
 
-# Settings for a real run small enough for CI: the small net, 6 individuals, 100-step episodes.
-TINY_RUN = [
-    "--preset", "quick", "--game", "frostbite", "--population", "6", "--truncation", "3",
-    "--elite-candidates", "2", "--validation-episodes", "2", "--frame-cap", "400",
-    "--noise-table-size", "1100000", "--env-slots", "4", "--threads", "1",
-]  # fmt: skip
-
-
 @pytest.fixture(scope="session")
 def tiny_runs(tmp_path_factory):
     """Two real tiny runs of one configuration (seeds 0 and 1), 2 generations each."""
@@ -78,5 +71,5 @@ def tiny_runs(tmp_path_factory):
 
     out = str(tmp_path_factory.mktemp("tiny_runs"))
     for seed in ("0", "1"):
-        assert run_ga.main([*TINY_RUN, "--frame-budget", "8000", "--seed", seed, "--out-dir", out]) == 0
+        assert run_ga.main([*tiny.ATARI, "--frame-budget", "8000", "--seed", seed, "--out-dir", out]) == 0
     return sorted(os.path.join(out, d) for d in os.listdir(out))

@@ -15,6 +15,7 @@ from nevo.nets.kernels import cpu, reference
 from nevo.nets.kernels.actions import actions_of
 from nevo.tasks import envs
 from tests.conftest import metrics_without_clock, run_folder
+from tests.tiny import PENDULUM
 
 
 def _case(rows=9):
@@ -113,18 +114,6 @@ class Unbounded(gym.Env):
 def test_unbounded_box_actions_are_refused_in_one_line():
     with pytest.raises(ConfigError, match="bounded 1-D Box"):
         tasks.task_for(EnvConfig(env="unbounded"), make_env=Unbounded)
-
-
-PENDULUM = [
-    "--env",
-    "Pendulum-v1",
-    "--population",
-    "8",
-    "--frame-budget",
-    "8000",
-    "--noise-table-size",
-    "1000000",
-]
 
 
 def test_es_and_the_ga_run_on_a_continuous_task_deterministically(tmp_path):

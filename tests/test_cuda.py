@@ -112,8 +112,8 @@ def test_run_ga_refuses_cuda_without_a_gpu(monkeypatch, capsys, tmp_path):
     if gpu_present():
         pytest.skip("a GPU is present")
     from experiments import run_ga
-    from tests.conftest import TINY_RUN
+    from tests.tiny import ATARI
 
-    code = run_ga.main([*TINY_RUN, "--device", "cuda", "--out-dir", str(tmp_path)])
+    code = run_ga.main([*ATARI, "--device", "cuda", "--out-dir", str(tmp_path)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("error: --device cuda: no CUDA GPU") and "\n" not in err

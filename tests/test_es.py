@@ -14,6 +14,7 @@ from nevo.config import ConfigError, ESConfig
 from nevo.evaluation.episodes import Results
 from nevo.genomes.noise import NoiseSource, WeightBuilder
 from tests.conftest import metrics_without_clock, run_folder
+from tests.tiny import CARTPOLE
 
 P = 40  # parameters of the toy problems
 
@@ -147,18 +148,6 @@ def test_bad_es_settings_name_the_field_and_what_is_allowed(argv, words):
 def test_an_odd_population_is_fine_without_mirroring():
     cfg, _, _ = parse_args(["--env", "CartPole-v1", "--population", "63", "--mirrored", "0"], "", ES_PRESETS)
     assert cfg.es.population == 63 and cfg.net.net == "mlp"
-
-
-CARTPOLE = [
-    "--env",
-    "CartPole-v1",
-    "--population",
-    "32",
-    "--validation-episodes",
-    "3",
-    "--noise-table-size",
-    "200000",
-]
 
 
 results = metrics_without_clock

@@ -17,6 +17,7 @@ from nevo.genomes.noise import WeightBuilder
 from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy, reference
 from tests.conftest import metrics_without_clock, run_folder
+from tests.tiny import PENDULUM
 
 
 def test_a_folded_net_on_raw_observations_is_the_net_on_normalised_ones():
@@ -63,13 +64,12 @@ def test_the_evaluator_counts_the_observations_of_the_chosen_episodes_only():
     assert s.shape == (3,) and np.all(sq >= 0) and np.all(np.abs(s) <= count * 8)
 
 
-PENDULUM = ["--env", "Pendulum-v1", "--population", "8", "--frame-budget", "8000", "--noise-table-size",
-            "1000000", "--obs-norm", "1"]  # fmt: skip
+NORMED = [*PENDULUM, "--obs-norm", "1"]
 
 
 @pytest.fixture(scope="module")
 def normed_run(tmp_path_factory):
-    return run_folder(run_es.main, PENDULUM, str(tmp_path_factory.mktemp("normed")))
+    return run_folder(run_es.main, NORMED, str(tmp_path_factory.mktemp("normed")))
 
 
 def test_an_es_run_gathers_statistics_and_saves_them_with_theta(normed_run):

@@ -13,7 +13,8 @@ import pytest
 from experiments import run_ga
 from nevo import nets, runs
 from nevo.genomes import noise
-from tests.conftest import TINY_RUN, metrics_without_clock, run_folder
+from tests.conftest import metrics_without_clock, run_folder
+from tests.tiny import ATARI
 
 BUDGET = ["--frame-budget", "16000"]  # 4 generations of 10 capped episodes (401 frames each)
 results = metrics_without_clock
@@ -21,7 +22,7 @@ results = metrics_without_clock
 
 def run(tmp, *extra):
     """Run the main job in-process; return its run folder."""
-    return run_folder(run_ga.main, [*TINY_RUN, *BUDGET, *extra], os.path.join(tmp, "runs"))
+    return run_folder(run_ga.main, [*ATARI, *BUDGET, *extra], os.path.join(tmp, "runs"))
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +80,7 @@ def test_other_seed_other_run(reference_run, tmp_path):
 def test_killed_run_resumes_to_the_same_generations(reference_run, tmp_path):
     """SIGKILL mid-run, then --resume: the metrics equal those of the uninterrupted run."""
     out = str(tmp_path / "runs")
-    cmd = [sys.executable, "-m", "experiments.run_ga", *TINY_RUN, *BUDGET, "--out-dir", out]
+    cmd = [sys.executable, "-m", "experiments.run_ga", *ATARI, *BUDGET, "--out-dir", out]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     folder = None

@@ -11,26 +11,13 @@ from nevo import runs
 from nevo.cli import NS_PRESETS, build_parser, parse_args
 from nevo.config import ConfigError
 from tests.conftest import metrics_without_clock, run_folder
-
-TINY = [
-    "--env",
-    "maze",
-    "--population",
-    "6",
-    "--truncation",
-    "3",
-    "--noise-table-size",
-    "1100000",
-    "--env-slots",
-    "6",
-]
-
+from tests.tiny import MAZE
 
 results = metrics_without_clock
 
 
 def ns_run(out, *extra):
-    return run_folder(run_ns.main, [*TINY, *extra], out)
+    return run_folder(run_ns.main, [*MAZE, *extra], out)
 
 
 @pytest.mark.parametrize("algo", ["ga-ns", "nsra-es"])
