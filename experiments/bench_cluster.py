@@ -123,7 +123,7 @@ def main(argv=None) -> int:
             ga = genomes(cfg, a.generations)
             population, episodes = ga.ask()
             bases = cfg.ga.truncation + 1
-            local, _ = setup.evaluator(cfg, task, spec, "cpu", "", table, n, bases)
+            local, _ = setup.local_evaluator(cfg, task, spec, "cpu", table, None, None, n)
             try:
                 base = timed(local, population, episodes)
             finally:

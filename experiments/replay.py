@@ -29,12 +29,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from nevo import config, nets, runs, tasks
+from nevo import config, runs, tasks
 from nevo.evaluation import setup
 from nevo.evaluation.episodes import Episodes, Population
-from nevo.genomes import noise, safe_build
-from nevo.nets import obs_norm
+from nevo.genomes import noise
 from nevo.nets.kernels import make_policy
+from nevo.runs import elite as elite_files
 from nevo.tasks import envs
 
 GIF_MAX_BYTES = 5_000_000
@@ -70,59 +70,6 @@ def parse(argv):
     if args.seed < 0:
         raise config.ConfigError(f"--seed: got {args.seed}, allowed: an integer >= 0")
     return args
-
-
-def elite_file(run_dir: str, which: str = "best") -> str:
-    """The file that holds the individual to test: best.json for "best" where the run has one
-    (the GA), else elite.json."""
-    if which == "best" and os.path.isfile(os.path.join(run_dir, runs.BEST)):
-        return runs.BEST
-    return runs.ELITE
-
-
-def load_elite(run_dir: str, which: str = "best", fold: bool = True):
-    """(config, elite dict, NetSpec, (P,) float32 weights): rebuilt from the seed list of
-    elite_file(run_dir, which), or for an ES run, theta as saved; with --obs-norm 1, folded with
-    the observation statistics it was validated with unless fold=False (obs_stats reads them)."""
-    for name in (runs.CONFIG, runs.ELITE):
-        if not os.path.isfile(os.path.join(run_dir, name)):
-            why = "not a run folder" if name == runs.CONFIG else "no elite yet (no generation finished)"
-            raise config.ConfigError(f"{run_dir}: {why} (no {name})")
-    cfg = config.load(os.path.join(run_dir, runs.CONFIG))
-    name = elite_file(run_dir, which)
-    elite = {**runs.read_json(os.path.join(run_dir, name)), "file": name}
-    need = ("generation", "validation_mean")
-    need += ("theta",) if "theta" in elite else ("seeds", "noise_table_size", "noise_seed", "sigma")
-    missing = [k for k in need if k not in elite]
-    if missing:
-        raise runs.DamagedFile(f"{os.path.join(run_dir, name)}: damaged, no {', '.join(missing)}")
-    spec = setup.net_for(cfg, tasks.task_for(cfg.env))
-    if "theta" in elite:  # ES: the elite is theta itself
-        theta = runs.read_array(os.path.join(run_dir, elite["theta"]))
-        if theta.shape != (spec.n_params,):
-            path = os.path.join(run_dir, elite["theta"])
-            raise runs.DamagedFile(f"{path}: damaged, shape {theta.shape} for a net of {spec.n_params:,}")
-        stats = obs_stats(run_dir, elite, spec)
-        if stats is not None and fold:  # the observation statistics theta was validated with
-            theta = obs_norm.fold(spec, theta[None].astype(np.float32), stats[0], stats[1])[0]
-        return cfg, elite, spec, theta
-    table = noise.make_table(elite["noise_table_size"], elite["noise_seed"])
-    # A safe mutation's step also reads its parent's experiences, kept in the run folder.
-    weights = safe_build.rebuild(elite.get("mutation", "gaussian"), spec, elite["seeds"], table,
-                                 nets.init_scale(spec), elite["sigma"],
-                                 lambda genome: runs.load_experiences(run_dir, genome))  # fmt: skip
-    return cfg, elite, spec, weights
-
-
-def obs_stats(run_dir: str, elite: dict, spec) -> np.ndarray | None:
-    """(2, n) the observation mean and std an ES elite with --obs-norm 1 was validated with, or None."""
-    if "obs_norm" not in elite:
-        return None
-    path = os.path.join(run_dir, elite["obs_norm"])
-    stats = runs.read_array(path)
-    if stats.shape != (2, spec.layers[0].cin):
-        raise runs.DamagedFile(f"{path}: damaged, shape {stats.shape} for {spec.layers[0].cin} inputs")
-    return stats
 
 
 class Status:
@@ -276,7 +223,7 @@ def main(argv=None) -> int:
         args = parse(argv)
         if args.gif:  # MuJoCo renders offscreen without a display (read when its renderer is made)
             os.environ.setdefault("MUJOCO_GL", "egl")
-        cfg, elite, spec, weights = load_elite(args.run_dir, args.elite)
+        cfg, elite, spec, weights = elite_files.load(args.run_dir, args.elite)
         task = tasks.task_for(replace(cfg.env, frame_cap=args.frame_cap))
         if args.gif and isinstance(task, tasks.Maze):
             raise config.ConfigError(

@@ -28,13 +28,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from experiments.replay import load_elite, obs_stats
 from nevo import config, tasks
 from nevo.evaluation import setup
 from nevo.evaluation.episodes import Episodes, Population
 from nevo.genomes import noise
 from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy
+from nevo.runs.elite import load as load_elite
+from nevo.runs.elite import obs_stats
 
 SIGMAS = (0.0, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
 COLOURS = {"es": "tab:blue", "ga": "tab:red", "rs": "tab:gray"}
@@ -96,7 +97,7 @@ def measure(run_dir: str, a) -> dict:
         evaluator.close()
     per_policy = res.returns.reshape(len(rows), a.episodes).mean(axis=1)
     returns = per_policy.reshape(len(a.sigmas), a.perturbations)
-    algo = cfg.ns.algo if hasattr(cfg, "ns") else cfg.algo
+    algo = cfg.algo
     return {"run": run_dir, "algo": algo, "obs_norm": stats is not None, "env": task.name,
             "sigmas": list(a.sigmas), "returns": returns.tolist(),
             "frames": int(res.total_frames)}  # fmt: skip

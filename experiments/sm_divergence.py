@@ -24,12 +24,12 @@ import time
 
 import numpy as np
 
-from experiments.replay import load_elite
 from nevo import nets, tasks
 from nevo.config import ConfigError
 from nevo.evaluation.episodes import Population
 from nevo.genomes import safe_mutation as sm
 from nevo.nets.kernels import make_policy
+from nevo.runs.elite import load as load_elite
 from nevo.tasks import envs
 
 

@@ -1,3 +1,26 @@
-"""nevo: deep neuroevolution (GA, ES, random search, novelty search) on Atari, fast, in Python."""
+"""nevo: deep neuroevolution (the deep GA, random search, OpenAI-ES, novelty search, safe mutations)
+on Atari from pixels, a deceptive maze, gymnasium and MuJoCo tasks, fast, in Python that Numba
+compiles.
 
-__version__ = "0.1.0"
+    import nevo
+    result = nevo.train("ga", env="CartPole-v1", frames=300_000)   # any of the seven algorithms
+    policy = nevo.load_policy(result.run_dir)                        # policy.act(observation)
+
+The package follows the data flow: nevo.config and nevo.cli (settings), nevo.tasks (what an agent
+plays), nevo.genomes (seed lists and mutations), nevo.nets (networks and their kernels),
+nevo.evaluation (episodes in, results out, here or on a cluster), nevo.algos (the algorithms),
+nevo.runs (the generation loop and run folders). `train` and `load_policy` (nevo.api) are
+imported on first use, so that `import nevo` stays light.
+"""
+
+from nevo.version import __version__
+
+__all__ = ["__version__", "load_policy", "train"]
+
+
+def __getattr__(name: str):
+    if name in ("train", "load_policy", "Policy", "TrainResult"):
+        from nevo import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'nevo' has no attribute {name!r}")

@@ -16,18 +16,18 @@ from dataclasses import dataclass, replace
 
 from nevo import tasks
 from nevo.config import (
+    FAMILIES,
     RESUMABLE,
     Config,
     ConfigError,
     EnvConfig,
     ESConfig,
-    ESRunConfig,
     GAConfig,
     NetConfig,
     NSConfig,
-    NSRunConfig,
     RunConfig,
     all_fields,
+    family_section,
     flag,
     load,
     override,
@@ -60,70 +60,83 @@ PRESETS: dict[str, Config] = {
     ),
 }
 
-ES_PRESETS: dict[str, ESRunConfig] = {
+ES_PRESETS: dict[str, Config] = {
     # The reference OpenAI-ES Atari run (Uber's GPU es_atari_config): 5,000 perturbations
     # in mirrored pairs, sigma 0.02, Adam 0.01, L2 0.005, centered ranks, the small net with
     # virtual batch norm over 128 reference observations.
-    "paper": ESRunConfig(net=NetConfig(net="small", vbn=128)),
+    "paper": Config(net=NetConfig(net="small", vbn=128), algo="es"),
     # OpenAI-ES on MuJoCo (Salimans et al. 2017; the values of OpenAI's released configuration):
     # the 2 x 64 tanh policy of the paper's MuJoCo comparison, sigma 0.02, Adam 0.01, L2 0.005,
     # centered ranks, mirrored pairs, observation statistics from 1% of the episodes, 10,000
     # episodes a generation. Our picks: 30 validation episodes, Humanoid-v5 (--env for another
     # robot). Left out: the code's action noise (std 0.01 on training actions) and its clip of
     # normalised observations to [-5, 5] (nevo.nets.obs_norm says why).
-    "mujoco": ESRunConfig(
+    "mujoco": Config(
         env=EnvConfig(env="Humanoid-v5"),
         net=NetConfig(net="mlp-tanh"),
         es=ESConfig(population=10_000, obs_norm=1),
         preset="mujoco",
+        algo="es",
     ),
     # Minutes on 2 cores: a small population, short validation.
-    "quick": ESRunConfig(
+    "quick": Config(
         net=NetConfig(net="small", vbn=128),
         es=ESConfig(population=64, validation_episodes=5),
         run=RunConfig(frame_budget=3_000_000, noise_table_size=32_000_000),
         preset="quick",
+        algo="es",
     ),
 }
 
-NS_PRESETS: dict[str, NSRunConfig] = {
+# Novelty search's presets run on the maze with the small net unless they name another task.
+_MAZE, _SMALL = EnvConfig(env="maze"), NetConfig(net="small")
+NS_PRESETS: dict[str, Config] = {
     # The deceptive maze, minutes per seed on 2 cores: the small net, 64 individuals, 200-step
     # episodes (frames = agent steps), GA-NS by default (--algo picks the others).
-    "quick": NSRunConfig(
+    "quick": Config(
+        env=_MAZE,
+        net=_SMALL,
         ns=NSConfig(population=64, truncation=10, sigma=0.005, validation_episodes=1),
         run=RunConfig(frame_budget=1_000_000, noise_table_size=32_000_000),
         preset="quick",
+        algo="ga-ns",
     ),
     # Such et al.'s GA-NS scale on the maze (population 1000, T 20); the ES family as Conti et al.
-    "paper": NSRunConfig(ns=NSConfig(sigma=0.005), run=RunConfig(frame_budget=200_000_000), preset="paper"),
+    "paper": Config(
+        env=_MAZE,
+        net=_SMALL,
+        ns=NSConfig(sigma=0.005),
+        run=RunConfig(frame_budget=200_000_000),
+        preset="paper",
+        algo="ga-ns",
+    ),  # fmt: skip
     # Conti et al. 2018's humanoid runs (the values of Uber's released configuration): NSR-ES in
     # the deceptive trap, 1,000 perturbations a generation in mirrored pairs, sigma 0.02, Adam
     # 0.01, L2 0.005, a meta-population of 5, novelty over the 10 nearest final (x, y), the
     # 2 x 256 tanh policy, OpenAI-ES's observation normalisation. Not here: the code's action
     # noise. --algo ns-es or nsra-es for the others.
-    "humanoid": NSRunConfig(
+    "humanoid": Config(
         env=EnvConfig(env="HumanoidTrap-v5"),
         net=NetConfig(net="mlp-tanh-256"),
-        ns=NSConfig(algo="nsr-es", population=1000, sigma=0.02, meta_population=5, obs_norm=1),
+        ns=NSConfig(population=1000, sigma=0.02, meta_population=5, obs_norm=1),
         preset="humanoid",
+        algo="nsr-es",
     ),
 }
 # Presets made for one kind of task: the task's defaults are not applied over them (they fill in
 # what the command line leaves open for the other presets, as for --preset paper on CartPole-v1).
 TASK_PRESETS = ("mujoco", "humanoid")
-# What an algorithm brings where the command line is silent: the ES family of novelty search
-# steps with OpenAI-ES's sigma 0.02, and NSRA-ES starts with all weight on reward (Conti et al.
-# 2018; NSR-ES keeps 0.5).
+# The presets of each family's command (run_ga, run_es, run_ns), by its settings section.
+PRESETS_OF = {"ga": PRESETS, "es": ES_PRESETS, "ns": NS_PRESETS}
+# What an algorithm brings where the command line is silent: random search has no parents; the
+# ES family of novelty search steps with OpenAI-ES's sigma 0.02, and NSRA-ES starts with all
+# weight on reward (Conti et al. 2018; NSR-ES keeps 0.5).
 ALGORITHM_DEFAULTS = {
+    "rs": {"truncation": 0},
     "ns-es": {"sigma": 0.02},
     "nsr-es": {"sigma": 0.02},
     "nsra-es": {"sigma": 0.02, "reward_weight": 1.0},
 }
-
-
-def algorithm(cfg) -> str:
-    """The algorithm a config runs: ga, rs, es, or the novelty one (cfg.ns.algo)."""
-    return cfg.ns.algo if isinstance(cfg, NSRunConfig) else cfg.algo
 
 
 def apply_defaults(cfg, given=(), task_defaults=True):
@@ -132,7 +145,7 @@ def apply_defaults(cfg, given=(), task_defaults=True):
     named in `given` (the names set explicitly); `--env frostbite` becomes `--env atari --game
     frostbite` first."""
     cfg = replace(cfg, env=tasks.normalize_env(cfg.env))
-    name = algorithm(cfg)
+    name = cfg.algo
     family = "ga" if name == "rs" else name  # random search is the GA's loop
     by_task = tasks.defaults_of(cfg.env, family) if task_defaults else {}
     for defaults in (by_task, ALGORITHM_DEFAULTS.get(name, {})):
@@ -140,10 +153,11 @@ def apply_defaults(cfg, given=(), task_defaults=True):
     return cfg
 
 
-def check(cfg, make_env=None):
-    """Validate cfg (ranges, then its task's checks); returns (cfg, its task)."""
+def check(cfg, make_env=None, behaviour=None):
+    """Validate cfg (ranges, then its task's checks); returns (cfg, its task). make_env and
+    behaviour: a user's own environment and behaviour function (nevo.tasks.task_for)."""
     cfg = validate(cfg)
-    task = tasks.task_for(cfg.env, make_env)
+    task = tasks.task_for(cfg.env, make_env, behaviour)
     task.check(cfg.net)
     return cfg, task
 
@@ -154,9 +168,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(description: str, presets=None) -> argparse.ArgumentParser:
-    """A parser with --preset, --resume and one flag per setting (default: the preset's)."""
+    """A parser with --preset, --resume, --algo where the family has several, and one flag per
+    setting its algorithms read (default: the preset's)."""
     presets = presets or PRESETS
-    root = type(next(iter(presets.values())))
+    section = family_section(next(iter(presets.values())).algo)
     p = _Parser(
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -184,7 +199,11 @@ def build_parser(description: str, presets=None) -> argparse.ArgumentParser:
         metavar="N",
         help="with --cluster: episodes per chunk handed to a worker (default: 0, 2 chunks per worker)",
     )
-    for group, f in all_fields(root):
+    algos = FAMILIES[section]
+    if len(algos) > 1:
+        p.add_argument("--algo", choices=algos, default=None,
+                       help=f"the algorithm ({_preset_defaults(presets, None, 'algo')})")  # fmt: skip
+    for group, f in all_fields(algos[0]):
         kind = {"int": int, "float": float, "str": str}[f.type]
         p.add_argument(
             flag(f.name),
@@ -192,32 +211,30 @@ def build_parser(description: str, presets=None) -> argparse.ArgumentParser:
             type=lambda s, k=kind, n=f.name: _convert(k, n, s),
             default=None,
             metavar=kind.__name__.upper(),
-            help=f"{f.metadata['help']} ({_preset_defaults(presets, group, f.name)}{_brought(root, f.name)})",
+            help=f"{f.metadata['help']} ({_preset_defaults(presets, group, f.name)}"
+            f"{_brought(algos, f.name)})",
         )
     return p
 
 
 def _preset_defaults(presets: dict, group: str, name: str) -> str:
     """'paper: 1000, rs: 1000, quick: 64' or, where all presets agree, 'default: 1000'."""
-    values = {p: getattr(getattr(c, group), name) for p, c in presets.items()}
+    values = {p: getattr(getattr(c, group) if group else c, name) for p, c in presets.items()}
     if len(set(values.values())) == 1:
         return f"default: {next(iter(values.values()))}"
     return ", ".join(f"{p}: {v}" for p, v in values.items())
 
 
-# The algorithms of each root, as the keys of tasks' DEFAULTS and ALGORITHM_DEFAULTS name them.
-FAMILIES = {Config: ("ga",), ESRunConfig: ("es",), NSRunConfig: ("ga-ns", "ns-es", "nsr-es", "nsra-es")}
-
-
-def _brought(root, name: str) -> str:
+def _brought(algos, name: str) -> str:
     """'; where not set: gymnasium tasks 64, maze 0.005' (the task and algorithm defaults of a
-    setting that apply to this root's algorithms), or ''."""
+    setting that apply to these algorithms), or ''."""
     sources = [(kind.LABEL, kind.DEFAULTS) for kind in tasks.KINDS] + [("", ALGORITHM_DEFAULTS)]
+    algos = [a for a in algos if a != "rs"]  # random search is the GA's loop: its defaults are "ga"'s
     said = []
     for label, defaults in sources:
-        for algo in FAMILIES[root]:
+        for algo in algos:
             if name in defaults.get(algo, {}):
-                who = " ".join(w for w in (label, algo if len(FAMILIES[root]) > 1 or not label else "") if w)
+                who = " ".join(w for w in (label, algo if len(algos) > 1 or not label else "") if w)
                 said.append(f"{who} {defaults[algo][name]}")
     return f"; where not set: {', '.join(dict.fromkeys(said))}" if said else ""
 
@@ -246,9 +263,8 @@ def parse_args(argv, description: str, presets=None) -> tuple:
     """Parse argv into (checked config, resume dir or None, ClusterSettings or None); presets:
     PRESETS, ES_PRESETS or NS_PRESETS. On resume the run folder's config is taken as it was written."""
     presets = presets or PRESETS
-    root = type(next(iter(presets.values())))
     args = build_parser(description, presets).parse_args(argv)
-    cfg, resume = _config_of(args, presets, root)
+    cfg, resume = _config_of(args, presets, family_section(next(iter(presets.values())).algo))
     cluster = None
     if args.cluster:
         require(args.cluster_timeout > 0, "cluster_timeout", "> 0", args.cluster_timeout)
@@ -257,19 +273,21 @@ def parse_args(argv, description: str, presets=None) -> tuple:
     return cfg, resume, cluster
 
 
-def _config_of(args, presets, root) -> tuple:
-    """(checked config, resume dir or None) of parsed args."""
-    given = {f.name: getattr(args, f.name) for _, f in all_fields(root) if getattr(args, f.name) is not None}
+def _config_of(args, presets, section: str) -> tuple:
+    """(checked config, resume dir or None) of parsed args; section: the family's (ga, es, ns)."""
+    algo = getattr(args, "algo", None)
+    fields_ = all_fields(FAMILIES[section][0])
+    given = {f.name: getattr(args, f.name) for _, f in fields_ if getattr(args, f.name) is not None}
     if args.resume:
         path = os.path.join(args.resume, "config.json")
         if not os.path.isfile(path):
             raise ConfigError(f"--resume: {args.resume!r} is not a run folder (no config.json)")
         cfg = load(path)
-        if type(cfg) is not root:
+        if family_section(cfg.algo) != section:
             raise ConfigError(
                 f"--resume: {args.resume!r} is a run of {cfg.algo!r}; resume it with its own command"
             )
-        changed = set(given) - RESUMABLE
+        changed = (set(given) | ({"algo"} if algo not in (None, cfg.algo) else set())) - RESUMABLE
         if changed:
             raise ConfigError(
                 f"--resume: only {', '.join(flag(n) for n in sorted(RESUMABLE))} may change on "
@@ -281,5 +299,6 @@ def _config_of(args, presets, root) -> tuple:
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ConfigError(f"--preset: unknown preset {args.preset!r}{hint}; allowed: {', '.join(presets)}")
     by_task = args.preset not in TASK_PRESETS
-    cfg = apply_defaults(override(presets[args.preset], given), given, task_defaults=by_task)
+    start = presets[args.preset] if algo is None else replace(presets[args.preset], algo=algo)
+    cfg = apply_defaults(override(start, given), given, task_defaults=by_task)
     return check(cfg)[0], None

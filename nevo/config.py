@@ -4,11 +4,13 @@ Every setting is a field with a one-line help text (the command line's --help, n
 them all). Values are checked once, in `validate`, and a bad value raises `ConfigError` with a
 message naming the field and what is allowed (the command line prints it on one line).
 
-Three roots, one per family of algorithms: `Config` (the deep GA and random search, Such et al.
-2017, arXiv 1712.06567), `ESRunConfig` (OpenAI-ES, Salimans et al. 2017, arXiv 1703.03864) and
-`NSRunConfig` (novelty search: GA-NS, Such et al.; NS-ES, NSR-ES, NSRA-ES, Conti et al. 2018,
-arXiv 1712.06560). Their presets, and the defaults each task and algorithm brings where the
-command line is silent, are nevo.cli's.
+One root, `Config`, for every algorithm: `algo` names it (ga and rs: the deep GA and random
+search, Such et al. 2017, arXiv 1712.06567; es: OpenAI-ES, Salimans et al. 2017, arXiv 1703.03864;
+ga-ns, ns-es, nsr-es, nsra-es: novelty search, Such et al. and Conti et al. 2018, arXiv 1712.06560),
+and its settings are the env, net and run sections plus the section of its family (`ga`, `es`
+or `ns`, `family_section`). The same Python code runs any of the seven by changing `algo`. The
+presets, and the defaults each task and algorithm brings where the command line is silent, are
+nevo.cli's.
 """
 
 from __future__ import annotations
@@ -89,7 +91,6 @@ class ESConfig:
 
 @dataclass(frozen=True)
 class NSConfig:
-    algo: str = setting("ga-ns", "ga-ns (Such et al.), ns-es, nsr-es or nsra-es (Conti et al.)")
     population: int = setting(1000, "individuals (GA-NS) or perturbations (ES family) per generation")
     sigma: float = setting(0.002, "mutation power (GA-NS) or ES noise std (ES family: 0.02 unless set)")
     truncation: int = setting(20, "GA-NS: top individuals by novelty that may be parents")
@@ -140,39 +141,42 @@ class RunConfig:
     )
 
 
+ALGOS = ("ga", "rs", "es", "ga-ns", "ns-es", "nsr-es", "nsra-es")
+NS_ALGOS = ("ga-ns", "ns-es", "nsr-es", "nsra-es")  # novelty search: its section is `ns`
+NS_ES_FAMILY = ("ns-es", "nsr-es", "nsra-es")  # novelty search's ES algorithms
+FAMILIES = {"ga": ("ga", "rs"), "es": ("es",), "ns": NS_ALGOS}  # section -> the algorithms it serves
+
+
 @dataclass(frozen=True)
 class Config:
+    """Every setting of a run: the task, the net, each family's section, the run's own."""
+
     env: EnvConfig = EnvConfig()
     net: NetConfig = NetConfig()
     ga: GAConfig = GAConfig()
+    es: ESConfig = ESConfig()
+    ns: NSConfig = NSConfig()
     run: RunConfig = RunConfig()
     preset: str = "paper"
     algo: str = "ga"
 
 
-@dataclass(frozen=True)
-class ESRunConfig:
-    env: EnvConfig = EnvConfig()
-    net: NetConfig = NetConfig()
-    es: ESConfig = ESConfig()
-    run: RunConfig = RunConfig()
-    preset: str = "paper"
-    algo: str = "es"
+def family_section(algo: str) -> str:
+    """The section of an algorithm's settings: ga (ga, rs), es, or ns (the novelty ones)."""
+    for name, algos in FAMILIES.items():
+        if algo in algos:
+            return name
+    raise ConfigError(f"--algo: got {algo!r}, allowed: {', '.join(ALGOS)}")
 
 
-@dataclass(frozen=True)
-class NSRunConfig:
-    env: EnvConfig = EnvConfig(env="maze")
-    net: NetConfig = NetConfig(net="small")
-    ns: NSConfig = NSConfig()
-    run: RunConfig = RunConfig()
-    preset: str = "paper"
-    algo: str = "ns"
+def section(cfg):
+    """The settings section of cfg's algorithm (cfg.ga, cfg.es or cfg.ns)."""
+    return getattr(cfg, family_section(cfg.algo))
 
 
-def groups(cls) -> tuple[str, ...]:
-    """The setting groups of a root config class, e.g. ("env", "net", "ga", "run")."""
-    return tuple(f.name for f in fields(cls) if dataclasses.is_dataclass(f.default))
+def groups(algo: str = "ga") -> tuple[str, ...]:
+    """The setting groups an algorithm reads, e.g. ("env", "net", "ga", "run")."""
+    return ("env", "net", family_section(algo), "run")
 
 
 def flag(name: str) -> str:
@@ -180,28 +184,30 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def all_fields(root=Config):
-    """(group, field) for every setting of a root config class, in --help order."""
-    for group in groups(root):
-        for f in fields(getattr(root(), group)):
+def all_fields(algo: str = "ga"):
+    """(group, field) for every setting an algorithm reads, in --help order."""
+    for group in groups(algo):
+        for f in fields(getattr(Config(), group)):
             yield group, f
 
 
-def root_of(algo: str):
-    """The root config class of an algorithm name."""
-    return {"es": ESRunConfig, "ns": NSRunConfig}.get(algo, Config)
-
-
 def to_dict(cfg) -> dict:
-    return dataclasses.asdict(cfg)
+    """The settings cfg's algorithm reads (the other families' sections are left out), as JSON."""
+    return {**{g: dataclasses.asdict(getattr(cfg, g)) for g in groups(cfg.algo)}, "preset": cfg.preset,
+            "algo": cfg.algo}  # fmt: skip
 
 
 def from_dict(d: dict):
-    """Rebuild a config from `to_dict` output (its class from d["algo"]); unknown keys are an error."""
-    root = root_of(d.get("algo", "ga"))
+    """Rebuild a config from `to_dict` output; unknown keys are an error. Run folders written
+    before the one root said {"algo": "ns", "ns": {"algo": "nsr-es", ...}}: read as nsr-es."""
+    d = dict(d)
+    if d.get("algo") == "ns":
+        ns = dict(d.get("ns", {}))
+        d["algo"], d["ns"] = ns.pop("algo", "ga-ns"), ns
+    algo = d.get("algo", "ga")
     kwargs = {}
-    defaults = root()
-    for group in groups(root):
+    defaults = Config()
+    for group in groups(algo):
         cls = type(getattr(defaults, group))
         values = dict(d.get(group, {}))
         if group == "run" and "batch_size" in values:  # its name in run folders before 2026-11-22
@@ -216,7 +222,7 @@ def from_dict(d: dict):
                 article = "an" if kinds[name] == "int" else "a"
                 raise ConfigError(f"{flag(name)}: got {value!r}, allowed: {article} {kinds[name]}")
         kwargs[group] = cls(**values)
-    return root(**kwargs, preset=d.get("preset", "paper"), algo=d.get("algo", "ga"))
+    return Config(**kwargs, preset=d.get("preset", "paper"), algo=algo)
 
 
 def save(cfg: Config, path: str, extra: dict | None = None) -> None:
@@ -256,14 +262,15 @@ def load(path: str):
 
 
 def _from_saved(d: dict):
-    names = {"preset", "algo", *groups(root_of(d.get("algo", "ga")))}
+    names = {"preset", "algo", "env", "net", "ga", "es", "ns", "run"}
     return from_dict({k: v for k, v in d.items() if k in names})
 
 
 def override(cfg, values: dict):
-    """Return cfg with {field name: value} replaced, each name looked up in its group."""
-    by_group = {g: {} for g in groups(type(cfg))}
-    lookup = {f.name: g for g, f in all_fields(type(cfg))}
+    """Return cfg with {field name: value} replaced, each name looked up in the groups of cfg's
+    algorithm (population, sigma, ...: its family's section)."""
+    by_group = {g: {} for g in groups(cfg.algo)}
+    lookup = {f.name: g for g, f in all_fields(cfg.algo)}
     for name, value in values.items():
         if name not in lookup:
             raise ConfigError(f"unknown setting {name!r}")
@@ -278,34 +285,38 @@ def require(ok: bool, name: str, allowed: str, value) -> None:
 
 
 def mutation_of(cfg) -> str:
-    """The GA's (or GA-NS's) --mutation; ES runs have none: "gaussian"."""
-    group = getattr(cfg, "ga", None) or getattr(cfg, "ns", None)
-    return getattr(group, "mutation", "gaussian")
+    """The GA's (or GA-NS's) --mutation; the ES families have none: "gaussian"."""
+    return getattr(section(cfg), "mutation", "gaussian") if cfg.algo in ("ga", "rs", "ga-ns") else "gaussian"
 
 
 def obs_norm_of(cfg) -> bool:
     """Whether an ES run (or one of novelty search's ES family) normalises observations
     (--obs-norm 1); other runs do not."""
-    return bool(getattr(getattr(cfg, "es", None) or getattr(cfg, "ns", None), "obs_norm", 0))
+    return bool(section(cfg).obs_norm) if cfg.algo in ("es", *NS_ES_FAMILY) else False
 
 
 def validate(cfg):
     """Check every value's range once; raise ConfigError naming the field and what is allowed.
     What depends on the environment (a game's name, a net that needs images) its task checks
     (nevo.tasks)."""
-    from nevo.nets import NAMED_LAYERS
+    from nevo.nets import NAMED_LAYERS, layers_of
 
     e, n, r = cfg.env, cfg.net, cfg.run
     require(e.frame_cap > 0, "frame_cap", "an integer > 0", e.frame_cap)
     require(e.noop_max >= 1, "noop_max", "an integer >= 1", e.noop_max)
     require(e.frameskip >= 1, "frameskip", "an integer >= 1", e.frameskip)
-    require(n.net in NAMED_LAYERS, "net", ", ".join(NAMED_LAYERS), n.net)
+    try:
+        layers = layers_of(n.net)
+    except ValueError:
+        layers = None
+    allowed = f"{', '.join(NAMED_LAYERS)}, or dense:W1,W2,... / dense-tanh:W1,W2,... (hidden widths)"
+    require(layers is not None, "net", allowed, n.net)
     require(n.vbn == 0 or n.vbn >= 2, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
     require(n.actions in ("auto", "bins"), "actions", "auto or bins", n.actions)
     mutation = mutation_of(cfg)
     require(n.vbn == 0 or mutation == "gaussian", "vbn", "0 with a safe mutation (its gradients are "
             "taken without virtual batch norm's fold)", n.vbn)  # fmt: skip
-    tanh = any(item[0] == "dense" and item[2:] == ("tanh",) for item in NAMED_LAYERS[n.net])
+    tanh = any(item[0] == "dense" and item[2:] == ("tanh",) for item in layers)
     require(n.vbn == 0 or not tanh, "vbn", f"0 with the {n.net} net (its fold assumes ReLU units)", n.vbn)
     ok = "gaussian with the {} net (the safe mutations' gradients are ReLU nets')"
     require(mutation == "gaussian" or not tanh, "mutation", ok.format(n.net), mutation)
@@ -313,10 +324,11 @@ def validate(cfg):
     require(
         n.vbn == 0 or not obs_norm, "vbn", "0 with --obs-norm 1 (one fold of the weights at a time)", n.vbn
     )
-    if isinstance(cfg, ESRunConfig):
+    require(cfg.algo in ALGOS, "algo", ", ".join(ALGOS), cfg.algo)
+    if cfg.algo == "es":
         _validate_es(cfg.es)
-    elif isinstance(cfg, NSRunConfig):
-        _validate_ns(cfg.ns)
+    elif cfg.algo in NS_ALGOS:
+        _validate_ns(cfg.ns, cfg.algo)
     else:
         _validate_ga(cfg.ga)
     _validate_run(r)
@@ -347,14 +359,13 @@ def _validate_es_step(s) -> None:
     require(0 <= s.momentum < 1, "momentum", "a number in [0, 1)", s.momentum)
 
 
-def _validate_ns(s) -> None:
-    require(s.algo in NS_ALGOS, "algo", ", ".join(NS_ALGOS), s.algo)
+def _validate_ns(s, algo: str) -> None:
     require(s.population >= 2, "population", "an integer >= 2", s.population)
     require(s.sigma > 0, "sigma", "a number > 0", s.sigma)
     require(1 <= s.k, "k", "an integer >= 1", s.k)
     require(0 <= s.archive_prob <= 1, "archive_prob", "a probability in [0, 1]", s.archive_prob)
     require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
-    if s.algo == "ga-ns":
+    if algo == "ga-ns":
         require(
             1 <= s.truncation <= s.population, "truncation", f"1 .. population ({s.population})", s.truncation
         )
@@ -432,5 +443,4 @@ def check_noise_table(cfg, n_params: int) -> None:
 RESUMABLE = {"frame_budget", "env_slots", "emulators_per_group", "pipeline", "threads", "device", "out_dir"}
 PIPELINES = ("auto", "overlap", "lockstep")
 OPTIMIZERS = ("adam", "sgd")
-NS_ALGOS = ("ga-ns", "ns-es", "nsr-es", "nsra-es")
 SHAPINGS = ("centered_ranks", "none")

@@ -6,12 +6,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from nevo.algos import NAMES, NOVELTY, make_algo
+from nevo.algos import NAMES, make_algo
 from nevo.algos.es import ES
 from nevo.algos.ga import GA
 from nevo.algos.novelty import mix_ranks
 from nevo.algos.ns import GANS, NSES
-from nevo.config import Config, ESConfig, ESRunConfig, GAConfig, NSConfig, NSRunConfig
+from nevo.config import Config, ESConfig, GAConfig, NSConfig
 from nevo.evaluation.episodes import Results
 from nevo.genomes.noise import WeightBuilder
 
@@ -19,15 +19,14 @@ BEHAVIOUR = (2, np.float32)  # the maze's: final (x, y)
 
 
 def tiny_config(name):
-    """A root config of name's family: 6 individuals, 2 parents or agents, 2 validation episodes."""
-    if name in NOVELTY:
-        ns = NSConfig(algo=name, population=6, truncation=2, sigma=0.01, k=2, archive_prob=0.5,
-                      meta_population=2, reward_weight=0.3, validation_episodes=2)  # fmt: skip
-        return NSRunConfig(ns=ns)
-    if name == "es":
-        return ESRunConfig(es=ESConfig(population=6, sigma=0.01, validation_episodes=2))
-    ga = GAConfig(population=6, truncation=0 if name == "rs" else 2, sigma=0.01, elite_candidates=2)
-    return Config(ga=replace(ga, validation_episodes=2), algo=name)
+    """One root config for every algorithm, only `algo` changing: 6 individuals, 2 parents or
+    agents, 2 validation episodes."""
+    ns = NSConfig(population=6, truncation=2, sigma=0.01, k=2, archive_prob=0.5, meta_population=2,
+                  reward_weight=0.3, validation_episodes=2)  # fmt: skip
+    es = ESConfig(population=6, sigma=0.01, validation_episodes=2)
+    ga = GAConfig(population=6, truncation=0 if name == "rs" else 2, sigma=0.01, elite_candidates=2,
+                  validation_episodes=2)  # fmt: skip
+    return Config(ga=ga, es=es, ns=ns, algo=name)
 
 
 class FakeEvaluator:
@@ -85,8 +84,10 @@ def test_every_algorithm_follows_the_ask_tell_shape_and_resumes_exactly(name, so
     original does."""
     cfg, evaluate = tiny_config(name), FakeEvaluator(source).run
     algo = make_algo(name, cfg, source, BEHAVIOUR)
-    if name in NOVELTY:
-        algo.tell_start(evaluate(*algo.ask_start()))
+    asked = algo.ask_start()  # None where there is nothing to evaluate first
+    assert (asked is not None) == (name in ("ns-es", "nsr-es", "nsra-es"))
+    if asked is not None:
+        algo.tell_start(evaluate(*asked))
     for _ in range(2):
         generation(algo, evaluate)
     assert algo.generation == 2
@@ -103,6 +104,29 @@ def test_every_algorithm_follows_the_ask_tell_shape_and_resumes_exactly(name, so
     assert mine.keys() == theirs.keys()
     for k in mine:
         np.testing.assert_array_equal(mine[k], theirs[k], err_msg=k)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_callers_fitness_counts_as_returns_equal_to_it_would(name, source):
+    """tell(results, fitness=f) leaves every algorithm in the state that results whose returns are
+    f leave it in (the GA ranks f; ES shapes it; novelty search mixes it with novelty)."""
+    cfg, evaluate = tiny_config(name), FakeEvaluator(source).run
+    algos = [make_algo(name, cfg, source, BEHAVIOUR) for _ in range(3)]
+    for algo in algos:
+        asked = algo.ask_start()
+        if asked is not None:
+            algo.tell_start(evaluate(*asked))
+    train = evaluate(*[a.ask() for a in algos][0])
+    fitness = -train.returns[::-1].copy()  # another order than the returns'
+    algos[0].tell(train, fitness=fitness)
+    algos[1].tell(replace(train, returns=fitness))
+    algos[2].tell(train)
+    for a in algos:
+        a.tell_validation(evaluate(*a.ask_validation()))
+    first, second, third = (a.state() for a in algos)
+    for k in first:
+        np.testing.assert_array_equal(first[k], second[k], err_msg=k)
+    assert any(not np.array_equal(first[k], third[k]) for k in first)  # the fitness mattered
 
 
 def test_ns_es_asks_to_start_before_its_first_generation(source):
@@ -149,8 +173,8 @@ def test_nsr_es_steps_along_the_mixed_ranks_of_reward_and_novelty(source):
     novelty = np.array([0.3, 0.1, 0.6, 0.2, 0.5, 0.4])  # distance to the archive's one behaviour
     train = results([6, 5, 4, 3, 2, 1], 0.5 + np.stack([novelty, np.zeros(6)], axis=1))
     algo.tell(train)
-    twin.tell(train, shaped=mix_ranks(train.returns, novelty, 0.3))
-    other.tell(train, shaped=mix_ranks(train.returns, novelty, 0.5))
+    twin.step(mix_ranks(train.returns, novelty, 0.3))
+    other.step(mix_ranks(train.returns, novelty, 0.5))
     np.testing.assert_array_equal(algo.agents[0].theta, twin.theta)
     assert not np.array_equal(algo.agents[0].theta, other.theta)
     assert algo.weight == 0.3

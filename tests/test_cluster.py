@@ -5,6 +5,7 @@ tests/dask_procs.LIMIT_S and is stopped by the test that started it."""
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,12 +17,12 @@ import pytest
 from experiments import run_es, run_ga, run_ns
 from nevo import cli, runs, tasks
 from nevo.evaluation import setup
-from nevo.evaluation.cluster import ClusterEvaluator, check_address
+from nevo.evaluation.cluster import ClusterError, ClusterEvaluator, check_address
 from nevo.evaluation.cluster_worker import differences, fingerprint
 from nevo.evaluation.episodes import Episodes, Population
 from nevo.genomes import noise
 from tests.conftest import metrics_without_clock, run_folder
-from tests.dask_procs import ROOT, DaskProcesses, free_port
+from tests.dask_procs import ROOT, DaskProcesses, environment, free_port, worker_process
 from tests.fixtures.record import PATH, RUNS
 
 MAIN = {"run_ga": run_ga.main, "run_es": run_es.main, "run_ns": run_ns.main}
@@ -41,6 +42,7 @@ def two_workers():
 
 
 @pytest.mark.parametrize("name", ["ga-frostbite", "es-cartpole", "ga-ns-maze", "nsr-es-maze"])
+@pytest.mark.slow
 def test_a_run_on_a_cluster_gives_the_metrics_of_one_machine(name, recorded, two_workers, tmp_path):
     """The recorded single-machine metrics, exactly, from a run whose episodes two worker
     processes played. The GA family sends seed lists, never weights; the ES family sends its
@@ -59,6 +61,7 @@ def test_a_run_on_a_cluster_gives_the_metrics_of_one_machine(name, recorded, two
     assert all(0 < r["cluster/bytes_received"] < 4 * n_params for r in rows)
 
 
+@pytest.mark.slow
 def test_a_local_cluster_in_chunks_of_one_episode_gives_the_same_metrics(recorded, tmp_path):
     """local:2 starts its own workers on 127.0.0.1 (and stops them); one episode per chunk puts
     every episode's result back in its place."""
@@ -79,7 +82,7 @@ def _maze_setup(tmp_path, n=12):
         [], np.full(n, -1, np.int64), np.arange(n, dtype=np.int64) + 100, np.zeros(n, np.float32)
     )
     episodes = Episodes(np.repeat(np.arange(n, dtype=np.int64), 2), np.arange(2 * n, dtype=np.int64) + 7)
-    local, _ = setup.evaluator(cfg, task, spec, "cpu", str(tmp_path), table, n, 1)
+    local, _ = setup.local_evaluator(cfg, task, spec, "cpu", table, None, str(tmp_path), n)
     try:
         expected = local.run(population, episodes)
     finally:
@@ -87,6 +90,7 @@ def _maze_setup(tmp_path, n=12):
     return cfg, task, table, population, episodes, expected
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_generation_costs_no_evaluation(tmp_path):
     """SIGKILL one of two workers while chunks are out: its chunks run again on the other, and
     the results are those of an undisturbed evaluation on one machine."""
@@ -126,6 +130,7 @@ def _run_until_first_generation(c, argv, out):
 
 
 @pytest.mark.parametrize("lost", ["every worker", "the scheduler"])
+@pytest.mark.slow
 def test_a_lost_cluster_stops_the_run_in_one_line_and_resume_finishes_it(lost, recorded, tmp_path):
     """Workers gone longer than --cluster-timeout, or the scheduler gone: exit 3 with one line,
     the checkpoint intact; --resume on one machine (or on another cluster) ends the run with
@@ -154,6 +159,7 @@ def _other_nevo(tmp_path):
     return other
 
 
+@pytest.mark.slow
 def test_a_worker_with_other_nevo_code_is_refused_before_any_work(tmp_path, capsys):
     """A worker whose nevo differs (here its version and so its source) says why in one line
     and leaves; with no other worker the run stops with one line and leaves no run folder."""
@@ -174,11 +180,98 @@ def test_a_worker_with_other_nevo_code_is_refused_before_any_work(tmp_path, caps
     assert not os.listdir(tmp_path / "runs")
 
 
+def _documented(program: str) -> list[str]:
+    """docs/cluster.md's command line that starts with program, without its comment, for this
+    machine: the head node's address there, 10.0.0.1, becomes 127.0.0.1."""
+    with open(os.path.join(ROOT, "docs", "cluster.md")) as f:
+        (line,) = [x.split("#")[0] for x in f if x.startswith(program)]
+    return line.replace("10.0.0.1", "127.0.0.1").split()
+
+
+@pytest.mark.slow
+def test_the_documented_recipe_runs_and_its_worker_imports_nevo_from_its_checkout(recorded, tmp_path):
+    """docs/cluster.md's (and README's) scheduler and worker, as written there but on 127.0.0.1:
+    the scheduler listens on its host only, dashboard port included; the worker, started in the
+    checkout where nothing else makes nevo importable, runs under a nanny, not daemonic, with
+    one thread, imports the checkout's nevo, and a run on it gives the recorded metrics."""
+    elsewhere = subprocess.run([sys.executable, "-c", "import nevo"], cwd=tmp_path, env=environment(),
+                               capture_output=True, timeout=60)  # fmt: skip
+    assert elsewhere.returncode != 0  # the worker's environment alone has no nevo
+    scheduler = _documented("dask scheduler")
+    assert _documented("python -m experiments.cluster_worker") == [
+        "python", "-m", "experiments.cluster_worker", "tcp://127.0.0.1:8786",
+    ]  # what start_nevo_worker runs, at the test's own port  # fmt: skip
+    port = free_port()
+    options = [str(port) if x == "8786" else x.replace(":8787", ":0") for x in scheduler[2:]]
+    module, argv = RUNS["ga-maze"]
+    with DaskProcesses(workers=0, port=port, scheduler_options=options) as c:
+        nanny = c.start_nevo_worker()
+        c.wait_for_workers(1)
+        from distributed import Client
+
+        with Client(c.address, timeout="30s") as client:
+            (facts,) = client.run(worker_process).values()
+            (worker_pid,) = client.run(os.getpid).values()
+        assert all(_listening(pid) == {"127.0.0.1"} for pid in [c.scheduler.pid, nanny.pid, worker_pid])
+        folder = run_folder(MAIN[module], [*argv, "--cluster", c.address], tmp_path / "runs")
+    assert facts == {"daemon": False, "nthreads": 1, "nevo": os.path.join(ROOT, "nevo", "__init__.py")}
+    assert metrics_without_clock(folder) == recorded["ga-maze"]
+
+
+NO_NEVO = (
+    r"refused worker tcp://127\.0\.0\.1:\d+: cannot import nevo \(No module named 'nevo'\); "
+    r"start it from a nevo checkout with `python -m experiments\.cluster_worker {}`"
+)
+
+
+@pytest.mark.slow
+def test_a_worker_that_cannot_import_nevo_is_refused_in_one_line(tmp_path, capsys):
+    """Plain `dask worker` started outside a nevo checkout (nanny and all): one line names the
+    worker and the command that starts one that imports nevo, no traceback, and the worker leaves;
+    with no other worker the run stops with one line and leaves no run folder."""
+    module, argv = RUNS["ga-maze"]
+    with DaskProcesses(workers=0) as c:
+        w = c.start_worker(cwd=str(tmp_path), nanny=True)
+        c.wait_for_workers(1)
+        code = run_ga.main([*argv, "--out-dir", str(tmp_path / "runs"), "--cluster", c.address,
+                            "--cluster-timeout", "5"])  # fmt: skip
+        assert w.wait(30) == 0  # it left
+    captured = capsys.readouterr()
+    assert code == 2
+    (refusal,) = [line for line in captured.out.splitlines() if line.startswith("refused worker")]
+    assert re.fullmatch(NO_NEVO.format(re.escape(c.address)), refusal), refusal
+    assert "Traceback" not in captured.out + captured.err
+    assert captured.err.startswith("error: no nevo worker joined") and captured.err.count("\n") == 1
+    assert not os.listdir(tmp_path / "runs")
+
+
+@pytest.mark.slow
+def test_a_worker_that_cannot_import_nevo_joining_later_is_refused_in_one_line(tmp_path):
+    """A worker without nevo that joins after the run registered its setup (Dask then sets the
+    worker up as it starts) says why in one line too, and leaves."""
+    cfg, task, table, _, _, _ = _maze_setup(tmp_path, n=2)
+    lines = []
+    with DaskProcesses(workers=0) as c:
+        c.start_worker(cwd=str(tmp_path))
+
+        def say(line):  # the first refusal came during registration: the second worker joins after it
+            lines.append(line)
+            if len(c.workers) == 1:
+                c.start_worker(cwd=str(tmp_path), nanny=True)
+
+        c.wait_for_workers(1)
+        with pytest.raises(ClusterError, match=r"no nevo worker joined .* \(2 refused\)"):
+            ClusterEvaluator(c.address, cfg, task, None, table, 2, 1, timeout_s=15, say=say)
+        assert all(w.wait(30) == 0 for w in c.workers)  # both left
+    assert len(lines) == 2 and all(re.fullmatch(NO_NEVO.format(re.escape(c.address)), x) for x in lines)
+
+
 NS_ATARI = ["--env", "frostbite", "--algo", "ga-ns", "--net", "small", "--population", "4",
             "--truncation", "2", "--frame-cap", "200", "--noise-table-size", "1100000", "--env-slots", "2",
             "--threads", "1", "--frame-budget", "1500"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_novelty_search_on_atari_replays_ram_in_a_local_clusters_workers(tmp_path):
     """GA-NS on Atari replays episodes in processes of the worker's own: local:N's workers are
     not daemonic, and the run equals one on this machine."""
@@ -187,6 +280,7 @@ def test_novelty_search_on_atari_replays_ram_in_a_local_clusters_workers(tmp_pat
     assert metrics_without_clock(two) == metrics_without_clock(one)
 
 
+@pytest.mark.slow
 def test_a_daemonic_worker_is_refused_where_it_would_replay_atari_ram(tmp_path, capsys):
     """A worker under a nanny (Dask's default: a daemonic process) cannot start the RAM
     replayers: it says so in one line and leaves, before any work."""
@@ -207,6 +301,7 @@ def _listening(pid: int) -> set:
     return {c.laddr.ip for c in psutil.Process(pid).net_connections("inet") if c.status == psutil.CONN_LISTEN}
 
 
+@pytest.mark.slow
 def test_schedulers_and_workers_listen_on_127_0_0_1_only(two_workers, tmp_path):
     """Every server a test or local:N starts: its scheduler, its workers and their HTTP ends."""
     pids = [p.pid for p in [two_workers.scheduler, *two_workers.workers]]
@@ -228,6 +323,7 @@ def psutil_alive(pid: int) -> bool:
     return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
 
 
+@pytest.mark.slow
 def test_a_worker_with_other_code_joining_mid_run_is_refused_and_the_run_goes_on(tmp_path):
     """A worker that joins a running run and differs says why in one line and leaves; its chunks,
     if it was handed any, run on the others (Reschedule), and the metrics are those of the same
@@ -279,6 +375,7 @@ def test_no_scheduler_at_the_address_is_one_line_and_no_run_folder(capsys, tmp_p
     assert not os.listdir(tmp_path)
 
 
+@pytest.mark.slow
 def test_without_cluster_dask_is_not_imported(tmp_path):
     argv = ["--env", "CartPole-v1", "--frame-budget", "2000", "--out-dir", str(tmp_path)]
     code = (

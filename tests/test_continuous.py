@@ -13,6 +13,7 @@ from nevo.config import Config, ConfigError, EnvConfig, GAConfig, NetConfig
 from nevo.evaluation import setup
 from nevo.nets.kernels import cpu, reference
 from nevo.nets.kernels.actions import actions_of
+from nevo.runs import elite as elite_files
 from nevo.tasks import envs
 from tests.conftest import metrics_without_clock, run_folder
 from tests.tiny import PENDULUM
@@ -66,10 +67,10 @@ def test_tanh_hidden_units_on_every_host_backend():
 
 
 def test_tanh_nets_refuse_vbn_and_safe_mutations_in_one_line():
-    from nevo.config import ESRunConfig, validate
+    from nevo.config import Config, validate
 
     with pytest.raises(ConfigError, match="--vbn.*mlp-tanh"):
-        validate(ESRunConfig(net=NetConfig(net="mlp-tanh", vbn=8)))
+        validate(Config(net=NetConfig(net="mlp-tanh", vbn=8), algo="es"))
     with pytest.raises(ConfigError, match="--mutation.*mlp-tanh"):
         validate(Config(net=NetConfig(net="mlp-tanh"), ga=GAConfig(mutation="sm-g-sum")))
     with pytest.raises(ValueError, match="activation"):
@@ -116,6 +117,7 @@ def test_unbounded_box_actions_are_refused_in_one_line():
         tasks.task_for(EnvConfig(env="unbounded"), make_env=Unbounded)
 
 
+@pytest.mark.slow
 def test_es_and_the_ga_run_on_a_continuous_task_deterministically(tmp_path):
     """run_es and run_ga on Pendulum-v1: finite scores, the same metrics for the same seed, and
     replay plays the result."""
@@ -135,6 +137,7 @@ def test_safe_mutations_refuse_continuous_actions(capsys, tmp_path):
     assert "continuous actions" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_mujoco_robot_runs_headless_under_es(tmp_path, monkeypatch):
     """HalfCheetah-v5 through gymnasium: a 6-long tanh action vector, episodes stepped with no
     display, ES's metrics finite."""
@@ -147,6 +150,7 @@ def test_a_mujoco_robot_runs_headless_under_es(tmp_path, monkeypatch):
     assert len(rows) >= 2 and all(np.isfinite(r["score/elite_mean"]) for r in rows)
 
 
+@pytest.mark.slow
 def test_envs_stepped_in_threads_give_the_same_run(tmp_path):
     """--threads 2 steps the envs in two threads: the metrics are those of one thread."""
     one = run_folder(run_es.main, [*PENDULUM, "--threads", "1", "--env-slots", "8"], str(tmp_path / "one"))
@@ -164,6 +168,7 @@ def test_pick_threads_keeps_the_faster_and_uses_it():
         slots.close()
 
 
+@pytest.mark.slow
 def test_replay_records_a_mujoco_episode_as_the_test_played_it(tmp_path):
     """--gif renders a MuJoCo robot offscreen (EGL, no display), tracked by its camera; an episode
     that ends (Hopper falls) has the test episode's return and length, or replay exits 1."""
@@ -179,6 +184,7 @@ def test_replay_records_a_mujoco_episode_as_the_test_played_it(tmp_path):
         assert im.size == (320, 240) and im.n_frames >= 2
 
 
+@pytest.mark.slow
 def test_bench_pipeline_compares_a_task_with_its_stepping_limit(capsys):
     from experiments import bench_pipeline
 
@@ -216,9 +222,10 @@ def test_binned_actions_take_the_first_largest_of_each_component_s_outputs():
         nets.make_spec([], (4, 1, 1), 15, obs_dtype=np.float32, action="bins")
 
 
+@pytest.mark.slow
 def test_binned_actions_run_es_on_a_continuous_task_and_refuse_a_discrete_one(tmp_path, capsys):
     folder = run_folder(run_es.main, [*PENDULUM, "--actions", "bins"], str(tmp_path / "es"))
-    cfg, _, spec, _ = replay.load_elite(folder)
+    cfg, _, spec, _ = elite_files.load(folder)
     assert spec.action == "bins" and spec.n_actions == nets.BINS and cfg.net.actions == "bins"
     assert replay.main([folder, "--episodes", "2", "--no-save"]) == 0
     argv = ["--env", "CartPole-v1", "--actions", "bins", "--out-dir", str(tmp_path)]

@@ -39,6 +39,7 @@ def simulated(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", [f.__name__ for f in cuda_checks.SMALL])
+@pytest.mark.slow
 def test_simulated(name, simulated):
     """Each check of tests/cuda_checks.py passes on the CUDA simulator (its docstring: the property)."""
     results, output = simulated

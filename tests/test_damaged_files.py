@@ -52,6 +52,7 @@ def _copy(folder, tmp_path):
 
 
 @pytest.mark.parametrize("damage", [_cut, _garbage, _pickled])
+@pytest.mark.slow
 def test_a_damaged_last_checkpoint_falls_back_to_the_one_before(damage, maze_run, tmp_path, capsys):
     """--resume says so in one line, loses one generation, and the run ends as if never damaged."""
     folder = _copy(maze_run[0], tmp_path)
@@ -62,6 +63,7 @@ def test_a_damaged_last_checkpoint_falls_back_to_the_one_before(damage, maze_run
     assert metrics_without_clock(folder) == maze_run[1]
 
 
+@pytest.mark.slow
 def test_both_checkpoints_damaged_is_one_line(maze_run, tmp_path, capsys):
     folder = _copy(maze_run[0], tmp_path)
     _garbage(os.path.join(folder, runs.CHECKPOINT))
@@ -72,6 +74,7 @@ def test_both_checkpoints_damaged_is_one_line(maze_run, tmp_path, capsys):
     assert f"{runs.CHECKPOINT}: damaged" in err and f"{runs.PREVIOUS}: damaged" in err
 
 
+@pytest.mark.slow
 def test_a_kill_between_the_two_renames_resumes_from_the_newest(maze_run, tmp_path, capsys):
     """save_checkpoint moves the last checkpoint aside before the new one takes its name: a kill
     in between leaves only checkpoint.prev.npz, the newest state, which resume takes silently."""
@@ -82,6 +85,7 @@ def test_a_kill_between_the_two_renames_resumes_from_the_newest(maze_run, tmp_pa
     assert metrics_without_clock(folder) == maze_run[1]
 
 
+@pytest.mark.slow
 def test_a_broken_config_json_is_one_line_naming_it(maze_run, tmp_path, capsys):
     folder = _copy(maze_run[0], tmp_path)
     path = os.path.join(folder, runs.CONFIG)
@@ -103,6 +107,7 @@ def test_a_broken_config_json_is_one_line_naming_it(maze_run, tmp_path, capsys):
 
 @pytest.mark.parametrize("name", [runs.ELITE, runs.BEST])
 @pytest.mark.parametrize("damage", [_cut, lambda p: open(p, "w").write("[1, 2]")])
+@pytest.mark.slow
 def test_a_damaged_elite_file_is_one_line_in_replay(name, damage, maze_run, tmp_path, capsys):
     folder = _copy(maze_run[0], tmp_path)
     damage(os.path.join(folder, name))
@@ -112,6 +117,7 @@ def test_a_damaged_elite_file_is_one_line_in_replay(name, damage, maze_run, tmp_
     assert err.startswith(f"error: {os.path.join(folder, name)}: damaged") and err.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_an_elite_file_without_its_seeds_is_one_line(maze_run, tmp_path, capsys):
     folder = _copy(maze_run[0], tmp_path)
     path = os.path.join(folder, runs.BEST)
@@ -124,6 +130,7 @@ def test_an_elite_file_without_its_seeds_is_one_line(maze_run, tmp_path, capsys)
     assert capsys.readouterr().err == f"error: {path}: damaged, no seeds\n"
 
 
+@pytest.mark.slow
 def test_a_damaged_theta_is_one_line_in_replay(tmp_path, capsys):
     _, argv = RUNS["es-cartpole"]
     folder = run_folder(run_es.main, [*argv[:-1], "1000"], tmp_path / "es")

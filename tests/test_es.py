@@ -157,6 +157,7 @@ def es_run(out, *extra):
     return run_folder(run_es.main, [*CARTPOLE, *extra], out)
 
 
+@pytest.mark.slow
 def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
     whole = es_run(tmp_path / "a", "--frame-budget", "6000")
     part = es_run(tmp_path / "b", "--frame-budget", "3000")
@@ -167,6 +168,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_es_learns_cartpole_on_a_small_budget(tmp_path):
     """Within 400K steps theta balances the pole: a mean of 475+ over 20 fresh test episodes."""
     from experiments import replay
@@ -177,6 +179,7 @@ def test_es_learns_cartpole_on_a_small_budget(tmp_path):
     assert test["mean"] >= 475, test["mean"]
 
 
+@pytest.mark.slow
 def test_a_resumed_vbn_run_equals_an_uninterrupted_one(tmp_path):
     """With virtual batch norm the reference batch is kept in the run folder, so resume is exact."""
     whole = es_run(tmp_path / "a", "--frame-budget", "4000", "--vbn", "16")

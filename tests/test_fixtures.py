@@ -12,6 +12,8 @@ import pytest
 
 from tests.fixtures.record import PATH, RUNS, metrics
 
+pytestmark = pytest.mark.slow  # each test is a real run
+
 
 @pytest.fixture(scope="module")
 def recorded():

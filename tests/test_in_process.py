@@ -5,6 +5,7 @@ import os
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 from experiments import replay, run_ga
 from nevo import nets
@@ -66,6 +67,7 @@ def test_reference_batch_is_a_function_of_env_size_and_seed():
     assert not np.array_equal(a, c)
 
 
+@pytest.mark.slow
 def test_ga_learns_cartpole_on_a_small_budget(tmp_path):
     """`run_ga --env CartPole-v1` on 300K steps: its elite scores 475+ over 20 test episodes."""
     out = str(tmp_path)

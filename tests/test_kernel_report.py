@@ -15,6 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None or not nvvm_found(), reason="no CUDA toolkit (ptxas, NVVM)")
+@pytest.mark.slow
 def test_every_kernel_compiles_without_spills_local_memory_or_fp64():
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}  # the real compiler
     run = subprocess.run(

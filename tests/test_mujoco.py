@@ -15,8 +15,9 @@ from nevo.evaluation.episodes import Episodes, Population
 from nevo.genomes import noise
 from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy
+from nevo.runs import elite as elite_files
 from nevo.tasks import envs, trap
-from tests.conftest import run_folder
+from tests.conftest import metrics_without_clock, run_folder
 
 TINY = ["--population", "4", "--frame-cap", "40", "--noise-table-size", "1000000"]
 
@@ -65,7 +66,7 @@ def test_the_papers_presets_are_kept_over_the_task_defaults():
     ga, _, _ = cli.parse_args(["--preset", "mujoco", "--env", "Walker2d-v5"], "", cli.PRESETS)
     assert (ga.env.env, ga.ga.population, ga.ga.truncation, ga.ga.sigma) == ("Walker2d-v5", 1000, 20, 0.02)
     ns, _, _ = cli.parse_args(["--preset", "humanoid"], "", cli.NS_PRESETS)
-    assert (ns.env.env, ns.ns.algo, ns.net.net) == (trap.ENV_ID, "nsr-es", "mlp-tanh-256")
+    assert (ns.env.env, ns.algo, ns.net.net) == (trap.ENV_ID, "nsr-es", "mlp-tanh-256")
     assert (ns.ns.population, ns.ns.meta_population, ns.ns.k, ns.ns.sigma) == (1000, 5, 10, 0.02)
     nsra, _, _ = cli.parse_args(["--preset", "humanoid", "--algo", "nsra-es"], "", cli.NS_PRESETS)
     assert nsra.ns.reward_weight == 1.0  # the algorithm's own default still applies
@@ -111,6 +112,7 @@ def test_the_behaviour_is_the_centre_of_mass_where_the_episode_ended():
         slots.close()
 
 
+@pytest.mark.slow
 def test_novelty_search_runs_in_the_trap_and_es_keeps_where_its_episodes_ended(tmp_path):
     """NSR-ES in HumanoidTrap-v5: its archive grows with final (x, y); ES on a robot writes the
     last generation's final positions too (the trap figure compares them)."""
@@ -123,6 +125,7 @@ def test_novelty_search_runs_in_the_trap_and_es_keeps_where_its_episodes_ended(t
     assert runs.read_array(os.path.join(es, runs.BEHAVIOURS)).shape == (4, 2)
 
 
+@pytest.mark.slow
 def test_robustness_perturbs_theta_then_folds_the_run_s_observation_statistics(tmp_path, capsys):
     """At sigma 0 the perturbed policies score what the run's elite, as replay folds it, scores on
     the same episodes; a GA run's elite is rebuilt from its seeds; the figure and data are written."""
@@ -137,10 +140,10 @@ def test_robustness_perturbs_theta_then_folds_the_run_s_observation_statistics(t
     assert [r["algo"] for r in data] == ["es", "ga"] and np.shape(data[0]["returns"]) == (2, 2)
     assert os.path.getsize(out + ".png") > 10_000
 
-    cfg, elite, spec, folded = replay.load_elite(es, fold=True)  # what replay plays
-    theta = replay.load_elite(es, fold=False)[3]
+    cfg, elite, spec, folded = elite_files.load(es, fold=True)  # what replay plays
+    theta = elite_files.load(es, fold=False)[3]
     assert not np.array_equal(folded, theta)  # the statistics matter
-    stats = replay.obs_stats(es, elite, spec)
+    stats = elite_files.obs_stats(es, elite, spec)
     # sigma 0: the elite as replay plays it; sigma 0.5: theta + noise, then the statistics folded in
     rows = robustness.perturbed(theta, [0.0, 0.5], 2, seed=0)
     np.testing.assert_array_equal(rows[:2], np.stack([theta, theta]))
@@ -171,6 +174,7 @@ def test_perturbations_share_their_draws_across_sigmas():
     assert robustness.main(["nowhere", "--sigmas", "-1"]) == 2
 
 
+@pytest.mark.slow
 def test_the_es_family_of_novelty_search_normalises_observations_and_resumes_exactly(tmp_path):
     """NSR-ES on a robot gathers observation statistics (MuJoCo's default), keeps with the elite
     the statistics its agent was validated with (replay folds them), and a run resumed from its
@@ -198,10 +202,7 @@ def test_the_es_family_of_novelty_search_normalises_observations_and_resumes_exa
     shutil.copytree(folder, copy)
     shutil.copy(os.path.join(copy, runs.PREVIOUS), os.path.join(copy, runs.CHECKPOINT))
     assert run_ns.main(["--resume", copy]) == 0
-    clock = ("wall_s", "perf/gen_s", "perf/frames_per_s")
-    assert [{k: v for k, v in r.items() if k not in clock} for r in runs.read_metrics(copy)] == [
-        {k: v for k, v in r.items() if k not in clock} for r in rows
-    ]
+    assert metrics_without_clock(copy) == metrics_without_clock(folder)
     for name in (runs.OBS_NORM, runs.THETA):
         np.testing.assert_array_equal(runs.read_array(os.path.join(copy, name)),
                                       runs.read_array(os.path.join(folder, name)))  # fmt: skip
@@ -215,6 +216,7 @@ def test_ga_ns_refuses_observation_normalisation_in_one_line(capsys, tmp_path):
     assert "--obs-norm" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_trap_compare_writes_the_table_and_figure_and_reuses_finished_runs(tmp_path):
     from experiments import trap_compare
 

@@ -16,6 +16,7 @@ from nevo.evaluation.episodes import Episodes, Population
 from nevo.genomes.noise import WeightBuilder
 from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy, reference
+from nevo.runs import elite as elite_files
 from tests.conftest import metrics_without_clock, run_folder
 from tests.tiny import PENDULUM
 
@@ -41,8 +42,8 @@ def test_running_statistics_merge_and_floor_the_variance():
     x = rng.normal(size=(300, 3)) * [1.0, 5.0, 0.001] + [0.0, 2.0, 7.0]
     stat = obs_norm.RunningStat(3)
     assert (stat.std == 1).all() and (stat.mean == 0).all()
-    for part in np.split(x, [100, 250]):
-        stat.update((part.sum(axis=0), (part**2).sum(axis=0), len(part)))
+    for part in np.split(x, [100, 250]):  # three evaluations of one episode each
+        stat.update((part.sum(axis=0)[None], (part**2).sum(axis=0)[None], np.array([len(part)])))
     stat.update(None)
     np.testing.assert_allclose(stat.mean, x.mean(axis=0))
     np.testing.assert_allclose(stat.std[:2], x.std(axis=0)[:2], rtol=1e-9)
@@ -59,9 +60,27 @@ def test_the_evaluator_counts_the_observations_of_the_chosen_episodes_only():
     mask = np.array([True, False, True, False])
     res = ev.run(pop, Episodes(np.array([0, 1, 0, 1]), np.arange(4), obs_stats=mask))
     ev.close()
-    s, sq, count = res.obs_stats
-    assert count == res.lengths[mask].sum() == 60
-    assert s.shape == (3,) and np.all(sq >= 0) and np.all(np.abs(s) <= count * 8)
+    s, sq, count = res.obs_stats  # per counted episode, in episode order
+    assert count.tolist() == res.lengths[mask].tolist() == [30, 30]
+    assert s.shape == (2, 3) and np.all(sq >= 0) and np.all(np.abs(s) <= 30 * 8)
+
+
+def test_the_statistics_do_not_depend_on_how_many_episodes_run_at_once():
+    """Each counted episode's sums are its own, in its step order: 1 slot or 3 give the same bits
+    (so a cluster's chunks, which play episodes on other slots, give one machine's statistics)."""
+    task = tasks.task_for(EnvConfig(env="Pendulum-v1", frame_cap=25))
+    spec = nets.net_spec("mlp", task.obs_shape, task.n_actions, task.obs_dtype, task.action)
+    table = np.random.default_rng(0).normal(size=20_000).astype(np.float32)
+    pop = Population([np.array([3])], np.array([0, 0]), np.array([4, 5]), np.full(2, 0.1, np.float32), 0.1)
+    episodes = Episodes(np.array([0, 1, 0, 1, 1]), np.arange(5), obs_stats=np.array([1, 0, 1, 1, 0], bool))
+    got = []
+    for slots in (1, 3):
+        builder = WeightBuilder(table, nets.init_scale(spec))
+        ev, _ = task.evaluator(RunConfig(env_slots=slots), make_policy("cpu", spec), builder, "cpu", 2)
+        got.append(ev.run(pop, episodes).obs_stats)
+        ev.close()
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)
 
 
 NORMED = [*PENDULUM, "--obs-norm", "1"]
@@ -72,6 +91,7 @@ def normed_run(tmp_path_factory):
     return run_folder(run_es.main, NORMED, str(tmp_path_factory.mktemp("normed")))
 
 
+@pytest.mark.slow
 def test_an_es_run_gathers_statistics_and_saves_them_with_theta(normed_run):
     rows = runs.read_metrics(normed_run)
     counts = [r["obs_norm/count"] for r in rows]
@@ -81,6 +101,7 @@ def test_an_es_run_gathers_statistics_and_saves_them_with_theta(normed_run):
     assert stats.shape == (2, 3) and (stats[1] > 0).all()
 
 
+@pytest.mark.slow
 def test_a_normalised_run_resumed_from_its_previous_checkpoint_ends_the_same(normed_run, tmp_path):
     copy = str(tmp_path / "copy")
     shutil.copytree(normed_run, copy)
@@ -91,8 +112,9 @@ def test_a_normalised_run_resumed_from_its_previous_checkpoint_ends_the_same(nor
                                   runs.read_array(os.path.join(normed_run, runs.OBS_NORM)))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_replay_folds_the_saved_statistics_into_theta(normed_run):
-    _, elite, spec, w = replay.load_elite(normed_run)
+    _, elite, spec, w = elite_files.load(normed_run)
     theta = runs.read_array(os.path.join(normed_run, runs.THETA))
     stats = runs.read_array(os.path.join(normed_run, runs.OBS_NORM))
     np.testing.assert_array_equal(w, obs_norm.fold(spec, theta[None].copy(), stats[0], stats[1])[0])
@@ -133,16 +155,20 @@ def test_obs_norm_on_images_is_one_line(capsys, tmp_path):
 
 def test_observation_statistics_survive_evaluations_in_parts():
     """An evaluation run in parts (nevo.evaluation.slot_weights.in_parts: concat, then select back into the
-    episodes' order) reports the parts' statistics summed."""
+    episodes' order) reports every part's counted episodes, one after the other."""
     from nevo.evaluation.episodes import Results
 
     one = np.ones(2, np.int64)
-    a = Results(np.zeros(2), one, one, obs_stats=(np.array([1.0, 2.0]), np.array([1.0, 4.0]), 2))
-    b = Results(np.zeros(2), one, one, obs_stats=(np.array([3.0, 0.0]), np.array([9.0, 0.0]), 1))
+    a = Results(
+        np.zeros(2), one, one, obs_stats=(np.array([[1.0, 2.0]]), np.array([[1.0, 4.0]]), np.array([2]))
+    )
+    b = Results(
+        np.zeros(2), one, one, obs_stats=(np.array([[3.0, 0.0]]), np.array([[9.0, 0.0]]), np.array([1]))
+    )
     s, sq, count = Results.concat([a, b]).select([3, 0, 2, 1]).obs_stats
-    np.testing.assert_array_equal(s, [4.0, 2.0])
-    np.testing.assert_array_equal(sq, [10.0, 4.0])
-    assert count == 3
+    np.testing.assert_array_equal(s, [[1.0, 2.0], [3.0, 0.0]])
+    np.testing.assert_array_equal(sq, [[1.0, 4.0], [9.0, 0.0]])
+    assert count.tolist() == [2, 1]
 
 
 def test_a_gpu_run_with_obs_norm_builds_on_the_host_and_its_memory_check_says_so():

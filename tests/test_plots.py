@@ -16,6 +16,7 @@ def metric(path, key):
     return [row[key] for row in map(json.loads, open(os.path.join(path, "metrics.jsonl")))]
 
 
+@pytest.mark.slow
 def test_curves_plot_each_metric_of_a_run_against_frames(tiny_runs):
     """One run: three panels (best, mean, elite) whose line data are the run's metrics."""
     run = tiny_runs[0]
@@ -35,6 +36,7 @@ def test_curves_plot_each_metric_of_a_run_against_frames(tiny_runs):
     assert axes[-1].get_legend() is not None
 
 
+@pytest.mark.slow
 def test_seeds_of_one_configuration_get_a_median_and_a_band(tiny_runs):
     """Two seeds of one config: a line per seed, their median, and a min-max band."""
     fig = curves.plot_curves(rundata.load_runs(tiny_runs), "generations")
@@ -47,6 +49,7 @@ def test_seeds_of_one_configuration_get_a_median_and_a_band(tiny_runs):
     np.testing.assert_allclose(median.get_ydata(), np.median(per_seed, axis=0))
 
 
+@pytest.mark.slow
 def test_curves_cli_writes_png_and_pdf_for_each_axis(tiny_runs, tmp_path):
     assert curves.main([*tiny_runs, "--out", str(tmp_path / "c")]) == 0
     for x in ("frames", "generations", "hours"):
@@ -54,6 +57,7 @@ def test_curves_cli_writes_png_and_pdf_for_each_axis(tiny_runs, tmp_path):
             assert (tmp_path / f"c_{x}.{ext}").stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_throughput_shows_frames_per_second_the_tail_and_the_forward_share(tiny_runs):
     fig = throughput.plot_throughput(rundata.load_runs(tiny_runs[:1]))
     speed, tail, forward = fig.get_axes()
@@ -66,6 +70,7 @@ def test_throughput_shows_frames_per_second_the_tail_and_the_forward_share(tiny_
     assert all(0 < f < 1 for f in share)
 
 
+@pytest.mark.slow
 def test_a_run_still_being_written_plots(tiny_runs, tmp_path):
     """A half-written last metrics line (a run in progress) is skipped, the rest plotted."""
     run = shutil.copytree(tiny_runs[0], tmp_path / "run")
@@ -75,6 +80,7 @@ def test_a_run_still_being_written_plots(tiny_runs, tmp_path):
     assert len(fig.get_axes()[0].get_lines()[0].get_xdata()) == 2
 
 
+@pytest.mark.slow
 def test_table_compares_with_published_scores_and_marks_missing_games(tiny_runs, tmp_path, capsys):
     """Frostbite gets the published numbers; a game without them shows n/a; no test.json is flagged."""
     frost = shutil.copytree(tiny_runs[0], tmp_path / "frost_run")
@@ -94,6 +100,7 @@ def test_table_compares_with_published_scores_and_marks_missing_games(tiny_runs,
     assert "Such et al." in text  # sources are printed
 
 
+@pytest.mark.slow
 def test_table_latex(tiny_runs, capsys):
     assert table.main([tiny_runs[0], "--latex"]) == 0
     text = capsys.readouterr().out
@@ -107,6 +114,7 @@ def test_a_folder_that_is_not_a_run_gets_one_clear_line(command, tmp_path, capsy
     assert len(err) == 1 and "not a run folder" in err[0]
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_the_last_copy_of_each_generation(tiny_runs, tmp_path):
     """A generation written twice (a run resumed after a kill) appears once, as last written."""
     run = shutil.copytree(tiny_runs[0], tmp_path / "run")
@@ -118,6 +126,7 @@ def test_a_resumed_run_keeps_the_last_copy_of_each_generation(tiny_runs, tmp_pat
     assert got[-1]["score/pop_max"] == 999.0
 
 
+@pytest.mark.slow
 def test_table_reports_the_test_mean_and_flags_a_test_of_an_older_elite(tiny_runs, tmp_path):
     run = shutil.copytree(tiny_runs[0], tmp_path / "run")
     generation = json.load(open(run / "elite.json"))["generation"]
@@ -132,6 +141,7 @@ def test_table_reports_the_test_mean_and_flags_a_test_of_an_older_elite(tiny_run
     assert rows[0][1] == "1,234.5" + table.DDAGGER and any("earlier elite" in n for n in notes)
 
 
+@pytest.mark.slow
 def test_table_without_a_test_reports_the_best_elite_and_flags_a_test_of_an_older_best(tiny_runs, tmp_path):
     """Without test.json the table shows best.json's validation mean (dagger); a test of the best
     elite is current until a better elite replaces it in best.json."""

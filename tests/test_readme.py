@@ -5,9 +5,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_the_python_example_trains_the_ga_on_a_users_own_environment(tmp_path):
     readme = open(os.path.join(ROOT, "README.md")).read()
     (code,) = re.findall(

@@ -4,11 +4,13 @@ import json
 import os
 import shutil
 
+import pytest
 from PIL import Image
 
 from experiments import replay
 
 
+@pytest.mark.slow
 def test_same_elite_same_seed_same_scores(tiny_runs, tmp_path):
     """Two replays with one seed give identical per-episode scores; test.json records them."""
     run = tiny_runs[0]
@@ -21,6 +23,7 @@ def test_same_elite_same_seed_same_scores(tiny_runs, tmp_path):
     assert first["frame_cap"] == 2000 and first["mean"] == sum(first["returns"]) / 3
 
 
+@pytest.mark.slow
 def test_gif_is_full_resolution(tiny_runs, tmp_path):
     gif = tmp_path / "elite.gif"
     assert replay.main([tiny_runs[1], "--episodes", "1", "--frame-cap", "800", "--no-save",
@@ -35,6 +38,7 @@ def test_not_a_run_folder_is_one_clear_error(tmp_path, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_replay_tests_the_best_elite_unless_asked_for_the_last(tiny_runs, tmp_path):
     """By default the individual of best.json plays; --elite last plays elite.json's; test.json
     names the file."""
@@ -51,6 +55,7 @@ def test_replay_tests_the_best_elite_unless_asked_for_the_last(tiny_runs, tmp_pa
     assert test["elite_file"] == "elite.json" and test["elite_genome_len"] == len(elite["seeds"])
 
 
+@pytest.mark.slow
 def test_a_damaged_best_json_is_one_clear_error(tiny_runs, tmp_path, capsys):
     run = shutil.copytree(tiny_runs[0], tmp_path / "run")
     (run / "best.json").write_text('{"generation": 1, "se')

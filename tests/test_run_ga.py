@@ -30,6 +30,7 @@ def reference_run(tmp_path_factory):
     return run(str(tmp_path_factory.mktemp("ref")))
 
 
+@pytest.mark.slow
 def test_run_folder_holds_config_metrics_checkpoint_and_elite(reference_run):
     files = set(os.listdir(reference_run))
     assert {"config.json", "metrics.jsonl", "checkpoint.npz", "elite.json"} <= files
@@ -44,6 +45,7 @@ def test_run_folder_holds_config_metrics_checkpoint_and_elite(reference_run):
     assert all(b["frames"] > a["frames"] for a, b in zip(rows, rows[1:]))
 
 
+@pytest.mark.slow
 def test_elite_rebuilds_from_its_seed_list_alone(reference_run):
     """elite.json holds everything needed to rebuild the elite's weights, and they are finite."""
     elite = json.load(open(os.path.join(reference_run, "elite.json")))
@@ -54,6 +56,7 @@ def test_elite_rebuilds_from_its_seed_list_alone(reference_run):
     assert len(elite["seeds"]) == runs.read_metrics(reference_run)[-1]["elite/genome_len"]
 
 
+@pytest.mark.slow
 def test_best_json_holds_the_best_elite_so_far(reference_run):
     """best.json is the elite with the highest validation mean of the run, from its generation;
     score/best_mean is the running maximum of score/elite_mean."""
@@ -68,15 +71,18 @@ def test_best_json_holds_the_best_elite_so_far(reference_run):
     }
 
 
+@pytest.mark.slow
 def test_same_seed_same_metrics(reference_run, tmp_path):
     """A second run with the same seed and settings logs identical metrics (wall clock aside)."""
     assert results(run(str(tmp_path))) == results(reference_run)
 
 
+@pytest.mark.slow
 def test_other_seed_other_run(reference_run, tmp_path):
     assert results(run(str(tmp_path), "--seed", "1")) != results(reference_run)
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_same_generations(reference_run, tmp_path):
     """SIGKILL mid-run, then --resume: the metrics equal those of the uninterrupted run."""
     out = str(tmp_path / "runs")

@@ -21,6 +21,7 @@ def ns_run(out, *extra):
 
 
 @pytest.mark.parametrize("algo", ["ga-ns", "nsra-es"])
+@pytest.mark.slow
 def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path, algo):
     """The archive, the agents and NSRA's weight are in the checkpoint: resume repeats the run."""
     args = ["--algo", algo, "--archive-prob", "0.5"]  # (GA-NS: an archive that really grows)
@@ -59,6 +60,7 @@ def test_es_family_defaults_to_the_es_sigma():
     assert cfg.ns.sigma == 0.005
 
 
+@pytest.mark.slow
 def test_nsra_es_starts_at_the_reward_weight_given_and_else_at_1(tmp_path, monkeypatch):
     """--reward-weight is NSRA-ES's start (generation 0 logs it); where the command line is silent
     NSRA-ES starts with all weight on reward (Conti et al.) and NSR-ES keeps 0.5; --help says so."""
@@ -80,6 +82,7 @@ def maze_runs(tmp_path_factory):
     return {algo: ns_run(out / algo, "--algo", algo, *args) for algo in ("ga-ns", "ns-es")}
 
 
+@pytest.mark.slow
 def test_ga_ns_logs_its_elites_game_score_and_novelty_apart(maze_runs):
     """score/elite_mean is the elite's return (minus its distance to the goal), not its novelty;
     the elite, the most novel individual, logs its novelty as ns/elite_novelty."""
@@ -93,6 +96,7 @@ def test_ga_ns_logs_its_elites_game_score_and_novelty_apart(maze_runs):
 
 
 @pytest.mark.parametrize("algo", ["ga-ns", "ns-es"])
+@pytest.mark.slow
 def test_replay_plays_a_novelty_search_runs_elite(maze_runs, algo):
     """elite.json names the elite (GA-NS: its seeds; NS-ES: the best agent's theta.npy), and on
     the deterministic maze the replay scores exactly its recorded mean."""
@@ -111,6 +115,7 @@ ATARI = ["--env", "frostbite", "--frame-cap", "400", "--population", "4", "--tru
 ATARI += ["--net", "small", "--noise-table-size", "1100000", "--env-slots", "4"]
 
 
+@pytest.mark.slow
 def test_ga_ns_on_atari_resumes_with_its_ram_archive(tmp_path):
     """On Atari the behaviours are final RAM (uint8, 128 bytes) and resume still repeats the run."""
     args = [*ATARI, "--archive-prob", "0.5"]
@@ -125,6 +130,7 @@ def test_ga_ns_on_atari_resumes_with_its_ram_archive(tmp_path):
     assert bc.shape == (4, 128) and bc.dtype == np.uint8 and len({r.tobytes() for r in bc}) > 1
 
 
+@pytest.mark.slow
 def test_ns_es_runs_on_atari(tmp_path):
     """The ES family on Atari: the agents' RAM behaviours start the archive, each update adds one."""
     argv = [*ATARI, "--algo", "ns-es", "--meta-population", "2", "--frame-budget", "2000"]
@@ -146,6 +152,7 @@ def test_a_task_without_behaviours_is_a_one_line_error(capsys):
     assert "--env: novelty search needs a behaviour" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_maze_compare_writes_the_table_and_figure_and_reuses_finished_runs(tmp_path):
     """maze_compare runs the GA and GA-NS per seed into one folder each, writes the Markdown table
     and the final-positions figure, and a second call reuses the finished runs."""

@@ -8,11 +8,12 @@ import shutil
 import numpy as np
 import pytest
 
-from experiments import replay, run_ga, run_ns
+from experiments import run_ga, run_ns
 from nevo import config, nets, runs
 from nevo.cli import parse_args
-from nevo.evaluation import setup
 from nevo.genomes import noise
+from nevo.runs import elite as elite_files
+from nevo.runs import loop
 from tests.conftest import metrics_without_clock, run_folder
 
 DEEP = [
@@ -34,6 +35,7 @@ def _living(folder):
     return [*parents, st["elite"], st["best"]]
 
 
+@pytest.mark.slow
 def test_a_safe_run_logs_the_cost_of_its_mutations(safe_run):
     rows = runs.read_metrics(safe_run)
     assert len(rows) >= 3
@@ -42,6 +44,7 @@ def test_a_safe_run_logs_the_cost_of_its_mutations(safe_run):
     assert json.load(open(os.path.join(safe_run, runs.ELITE)))["mutation"] == "sm-g-sum"
 
 
+@pytest.mark.slow
 def test_the_run_folder_keeps_the_experiences_of_the_living_and_no_other(safe_run):
     """Every prefix of a living seed list has its experiences; every file is such a prefix's
     (or one of the previous checkpoint's, which --resume may fall back to)."""
@@ -56,6 +59,7 @@ def test_the_run_folder_keeps_the_experiences_of_the_living_and_no_other(safe_ru
     assert e.dtype == np.float32 and e.shape[1:] == (4, 1, 1) and 1 <= len(e) <= 20
 
 
+@pytest.mark.slow
 def test_a_safe_run_resumed_from_its_previous_checkpoint_ends_the_same(safe_run, tmp_path):
     """A copy rewound one generation (as if killed before its last checkpoint) resumes, rebuilding
     its parents from the experiences on disk, to the same metrics and elite."""
@@ -69,14 +73,16 @@ def test_a_safe_run_resumed_from_its_previous_checkpoint_ends_the_same(safe_run,
     )
 
 
+@pytest.mark.slow
 def test_replay_rebuilds_a_safe_elite_and_not_as_a_gaussian_one(safe_run):
-    cfg, elite, spec, w = replay.load_elite(safe_run)
+    cfg, elite, spec, w = elite_files.load(safe_run)
     assert w.shape == (spec.n_params,) and np.isfinite(w).all()
     table = noise.make_table(elite["noise_table_size"], elite["noise_seed"])
     gaussian = noise.NoiseSource(table, nets.init_scale(spec), elite["sigma"]).rebuild(elite["seeds"])
     assert len(elite["seeds"]) >= 2 and not np.array_equal(w, gaussian)
 
 
+@pytest.mark.slow
 def test_a_missing_experiences_file_stops_the_resume_in_one_line(safe_run, tmp_path, capsys):
     copy = str(tmp_path / "copy")
     shutil.copytree(safe_run, copy)
@@ -86,6 +92,7 @@ def test_a_missing_experiences_file_stops_the_resume_in_one_line(safe_run, tmp_p
     assert err.startswith("error: ") and "missing" in err and "\n" not in err
 
 
+@pytest.mark.slow
 def test_ga_ns_runs_with_a_safe_mutation(tmp_path):
     folder = run_folder(
         run_ns.main,
@@ -96,7 +103,7 @@ def test_ga_ns_runs_with_a_safe_mutation(tmp_path):
     rows = runs.read_metrics(folder)
     assert len(rows) >= 2 and all(r["perf/mutation_s"] > 0 for r in rows[1:])
     assert os.listdir(os.path.join(folder, runs.EXPERIENCES))
-    _, elite, spec, w = replay.load_elite(folder)
+    _, elite, spec, w = elite_files.load(folder)
     assert elite["mutation"] == "sm-r" and np.isfinite(w).all()
 
 
@@ -123,9 +130,10 @@ def test_a_safe_mutation_on_a_cluster_is_refused_before_any_work():
 
     task = tasks.task_for(cfg.env)
     with pytest.raises(config.ConfigError, match="--cluster: safe mutations"):
-        setup.check_machine(cfg, task, setup.net_for(cfg, task), 12, 4, cluster)
+        loop.plan(cfg, task, None, cluster)
 
 
+@pytest.mark.slow
 def test_sm_compare_writes_its_table_and_figure(tmp_path):
     """The comparison script runs each operator per seed, then a row per operator and the curves."""
     from experiments import sm_compare
@@ -142,6 +150,7 @@ def test_sm_compare_writes_its_table_and_figure(tmp_path):
     assert len(os.listdir(tmp_path / "runs")) == 2
 
 
+@pytest.mark.slow
 def test_bench_safe_prints_a_cost_per_operator(capsys):
     from experiments import bench_safe
 

@@ -158,6 +158,7 @@ def test_sm_r_moves_the_policy_by_the_target_divergence(target):
     assert np.allclose(direction, direction[0])  # a multiple of delta: the direction is kept
 
 
+@pytest.mark.slow
 def test_the_divergence_demonstration_runs_on_a_ga_run(tiny_runs, tmp_path, capsys):
     """experiments.sm_divergence on a real run's best elite: every operator's children, the
     figure and the numbers; SM-R lands on its target, the SM-G operators follow the definitions."""

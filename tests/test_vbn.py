@@ -138,7 +138,7 @@ def test_weights_built_with_the_fold_pick_explicit_vbn_actions(table):
     policy, picks the explicit VBN net's actions, one row or several built at a time."""
     spec, weights, ref = setup("conv", 4, 6)
     builder = WeightBuilder(
-        table, np.ones(spec.n_params, np.float32), lambda w: vbn.fold(spec, w, ref, out=w)
+        table, np.ones(spec.n_params, np.float32), lambda w, population: vbn.fold(spec, w, ref, out=w)
     )
     builder.use(Population.of_weights(weights))
     policy = HostPolicy(spec, cpu.forward)

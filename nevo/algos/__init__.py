@@ -1,36 +1,33 @@
-"""Algorithms, one file each, sharing one ask/tell shape, and the registry that builds them by name.
+"""Algorithms, one file each, meeting one contract (nevo.algos.contract.Algorithm), and the registry
+that builds them by name.
 
-Every algorithm object has: ask() -> (Population, Episodes) to evaluate (nevo.evaluation.episodes);
-tell(Results) with their results (returns the per-individual fitness it used);
-ask_validation() -> (Population, Episodes), zero episodes where it validates nothing;
-tell_validation(Results); `generation`, the count of finished generations; metrics() ->
-{name: number} for the log line; state() -> a dict of plain arrays and load_state(that dict),
-so a resumed run repeats an uninterrupted one.
-
-The one fitness rule of nevo (nevo.algos.ranking.fitness_order, the only place that ranks):
-higher is better, and a NaN fitness ranks below every number.
+- `ga.py`: the deep GA and random search (Such et al. 2017); `es.py`: OpenAI-ES (Salimans et al.
+  2017); `ns.py`: GA-NS and NS-ES, NSR-ES, NSRA-ES (Such et al.; Conti et al. 2018), over
+  `novelty.py` (the archive and the k-nearest-neighbour novelty);
+- `ranking.py`: the one fitness rule (higher is better, NaN last); `contract.py`: the contract.
 """
 
 from __future__ import annotations
 
+from nevo.algos.contract import Algorithm
 from nevo.algos.es import ES
 from nevo.algos.ga import GA
 from nevo.algos.ns import GANS, NSES
 from nevo.algos.ranking import fitness_order
+from nevo.config import ALGOS, NS_ALGOS
 
-__all__ = ["NAMES", "NOVELTY", "fitness_order", "make_algo"]
+__all__ = ["NAMES", "NOVELTY", "Algorithm", "bases_of", "fitness_order", "make_algo"]
+
+NAMES = ALGOS
+NOVELTY = NS_ALGOS  # those that need a behaviour per episode
 
 
-NAMES = ("ga", "rs", "es", "ga-ns", "ns-es", "nsr-es", "nsra-es")
-NOVELTY = ("ga-ns", "ns-es", "nsr-es", "nsra-es")  # those that need a behaviour per episode
-
-
-def make_algo(name: str, cfg, noise, behaviour: tuple[int, type] | None = None):
+def make_algo(name: str, cfg, noise, behaviour: tuple[int, type] | None = None) -> Algorithm:
     """The registry: algorithm name -> its object (GA and random search share one class).
 
-    cfg: the run's root config (config.Config for ga and rs, ESRunConfig for es, NSRunConfig for
-    the novelty ones); noise: its NoiseSource; behaviour: (d, dtype) of an episode's behaviour,
-    for the novelty ones (a task's `behaviour`, nevo.tasks).
+    cfg: the run's nevo.config.Config (its section of `name`'s family is read); noise: its
+    NoiseSource; behaviour: (d, dtype) of an episode's behaviour, for the novelty ones (a task's
+    `behaviour`, nevo.tasks).
     """
     if name not in NAMES:
         raise ValueError(f"unknown algorithm {name!r}; allowed: {', '.join(NAMES)}")
@@ -43,3 +40,13 @@ def make_algo(name: str, cfg, noise, behaviour: tuple[int, type] | None = None):
     if name == "ga-ns":
         return GANS(cfg.ns, cfg.run.seed, behaviour)
     return NSES(cfg.ns, cfg.run.seed, noise, behaviour, variant=name)
+
+
+def bases_of(cfg) -> int:
+    """The rows an algorithm's populations are built from (the evaluator caches their weights):
+    the GA's parents and elite, ES's theta, the NS-ES family's agents' thetas."""
+    if cfg.algo in ("ga", "rs"):
+        return cfg.ga.truncation + 1
+    if cfg.algo == "ga-ns":
+        return cfg.ns.truncation + 1
+    return cfg.ns.meta_population if cfg.algo in NOVELTY else 1

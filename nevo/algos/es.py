@@ -182,33 +182,42 @@ class ES:
         )
         return population, Episodes(j, ep_seeds[k].astype(np.int64))
 
-    def tell(self, results: Results, shaped: np.ndarray | None = None) -> np.ndarray:
-        """Update theta from every individual's return; returns them.
+    def ask_start(self) -> None:
+        """Nothing to evaluate before the first generation."""
+        return None
 
-        shaped: per-individual weights already shaped by the caller (novelty search mixes the
-        ranks of reward and novelty), used instead of shaping the returns."""
-        fitness = np.asarray(results.returns, np.float64)
+    def tell_start(self, results: Results) -> None:
+        """Nothing to start (ask_start asks for no evaluation)."""
+
+    def tell(self, results: Results, fitness: np.ndarray | None = None) -> np.ndarray:
+        """Update theta from every individual's return, or from the caller's `fitness` (one
+        number per individual, ranked as returns are); returns the fitness used."""
+        fitness = np.asarray(results.returns if fitness is None else fitness, np.float64)
         if fitness.size != self.cfg.population:
             raise ValueError(f"tell: {fitness.size} returns for a population of {self.cfg.population}")
-        if shaped is not None:
-            shaped = np.asarray(shaped, np.float32)
-        elif self.cfg.fitness_shaping == "centered_ranks":
+        if self.cfg.fitness_shaping == "centered_ranks":
             shaped = centered_ranks(fitness)
         else:  # raw returns; a NaN counts as the worst return seen (the one NaN rule)
             finite = fitness[np.isfinite(fitness)]
             shaped = np.nan_to_num(fitness, nan=finite.min() if finite.size else 0.0).astype(np.float32)
+        self.step(shaped)
+        return fitness
+
+    def step(self, shaped: np.ndarray) -> None:
+        """Step theta along the perturbations weighted by `shaped` (N,) (the shaped fitness of each
+        individual: tell's, or novelty search's mix of reward and novelty ranks)."""
+        shaped = np.asarray(shaped, np.float32)
         coeffs = shaped[0::2] - shaped[1::2] if self.cfg.mirrored else shaped
         offsets = offsets_of(self._seeds(), self.noise.table.size, self.noise.n_params)
         g = np.empty(self.noise.n_params, np.float32)
         weighted_noise_sum(g, np.ascontiguousarray(coeffs, np.float32), offsets, self.noise.table)
-        g /= np.float32(fitness.size)
+        g /= np.float32(shaped.size)
         # The optimizer descends its argument: the reference's -g + l2 * theta.
         step = self.opt.step(np.float32(self.cfg.l2) * self.theta - g)
         self.theta += step
         self.grad_norm = float(vector_norm(g))
         self.step_norm = float(vector_norm(step))
         self.generation += 1
-        return fitness
 
     def ask_validation(self) -> tuple[Population, Episodes]:
         """theta itself on validation_episodes episode seeds."""
@@ -225,6 +234,22 @@ class ES:
         r = results.returns
         self.theta_score = float(np.mean(r)) if np.isfinite(r).any() else float("nan")
         return self.theta_score
+
+    @property
+    def elite(self) -> np.ndarray:
+        """(P,) float32: the elite of ES is theta itself."""
+        return self.theta
+
+    @property
+    def elite_score(self) -> float:
+        """theta's validation mean."""
+        return self.theta_score
+
+    @property
+    def validation_episodes(self) -> int:
+        return self.cfg.validation_episodes
+
+    best_elite = None  # ES keeps no elite but theta
 
     def metrics(self) -> dict:
         """theta's validation mean (the elite of ES is theta) and the last step's sizes, for the log line."""

@@ -76,6 +76,28 @@ class GA:
         self._candidates: np.ndarray | None = None
 
     # ---- ask / tell -------------------------------------------------------------------
+    def ask_start(self) -> None:
+        """Nothing to evaluate before the first generation."""
+        return None
+
+    def tell_start(self, results: Results) -> None:
+        """Nothing to start (ask_start asks for no evaluation)."""
+
+    @property
+    def validation_episodes(self) -> int:
+        return self.cfg.validation_episodes
+
+    @property
+    def best_elite(self) -> tuple | None:
+        """(generation, seed list, validation mean) of the best elite so far; None while every
+        validation mean was NaN."""
+        return None if self.best is None else (self.best_generation, self.best, self.best_score)
+
+    def living_genomes(self) -> list[np.ndarray]:
+        """The seed lists a checkpoint of this state needs rebuilt: the parents, the elite and the
+        best elite (safe mutations keep their ancestors' experiences for them)."""
+        return [*self.parents, *[g for g in (self.elite, self.best) if g is not None]]
+
     def ask(self) -> tuple[Population, Episodes]:
         """The population (N rows, as genomes) and one training episode per individual."""
         n = self.cfg.population

@@ -61,7 +61,7 @@ class GANS:
                           mutation=ns_cfg.mutation, experiences=ns_cfg.experiences)  # fmt: skip
         self.ga = GA(ga_cfg, seed)
         self.archive = Archive(*behaviour)
-        self.best = -np.inf  # best training return so far
+        self.best_return = -np.inf  # best training return so far
         self.novelty: np.ndarray | None = None  # (N,) float64 this generation's novelty
         self.elite_novelty = float("nan")
         self._returns: np.ndarray | None = None  # (N,) this generation's training returns
@@ -95,22 +95,28 @@ class GANS:
     def parent_experiences(self, value) -> None:
         self.ga.parent_experiences = value
 
-    def ask_start(self) -> tuple[Population, Episodes]:
-        """GA-NS starts from an empty archive: the population as ask() gives it, with no episode."""
-        return self.ga.ask()[0], _no_episodes()
+    def living_genomes(self) -> list[np.ndarray]:
+        """The seed lists a checkpoint of this state needs rebuilt (GA.living_genomes)."""
+        return self.ga.living_genomes()
+
+    def ask_start(self) -> None:
+        """GA-NS starts from an empty archive: nothing to evaluate first."""
+        return None
 
     def tell_start(self, results: Results) -> None:
-        """Nothing to start; results must be of the no episodes asked."""
-        if len(results.returns):
-            raise ValueError(f"GANS.tell_start: asked for no episode, got {len(results.returns)}")
+        """Nothing to start (ask_start asks for no evaluation)."""
+
+    validation_episodes = 1  # the elite's score is its training episode's: GA-NS validates nothing
+    best_elite = None  # the elite is the most novel individual; no best is kept
 
     def ask(self) -> tuple[Population, Episodes]:
         """The population and one training episode each (GA.ask)."""
         return self.ga.ask()
 
-    def tell(self, results: Results) -> np.ndarray:
+    def tell(self, results: Results, fitness: np.ndarray | None = None) -> np.ndarray:
         """Rank the population by novelty, then add a random sample of its behaviours to the
-        archive; returns the (N,) novelty."""
+        archive; returns the (N,) novelty. fitness: the caller's score per individual, kept where
+        GA-NS keeps returns (the best so far, the elite's recorded score)."""
         bc = results.behaviours  # (N, d)
         # Against the archive and the population (Such et al.): each counts a distance of 0 to itself.
         nov = knn_novelty(bc, np.concatenate([self.archive.data, bc]), self.cfg.k)
@@ -118,8 +124,9 @@ class GANS:
         self._elite_row = int(fitness_order(nov)[0])  # the elite GA.take_top_as_elite will keep
         rng = rng_for(self.seed, self.generation, ARCHIVE_PICK)
         self.archive.add(bc[sample_for_archive(len(bc), self.cfg.archive_prob, rng)])
-        self.best = max(self.best, float(np.max(results.returns)))
-        self.novelty, self._returns = nov, results.returns
+        score = results.returns if fitness is None else np.asarray(fitness, np.float64)
+        self.best_return = max(self.best_return, float(np.max(score)))
+        self.novelty, self._returns = nov, score
         return nov
 
     def ask_validation(self) -> tuple[Population, Episodes]:
@@ -134,7 +141,7 @@ class GANS:
     def metrics(self) -> dict:
         """The elite's game score and novelty, the population's novelty, the archive's size."""
         return {
-            "score/best_ever": self.best,
+            "score/best_ever": self.best_return,
             "score/elite_mean": self.elite_score,
             "ns/elite_novelty": self.elite_novelty,
             "ns/novelty_max": float(self.novelty.max()),
@@ -146,13 +153,13 @@ class GANS:
         return {
             **{f"ga/{k}": v for k, v in self.ga.state().items()},
             **{f"archive/{k}": v for k, v in self.archive.state().items()},
-            "best_return": np.float64(self.best),
+            "best_return": np.float64(self.best_return),
         }
 
     def load_state(self, st: dict) -> None:
         self.ga.load_state(_prefixed(st, "ga/"))
         self.archive.load_state(_prefixed(st, "archive/"))
-        self.best = float(st["best_return"])
+        self.best_return = float(st["best_return"])
 
 
 class NSES:
@@ -187,11 +194,17 @@ class NSES:
         )
         self._fixed_weight = 0.0 if variant == "ns-es" else ns_cfg.reward_weight
         self.generation = 0
-        self.best = -np.inf  # best return so far: training episodes and agents' validations
+        self.best_return = -np.inf  # best return so far: training episodes and agents' validations
         self.agent_index = -1  # the agent updated this generation (drawn in ask)
         self.weight = float("nan")  # reward's share of the ranks this generation
         self.novelty: np.ndarray | None = None  # (N,) float64 this generation's novelty
         self._pop_max = float("nan")
+
+    best_elite = None  # the elite is the best agent's theta; no other is kept
+
+    @property
+    def validation_episodes(self) -> int:
+        return self.cfg.validation_episodes
 
     @property
     def elite_agent(self) -> int:
@@ -232,14 +245,16 @@ class NSES:
         self.agent_index = pick_agent(nov, rng_for(self.seed, self.generation, AGENT_PICK))
         return self.agents[self.agent_index].ask()
 
-    def tell(self, results: Results) -> np.ndarray:
-        """Step the agent along the mixed ranks of reward and novelty; returns them (N,)."""
+    def tell(self, results: Results, fitness: np.ndarray | None = None) -> np.ndarray:
+        """Step the agent along the mixed ranks of reward (or the caller's `fitness`, one number
+        per individual) and novelty; returns them (N,)."""
+        score = results.returns if fitness is None else np.asarray(fitness, np.float64)
         # (N,) against the archive only (Conti et al.)
         nov = knn_novelty(results.behaviours, self.archive.data, self.cfg.k)
         self.weight = self.nsra.w if self.nsra is not None else self._fixed_weight
-        shaped = mix_ranks(results.returns, nov, self.weight)
-        self.agents[self.agent_index].tell(results, shaped=shaped)
-        self.novelty, self._pop_max = nov, float(np.max(results.returns))
+        shaped = mix_ranks(score, nov, self.weight)
+        self.agents[self.agent_index].step(shaped)
+        self.novelty, self._pop_max = nov, float(np.max(score))
         return shaped
 
     def ask_validation(self) -> tuple[Population, Episodes]:
@@ -254,7 +269,7 @@ class NSES:
         self.archive.add(self.agent_bc[m : m + 1])
         if self.nsra is not None:
             self.nsra.update(self.agent_score[m])
-        self.best = max(self.best, self._pop_max, float(np.nanmax(self.agent_score)))
+        self.best_return = max(self.best_return, self._pop_max, float(np.nanmax(self.agent_score)))
         self.generation += 1
 
     def metrics(self) -> dict:
@@ -264,7 +279,7 @@ class NSES:
             "ns/agent": m,
             "ns/reward_weight": self.weight,
             "score/agent_mean": float(self.agent_score[m]),
-            "score/best_ever": self.best,
+            "score/best_ever": self.best_return,
             "score/elite_mean": self.elite_score,
             "ns/novelty_max": float(self.novelty.max()),
             "ns/novelty_mean": float(self.novelty.mean()),
@@ -276,7 +291,7 @@ class NSES:
         for m, agent in enumerate(self.agents):
             st.update({f"agent{m}/{k}": v for k, v in agent.state().items()})
         st.update({"agent_bc": self.agent_bc.copy(), "agent_score": self.agent_score.copy()})
-        st.update({"best_return": np.float64(self.best), "generation": np.int64(self.generation)})
+        st.update({"best_return": np.float64(self.best_return), "generation": np.int64(self.generation)})
         return {**st, **(self.nsra.state() if self.nsra is not None else {})}
 
     def load_state(self, st: dict) -> None:
@@ -285,6 +300,6 @@ class NSES:
             agent.load_state(_prefixed(st, f"agent{m}/"))
         self.agent_bc = np.array(st["agent_bc"], self.archive.dtype)
         self.agent_score = np.array(st["agent_score"], np.float64)
-        self.best, self.generation = float(st["best_return"]), int(st["generation"])
+        self.best_return, self.generation = float(st["best_return"]), int(st["generation"])
         if self.nsra is not None:
             self.nsra.load_state(st)

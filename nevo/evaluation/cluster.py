@@ -23,7 +23,9 @@ Shape:
   metrics of the same run on one machine (with the same kind of forward: the CPU's and a GPU's
   float rounding can differ).
 - Before any work, each worker compares its nevo version, nevo's source and its noise table with
-  the driver's, and a worker that differs refuses (one line in the driver's output) and leaves.
+  the driver's, and a worker that differs refuses (one line in the driver's output) and leaves;
+  so does a worker that cannot import nevo at all (started outside a nevo checkout: the line
+  names `python -m experiments.cluster_worker ADDRESS`, which starts one that can).
 """
 
 from __future__ import annotations
@@ -128,7 +130,8 @@ class ClusterEvaluator:
                 worker_side.fingerprint(table),
                 cores,
             )
-            self.client.register_plugin(self.plugin, name=self.name)
+            # portable: a worker that cannot import nevo refuses in one line, as below
+            self.client.register_plugin(worker_side.portable(self.plugin), name=self.name)
             self.workers = self._wait_for_workers()
             self.facts = {"cluster": address, "workers": len(self.workers), **self._worker_facts()}
         except BaseException:  # no scheduler connection or local cluster outlives a failed start
@@ -213,6 +216,7 @@ class ClusterEvaluator:
         with warnings.catch_warnings():  # ES's thetas are weights: Dask warns of a "large graph"
             warnings.simplefilter("ignore", UserWarning)
             held = self.client.submit(worker_side.hold, population, key=f"{tag}-population", pure=False)
+        counted = None if episodes.obs_stats is None else np.asarray(episodes.obs_stats, bool)  # (E,)
         futures = [
             self.client.submit(
                 worker_side.run_chunk,
@@ -220,6 +224,7 @@ class ClusterEvaluator:
                 held,
                 ind[a : a + size],
                 seeds[a : a + size],
+                None if counted is None else counted[a : a + size],
                 key=f"{tag}-chunk-{c}",
                 pure=False,
             )  # fmt: skip

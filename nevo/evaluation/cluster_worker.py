@@ -1,9 +1,10 @@
 """The worker side of nevo on a Dask cluster (nevo.evaluation.cluster is the driver's side).
 
-Imported by the driver only with --cluster, and by each worker when it unpickles the plugin:
+Imported by the driver only with --cluster, and by each worker when it loads the plugin:
 `Setup` sets a worker up once per run (noise table, net, compiled kernels, its own evaluator on
 its cores, a WeightBuilder whose cache holds the current parents' weights), `run_chunk` plays a
-chunk of episodes on it.
+chunk of episodes on it. The driver sends `Setup` inside `portable(...)`, which any Dask worker
+can unpickle: one that cannot import nevo refuses in one line, as one with other nevo code does.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ import threading
 import numpy as np
 from distributed import Reschedule, WorkerPlugin, get_worker
 
-import nevo
+from nevo import version
 from nevo.evaluation.episodes import Episodes, Results
 from nevo.machine import cores
 
 EVENTS = "nevo-refused"  # the topic on which a refusing worker says why
+# how to start a worker that imports nevo (README, docs/cluster.md), given the scheduler's address
+WORKER_COMMAND = "python -m experiments.cluster_worker {}"
 
 
 def source_digest() -> str:
     """A digest of nevo's own source files: two installs give the same results only if it agrees."""
-    root = os.path.dirname(os.path.abspath(nevo.__file__))
+    root = os.path.dirname(os.path.abspath(version.__file__))  # the nevo package's folder
     h = hashlib.sha256()
     for folder, dirs, files in sorted(os.walk(root)):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -47,7 +50,7 @@ def table_digest(table: np.ndarray) -> str:
 
 
 def fingerprint(table: np.ndarray) -> dict:
-    return {"nevo": nevo.__version__, "source": source_digest(), "noise table": table_digest(table)}
+    return {"nevo": version.__version__, "source": source_digest(), "noise table": table_digest(table)}
 
 
 def differences(mine: dict, theirs: dict) -> str:
@@ -72,7 +75,6 @@ class Setup(WorkerPlugin):
 
         from nevo.evaluation import setup
         from nevo.genomes import noise
-        from nevo.nets.kernels import make_policy
 
         if self.cores and hasattr(os, "sched_setaffinity"):  # local:N: worker i on its share
             every = sorted(os.sched_getaffinity(0))
@@ -88,24 +90,20 @@ class Setup(WorkerPlugin):
                 "replay Atari episodes for their RAM; start it with DASK_DISTRIBUTED__WORKER__DAEMON=False"
             )
         if not self.refused:
-            try:
+            try:  # the settings' and this machine's checks, as a run on one machine makes them
                 spec = setup.net_for(cfg, self.task)
-                device = setup.device_for(cfg, self.task)
-                rows = setup.weight_rows(cfg, device, self.population, self.bases)
-                setup.check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population",
-                                   0, self.population, setup.builds_on_gpu(cfg))  # fmt: skip
+                device = setup.check_machine(cfg, self.task, spec, self.population, self.bases)
             except (ValueError, MemoryError) as e:  # ConfigError included
                 self.refused = str(e)
         if self.refused:  # say why where the driver reads it, then leave the cluster
             worker.log_event(EVENTS, {"worker": worker.address, "why": self.refused})
             worker.loop.add_callback(worker.close, nanny=True, reason="nevo: refused")
             return
-        builder = setup.builder_for(cfg, spec, table, self.ref_batch)
         self.device = device
         self.threads = min(cores(), numba.config.NUMBA_NUM_THREADS)  # cores(): after the affinity above
-        policy = make_policy(device, spec)
-        self.evaluator, self.layout = self.task.evaluator(
-            cfg.run, policy, builder, device, self.population, behaviours=self.behaviours
+        # the evaluator a run on one machine makes (no run folder: safe mutations stay on one machine)
+        self.evaluator, self.layout = setup.local_evaluator(
+            cfg, self.task, spec, device, table, self.ref_batch, None, self.population
         )
         self.lock = threading.Lock()  # one chunk at a time, whatever the worker's thread count
 
@@ -114,8 +112,53 @@ class Setup(WorkerPlugin):
             self.evaluator.close()
 
 
-def _setup_of(name: str) -> Setup:
-    return get_worker().plugins[name]
+def portable(plugin: Setup) -> WorkerPlugin:
+    """plugin in a wrapper that a Dask worker unpickles without importing nevo (see _loader)."""
+    from distributed.protocol.pickle import dumps
+
+    return _loader()(dumps(plugin))
+
+
+def _loader() -> type:
+    """The class of portable()'s wrapper. Made in a function so that cloudpickle sends the class
+    itself rather than a reference to this module: a worker that cannot import nevo still loads
+    it, and refuses in one line (unpickling Setup directly would fail inside Dask, before any
+    nevo code runs, with a long traceback on the driver). So nothing from nevo in here."""
+
+    class Loader(WorkerPlugin):
+        """Unpickles nevo's Setup on the worker and runs it; refuses if nevo cannot load."""
+
+        def __init__(self, payload: bytes):
+            self.payload = payload  # Setup, pickled
+            self.inner = None  # Setup, once loaded
+
+        def setup(self, worker):
+            import pickle
+
+            try:
+                self.inner = pickle.loads(self.payload)
+            except Exception as e:  # noqa: BLE001 (every reason is said in one line, below)
+                if isinstance(e, ModuleNotFoundError) and e.name == "nevo":
+                    command = WORKER_COMMAND.format(worker.scheduler.address)
+                    why = f"cannot import nevo ({e}); start it from a nevo checkout with `{command}`"
+                else:  # nevo's requirements missing there, or a nevo whose code differs
+                    why = f"cannot load nevo's setup ({type(e).__name__}: {e}); give it the driver's nevo"
+                worker.log_event(EVENTS, {"worker": worker.address, "why": why})
+                worker.loop.add_callback(worker.close, nanny=True, reason="nevo: refused")
+                return None
+            return self.inner.setup(worker)
+
+        def teardown(self, worker):
+            if self.inner is not None:
+                return self.inner.teardown(worker)
+            return None
+
+    return Loader
+
+
+def _setup_of(name: str) -> Setup | None:
+    """This worker's Setup for the run name; None if it could not load it (and is leaving)."""
+    return get_worker().plugins[name].inner
 
 
 def hold(population):
@@ -124,20 +167,21 @@ def hold(population):
     return population
 
 
-def run_chunk(name: str, population, ind: np.ndarray, seeds: np.ndarray) -> Results:
-    """Play one chunk of episodes on this worker's evaluator."""
+def run_chunk(name: str, population, ind: np.ndarray, seeds: np.ndarray, obs_stats=None) -> Results:
+    """Play one chunk of episodes on this worker's evaluator (obs_stats: the chunk's share of
+    Episodes.obs_stats, the episodes whose observations count, --obs-norm 1)."""
     import numba
 
     setup = _setup_of(name)
-    if setup.evaluator is None:  # refused (and leaving): another worker takes the chunk
+    if setup is None or setup.evaluator is None:  # refused (and leaving): another worker takes the chunk
         raise Reschedule()
     with setup.lock:
         numba.set_num_threads(setup.threads)
-        return setup.evaluator.run(population, Episodes(ind, seeds))
+        return setup.evaluator.run(population, Episodes(ind, seeds, obs_stats=obs_stats))
 
 
 def facts(name: str, dask_worker=None) -> dict:
     """What this worker runs (its device and evaluator layout); {} if it refused. Called with
     Client.run, which passes the worker."""
-    setup = dask_worker.plugins[name]
-    return {"device": setup.device, **setup.layout} if setup.evaluator is not None else {}
+    setup = dask_worker.plugins[name].inner
+    return {"device": setup.device, **setup.layout} if setup and setup.evaluator is not None else {}

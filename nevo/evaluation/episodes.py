@@ -40,7 +40,9 @@ class Results:
     experiences: np.ndarray | None = None  # (E, record, *obs) the observations kept, when Episodes.record > 0
     experience_counts: np.ndarray | None = None  # (E,) int64 how many of each episode's are filled
     mutation_s: float = 0.0  # of the wall time, building safe mutations' children (nevo.genomes.safe_build)
-    obs_stats: tuple | None = None  # (sum (n,), sum of squares (n,), count) of those episodes' observations
+    # (sums (k, n), sums of squares (k, n), counts (k,)) of the observations of each of the k
+    # episodes Episodes.obs_stats counted, in episode order (summed once, by nevo.nets.obs_norm)
+    obs_stats: tuple | None = None
 
     @property
     def total_frames(self) -> int:
@@ -81,11 +83,12 @@ class Results:
 
 
 def _summed(stats: list):
-    """Several evaluations' (sum, sumsq, count) as one (None where none has any)."""
+    """Several evaluations' per-episode (sums, sumsqs, counts), one after the other (None where
+    none has any)."""
     have = [s for s in stats if s is not None]
     if not have:
         return None
-    return tuple(sum(s[i] for s in have) for i in range(3))
+    return tuple(np.concatenate([s[i] for s in have]) for i in range(3))
 
 
 @dataclass
@@ -111,6 +114,9 @@ class Population:
     # a safe mutation (nevo.genomes.safe_build), measured on the base's experiences.
     operator: str = "gaussian"
     experiences: list | None = None  # [(T_k, *obs)] per base: the observations its sensitivity is measured on
+    # --obs-norm 1: (2, n) float64 the observation mean and std, frozen for this population, that
+    # every built row folds into its first layer (nevo.nets.obs_norm); None: no normalisation.
+    obs_norm: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.base)
@@ -119,7 +125,7 @@ class Population:
         """The population of rows `which` (in that order), over the same bases."""
         which = np.asarray(which, np.int64)
         return Population(self.bases, self.base[which], self.seed[which], self.scale[which], self.sigma,
-                          self.operator, self.experiences)  # fmt: skip
+                          self.operator, self.experiences, self.obs_norm)  # fmt: skip
 
     @staticmethod
     def of_weights(weights: np.ndarray) -> Population:

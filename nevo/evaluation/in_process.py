@@ -60,7 +60,11 @@ class InProcessEvaluator:
         sample = sample_for(episodes, self.task.obs_shape, self.task.obs_dtype)  # None unless asked
         counted = None if episodes.obs_stats is None else np.asarray(episodes.obs_stats, bool)  # (E,)
         n_obs = int(np.prod(self.task.obs_shape))
-        obs_sum, obs_sumsq, obs_count = np.zeros(n_obs), np.zeros(n_obs), 0
+        # Observation statistics per counted episode (k, n), each summed in its own step order: the
+        # same numbers whatever the slots or the machine that played it (nevo.nets.obs_norm).
+        row_of = None if counted is None else np.cumsum(counted) - 1  # (E,) counted episode -> its row
+        k = 0 if counted is None else int(counted.sum())
+        obs_sum, obs_sumsq, obs_count = np.zeros((k, n_obs)), np.zeros((k, n_obs)), np.zeros(k, np.int64)
         mutation_s0 = mutation_s(self.weights)
         self.policy.load(self.weights.start(population, ind, S))
         slot_row[:first] = self.weights.take(ind[:first])
@@ -74,10 +78,11 @@ class InProcessEvaluator:
                 if sample is not None:
                     sample.offer(ep, acting)
                 if counted is not None and counted[ep].any():  # observation statistics (nevo.nets.obs_norm)
+                    rows = row_of[ep[counted[ep]]]
                     seen = acting[counted[ep]].reshape(-1, n_obs).astype(np.float64)
-                    obs_sum += seen.sum(axis=0)
-                    obs_sumsq += (seen**2).sum(axis=0)
-                    obs_count += len(seen)
+                    obs_sum[rows] += seen
+                    obs_sumsq[rows] += seen**2
+                    obs_count[rows] += 1
                 t_fwd = time.monotonic()  # the forward alone (as the pipeline times it)
                 actions = self.policy(slot_row[live], acting)
                 forward_s += time.monotonic() - t_fwd

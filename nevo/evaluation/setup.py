@@ -1,9 +1,11 @@
-"""What a run script builds from its settings and task: the net, the device, the weight builder,
-the memory check.
+"""The one owner of setup: from the settings, the task and the run folder, the net, the device, the
+weight builder, the memory check and the evaluator on this machine (`local_evaluator`).
 
-Shared by experiments/run_ga.py, run_es.py and replay.py, so that a run and its replay see the
-same net (with virtual batch norm's reference batch, when the net uses it) on the same kind of
-observations.
+The generation loop (nevo.runs.loop) calls it for a run on one machine, each Dask worker
+(nevo.evaluation.cluster_worker) for its own evaluator, and replay for the elite's: all of them see
+the same net (with virtual batch norm's reference batch, or the observation statistics each
+Population carries) on the same kind of observations. It imports nothing of the cluster's: the
+loop picks local or cluster.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 import numpy as np
 
 from nevo import machine, nets, runs
-from nevo.config import ConfigError, mutation_of, obs_norm_of
+from nevo.config import NS_ALGOS, ConfigError, mutation_of, obs_norm_of, section
 from nevo.genomes.noise import WeightBuilder
 from nevo.nets.kernels import resolve_device
 
@@ -45,12 +47,14 @@ def weight_builder(cfg, task, spec, run_dir: str, table: np.ndarray | None) -> W
 
 
 def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | None,
-                run_dir: str | None = None, obs_norm=None) -> WeightBuilder:  # fmt: skip
+                run_dir: str | None = None) -> WeightBuilder:  # fmt: skip
     """weight_builder's WeightBuilder, given the reference batch (None without --vbn); with a
     safe mutation, one that builds safe children, reading ancestors' experiences from run_dir;
-    with obs_norm (nevo.nets.obs_norm.ObsNorm), one that folds its statistics into every row."""
-    if obs_norm is not None:  # never with --vbn or a safe mutation (config.validate: the ES families only)
-        return WeightBuilder(table, nets.init_scale(spec), fold=obs_norm)
+    with --obs-norm 1, one that folds the statistics each Population carries into its rows."""
+    if obs_norm_of(cfg):  # never with --vbn or a safe mutation (config.validate: the ES families only)
+        from nevo.nets.obs_norm import fold_population
+
+        return WeightBuilder(table, nets.init_scale(spec), fold=fold_population(spec))
     if mutation_of(cfg) != "gaussian":  # never with --vbn (config.validate)
         from nevo.genomes.safe_build import SafeMutation
 
@@ -64,7 +68,7 @@ def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | Non
         return WeightBuilder(table, nets.init_scale(spec))
     from nevo.nets.vbn import fold
 
-    return WeightBuilder(table, nets.init_scale(spec), lambda w: fold(spec, w, ref_batch, out=w))
+    return WeightBuilder(table, nets.init_scale(spec), lambda w, population: fold(spec, w, ref_batch, out=w))
 
 
 def reference_batch(cfg, task, run_dir: str) -> np.ndarray:
@@ -77,25 +81,21 @@ def reference_batch(cfg, task, run_dir: str) -> np.ndarray:
     return ref
 
 
-def check_machine(cfg, task, spec, population: int, bases: int, cluster) -> str | None:
-    """Before any work: the device this machine evaluates on, and that the weights its
-    evaluator holds plus the noise table fit in memory (ConfigError or MemoryError naming the
-    setting to lower). On a Dask cluster (cluster: the --cluster settings) only the noise table
-    is checked here and the device is None: each worker checks its own when it joins."""
-    if cluster is not None:
-        from nevo.evaluation.cluster import check_address
+def check_machine(cfg, task, spec, population: int, bases: int) -> str:
+    """Before any work on this machine: the settings' checks, the device it evaluates on, and that
+    the weights its evaluator holds plus the noise table fit in memory (ConfigError or MemoryError
+    naming the setting to lower)."""
+    check_settings(cfg, task, spec)
+    device = device_for(cfg, task)
+    rows = weight_rows(cfg, device, population, bases)
+    check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population",
+                 experience_bytes(cfg, task, population), population, builds_on_gpu(cfg))  # fmt: skip
+    return device
 
-        if mutation_of(cfg) != "gaussian":
-            raise ConfigError(
-                f"--cluster: safe mutations (--mutation {mutation_of(cfg)}) run on one machine for now "
-                "(each child needs its parent's experiences, which the workers are not sent)"
-            )
-        if obs_norm_of(cfg):
-            raise ConfigError("--cluster: --obs-norm 1 runs on one machine for now (the workers' folds)")
 
-        check_address(cluster.address)
-        check_memory(spec.n_params, 0, cfg.run.noise_table_size, "cpu", "--noise-table-size")
-        return None
+def check_settings(cfg, task, spec) -> None:
+    """What the net and the task say of the settings, wherever the run evaluates: observation
+    statistics need a foldable first layer, safe mutations a discrete policy."""
     if obs_norm_of(cfg):
         from nevo.nets.obs_norm import check
 
@@ -108,41 +108,31 @@ def check_machine(cfg, task, spec, population: int, bases: int, cluster) -> str 
             f"--mutation: {mutation_of(cfg)} measures the softmax of a discrete policy's outputs; "
             f"{task.name} has continuous actions: use --mutation gaussian"
         )
-    device = device_for(cfg, task)
-    rows = weight_rows(cfg, device, population, bases)
-    check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population",
-                 experience_bytes(cfg, task, population), population, builds_on_gpu(cfg))  # fmt: skip
-    return device
 
 
 def experience_bytes(cfg, task, population: int) -> int:
     """Bytes of a generation's experiences (safe mutations: --experiences per individual)."""
     if mutation_of(cfg) == "gaussian":
         return 0
-    group = getattr(cfg, "ga", None) or cfg.ns
-    return population * group.experiences * int(np.prod(task.obs_shape)) * np.dtype(task.obs_dtype).itemsize
+    return (
+        population
+        * section(cfg).experiences
+        * int(np.prod(task.obs_shape))
+        * np.dtype(task.obs_dtype).itemsize
+    )
 
 
-def evaluator(cfg, task, spec, device, run_dir, table, population: int, bases: int,
-              behaviours: bool = False, cluster=None, say=print, obs_norm=None) -> tuple:  # fmt: skip
+def local_evaluator(cfg, task, spec, device: str, table, ref_batch, run_dir: str | None, population: int):
     """(evaluator, facts for config.json and the run's first line): the task's evaluator on this
-    machine's device, or on a Dask cluster (nevo.evaluation.cluster.ClusterEvaluator; a ClusterError when
-    none answers) when cluster (the --cluster settings) is given. population: individuals per
-    generation; bases: the rows they are built from (parents, or thetas)."""
-    ref = reference_batch(cfg, task, run_dir) if cfg.net.vbn else None
-    if cluster is None:
-        from nevo.nets.kernels import make_policy
+    machine's device, its weight builder over the noise table (and the reference batch with --vbn),
+    each episode's behaviour kept for novelty search. The driver on one machine and every cluster
+    worker make theirs here."""
+    from nevo.nets.kernels import make_policy
 
-        builder = builder_for(cfg, spec, table, ref, run_dir, obs_norm)  # genomes -> weights
-        ev, facts = task.evaluator(
-            cfg.run, make_policy(device, spec), builder, device, population, behaviours
-        )
-        return ev, {"device": device, **facts}
-    from nevo.evaluation.cluster import ClusterEvaluator
-
-    ev = ClusterEvaluator(cluster.address, cfg, task, ref, table, population, bases, behaviours,
-                          cluster.timeout_s, cluster.chunk, say)  # fmt: skip
-    return ev, ev.facts
+    builder = builder_for(cfg, spec, table, ref_batch, run_dir)  # genomes -> weights
+    behaviours = cfg.algo in NS_ALGOS
+    ev, facts = task.evaluator(cfg.run, make_policy(device, spec), builder, device, population, behaviours)
+    return ev, {"device": device, **facts}
 
 
 def builds_on_gpu(cfg) -> bool:

@@ -145,8 +145,8 @@ class WeightBuilder:
     `build(rows, out)` then writes rows' weights in one `build_rows` pass, bit-identical to a
     rebuild from their seed lists. With `safe` (nevo.genomes.safe_build) and a population whose operator
     is a safe mutation, `use` also measures each base's sensitivity, once, and `build` makes the
-    children with it. `fold`, when given, changes built rows in place (virtual
-    batch norm folded into the weights).
+    children with it. `fold(rows, population)`, when given, changes built rows in place (virtual
+    batch norm, or the population's frozen observation statistics, folded into the weights).
     """
 
     def __init__(self, table: np.ndarray | None, init_scale: np.ndarray, fold=None, safe=None):
@@ -154,7 +154,7 @@ class WeightBuilder:
         self.table = table if table is not None else np.zeros(0, np.float32)
         self.init_scale = np.ascontiguousarray(init_scale, dtype=np.float32)
         self.n_params = self.init_scale.size
-        self.fold = fold  # fold(weights (n, P) float32) -> None, in place
+        self.fold = fold  # fold(weights (n, P) float32, population) -> None, in place
         # nevo.genomes.safe_build.SafeMutation: builds the children of populations whose operator is a
         # safe mutation (None: Gaussian children only)
         self.safe = safe
@@ -236,5 +236,5 @@ class WeightBuilder:
         if pop.operator != "gaussian":  # the children again, safely
             self.safe.build(pop, rows, out, offsets)
         if self.fold is not None:
-            self.fold(out)
+            self.fold(out, pop)
         return out

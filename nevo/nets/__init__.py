@@ -37,6 +37,25 @@ NAMED_LAYERS = {
     "deep": (("dense", 32),) * 16,
 }
 IMAGE_NETS = ("large", "small")  # the nets with convs: they need image observations
+# A dense net of one's own by name: "dense:64,64" (ReLU hidden layers of 64 and 64) or
+# "dense-tanh:256,256"; nevo.train(net=[64, 64]) writes the first.
+DENSE_PREFIXES = {"dense": "relu", "dense-tanh": "tanh"}
+
+
+def layers_of(name: str) -> tuple:
+    """The layer recipe of a net's name: a key of NAMED_LAYERS or a dense net of one's own
+    ("dense:64,64", "dense-tanh:256,256"); ValueError naming what is allowed otherwise."""
+    if name in NAMED_LAYERS:
+        return NAMED_LAYERS[name]
+    prefix, _, widths = name.partition(":")
+    units = widths.split(",") if widths else []
+    if prefix in DENSE_PREFIXES and units and all(u.isdigit() and int(u) > 0 for u in units):
+        return tuple(("dense", int(u), DENSE_PREFIXES[prefix]) for u in units)
+    raise ValueError(
+        f"unknown network {name!r}; valid names: {', '.join(NAMED_LAYERS)}, or dense:W1,W2,... "
+        "(ReLU) / dense-tanh:W1,W2,... (hidden widths)"
+    )
+
 
 CONV, DENSE = 0, 1
 # Columns of NetSpec.table (one row per layer). Dense layers have KH = KW = STRIDE = 1, sizes 1x1.
@@ -192,10 +211,9 @@ def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom", obs_dtyp
 
 
 def net_spec(name, obs_shape=OBS_SHAPE, n_actions=18, obs_dtype=np.uint8, action="argmax"):
-    """The named network (a key of NAMED_LAYERS) for this input shape and action count."""
-    if name not in NAMED_LAYERS:
-        raise ValueError(f"unknown network {name!r}; valid names: {sorted(NAMED_LAYERS)}")
-    return make_spec(NAMED_LAYERS[name], obs_shape, n_actions, name=name, obs_dtype=obs_dtype, action=action)
+    """The named network (a key of NAMED_LAYERS, or a dense net of one's own: layers_of) for this
+    input shape and action count."""
+    return make_spec(layers_of(name), obs_shape, n_actions, name=name, obs_dtype=obs_dtype, action=action)
 
 
 def require_relu(spec, what: str) -> None:

@@ -29,13 +29,15 @@ class RunningStat:
         self.sumsq = np.zeros(n)  # (n,)
 
     def update(self, stats) -> None:
-        """Add an evaluation's (sum (n,), sumsq (n,), count) (Results.obs_stats); None adds nothing."""
+        """Add an evaluation's per-episode (sums (k, n), sumsqs (k, n), counts (k,))
+        (Results.obs_stats), episode after episode; None adds nothing."""
         if stats is None:
             return
-        s, sq, c = stats
-        self.sum += s
-        self.sumsq += sq
-        self.count += float(c)
+        s, sq, c = (np.asarray(a) for a in stats)
+        for i in range(len(c)):  # in episode order: the same sum on one machine or a cluster
+            self.sum += s[i]
+            self.sumsq += sq[i]
+            self.count += float(c[i])
 
     @property
     def mean(self) -> np.ndarray:
@@ -75,6 +77,17 @@ def fold(spec, weights: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.nda
     return weights
 
 
+def fold_population(spec):
+    """A WeightBuilder's fold for --obs-norm 1: each built row folded with the statistics its
+    Population carries (Population.obs_norm; none: rows as built)."""
+
+    def fold_rows(weights: np.ndarray, population) -> None:
+        if population is not None and population.obs_norm is not None:
+            fold(spec, weights, population.obs_norm[0], population.obs_norm[1])
+
+    return fold_rows
+
+
 def check(spec, task_name: str) -> None:
     """ValueError unless the net reads float32 vectors with a dense first layer (foldable)."""
     if spec.obs_dtype != np.float32 or not spec.layers or spec.layers[0].kind != "dense":
@@ -85,7 +98,8 @@ def check(spec, task_name: str) -> None:
 
 
 class ObsNorm:
-    """The run's statistics and the fold the weight builder applies with them (frozen per generation)."""
+    """The run's statistics, and the mean and std in use (frozen per generation: what every row's
+    fold uses, sent to the evaluator in the Population)."""
 
     def __init__(self, spec):
         self.spec = spec
@@ -110,9 +124,6 @@ class ObsNorm:
         """The statistics of a checkpoint (RunningStat.state's keys), in use."""
         self.stat.load_state(checkpoint)
         self.freeze()
-
-    def __call__(self, weights: np.ndarray) -> None:
-        fold(self.spec, weights, self.mean, self.std)
 
 
 def choose(n_episodes: int, rng: np.random.Generator) -> np.ndarray:

@@ -165,29 +165,6 @@ def _reason(e: Exception) -> str:
     return text if len(text) < 160 else text[:157] + "..."
 
 
-def generation_row(gen, frames, wall, gen_s, train, valid, fitness) -> dict:
-    """The metrics every generation of a GA or ES run logs: counters, speed, population scores.
-
-    train, valid: the generation's training and validation Results; fitness: its returns."""
-    gen_frames = train.total_frames + valid.total_frames
-    return {
-        "generation": gen,
-        "frames": frames,
-        "wall_s": round(wall, 3),
-        "frames_train": train.total_frames,
-        "frames_validation": valid.total_frames,
-        "episodes": len(train.returns) + len(valid.returns),
-        "perf/gen_s": round(gen_s, 3),
-        "perf/frames_per_s": round(gen_frames / gen_s, 1),
-        "perf/tail_fraction": round((train.tail_s + valid.tail_s) / gen_s, 4),
-        "perf/forward_fraction": round((train.forward_s + valid.forward_s) / gen_s, 4),
-        "score/pop_max": float(np.max(fitness)),
-        "score/pop_mean": float(np.mean(fitness)),
-        "score/pop_median": float(np.median(fitness)),
-        **cluster_row(train, valid),
-    }
-
-
 def cluster_row(*results) -> dict:
     """On a Dask cluster, what the generation's evaluations moved and used: cluster/bytes_sent
     and cluster/bytes_received (the driver's pickled payloads: genomes and episode seeds out,
@@ -238,12 +215,6 @@ def load_experiences(run_dir: str, genome) -> np.ndarray:
     return read_array(path)
 
 
-def living_genomes(algo) -> list:
-    """The seed lists a GA's checkpoint needs rebuilt: its parents, its elite and best elite."""
-    extra = [getattr(algo, "elite", None), getattr(algo, "best", None)]
-    return [*getattr(algo, "parents", []), *[g for g in extra if g is not None]]
-
-
 def prune_experiences(run_dir: str, living) -> int:
     """Delete the experiences of genomes that no living seed list (parents, elites, the last
     checkpoint's and the one before's) descends from; returns how many were deleted."""
@@ -257,31 +228,6 @@ def prune_experiences(run_dir: str, living) -> int:
             os.remove(os.path.join(folder, name))
             gone += 1
     return gone
-
-
-def stop_before_start(run_dir: str, resume_dir: str | None, error: Exception) -> int:
-    """The run could not start its evaluator (a ClusterError): say so in one line; a new run's
-    folder, which holds nothing yet but perhaps its reference batch, goes. Returns the exit code."""
-    import shutil
-    import sys
-
-    print(f"error: {error}", file=sys.stderr)
-    if resume_dir is None and not os.path.exists(os.path.join(run_dir, CONFIG)):
-        shutil.rmtree(run_dir, ignore_errors=True)
-    return 2
-
-
-def stop_on_cluster_error(run_dir: str, generation: int, script: str, error: Exception) -> int:
-    """A run stopped by its cluster mid-generation: one line saying so and how to go on (its
-    checkpoint holds every generation before `generation`). Returns the exit code."""
-    import sys
-
-    print(
-        f"error: {error}; the run folder holds every generation before {generation}: continue with "
-        f"python -m experiments.{script} --resume {run_dir} (with --cluster ADDRESS, or on this machine)",
-        file=sys.stderr,
-    )
-    return 3
 
 
 def append_metrics(run_dir: str, row: dict) -> None:

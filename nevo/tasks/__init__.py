@@ -24,7 +24,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from nevo.config import ConfigError, EnvConfig, require
+from nevo.config import NS_ES_FAMILY, ConfigError, EnvConfig, require
 from nevo.tasks import envs
 
 
@@ -39,9 +39,6 @@ def normalize_env(env_cfg: EnvConfig) -> EnvConfig:
     if env_cfg.env not in ("atari", "maze") and env_cfg.env in atari_games():
         return replace(env_cfg, env="atari", game=env_cfg.env)
     return env_cfg
-
-
-NS_ES_FAMILY = ("ns-es", "nsr-es", "nsra-es")  # novelty search's ES algorithms
 
 
 class _Kind:
@@ -71,6 +68,7 @@ class AtariGame(_Kind):
     behaviour = None  # set in __init__: (128, uint8), the final RAM
     device = "auto"  # a GPU where there is one
     action = "argmax"  # the net's outputs choose one of the minimal action set
+    action_box = None  # discrete actions
 
     def __init__(self, env_cfg: EnvConfig):
         from nevo.nets import OBS_SHAPE
@@ -133,7 +131,7 @@ class _InProcess(_Kind):
 
         n = run_cfg.env_slots or min(population, 256)
         weights = for_device(builder, device)
-        slots = self.make_slots(n)
+        slots = self.make_slots(n, behaviours)
         facts = {"env_slots": n, "pipeline": "sync"}
         if hasattr(slots, "use_threads"):  # envs whose step may free the GIL: threads where they pay
             from nevo.machine import cores
@@ -162,6 +160,7 @@ class Maze(_InProcess):
     obs_dtype = np.uint8
     behaviour = (2, np.float32)  # the final (x, y) in [0, 1]
     action = "argmax"  # one of its 5 moves
+    action_box = None
 
     def __init__(self, env_cfg: EnvConfig):
         from nevo.tasks import maze
@@ -183,42 +182,39 @@ class Maze(_InProcess):
             self.cfg.frame_cap,
         )
 
-    def make_slots(self, slots: int):
+    def make_slots(self, slots: int, behaviours: bool = False):
         from nevo.tasks.maze import MazeSlots
 
         return MazeSlots(slots)
+
+
+_GYM_GA = {
+    "net": "mlp",
+    "vbn": 0,
+    "population": 64,
+    "truncation": 8,
+    "sigma": 0.05,
+    "frame_budget": 3_000_000,
+}
+_GYM_ES = {"net": "mlp", "vbn": 0, "population": 64, "sigma": 0.05, "lr": 0.03, "frame_budget": 3_000_000}
 
 
 class GymTask(_InProcess):
     """A gymnasium environment with a flat Box observation and Discrete actions or a bounded Box
     of continuous ones (Pendulum-v1, MountainCarContinuous-v0, ...): a registered id
     (env_cfg.env, e.g. CartPole-v1) or, from Python, a user's own environment class or any
-    function that makes one (`make_env`), registered or not. Observations are float32 (n, 1, 1)."""
+    function that makes one (`make_env`), registered or not. Observations are float32 (n, 1, 1).
+    Its behaviour for novelty search is `behaviour_of(observation, info)` at an episode's last step
+    (a user's function; default: the final observation)."""
 
     LABEL = "gymnasium tasks"
-    # The mlp net, and a population and sigma that solve CartPole-v1 in about a minute.
-    DEFAULTS = {
-        "ga": {
-            "net": "mlp",
-            "vbn": 0,
-            "population": 64,
-            "truncation": 8,
-            "sigma": 0.05,
-            "frame_budget": 3_000_000,
-        },
-        "es": {
-            "net": "mlp",
-            "vbn": 0,
-            "population": 64,
-            "sigma": 0.05,
-            "lr": 0.03,
-            "frame_budget": 3_000_000,
-        },
-    }
+    # The mlp net, and a population and sigma that solve CartPole-v1 in about a minute; novelty
+    # search as the GA (GA-NS) or as ES (its ES family) on the same task.
+    DEFAULTS = {"ga": _GYM_GA, "es": _GYM_ES, "ga-ns": _GYM_GA, **dict.fromkeys(NS_ES_FAMILY, _GYM_ES)}
     obs_dtype = np.float32
-    behaviour = None
+    behaviour = None  # (d, float32), set in __init__
 
-    def __init__(self, env_cfg: EnvConfig, make_env=None):
+    def __init__(self, env_cfg: EnvConfig, make_env=None, behaviour=None):
         import gymnasium as gym
         from gymnasium import spaces
 
@@ -235,18 +231,26 @@ class GymTask(_InProcess):
         except Exception as e:  # noqa: BLE001 (any failure to build the env is the user's to see)
             raise ConfigError(f"--env: could not make {self.name!r}: {e}") from None
         obs, act = env.observation_space, env.action_space
-        env.close()
         box = isinstance(act, spaces.Box) and len(act.shape) == 1 and np.isfinite([act.low, act.high]).all()
         if not (
             isinstance(obs, spaces.Box) and len(obs.shape) == 1 and (isinstance(act, spaces.Discrete) or box)
         ):
+            env.close()
             raise ConfigError(
                 f"--env: {self.name} has observations {obs} and actions {act}; nevo's gymnasium "
                 "tasks need a 1-D Box observation, and Discrete actions or a bounded 1-D Box"
             )
+        self.behaviour_of = None  # (observation, info) at an episode's end -> its behaviour
+        if behaviour is not None:  # a user's: its size from a first observation
+            self.behaviour_of = behaviour
+            self.behaviour = (np.asarray(behaviour(*env.reset(seed=0))).size, np.float32)
+        elif type(self).behaviour is None:  # MuJoCo keeps its own: the centre of mass
+            self.behaviour_of, self.behaviour = final_observation, (obs.shape[0], np.float32)
+        env.close()
         self.obs_shape = (obs.shape[0], 1, 1)  # (C, H, W) = (n, 1, 1)
         self.n_actions = int(act.shape[0]) if box else int(act.n)
         self.action = "tanh" if box else "argmax"  # continuous: the net's outputs through tanh
+        self.action_box = (act.low.tolist(), act.high.tolist()) if box else None  # the env's bounds
 
     def check(self, net_cfg) -> None:
         from nevo.nets import IMAGE_NETS
@@ -256,7 +260,9 @@ class GymTask(_InProcess):
         )
         require(net_cfg.net not in IMAGE_NETS, "net", allowed, net_cfg.net)
 
-    def make_slots(self, slots: int):
+    def make_slots(self, slots: int, behaviours: bool = False):
+        if behaviours:  # novelty search: each episode's end, through behaviour_of
+            return envs.EpisodeEndSlots(self.make_env, slots, self.behaviour_of)
         return envs.VectorTaskSlots(self.make_env, slots)
 
 
@@ -293,11 +299,18 @@ class MuJoCo(GymTask):
         binned = env_cfg.env in cls.BINNED and family in ("es", *NS_ES_FAMILY)
         return {**cls.DEFAULTS.get(family, {}), **({"actions": "bins"} if binned else {})}
 
-    def make_slots(self, slots: int):
+    def make_slots(self, slots: int, behaviours: bool = False):
+        if behaviours and self.behaviour_of is not None:  # a user's behaviour instead of the centre of mass
+            return envs.EpisodeEndSlots(self.make_env, slots, self.behaviour_of)
         return envs.MujocoSlots(self.make_env, slots)
 
 
 KINDS = (AtariGame, Maze, MuJoCo, GymTask)
+
+
+def final_observation(observation, info) -> np.ndarray:
+    """A gymnasium task's default behaviour: the episode's final observation (float32)."""
+    return np.asarray(observation, np.float32).ravel()
 
 
 def defaults_of(env_cfg: EnvConfig, family: str) -> dict:
@@ -313,9 +326,18 @@ def kind_of(env_cfg: EnvConfig):
     return MuJoCo if envs.is_mujoco(env_cfg.env) else GymTask
 
 
-def task_for(env_cfg: EnvConfig, make_env=None):
+def task_for(env_cfg: EnvConfig, make_env=None, behaviour=None):
     """The task an EnvConfig names: atari (its game), maze, or a gymnasium id; make_env: a user's
-    own gymnasium environment class or factory (then env_cfg.env is only its name)."""
+    own gymnasium environment class or factory (then env_cfg.env is only its name); behaviour: a
+    gymnasium task's behaviour for novelty search, a function of (observation, info) at an
+    episode's last step (default: the final observation; MuJoCo's: the centre of mass)."""
     if make_env is not None:
-        return GymTask(env_cfg, make_env)
-    return kind_of(env_cfg)(env_cfg)
+        return GymTask(env_cfg, make_env, behaviour)
+    kind = kind_of(env_cfg)
+    if behaviour is None:
+        return kind(env_cfg)
+    if not issubclass(kind, GymTask):
+        raise ConfigError(
+            f"behaviour: a function of the last step is for gymnasium tasks; {env_cfg.env} has its own"
+        )
+    return kind(env_cfg, behaviour=behaviour)

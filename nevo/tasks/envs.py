@@ -176,6 +176,7 @@ class VectorTaskSlots:
         self.obs_dtype = np.float32
         space = self.envs[0].action_space
         self.box = (space.low, space.high) if isinstance(space, spaces.Box) else None
+        self.infos = [{}] * slots  # each slot's last step's info
         self.threads, self._pool = 1, None
         self.use_threads(threads)
 
@@ -209,10 +210,11 @@ class VectorTaskSlots:
         def run(lo: int, hi: int) -> None:  # rows lo..hi-1: its own rows of the outputs
             for j in range(lo, hi):
                 a = actions[j]
-                o, r, term, trunc, _ = self.envs[slots[j]].step(
+                o, r, term, trunc, info = self.envs[slots[j]].step(
                     int(a) if self.box is None else box_action(a, *self.box)
                 )
                 obs[j, :, 0, 0], rewards[j], ended[j] = o, r, term or trunc
+                self.infos[slots[j]] = info
 
         if self._pool is None or k < 2 * self.threads:
             run(0, k)
@@ -226,6 +228,26 @@ class VectorTaskSlots:
             self._pool.shutdown()
         for env in self.envs:
             env.close()
+
+
+class EpisodeEndSlots(VectorTaskSlots):
+    """VectorTaskSlots whose behaviour (novelty search's) is behaviour_of(observation, info) of
+    each slot's last step (a user's function, or the final observation)."""
+
+    def __init__(self, make_env, slots: int, behaviour_of, threads: int = 1):
+        super().__init__(make_env, slots, threads)
+        self.behaviour_of = behaviour_of
+        self.last = [(None, {})] * slots  # (observation, info) of each slot's last step
+
+    def step(self, slots, actions):
+        obs, rewards, ended = super().step(slots, actions)
+        for j, s in enumerate(slots):
+            self.last[s] = (obs[j, :, 0, 0].copy(), self.infos[s])
+        return obs, rewards, ended
+
+    def behaviour(self, slots) -> np.ndarray:
+        """(k, d) float32 of these slots' last steps (an ended episode: before its reset)."""
+        return np.stack([np.asarray(self.behaviour_of(*self.last[s]), np.float32).ravel() for s in slots])
 
 
 def centre_of_mass_xy(env) -> np.ndarray:

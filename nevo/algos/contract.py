@@ -1,0 +1,64 @@
+"""The contract every algorithm meets (`Algorithm`), written down as a `typing.Protocol`.
+
+A generation is: ask() -> (Population, Episodes) to evaluate; tell(results, fitness=None) with
+their Results; ask_validation() -> (Population, Episodes), zero episodes where the algorithm
+validates nothing; tell_validation(results). Before the first generation of a new run (not on
+resume), ask_start() may ask for one evaluation (the NS-ES family's agents start the archive
+with their behaviours), answered with tell_start(results); None means nothing to evaluate.
+
+The one fitness rule of nevo (nevo.algos.ranking.fitness_order, the only place that ranks):
+higher is better, and a NaN ranks below every number. A caller's `fitness=` (one number per
+individual of ask's population, in its order) takes the place of the returns wherever the
+algorithm would use them: the GA ranks it; ES ranks it as it ranks returns (centered ranks);
+novelty search mixes it with novelty as it mixes returns (GA-NS keeps it as the score it
+records). Validation always scores returns: an elite is the best by its validation mean.
+
+The same things have the same names in every algorithm: `generation` (generations finished),
+`elite` (the elite's seed list, or ES's theta), `elite_score` (its validation mean),
+`validation_episodes` (episodes behind that mean), `best_elite` ((generation, genome, score) of
+the best elite the run has kept, where the algorithm keeps one: the GA), metrics() ->
+{name: number} for the log line, state() -> plain arrays and load_state(that), so that a resumed
+run repeats an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from nevo.evaluation.episodes import Episodes, Population, Results
+
+
+class Algorithm(Protocol):
+    generation: int
+
+    @property
+    def elite(self) -> np.ndarray | None: ...
+
+    @property
+    def elite_score(self) -> float: ...
+
+    @property
+    def validation_episodes(self) -> int: ...
+
+    @property
+    def best_elite(self) -> tuple[int, np.ndarray, float] | None: ...
+
+    def ask_start(self) -> tuple[Population, Episodes] | None: ...
+
+    def tell_start(self, results: Results) -> None: ...
+
+    def ask(self) -> tuple[Population, Episodes]: ...
+
+    def tell(self, results: Results, fitness: np.ndarray | None = None) -> np.ndarray: ...
+
+    def ask_validation(self) -> tuple[Population, Episodes]: ...
+
+    def tell_validation(self, results: Results): ...
+
+    def metrics(self) -> dict: ...
+
+    def state(self) -> dict: ...
+
+    def load_state(self, state: dict) -> None: ...

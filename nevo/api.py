@@ -1,0 +1,148 @@
+"""nevo in a few lines: `train` runs any of the seven algorithms on any task and returns the run's
+folder, metrics and elite as a `Policy`; `load_policy` gives the same Policy for any finished run.
+
+    import nevo
+    result = nevo.train("ga", env="CartPole-v1", frames=300_000)
+    action = result.policy.act(observation)        # one observation, or a batch
+    policy = nevo.load_policy(result.run_dir)      # the same, from the folder alone
+
+Both sit over the parts a researcher can use one by one (nevo.runs.loop, nevo.algos, nevo.tasks):
+`train` builds the settings the command line would (nevo.cli: the task's and the algorithm's
+defaults), then runs the generation loop, writing the same run folder as `python -m
+experiments.run_ga`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from nevo import cli, config, nets, runs
+from nevo.config import ConfigError
+from nevo.runs import elite as elite_files
+from nevo.runs import loop
+
+
+class Policy:
+    """A run's elite on the CPU: `act(observation)` gives the action the run would take, for one
+    observation or a batch, with the run's observation statistics (--obs-norm 1) or virtual batch
+    norm folded into its weights, and a continuous action mapped onto the env's bounds."""
+
+    def __init__(self, spec: nets.NetSpec, weights: np.ndarray, action_box=None, score: float = float("nan")):
+        from nevo.nets.kernels import make_policy
+
+        self.spec = spec
+        self.weights = np.ascontiguousarray(weights, np.float32).reshape(1, spec.n_params)
+        self.action_box = None if action_box is None else tuple(np.asarray(b, np.float32) for b in action_box)
+        self.score = score  # the elite's validation mean
+        self._forward = make_policy("cpu", spec)
+
+    def act(self, observation):
+        """The action for one observation (an int for discrete actions, a vector for continuous
+        ones), or for a batch (rows, *observation) an array of them."""
+        x = np.asarray(observation, self.spec.obs_dtype)
+        one = int(np.prod(self.spec.obs_shape))
+        single = x.size == one and x.ndim <= len(self.spec.obs_shape)
+        if x.size % one:
+            raise ValueError(
+                f"act: an observation has {one} numbers {self.spec.obs_shape}; got shape {x.shape}"
+            )
+        batch = np.ascontiguousarray(x.reshape(-1, *self.spec.obs_shape))
+        self._forward.load(self.weights)
+        actions = self._forward(np.zeros(len(batch), np.int64), batch)
+        if self.spec.action != "argmax" and self.action_box is not None:
+            from nevo.tasks.envs import box_action
+
+            actions = box_action(actions, *self.action_box)
+        if single:
+            return int(actions[0]) if self.spec.action == "argmax" else actions[0]
+        return actions
+
+
+@dataclass
+class TrainResult:
+    """What `train` gives back: the run folder, its metrics (one dict per generation, as
+    metrics.jsonl holds them), the elite's validation mean and the elite as a Policy."""
+
+    run_dir: str
+    metrics: list[dict]
+    elite_score: float
+    policy: Policy
+    settings: config.Config
+
+
+def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None = None, fitness=None,
+          behaviour=None, seed: int = 0, out_dir: str = "runs", progress: bool = True,
+          **settings) -> TrainResult:  # fmt: skip
+    """Train with `algo` (ga, rs, es, ga-ns, ns-es, nsr-es or nsra-es) on `env` and return a
+    TrainResult.
+
+    env: a gymnasium id (CartPole-v1, HalfCheetah-v5, ...), an Atari game (frostbite), "maze", or
+    your own gymnasium environment class or a function that makes one.
+    net: a net's name (mlp, mlp-tanh, small, large, ...) or the hidden widths of a dense ReLU net
+    ([64, 64]); default: the task's.
+    frames: the frame budget (agent steps for gymnasium tasks); default: the task's.
+    fitness: a function of a generation's training Results giving one number per individual, used
+    where the algorithm would use the returns (default: the returns).
+    behaviour: novelty search on a gymnasium task, a function of (observation, info) at an
+    episode's last step (default: the final observation).
+    settings: any other setting by its name (population=, sigma=, truncation=, lr=, ...; see
+    `python -m experiments.run_ga --help`); they apply to `algo`'s family.
+    """
+    make_env = None if isinstance(env, str) else env
+    name = env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
+    cfg = replace(config.Config(algo=algo), env=replace(config.EnvConfig(), env=name))
+    config.family_section(algo)  # an unknown name: one line listing the algorithms
+    given = dict(settings, seed=seed, out_dir=out_dir)
+    if net is not None:
+        given["net"] = net if isinstance(net, str) else "dense:" + ",".join(str(int(w)) for w in net)
+    if frames is not None:
+        given["frame_budget"] = int(frames)
+    given.setdefault("device", "cpu")
+    cfg = cli.apply_defaults(config.override(cfg, given), given)
+    cfg, task = cli.check(cfg, make_env, behaviour)
+    p = loop.plan(cfg, task)
+    out = None if progress else _Quiet()
+    outcome = loop.run(cfg, task, p, fitness=fitness, out=out)
+    return TrainResult(
+        outcome.run_dir,
+        runs.read_metrics(outcome.run_dir),
+        outcome.algo.elite_score,
+        load_policy(outcome.run_dir, "last"),
+        cfg,
+    )
+
+
+def load_policy(run_dir: str, which: str = "best") -> Policy:
+    """The elite of a finished run of any algorithm and task as a Policy: its best elite
+    (best.json, where the run keeps one) or with which="last" the last generation's."""
+    cfg, elite, spec, weights = elite_files.load(run_dir, which)
+    weights = np.ascontiguousarray(weights, np.float32)[None]
+    if cfg.net.vbn:  # virtual batch norm over the run's reference batch, as its evaluator folded it
+        from nevo.evaluation.setup import REF_BATCH
+        from nevo.nets.vbn import fold
+
+        path = os.path.join(run_dir, REF_BATCH)
+        if not os.path.isfile(path):
+            raise ConfigError(f"{run_dir}: no {REF_BATCH}: virtual batch norm's reference batch is missing")
+        weights = fold(spec, weights, runs.read_array(path), out=weights)
+    facts = runs.read_json(os.path.join(run_dir, runs.CONFIG))
+    return Policy(spec, weights[0], facts.get("action_box"), float(elite["validation_mean"]))
+
+
+class _Quiet:
+    """A progress display that shows nothing (train(progress=False))."""
+
+    def say(self, text: str) -> None:
+        pass
+
+    def start_phase(self, generation: int, phase: str, frames_before: int) -> None:
+        pass
+
+    def episodes(self, done: int, total: int, frames: int) -> None:
+        pass
+
+    def generation_done(self, row: dict) -> None:
+        pass

@@ -1,0 +1,119 @@
+"""A run's elites as files: written by the generation loop, read by replay, robustness and
+`nevo.load_policy` (this module is the only one that knows their fields).
+
+    elite.json   the last generation's elite: a seed list (the GA, GA-NS) with what rebuilds its
+                 weights (sigma, the noise table, the net, a safe mutation's name), or, for the ES
+                 families, the name of the array that holds theta (theta.npy) and, with
+                 --obs-norm 1, of the observation mean and std its validation used (obs_norm.npy)
+    best.json    the GA: the best elite of the run so far (by validation mean), same fields
+
+Every file is written atomically (nevo.runs); a damaged or incomplete one is a one-line
+DamagedFile naming it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from nevo import config, nets, runs, tasks
+from nevo.config import ConfigError
+from nevo.runs import BEST, CONFIG, ELITE, OBS_NORM, THETA, DamagedFile, read_array, read_json
+
+
+def write(run_dir: str, cfg, generation: int, algo, obs_stats: np.ndarray | None = None) -> None:
+    """elite.json (and best.json where the algorithm keeps a best elite; theta.npy for a theta)
+    after `generation`. obs_stats: (2, n) the observation mean and std the elite was validated
+    with (--obs-norm 1), saved beside it."""
+    kept = [(ELITE, generation, algo.elite, algo.elite_score)]
+    if algo.best_elite is not None:  # None only while every validation mean was NaN
+        kept.append((BEST, *algo.best_elite))
+    common = {"validation_episodes": algo.validation_episodes, "net": cfg.net.net, "vbn": cfg.net.vbn}
+    for name, gen, elite, score in kept:
+        record = {"generation": gen, "validation_mean": score, **common}
+        if elite.dtype == np.int64:  # a seed list: what rebuilds its weights
+            record |= {
+                "seeds": [int(s) for s in elite],
+                "sigma": config.section(cfg).sigma,
+                "noise_table_size": cfg.run.noise_table_size,
+                "noise_seed": cfg.run.noise_seed,
+            }
+            if config.mutation_of(cfg) != "gaussian":  # its rebuild reads experiences/
+                record["mutation"] = config.mutation_of(cfg)
+        else:  # the ES families: theta as it is
+            runs.save_array(run_dir, THETA, elite)
+            record["theta"] = THETA
+            if obs_stats is not None:
+                runs.save_array(run_dir, OBS_NORM, obs_stats)
+                record["obs_norm"] = OBS_NORM
+        runs.write_json(run_dir, name, record)
+
+
+def elite_file(run_dir: str, which: str = "best") -> str:
+    """The file that holds the individual to test: best.json for "best" where the run has one
+    (the GA), else elite.json."""
+    if which == "best" and os.path.isfile(os.path.join(run_dir, BEST)):
+        return BEST
+    return ELITE
+
+
+def net_of(run_dir: str, cfg) -> nets.NetSpec:
+    """The NetSpec a run's config.json says it trained (from the observation and action facts it
+    wrote, so that a user's own environment need not be made again; older run folders: from its
+    task)."""
+    from nevo.evaluation import setup
+
+    facts = read_json(os.path.join(run_dir, CONFIG))
+    if "obs_shape" in facts:
+        shape, dtype = tuple(facts["obs_shape"]), np.dtype(facts["obs_dtype"])
+        return nets.net_spec(cfg.net.net, shape, facts["n_actions"], dtype, facts["action"])
+    return setup.net_for(cfg, tasks.task_for(cfg.env))
+
+
+def load(run_dir: str, which: str = "best", fold: bool = True):
+    """(config, elite dict, NetSpec, (P,) float32 weights): rebuilt from the seed list of
+    elite_file(run_dir, which), or for an ES run, theta as saved; with --obs-norm 1, folded with
+    the observation statistics it was validated with unless fold=False (obs_stats reads them)."""
+    from nevo.genomes import noise, safe_build
+    from nevo.nets import obs_norm
+
+    for name in (CONFIG, ELITE):
+        if not os.path.isfile(os.path.join(run_dir, name)):
+            why = "not a run folder" if name == CONFIG else "no elite yet (no generation finished)"
+            raise ConfigError(f"{run_dir}: {why} (no {name})")
+    cfg = config.load(os.path.join(run_dir, CONFIG))
+    name = elite_file(run_dir, which)
+    elite = {**read_json(os.path.join(run_dir, name)), "file": name}
+    need = ("generation", "validation_mean")
+    need += ("theta",) if "theta" in elite else ("seeds", "noise_table_size", "noise_seed", "sigma")
+    missing = [k for k in need if k not in elite]
+    if missing:
+        raise DamagedFile(f"{os.path.join(run_dir, name)}: damaged, no {', '.join(missing)}")
+    spec = net_of(run_dir, cfg)
+    if "theta" in elite:  # ES: the elite is theta itself
+        theta = read_array(os.path.join(run_dir, elite["theta"]))
+        if theta.shape != (spec.n_params,):
+            path = os.path.join(run_dir, elite["theta"])
+            raise DamagedFile(f"{path}: damaged, shape {theta.shape} for a net of {spec.n_params:,}")
+        stats = obs_stats(run_dir, elite, spec)
+        if stats is not None and fold:  # the observation statistics theta was validated with
+            theta = obs_norm.fold(spec, theta[None].astype(np.float32), stats[0], stats[1])[0]
+        return cfg, elite, spec, theta
+    table = noise.make_table(elite["noise_table_size"], elite["noise_seed"])
+    # A safe mutation's step also reads its parent's experiences, kept in the run folder.
+    weights = safe_build.rebuild(elite.get("mutation", "gaussian"), spec, elite["seeds"], table,
+                                 nets.init_scale(spec), elite["sigma"],
+                                 lambda genome: runs.load_experiences(run_dir, genome))  # fmt: skip
+    return cfg, elite, spec, weights
+
+
+def obs_stats(run_dir: str, elite: dict, spec) -> np.ndarray | None:
+    """(2, n) the observation mean and std an ES elite with --obs-norm 1 was validated with, or None."""
+    if "obs_norm" not in elite:
+        return None
+    path = os.path.join(run_dir, elite["obs_norm"])
+    stats = read_array(path)
+    if stats.shape != (2, spec.layers[0].cin):
+        raise DamagedFile(f"{path}: damaged, shape {stats.shape} for {spec.layers[0].cin} inputs")
+    return stats

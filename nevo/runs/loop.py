@@ -1,0 +1,360 @@
+"""The generation loop, written once for every algorithm (the GA, random search, ES, GA-NS, NS-ES,
+NSR-ES, NSRA-ES): `experiments/run_ga.py`, `run_es.py`, `run_ns.py` and `nevo.train` all run it.
+
+    settings -> task -> net -> evaluator -> algorithm; then, each generation:
+    ask -> evaluate -> tell -> ask_validation -> evaluate -> tell_validation
+        -> one metrics row -> progress line -> elite files -> checkpoint
+
+Two small extensions plug into it where a run needs them, instead of branches per script:
+`ObservationStatistics` (--obs-norm 1, the ES families: observations normalised by running
+statistics, frozen per generation and sent to the evaluator inside each Population) and
+`Experiences` (safe mutations: the parents' observations, kept in the run folder). The run folder's
+files are nevo.runs's and nevo.runs.elite's; the algorithms' contract is nevo.algos.contract's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from nevo import config, nets, runs
+from nevo.algos import bases_of, make_algo
+from nevo.algos.contract import Algorithm
+from nevo.algos.ns import NSES
+from nevo.config import ConfigError
+from nevo.evaluation import setup
+from nevo.evaluation.cluster import ClusterError, ClusterEvaluator
+from nevo.evaluation.episodes import Results
+from nevo.genomes import noise
+from nevo.nets.obs_norm import ObsNorm
+from nevo.runs import elite as elite_files
+from nevo.runs.progress import Progress
+
+SCRIPTS = {"ga": "run_ga", "es": "run_es", "ns": "run_ns"}  # each family's command, for "continue with"
+
+
+class RunStopped(RuntimeError):
+    """A run that stopped before its frame budget: interrupted (code 130) or its cluster gone
+    (code 3), the last checkpoint whole; the message says how to continue."""
+
+    def __init__(self, message: str, code: int, run_dir: str):
+        super().__init__(message)
+        self.code, self.run_dir = code, run_dir
+
+
+@dataclass
+class Plan:
+    """What a run checks before it makes its folder: the net, the device, the checkpoint to resume."""
+
+    spec: nets.NetSpec
+    device: str | None  # None on a cluster: each worker checks its own
+    checkpoint: dict | None
+    population: int  # individuals a generation evaluates
+    bases: int  # the rows they are built from
+
+
+@dataclass
+class Outcome:
+    """A finished run: its folder, the algorithm in its last state, the frames and time it took."""
+
+    run_dir: str
+    algo: Algorithm
+    frames: int
+    wall_s: float
+
+
+def plan(cfg, task, resume_dir: str | None = None, cluster=None) -> Plan:
+    """Every check that can fail before any work (ConfigError, ValueError or MemoryError, one
+    line each): the net for the task, the noise table's size, memory, the checkpoint to resume."""
+    spec = setup.net_for(cfg, task)
+    config.check_noise_table(cfg, spec.n_params)
+    if cfg.algo in config.NS_ALGOS and task.behaviour is None:
+        raise ConfigError(
+            f"--env: novelty search needs a behaviour per episode; {task.name} has none here "
+            "(use maze, an Atari game, a MuJoCo robot, or nevo.train's behaviour=)"
+        )
+    population, bases = config.section(cfg).population, bases_of(cfg)
+    if cluster is None:
+        device = setup.check_machine(cfg, task, spec, population, bases)
+    else:  # only the noise table is checked here: each worker checks its own machine when it joins
+        from nevo.evaluation.cluster import check_address
+
+        if config.mutation_of(cfg) != "gaussian":
+            raise ConfigError(
+                f"--cluster: safe mutations (--mutation {config.mutation_of(cfg)}) run on one machine for "
+                "now (each child needs its parent's experiences, which the workers are not sent)"
+            )
+        setup.check_settings(cfg, task, spec)
+        check_address(cluster.address)
+        setup.check_memory(spec.n_params, 0, cfg.run.noise_table_size, "cpu", "--noise-table-size")
+        device = None
+    checkpoint = runs.load_checkpoint(resume_dir, say=print) if resume_dir else None
+    return Plan(spec, device, checkpoint, population, bases)
+
+
+def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness=None, out=None) -> Outcome:
+    """Train until the frame budget; returns the Outcome, or raises RunStopped (interrupted, or
+    the cluster gone: the last checkpoint whole) or ClusterError (no evaluator at the start; a new
+    run's folder is removed). fitness: a function of a generation's training Results giving one
+    number per individual (default: the returns); out: a nevo.runs.progress.Progress."""
+    run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
+    out = out or Progress(cfg.run.frame_budget)
+    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
+    ref = setup.reference_batch(cfg, task, run_dir) if cfg.net.vbn else None  # VBN's, kept in the folder
+    try:
+        if cluster is None:
+            evaluator, facts = setup.local_evaluator(
+                cfg, task, p.spec, p.device, table, ref, run_dir, p.population
+            )
+        else:
+            behaviours = cfg.algo in config.NS_ALGOS
+            evaluator = ClusterEvaluator(cluster.address, cfg, task, ref, table, p.population, p.bases,
+                                         behaviours, cluster.timeout_s, cluster.chunk, out.say)  # fmt: skip
+            facts = evaluator.facts
+    except ClusterError:
+        if resume_dir is None and not os.path.exists(os.path.join(run_dir, runs.CONFIG)):
+            import shutil
+
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    spec = p.spec
+    shapes = {
+        "obs_shape": list(spec.obs_shape),
+        "obs_dtype": np.dtype(spec.obs_dtype).name,
+        "action": spec.action,
+    }
+    runs.write_config(
+        run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **shapes, **facts}
+    )
+    out.say(header(cfg, task, spec, facts, run_dir))
+
+    try:
+        algo, stats, experiences, frames, wall = _start(cfg, spec, table, task, p.checkpoint, run_dir, out)
+        if resume_dir:  # drop metrics of a generation that was in flight when the run died
+            runs.trim_metrics(run_dir, algo.generation, say=out.say)
+        frames, wall = _generations(cfg, evaluator, algo, stats, experiences, frames, wall, run_dir,
+                                    p.checkpoint is None, fitness, out)  # fmt: skip
+    finally:
+        evaluator.close()
+    best = algo.best_elite
+    also = f", best {best[2]:.1f} (generation {best[0]})" if best is not None else ""
+    out.say(f"done: {frames:,} frames in {wall / 60:.1f} min; elite {algo.elite_score:.1f}{also}; {run_dir}")
+    return Outcome(run_dir, algo, frames, wall)
+
+
+def _start(cfg, spec, table, task, checkpoint, run_dir, out):
+    """The algorithm and its extensions, and the counters, from the checkpoint on resume."""
+    sigma = config.section(cfg).sigma
+    algo = make_algo(cfg.algo, cfg, noise.NoiseSource(table, nets.init_scale(spec), sigma), task.behaviour)
+    stats = ObservationStatistics(spec, cfg, algo) if config.obs_norm_of(cfg) else None
+    frames, wall = 0, 0.0
+    if checkpoint is not None:
+        algo.load_state(checkpoint)
+        if stats is not None:
+            stats.resume(checkpoint)
+        frames, wall = int(checkpoint["frames"]), float(checkpoint["wall_s"])
+        out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
+    experiences = Experiences(run_dir, algo) if config.mutation_of(cfg) != "gaussian" else None
+    return algo, stats, experiences, frames, wall
+
+
+def _generations(cfg, evaluator, algo, stats, experiences, frames, wall, run_dir, new, fitness, out):
+    """The loop itself: ask -> evaluate -> tell -> validate -> log -> checkpoint, generation after
+    generation until the frame budget; returns (frames, wall_s)."""
+    try:
+        asked = algo.ask_start() if new else None
+        if asked is not None:  # the NS-ES family's agents' first behaviours start the archive
+            population, episodes = asked
+            start = evaluator.run(_with(stats, population), episodes)
+            algo.tell_start(start)
+            frames += start.total_frames
+        while frames < cfg.run.frame_budget:
+            gen, t0 = algo.generation, time.monotonic()
+            population, episodes = algo.ask()
+            if stats is not None:  # a share of the training episodes feeds the statistics
+                stats.mark(episodes, gen)
+            out.start_phase(gen, "train", frames)
+            train = evaluator.run(_with(stats, population), episodes, out.episodes)
+            t_tell = time.monotonic()
+            algo.tell(train, fitness=None if fitness is None else fitness(train))
+            tell_s = time.monotonic() - t_tell
+
+            population, episodes = algo.ask_validation()
+            out.start_phase(gen, "validate", frames + train.total_frames)
+            valid = evaluator.run(_with(stats, population), episodes, out.episodes)
+            algo.tell_validation(valid)
+
+            gen_s = time.monotonic() - t0
+            frames, wall = frames + train.total_frames + valid.total_frames, wall + gen_s
+            row = metrics_row(gen, frames, wall, gen_s, tell_s, train, valid, algo)
+            if experiences is not None:
+                row["perf/mutation_s"] = round(train.mutation_s + valid.mutation_s, 3)
+            elite_stats = stats.after_generation(row, train) if stats is not None else None
+            runs.append_metrics(run_dir, row)
+            elite_files.write(run_dir, cfg, gen, algo, elite_stats)
+            if train.behaviours is not None:  # where each training episode ended (maze, MuJoCo)
+                runs.save_array(run_dir, runs.BEHAVIOURS, train.behaviours)
+            if experiences is not None:  # before the checkpoint that names them
+                experiences.save(algo)
+            state = {**algo.state(), **(stats.state() if stats is not None else {})}
+            runs.save_checkpoint(run_dir, {**state, "frames": frames, "wall_s": wall})
+            if experiences is not None:
+                experiences.prune(algo)
+            out.generation_done(row)
+    except KeyboardInterrupt:
+        script = SCRIPTS[config.family_section(cfg.algo)]
+        raise RunStopped(f"interrupted; continue with: python -m experiments.{script} --resume {run_dir}",
+                         130, run_dir) from None  # fmt: skip
+    except ClusterError as e:  # one line; the last checkpoint is whole
+        script = SCRIPTS[config.family_section(cfg.algo)]
+        raise RunStopped(
+            f"{e}; the run folder holds every generation before {algo.generation}: continue with "
+            f"python -m experiments.{script} --resume {run_dir} (with --cluster ADDRESS, or on this machine)",
+            3,
+            run_dir,
+        ) from None
+    return frames, wall
+
+
+def main(argv, description: str, presets) -> int:
+    """A family's command line (run_ga, run_es, run_ns): parse, plan, run; one line and an exit
+    code for every way it can stop (2: bad settings or no cluster; 3: the cluster lost; 130:
+    interrupted)."""
+    from nevo import cli, tasks
+
+    try:
+        cfg, resume_dir, cluster = cli.parse_args(argv, description, presets)
+        task = tasks.task_for(cfg.env)
+        p = plan(cfg, task, resume_dir, cluster)
+    except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        run(cfg, task, p, resume_dir, cluster)
+    except ConfigError as e:  # a damaged run file met on the way (experiences, ...)
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ClusterError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except RunStopped as e:
+        print(str(e), file=sys.stderr if e.code == 3 else sys.stdout)
+        return e.code
+    return 0
+
+
+def header(cfg, task, spec, facts: dict, run_dir: str) -> str:
+    """The run's first line: the algorithm, task, net, the family's main settings, the evaluator."""
+    s = config.section(cfg)
+    mutation = config.mutation_of(cfg)
+    vbn = f", VBN over {cfg.net.vbn} observations" if cfg.net.vbn else ""
+    if cfg.algo in ("ga", "rs"):
+        main = f"N={s.population} T={s.truncation} sigma={s.sigma}"
+    elif cfg.algo == "es":
+        mirrored = " mirrored" if s.mirrored else ""
+        main = f"N={s.population}{mirrored} sigma={s.sigma} {s.optimizer} lr={s.lr} l2={s.l2}"
+    else:
+        main = f"N={s.population} sigma={s.sigma} k={s.k}"
+    main += f" mutation {mutation}" if mutation != "gaussian" else ""
+    return (
+        f"nevo {cfg.algo} | {task.name} | net {cfg.net.net} ({spec.n_params:,} params{vbn}) | {main} | "
+        + ", ".join(f"{k} {v}" for k, v in facts.items())
+        + f" | run folder {run_dir}"
+    )
+
+
+def metrics_row(gen, frames, wall, gen_s, tell_s, train: Results, valid: Results, algo) -> dict:
+    """One generation's metrics.jsonl line, the same fields for every algorithm: counters, speed,
+    the population's game scores (returns, whatever the algorithm ranked by), the algorithm's own
+    metrics(), episode length, and on a cluster what it moved."""
+    gen_frames = train.total_frames + valid.total_frames
+    return {
+        "generation": gen,
+        "frames": frames,
+        "wall_s": round(wall, 3),
+        "frames_train": train.total_frames,
+        "frames_validation": valid.total_frames,
+        "episodes": len(train.returns) + len(valid.returns),
+        "perf/gen_s": round(gen_s, 3),
+        "perf/frames_per_s": round(gen_frames / gen_s, 1),
+        "perf/tail_fraction": round((train.tail_s + valid.tail_s) / gen_s, 4),
+        "perf/forward_fraction": round((train.forward_s + valid.forward_s) / gen_s, 4),
+        "perf/update_s": round(tell_s, 4),
+        "score/pop_max": float(np.max(train.returns)),
+        "score/pop_mean": float(np.mean(train.returns)),
+        "score/pop_median": float(np.median(train.returns)),
+        **algo.metrics(),
+        "episode/mean_length": float(np.mean(train.lengths)),
+        **runs.cluster_row(train, valid),
+    }
+
+
+def _with(stats, population):
+    """The population with the frozen observation statistics its builder folds in (--obs-norm 1)."""
+    return population if stats is None else replace(population, obs_norm=stats.frozen)
+
+
+class ObservationStatistics:
+    """--obs-norm 1 (OpenAI-ES, the NS-ES family; nevo.nets.obs_norm): running statistics of a
+    share of the training episodes' observations, frozen within a generation, sent to the
+    evaluator in each Population, and kept per agent (the (mean, std) each agent's theta was
+    last validated with, so that the elite file gets its own)."""
+
+    def __init__(self, spec, cfg, algo):
+        self.norm, self.seed, self.algo = ObsNorm(spec), cfg.run.seed, algo
+        agents = cfg.ns.meta_population if isinstance(algo, NSES) else 1
+        self.agents = np.stack([self.frozen] * agents)  # (M, 2, n)
+
+    @property
+    def frozen(self) -> np.ndarray:
+        """(2, n) float64: the mean and std in use this generation."""
+        return np.stack([self.norm.mean, self.norm.std])
+
+    def resume(self, checkpoint: dict) -> None:
+        self.norm.resume(checkpoint)
+        if "obs_norm/agents" in checkpoint:
+            self.agents = np.array(checkpoint["obs_norm/agents"], np.float64)
+        else:  # an ES checkpoint: its one agent was validated with the statistics in use
+            self.agents = self.frozen[None]
+
+    def mark(self, episodes, generation: int) -> None:
+        """Choose the training episodes whose observations count (from the run's seed and generation)."""
+        self.norm.mark(episodes, self.seed, generation)
+
+    def after_generation(self, row: dict, train: Results) -> np.ndarray:
+        """Log the count; the updated agent was validated with the statistics in use; then take
+        in the generation's. Returns (2, n): the statistics of the elite agent's validation."""
+        row["obs_norm/count"] = self.norm.stat.count
+        updated = self.algo.agent_index if isinstance(self.algo, NSES) else 0
+        self.agents[updated] = self.frozen
+        self.norm.advance(train)
+        return self.agents[self.algo.elite_agent if isinstance(self.algo, NSES) else 0].copy()
+
+    def state(self) -> dict:
+        return {**self.norm.stat.state(), "obs_norm/agents": self.agents}
+
+
+class Experiences:
+    """Safe mutations (Lehman et al. 2018): each parent's sensitivity is measured on its own
+    experiences, kept in the run folder (nevo.runs.save_experiences), so that a resumed run and
+    a replay rebuild its children; those of genomes no checkpoint needs any more are pruned."""
+
+    def __init__(self, run_dir: str, algo):
+        self.run_dir = run_dir
+        if algo.parents:  # a resumed run: the parents' experiences, from the run folder
+            algo.parent_experiences = [runs.load_experiences(run_dir, g) for g in algo.parents]
+        self.living = algo.living_genomes()  # whose experiences the last checkpoint needs
+
+    def save(self, algo) -> None:
+        runs.save_experiences(self.run_dir, algo.parents, algo.parent_experiences)
+
+    def prune(self, algo) -> None:
+        """After a checkpoint, drop the experiences no genome needs; the previous checkpoint's
+        genomes still count (--resume may fall back to it)."""
+        now = algo.living_genomes()
+        runs.prune_experiences(self.run_dir, now + self.living)
+        self.living = now
