@@ -29,6 +29,10 @@ NOT_CONFIG = {
     ("emulators_per_group",),
     ("batch_size",),
     ("git_commit",),
+    ("obs_shape",),  # facts of the task, the same for every run of it (nevo.runs.loop writes them)
+    ("obs_dtype",),
+    ("action",),
+    ("action_box",),
     ("env_slots",),
     ("threads",),
 }

@@ -122,10 +122,12 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     spec = p.spec
+    # what rebuilds the policy from the folder alone (nevo.load_policy), a user's own env included
     shapes = {
         "obs_shape": list(spec.obs_shape),
         "obs_dtype": np.dtype(spec.obs_dtype).name,
         "action": spec.action,
+        "action_box": task.action_box,  # a continuous action's bounds, or None
     }
     runs.write_config(
         run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **shapes, **facts}

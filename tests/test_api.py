@@ -1,0 +1,154 @@
+"""nevo.train and nevo.load_policy: any algorithm by its name on a user's own environment, the
+policy plays as the run's evaluator played, a caller's fitness and behaviour are the ones used, and
+bad input is one line."""
+
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import nevo
+from nevo import config, runs, tasks
+from nevo.algos import NAMES
+from nevo.config import ConfigError, EnvConfig, RunConfig
+from nevo.evaluation.episodes import Episodes, Population
+from nevo.genomes.noise import WeightBuilder
+from nevo.nets import obs_norm
+from nevo.nets.kernels import make_policy
+
+
+class Walk(gym.Env):
+    """From x = -1, walk to x = 1 within 30 steps; the return is the sum of x over the steps."""
+
+    observation_space, action_space = gym.spaces.Box(-3, 3, (2,), np.float32), gym.spaces.Discrete(3)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.x, self.t = -1.0 + self.np_random.uniform(-0.2, 0.2), 0
+        return np.array([self.x, 0], np.float32), {}
+
+    def step(self, action):
+        self.x, self.t = self.x + 0.1 * (int(action) - 1), self.t + 1
+        return np.array([self.x, self.t / 30], np.float32), self.x, self.x >= 1 or self.t >= 30, False, {}
+
+
+# The same settings for every algorithm: each names a field that all three families have.
+SMALL = dict(net=[8], frames=2_500, population=12, validation_episodes=2, noise_table_size=200_000,
+             progress=False)  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_the_same_call_trains_every_algorithm_by_its_name(name, tmp_path):
+    """train(name, env=Walk, ...) runs each of the seven (novelty search with the default
+    behaviour, the final observation); the result's policy acts on one observation and on a batch,
+    and load_policy on the folder gives the same actions."""
+    result = nevo.train(name, env=Walk, out_dir=str(tmp_path), **SMALL)
+    assert result.settings.algo == name and len(result.metrics) >= 2
+    assert result.metrics[-1]["frames"] >= 2_500 and np.isfinite(result.elite_score)
+    assert result.settings.net.net == "dense:8"
+    obs = np.random.default_rng(0).uniform(-1, 1, (5, 2)).astype(np.float32)
+    batch = result.policy.act(obs)
+    assert batch.shape == (5,) and set(batch.tolist()) <= {0, 1, 2}
+    assert [result.policy.act(o) for o in obs] == batch.tolist()
+    again = nevo.load_policy(result.run_dir, "last")
+    assert again.act(obs).tolist() == batch.tolist()
+    if name in ("ga-ns", "ns-es", "nsr-es", "nsra-es"):  # the behaviours: each episode's final observation
+        behaviours = runs.read_array(os.path.join(result.run_dir, runs.BEHAVIOURS))
+        assert behaviours.shape[1] == 2 and np.all(behaviours[:, 1] > 0)  # t / 30 > 0 at the end
+
+
+@pytest.mark.slow
+def test_a_callers_fitness_is_what_the_ga_selects_on(tmp_path):
+    """Minus the return as fitness breeds walkers to the left: the elite's validation return (a
+    return, whatever the fitness) ends far below the default run's."""
+    args = dict(net=[8], frames=25_000, noise_table_size=200_000, progress=False)
+    plain = nevo.train("ga", env=Walk, out_dir=str(tmp_path / "a"), **args)
+    left = nevo.train("ga", env=Walk, out_dir=str(tmp_path / "b"), fitness=lambda r: -r.returns, **args)
+    assert plain.elite_score > 0 > -10 > left.elite_score
+
+
+@pytest.mark.slow
+def test_a_users_behaviour_function_is_novelty_searchs_behaviour(tmp_path):
+    """behaviour=(observation, info) -> vector: its values at each episode's last step are what the
+    run keeps as behaviours (here the final x alone)."""
+    seen = []
+
+    def final_x(observation, info):
+        seen.append(float(observation[0]))
+        return observation[:1]
+
+    result = nevo.train("ga-ns", env=Walk, behaviour=final_x, out_dir=str(tmp_path), **SMALL)
+    behaviours = runs.read_array(os.path.join(result.run_dir, runs.BEHAVIOURS))
+    assert behaviours.shape == (12, 1) and seen
+    assert set(behaviours[:, 0].astype(np.float64).tolist()) <= set(seen)
+
+
+def play(policy, env, seed: int, cap: int) -> float:
+    """A user's gymnasium loop: the return of one episode with this seed, at most cap steps."""
+    obs, _ = env.reset(seed=seed)
+    total = 0.0
+    for _ in range(cap):
+        obs, reward, terminated, truncated, _ = env.step(policy.act(obs))
+        total += reward
+        if terminated or truncated:
+            break
+    return total
+
+
+@pytest.mark.slow
+def test_the_policy_plays_an_obs_norm_es_elite_as_the_runs_evaluator_does(tmp_path):
+    """ES with observation statistics on Pendulum-v1: in a plain gymnasium loop, load_policy's
+    continuous actions give, episode for episode, the returns the run's own evaluator gives theta
+    with the statistics it was validated with."""
+    result = nevo.train("es", env="Pendulum-v1", frames=6_000, population=8, obs_norm=1,
+                        validation_episodes=2, noise_table_size=1_000_000, out_dir=str(tmp_path),
+                        progress=False)  # fmt: skip
+    policy = nevo.load_policy(result.run_dir)
+    stats = runs.read_array(os.path.join(result.run_dir, runs.OBS_NORM))
+    assert np.abs(stats[0]).max() > 0  # real statistics, not the identity
+    theta = runs.read_array(os.path.join(result.run_dir, runs.THETA))
+    task = tasks.task_for(EnvConfig(env="Pendulum-v1"))
+    spec = policy.spec
+    builder = WeightBuilder(None, np.zeros(spec.n_params, np.float32), fold=obs_norm.fold_population(spec))
+    evaluator, _ = task.evaluator(RunConfig(env_slots=3), make_policy("cpu", spec), builder, "cpu", 1)
+    population = Population.of_weights(theta[None])
+    population.obs_norm = stats
+    seeds = np.array([11, 12, 13])
+    expected = evaluator.run(population, Episodes(np.zeros(3, np.int64), seeds)).returns
+    evaluator.close()
+    env = gym.make("Pendulum-v1")
+    got = [play(policy, env, int(s), 10_000) for s in seeds]
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-9)
+    a = policy.act(np.zeros(3, np.float32))
+    assert a.shape == (1,) and -2.0 <= a[0] <= 2.0  # mapped onto Pendulum's torque bounds
+
+
+def test_an_unknown_algorithm_or_setting_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="allowed: ga, rs, es, ga-ns, ns-es, nsr-es, nsra-es") as e:
+        nevo.train("cma-es", env=Walk, out_dir=str(tmp_path))
+    assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match="unknown setting 'truncation'"):
+        nevo.train("es", env=Walk, truncation=3, out_dir=str(tmp_path))  # a GA setting, not ES's
+    with pytest.raises(ConfigError, match="--net"):
+        nevo.train("ga", env=Walk, net="dense:0", out_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match="behaviour: a function of the last step is for gymnasium tasks"):
+        nevo.train("ga-ns", env="maze", behaviour=lambda o, i: o, out_dir=str(tmp_path))
+    assert not os.path.exists(tmp_path / "runs")
+
+
+def test_load_policy_of_a_folder_that_is_no_run_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="not a run folder"):
+        nevo.load_policy(str(tmp_path))
+
+
+def test_dense_net_names_give_the_widths_asked_for():
+    from nevo import nets
+
+    spec = nets.net_spec("dense-tanh:5,7", (3, 1, 1), 2, np.float32, "tanh")
+    assert [(lay.cin, lay.cout) for lay in spec.layers] == [(3, 5), (5, 7), (7, 2)]
+    assert spec.n_params == 3 * 5 + 5 + 5 * 7 + 7 + 7 * 2 + 2
+    with pytest.raises(ValueError, match="dense:W1,W2"):
+        nets.net_spec("dense:", (3, 1, 1), 2, np.float32)
+    assert config.validate(config.Config(net=config.NetConfig(net="dense:4,4")))
