@@ -154,8 +154,9 @@ def _other_nevo(tmp_path):
     """A folder holding a copy of nevo whose version (and so source) differs."""
     other = tmp_path / "other"
     shutil.copytree(os.path.join(ROOT, "nevo"), other / "nevo", ignore=shutil.ignore_patterns("__pycache__"))
-    init = other / "nevo" / "__init__.py"
-    init.write_text(init.read_text().replace('__version__ = "', '__version__ = "9.9.9+'))
+    # wherever nevo defines its version (nevo/__init__.py or a module of its own)
+    (path,) = [p for p in (other / "nevo").glob("*.py") if '__version__ = "' in p.read_text()]
+    path.write_text(path.read_text().replace('__version__ = "', '__version__ = "9.9.9+'))
     return other
 
 
