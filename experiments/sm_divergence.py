@@ -28,6 +28,7 @@ from nevo import nets, tasks
 from nevo.config import ConfigError
 from nevo.evaluation.episodes import Population
 from nevo.genomes import safe_mutation as sm
+from nevo.genomes.mutation import NAMES
 from nevo.nets.kernels import make_policy
 from nevo.runs.elite import load as load_elite
 from nevo.tasks import envs
@@ -98,7 +99,7 @@ def main(argv=None) -> int:
     )
     p.add_argument("--sigma", type=float, default=0.0, help="mutation power (default: the run's)")
     p.add_argument("--seed", type=int, default=0, help="seed of the episode, samples and perturbations")
-    p.add_argument("--operators", default=",".join(sm.OPERATORS), help="operators to compare (default: all)")
+    p.add_argument("--operators", default=",".join(NAMES), help="operators to compare (default: all)")
     p.add_argument("--out", default="sm_divergence", help="OUT.png and OUT.json (default: sm_divergence)")
     a = p.parse_args(argv)
     try:

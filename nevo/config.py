@@ -284,9 +284,17 @@ def require(ok: bool, name: str, allowed: str, value) -> None:
         raise ConfigError(f"{flag(name)}: got {value!r}, allowed: {allowed}")
 
 
-def mutation_of(cfg) -> str:
-    """The GA's (or GA-NS's) --mutation; the ES families have none: "gaussian"."""
-    return getattr(section(cfg), "mutation", "gaussian") if cfg.algo in ("ga", "rs", "ga-ns") else "gaussian"
+def mutation_of(cfg):
+    """The mutation operator (nevo.genomes.mutation.Mutation) of the GA's (or GA-NS's) --mutation;
+    the ES families' is Gaussian."""
+    from nevo.genomes.mutation import GAUSSIAN, mutation
+
+    if cfg.algo not in ("ga", "rs", "ga-ns"):
+        return GAUSSIAN
+    try:
+        return mutation(section(cfg).mutation)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def obs_norm_of(cfg) -> bool:
@@ -314,12 +322,12 @@ def validate(cfg):
     require(n.vbn == 0 or n.vbn >= 2, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
     require(n.actions in ("auto", "bins"), "actions", "auto or bins", n.actions)
     mutation = mutation_of(cfg)
-    require(n.vbn == 0 or mutation == "gaussian", "vbn", "0 with a safe mutation (its gradients are "
+    require(n.vbn == 0 or not mutation.safe, "vbn", "0 with a safe mutation (its gradients are "
             "taken without virtual batch norm's fold)", n.vbn)  # fmt: skip
     tanh = any(item[0] == "dense" and item[2:] == ("tanh",) for item in layers)
     require(n.vbn == 0 or not tanh, "vbn", f"0 with the {n.net} net (its fold assumes ReLU units)", n.vbn)
     ok = "gaussian with the {} net (the safe mutations' gradients are ReLU nets')"
-    require(mutation == "gaussian" or not tanh, "mutation", ok.format(n.net), mutation)
+    require(not mutation.safe or not tanh, "mutation", ok.format(n.net), mutation.name)
     obs_norm = obs_norm_of(cfg)
     require(
         n.vbn == 0 or not obs_norm, "vbn", "0 with --obs-norm 1 (one fold of the weights at a time)", n.vbn
@@ -375,7 +383,7 @@ def _validate_ns(s, algo: str) -> None:
         return
     require(s.obs_norm in (0, 1), "obs_norm", "0 or 1", s.obs_norm)
     only = "gaussian (safe mutations are GA-NS's, not the ES family's)"
-    require(s.mutation == "gaussian", "mutation", only, s.mutation)
+    require(s.mutation == "gaussian", "mutation", only, s.mutation)  # the setting's text, as given
     require(s.meta_population >= 1, "meta_population", "an integer >= 1", s.meta_population)
     _validate_es_step(s)
     require(0 <= s.reward_weight <= 1, "reward_weight", "a number in [0, 1]", s.reward_weight)
@@ -404,11 +412,11 @@ def _validate_ga(g) -> None:
 
 def _validate_mutation(g, truncation: int) -> None:
     """--mutation and --experiences of the GA and GA-NS."""
-    from nevo.genomes.safe_mutation import OPERATORS
+    from nevo.genomes.mutation import NAMES, mutation
 
-    require(g.mutation in OPERATORS, "mutation", ", ".join(OPERATORS), g.mutation)
+    require(g.mutation in NAMES, "mutation", ", ".join(NAMES), g.mutation)
     require(g.experiences >= 1, "experiences", "an integer >= 1", g.experiences)
-    if g.mutation != "gaussian":
+    if mutation(g.mutation).safe:
         require(truncation > 0, "mutation", "gaussian for random search (it has no parents)", g.mutation)
 
 

@@ -147,9 +147,18 @@ def test_atari_defaults_follow_the_papers():
     assert (cfg.net.net, cfg.ns.sigma, cfg.net.vbn) == ("small", 0.02, 128)
 
 
-def test_a_task_without_behaviours_is_a_one_line_error(capsys):
-    assert run_ns.main(["--env", "CartPole-v1", "--net", "mlp"]) == 2
-    assert "--env: novelty search needs a behaviour" in capsys.readouterr().err
+@pytest.mark.slow
+def test_novelty_search_on_a_gymnasium_task_keeps_each_episodes_final_observation(tmp_path):
+    """A gymnasium task's behaviour, where none is given, is the final observation: NSR-ES on
+    CartPole-v1 keeps one 4-number behaviour per training episode, each a pole that fell or a
+    cart that left (|angle| > 0.2095 rad or |x| > 2.4) unless the episode reached its cap."""
+    argv = ["--env", "CartPole-v1", "--algo", "nsr-es", "--population", "8", "--meta-population", "2",
+            "--noise-table-size", "200000", "--frame-budget", "3000"]  # fmt: skip
+    folder = run_folder(run_ns.main, argv, tmp_path)
+    behaviours = runs.read_array(os.path.join(folder, runs.BEHAVIOURS))
+    assert behaviours.shape == (8, 4)
+    fell = (np.abs(behaviours[:, 2]) > 0.2095) | (np.abs(behaviours[:, 0]) > 2.4)
+    assert fell.any()
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from nevo.evaluation.episodes import Episodes, Population, Results
 from nevo.evaluation.experiences import ExperienceSample, places
 from nevo.genomes import safe_build
 from nevo.genomes import safe_mutation as sm
+from nevo.genomes.mutation import mutation
 from nevo.genomes.noise import NoiseSource, WeightBuilder, offsets_of
 
 SAFE = ("sm-r", "sm-g-sum", "sm-g-abs", "sm-g-so")
@@ -196,7 +197,7 @@ def _evolve(kind, spec, source, folder, generations=4):
     rng = np.random.default_rng(8)
     for _ in range(generations):
         pop, eps = ga.ask()
-        assert eps.record == 5 and pop.operator == kind
+        assert eps.record == 5 and pop.mutation.name == kind
         builder.use(pop)
         weights = builder.build(np.arange(len(pop)), np.empty((len(pop), spec.n_params), np.float32))
         n = len(pop)
@@ -231,14 +232,16 @@ def test_a_safe_genome_rebuilds_bit_for_bit_from_the_run_folder(kind, tmp_path):
         for t in (1, threads):
             numba.set_num_threads(t)
             for i, genome in enumerate(ga.genomes):
-                w = safe_build.rebuild(kind, spec, genome, source.table, source.init_scale, 0.05, read)
+                w = safe_build.rebuild(
+                    mutation(kind), spec, genome, source.table, source.init_scale, 0.05, read
+                )
                 np.testing.assert_array_equal(w, weights[i])
     finally:
         numba.set_num_threads(threads)
     longest = max(ga.genomes, key=len)
     assert len(longest) >= 3
-    assert not np.array_equal(safe_build.rebuild(kind, spec, longest, source.table, source.init_scale, 0.05,
-                                                 read), source.rebuild(longest))  # fmt: skip
+    safe = safe_build.rebuild(mutation(kind), spec, longest, source.table, source.init_scale, 0.05, read)
+    assert not np.array_equal(safe, source.rebuild(longest))
 
 
 def test_a_rebuild_without_its_experiences_is_one_line(tmp_path):
@@ -249,7 +252,7 @@ def test_a_rebuild_without_its_experiences_is_one_line(tmp_path):
     genome = max(ga.genomes, key=len)
     os.remove(os.path.join(tmp_path, runs.EXPERIENCES, runs.genome_key(genome[:1]) + ".npy"))
     with pytest.raises(runs.DamagedFile, match="missing; the run folder lacks the experiences"):
-        safe_build.rebuild("sm-g-sum", spec, genome, source.table, source.init_scale, 0.05,
+        safe_build.rebuild(mutation("sm-g-sum"), spec, genome, source.table, source.init_scale, 0.05,
                            lambda g: runs.load_experiences(str(tmp_path), g))  # fmt: skip
 
 

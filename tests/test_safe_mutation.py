@@ -8,6 +8,7 @@ import pytest
 
 from nevo import nets
 from nevo.genomes import safe_mutation as sm
+from nevo.genomes.mutation import NAMES
 from nevo.nets.kernels import reference
 
 EPS = 1e-6
@@ -171,7 +172,7 @@ def test_the_divergence_demonstration_runs_on_a_ga_run(tiny_runs, tmp_path, caps
     assert sm_divergence.main(argv) == 0
     with open(out + ".json") as f:
         got = json.load(f)
-    assert set(got["results"]) == set(sm.OPERATORS) and got["experiences"] == 6
+    assert set(got["results"]) == set(NAMES) and got["experiences"] == 6
     assert all(len(r["divergence"]) == 4 for r in got["results"].values())
     assert np.allclose(got["results"]["sm-r"]["divergence"], got["target"], rtol=0.02)
     assert os.path.getsize(out + ".png") > 10_000

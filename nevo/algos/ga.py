@@ -34,6 +34,7 @@ import numpy as np
 
 from nevo.algos.ranking import fitness_order
 from nevo.evaluation.episodes import Episodes, Population, Results
+from nevo.genomes.mutation import mutation
 from nevo.genomes.noise import SEED_LIMIT
 
 # Purposes of the per-generation random streams.
@@ -65,7 +66,7 @@ class GA:
         self.base_idx = np.full(n, -1, np.int64)
         self.new_seed = init.astype(np.int64)
         self.genomes = [np.array([s], np.int64) for s in init]
-        self.mutation = getattr(ga_cfg, "mutation", "gaussian")
+        self.mutation = mutation(ga_cfg.mutation)  # the operator, chosen once
         # Safe mutations: the observations each parent's sensitivity is measured on, as parents
         # (kept in the run folder by the run script: nevo.runs.save_experiences), and this
         # generation's training episodes' sample.
@@ -105,7 +106,7 @@ class GA:
         self._population = Population(self.parents, self.base_idx, self.new_seed, sigma, self.cfg.sigma,
                                       self.mutation, self.parent_experiences)  # fmt: skip
         seeds = rng_for(self.seed, self.generation, TRAIN_EPISODES).integers(0, SEED_LIMIT, n)
-        record = self.cfg.experiences if self.mutation != "gaussian" else 0
+        record = self.cfg.experiences if self.mutation.safe else 0
         return self._population, Episodes(np.arange(n, dtype=np.int64), seeds.astype(np.int64), record)
 
     def tell(self, results: Results, fitness: np.ndarray | None = None) -> np.ndarray:
@@ -184,7 +185,7 @@ class GA:
         parents = top if elite_row in top or t == 0 else [elite_row, *top[: t - 1]]
         # The rows the next population is built from: the elite (its row 0) and the parents.
         keep = list(dict.fromkeys([elite_row, *parents]))
-        if self.mutation != "gaussian":
+        if self.mutation.safe:
             self.parent_experiences = self._experiences_of(keep)
             self._train = None  # the population's sample (GBs on Atari) is not needed any more
         self.parents = [self.genomes[i] for i in keep]

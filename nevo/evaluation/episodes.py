@@ -2,8 +2,9 @@
 
 Every algorithm hands an evaluator `Episodes` and gets `Results` back, whatever runs them (the
 Atari pipeline, the synchronous evaluator of in-process tasks). Both are plain arrays, so they
-can be sent to another process or machine. This module imports nothing of nevo's: the modules
-that use these contracts sit above it.
+can be sent to another process or machine. This module imports nothing of nevo's but the
+mutation operator (nevo.genomes.mutation, which imports nothing): the modules that use these
+contracts sit above it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from nevo.genomes.mutation import GAUSSIAN, Mutation
 
 
 @dataclass
@@ -110,9 +113,9 @@ class Population:
     seed: np.ndarray  # (N,) int64 noise seed, -1: copy of the base
     scale: np.ndarray  # (N,) float32 the noise's multiplier (sigma, or -sigma for a mirrored ES row)
     sigma: float = 0.0  # the mutation power of the seed lists in bases
-    # How a child (base >= 0, seed >= 0) comes from its base: "gaussian" (base + scale * eps) or
+    # How a child (base >= 0, seed >= 0) comes from its base: Gaussian (base + scale * eps) or
     # a safe mutation (nevo.genomes.safe_build), measured on the base's experiences.
-    operator: str = "gaussian"
+    mutation: Mutation = GAUSSIAN
     experiences: list | None = None  # [(T_k, *obs)] per base: the observations its sensitivity is measured on
     # --obs-norm 1: (2, n) float64 the observation mean and std, frozen for this population, that
     # every built row folds into its first layer (nevo.nets.obs_norm); None: no normalisation.
@@ -125,7 +128,7 @@ class Population:
         """The population of rows `which` (in that order), over the same bases."""
         which = np.asarray(which, np.int64)
         return Population(self.bases, self.base[which], self.seed[which], self.scale[which], self.sigma,
-                          self.operator, self.experiences, self.obs_norm)  # fmt: skip
+                          self.mutation, self.experiences, self.obs_norm)  # fmt: skip
 
     @staticmethod
     def of_weights(weights: np.ndarray) -> Population:

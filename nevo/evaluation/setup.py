@@ -55,7 +55,7 @@ def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | Non
         from nevo.nets.obs_norm import fold_population
 
         return WeightBuilder(table, nets.init_scale(spec), fold=fold_population(spec))
-    if mutation_of(cfg) != "gaussian":  # never with --vbn (config.validate)
+    if mutation_of(cfg).safe:  # never with --vbn (config.validate)
         from nevo.genomes.safe_build import SafeMutation
 
         def experiences_of(genome):
@@ -103,7 +103,7 @@ def check_settings(cfg, task, spec) -> None:
             check(spec, task.name)
         except ValueError as e:
             raise ConfigError(str(e)) from None
-    if mutation_of(cfg) != "gaussian" and spec.action != "argmax":
+    if mutation_of(cfg).safe and spec.action != "argmax":
         raise ConfigError(
             f"--mutation: {mutation_of(cfg)} measures the softmax of a discrete policy's outputs; "
             f"{task.name} has continuous actions: use --mutation gaussian"
@@ -112,7 +112,7 @@ def check_settings(cfg, task, spec) -> None:
 
 def experience_bytes(cfg, task, population: int) -> int:
     """Bytes of a generation's experiences (safe mutations: --experiences per individual)."""
-    if mutation_of(cfg) == "gaussian":
+    if not mutation_of(cfg).safe:
         return 0
     return (
         population
@@ -139,7 +139,7 @@ def builds_on_gpu(cfg) -> bool:
     """Whether --device cuda builds the population's rows on the GPU (nevo.genomes.cuda_build):
     Gaussian children with no fold after the build, virtual batch norm's or observation
     normalisation's (the settings behind nevo.evaluation.slot_weights.builds_on_device's builder)."""
-    return mutation_of(cfg) == "gaussian" and not cfg.net.vbn and not obs_norm_of(cfg)
+    return not mutation_of(cfg).safe and not cfg.net.vbn and not obs_norm_of(cfg)
 
 
 def weight_rows(cfg, device: str, population: int, bases: int) -> int:

@@ -187,11 +187,11 @@ class WeightBuilder:
             if key in known:
                 bases[k] = known[key]
             elif parent is not None and safe:  # one pass: the parent's weights and the last seed
-                self.safe.child_of(pop.operator, parent, g, pop.sigma, bases[k])
+                self.safe.child_of(pop.mutation.name, parent, g, pop.sigma, bases[k])
             elif parent is not None:
                 source.build(bases[k : k + 1], parent[None], [0], g[-1:])
             elif safe:
-                self.safe.rebuild(pop.operator, g, pop.sigma, self.init_scale, bases[k])
+                self.safe.rebuild(pop.mutation.name, g, pop.sigma, self.init_scale, bases[k])
             else:
                 source.rebuild(g, out=bases[k])
         self._known = [self._known[1], dict(zip(keys, bases))]
@@ -201,11 +201,10 @@ class WeightBuilder:
 
     def _safe_for(self, pop) -> bool:
         """Whether pop's children are safe mutations (ValueError if this builder cannot make them)."""
-        op = pop.operator
-        if op == "gaussian":
+        if not pop.mutation.safe:
             return False
         if self.safe is None:
-            raise ValueError(f"a population with {op} mutations needs a builder with safe mutations")
+            raise ValueError(f"a population with {pop.mutation} mutations needs a builder of safe mutations")
         return True
 
     @property
@@ -233,7 +232,7 @@ class WeightBuilder:
         pop = self._pop
         base, offsets, scale = self.plan(rows)
         build_rows(out, self._bases, base, offsets, self.init_scale, scale, self.table)
-        if pop.operator != "gaussian":  # the children again, safely
+        if pop.mutation.safe:  # the children again, safely
             self.safe.build(pop, rows, out, offsets)
         if self.fold is not None:
             self.fold(out, pop)

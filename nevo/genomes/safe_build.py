@@ -32,6 +32,7 @@ import numba
 import numpy as np
 
 from nevo.genomes import safe_mutation as sm
+from nevo.genomes.mutation import NAMES, Mutation
 from nevo.genomes.noise import NoiseSource, offsets_of
 from nevo.nets import require_relu
 
@@ -140,7 +141,7 @@ def children(kind: str, parents: list, out, base_idx, offsets, scale, table, tar
         if rows:
             sens = np.stack(rows)
     elif kind not in ("sm-g-sum", "sm-g-abs", "gaussian"):
-        raise ValueError(f"unknown mutation {kind!r}; allowed: {', '.join(sm.OPERATORS)}")
+        raise ValueError(f"unknown mutation {kind!r}; allowed: {', '.join(NAMES)}")
     safe_rows(out, bases, base_idx, np.asarray(offsets, np.int64), np.asarray(scale, np.float32), alpha,
               sens, sens_idx, table, sm.WEIGHT_CLIP)  # fmt: skip
 
@@ -177,8 +178,8 @@ class SafeMutation:
             mine = {np.asarray(g, np.int64).tobytes(): e for g, e in zip(genomes, pop.experiences)}
             self._seen = [self._seen[1], mine]  # bounded: older ones are the run folder's
         exps = pop.experiences or [None] * len(bases)
-        self._parents = [parent(pop.operator, self.spec, b, e) for b, e in zip(bases, exps)]
-        self._stack = stacked(pop.operator, self._parents, bases)  # once, for every build of this population
+        self._parents = [parent(pop.mutation.name, self.spec, b, e) for b, e in zip(bases, exps)]
+        self._stack = stacked(pop.mutation.name, self._parents, bases)  # once, for every build of pop
         self.mutation_s += time.monotonic() - t0
 
     def build(self, pop, rows, out, offsets) -> None:
@@ -188,8 +189,9 @@ class SafeMutation:
         child = np.flatnonzero((base >= 0) & (seed >= 0))
         if child.size:
             made = np.empty((child.size, out.shape[1]), np.float32)
-            children(pop.operator, self._parents, made, base[child], offsets[child], pop.scale[rows][child],
-                     self.table, pop.sigma, self._stack)  # fmt: skip
+            kind, scale = pop.mutation.name, pop.scale[rows][child]
+            children(kind, self._parents, made, base[child], offsets[child], scale, self.table, pop.sigma,
+                     self._stack)  # fmt: skip
             out[child] = made
         self.mutation_s += time.monotonic() - t0
 
@@ -210,10 +212,10 @@ class SafeMutation:
         return out
 
 
-def rebuild(kind: str, spec, genome, table, init_scale, sigma: float, experiences_of) -> np.ndarray:
-    """(P,) float32 weights of a genome whose mutations are `kind` (a Gaussian genome: as
+def rebuild(op: Mutation, spec, genome, table, init_scale, sigma: float, experiences_of) -> np.ndarray:
+    """(P,) float32 weights of a genome whose mutations are `op`'s (a Gaussian genome: as
     NoiseSource.rebuild); experiences_of(prefix genome) -> its experiences (the run folder's)."""
-    if kind == "gaussian":
+    if not op.safe:
         return NoiseSource(table, init_scale, sigma).rebuild(genome).copy()
     safe = SafeMutation(spec, table, experiences_of)
-    return safe.rebuild(kind, genome, sigma, init_scale, np.empty(spec.n_params, np.float32))
+    return safe.rebuild(op.name, genome, sigma, init_scale, np.empty(spec.n_params, np.float32))

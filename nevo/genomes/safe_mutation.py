@@ -40,7 +40,6 @@ from nevo.nets import require_relu
 SCALE_FLOOR = 0.01  # s_i below this is raised to it (the paper's code)
 WEIGHT_CLIP = 10.0  # a child's change per weight is clipped to +-this (the paper's code)
 SEARCH_STEPS = 15  # SM-R: forward passes its line search may take (the paper's code)
-OPERATORS = ("gaussian", "sm-r", "sm-g-sum", "sm-g-abs", "sm-g-so")
 
 
 # ---- the batched forward and its trace ------------------------------------------------------

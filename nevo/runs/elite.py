@@ -39,8 +39,8 @@ def write(run_dir: str, cfg, generation: int, algo, obs_stats: np.ndarray | None
                 "noise_table_size": cfg.run.noise_table_size,
                 "noise_seed": cfg.run.noise_seed,
             }
-            if config.mutation_of(cfg) != "gaussian":  # its rebuild reads experiences/
-                record["mutation"] = config.mutation_of(cfg)
+            if config.mutation_of(cfg).safe:  # its rebuild reads experiences/
+                record["mutation"] = config.mutation_of(cfg).name
         else:  # the ES families: theta as it is
             runs.save_array(run_dir, THETA, elite)
             record["theta"] = THETA
@@ -76,6 +76,7 @@ def load(run_dir: str, which: str = "best", fold: bool = True):
     elite_file(run_dir, which), or for an ES run, theta as saved; with --obs-norm 1, folded with
     the observation statistics it was validated with unless fold=False (obs_stats reads them)."""
     from nevo.genomes import noise, safe_build
+    from nevo.genomes.mutation import GAUSSIAN, mutation
     from nevo.nets import obs_norm
 
     for name in (CONFIG, ELITE):
@@ -102,7 +103,11 @@ def load(run_dir: str, which: str = "best", fold: bool = True):
         return cfg, elite, spec, theta
     table = noise.make_table(elite["noise_table_size"], elite["noise_seed"])
     # A safe mutation's step also reads its parent's experiences, kept in the run folder.
-    weights = safe_build.rebuild(elite.get("mutation", "gaussian"), spec, elite["seeds"], table,
+    try:
+        op = mutation(elite.get("mutation", GAUSSIAN.name))
+    except ValueError as e:
+        raise DamagedFile(f"{os.path.join(run_dir, name)}: damaged, {e}") from None
+    weights = safe_build.rebuild(op, spec, elite["seeds"], table,
                                  nets.init_scale(spec), elite["sigma"],
                                  lambda genome: runs.load_experiences(run_dir, genome))  # fmt: skip
     return cfg, elite, spec, weights

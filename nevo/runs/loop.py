@@ -83,7 +83,7 @@ def plan(cfg, task, resume_dir: str | None = None, cluster=None) -> Plan:
     else:  # only the noise table is checked here: each worker checks its own machine when it joins
         from nevo.evaluation.cluster import check_address
 
-        if config.mutation_of(cfg) != "gaussian":
+        if config.mutation_of(cfg).safe:
             raise ConfigError(
                 f"--cluster: safe mutations (--mutation {config.mutation_of(cfg)}) run on one machine for "
                 "now (each child needs its parent's experiences, which the workers are not sent)"
@@ -160,7 +160,7 @@ def _start(cfg, spec, table, task, checkpoint, run_dir, out):
             stats.resume(checkpoint)
         frames, wall = int(checkpoint["frames"]), float(checkpoint["wall_s"])
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
-    experiences = Experiences(run_dir, algo) if config.mutation_of(cfg) != "gaussian" else None
+    experiences = Experiences(run_dir, algo) if config.mutation_of(cfg).safe else None
     return algo, stats, experiences, frames, wall
 
 
@@ -214,7 +214,7 @@ def _generations(cfg, evaluator, algo, stats, experiences, frames, wall, run_dir
     except ClusterError as e:  # one line; the last checkpoint is whole
         script = SCRIPTS[config.family_section(cfg.algo)]
         raise RunStopped(
-            f"{e}; the run folder holds every generation before {algo.generation}: continue with "
+            f"error: {e}; the run folder holds every generation before {algo.generation}: continue with "
             f"python -m experiments.{script} --resume {run_dir} (with --cluster ADDRESS, or on this machine)",
             3,
             run_dir,
@@ -261,7 +261,7 @@ def header(cfg, task, spec, facts: dict, run_dir: str) -> str:
         main = f"N={s.population}{mirrored} sigma={s.sigma} {s.optimizer} lr={s.lr} l2={s.l2}"
     else:
         main = f"N={s.population} sigma={s.sigma} k={s.k}"
-    main += f" mutation {mutation}" if mutation != "gaussian" else ""
+    main += f" mutation {mutation}" if mutation.safe else ""
     return (
         f"nevo {cfg.algo} | {task.name} | net {cfg.net.net} ({spec.n_params:,} params{vbn}) | {main} | "
         + ", ".join(f"{k} {v}" for k, v in facts.items())
