@@ -62,6 +62,23 @@ def test_a_run_on_a_cluster_gives_the_metrics_of_one_machine(name, recorded, two
 
 
 @pytest.mark.slow
+def test_observation_statistics_on_a_cluster_give_one_machines_run(two_workers, tmp_path):
+    """ES with --obs-norm 1 on Pendulum-v1: the workers fold the statistics each Population carries
+    and send back each counted episode's sums, so the run's metrics, statistics and theta equal
+    one machine's bit for bit (chunks of 3 episodes, so the counted ones land on either worker)."""
+    argv = ["--env", "Pendulum-v1", "--population", "40", "--validation-episodes", "2", "--obs-norm", "1",
+            "--noise-table-size", "1000000", "--frame-budget", "30000"]  # fmt: skip
+    here = run_folder(run_es.main, argv, tmp_path / "here")
+    there = run_folder(run_es.main, [*argv, "--cluster", two_workers.address, "--cluster-chunk", "3"],
+                       tmp_path / "there")  # fmt: skip
+    assert metrics_without_clock(there) == metrics_without_clock(here)
+    assert runs.read_metrics(here)[-1]["obs_norm/count"] > 0
+    for name in (runs.OBS_NORM, runs.THETA):
+        np.testing.assert_array_equal(runs.read_array(os.path.join(there, name)),
+                                      runs.read_array(os.path.join(here, name)))  # fmt: skip
+
+
+@pytest.mark.slow
 def test_a_local_cluster_in_chunks_of_one_episode_gives_the_same_metrics(recorded, tmp_path):
     """local:2 starts its own workers on 127.0.0.1 (and stops them); one episode per chunk puts
     every episode's result back in its place."""
