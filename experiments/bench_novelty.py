@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from nevo import machine
-from nevo.algos.novelty import _push, knn_novelty, knn_novelty_reference
+from nevo.algos.novelty import insert_smallest, knn_novelty, knn_novelty_reference
 
 
 @numba.njit(nogil=True, cache=True)
@@ -38,7 +38,7 @@ def one_query_per_thread(out, queries, reference, k):
     for i in numba.prange(queries.shape[0]):
         best = np.full(k, np.inf)  # (k,) squared distances, ascending
         for j in range(reference.shape[0]):
-            _push(best, _sq_bytes(queries[i], reference[j]))
+            insert_smallest(best, _sq_bytes(queries[i], reference[j]))
         out[i] = np.sqrt(best).mean()
 
 

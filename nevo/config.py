@@ -11,6 +11,9 @@ and its settings are the env, net and run sections plus the section of its famil
 or `ns`, `family_section`). The same Python code runs any of the seven by changing `algo`. The
 presets, and the defaults each task and algorithm brings where the command line is silent, are
 nevo.cli's.
+
+Why one file of ~450 lines: each section's fields and their range checks (`_validate_ga`, ...)
+belong together, so that a setting's help text, default and allowed values are read in one place.
 """
 
 from __future__ import annotations

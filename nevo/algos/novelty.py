@@ -80,7 +80,7 @@ def _sq_dist_numba(a, b):
 
 
 @numba.njit(nogil=True, cache=True)
-def _push(best, d):
+def insert_smallest(best, d):
     """Insert squared distance d into best (m,) float64, ascending, dropping the largest."""
     m = best.shape[0]
     if d < best[m - 1]:
@@ -131,7 +131,7 @@ def _knn_kernel(out, queries, reference, k, exclude_self, wide):
             for j in range(d):
                 row[j] = reference[i, j]
             for u in range(nt):
-                _push(best[u], _sq_dist(qw[u], row))
+                insert_smallest(best[u], _sq_dist(qw[u], row))
         for u in range(nt):
             out[lo + u] = _novelty_of(best[u], k, exclude_self)
 

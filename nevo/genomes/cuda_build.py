@@ -17,7 +17,7 @@ import numba
 import numpy as np
 from numba import cuda
 
-from nevo.nets.kernels.cuda import _cdiv, check_fits, device_name
+from nevo.nets.kernels.cuda import ceil_div, check_fits, device_name
 
 if numba.config.ENABLE_CUDASIM:  # the simulator's libdevice functions are stubs
 
@@ -41,7 +41,7 @@ def pitch(n_params: int) -> int:
     128 bytes, so that every row, and the 128-byte lines its kernels read, start aligned (the
     large net's 4,052,658 parameters are 18 mod 32: unpadded, most rows start mid-line and a
     warp's 128-byte load of a weight row touches two lines)."""
-    return _cdiv(n_params, PITCH) * PITCH
+    return ceil_div(n_params, PITCH) * PITCH
 
 
 @cuda.jit
@@ -71,8 +71,8 @@ def launch_build(out, base, base_idx, offsets, init_scale, scale, table, stream=
     n, p = out.shape[0], init_scale.shape[0]
     if n == 0:
         return
-    threads = min(BUILD_THREADS, _cdiv(p, 32) * 32)
-    blocks = min(ROW_BLOCKS, _cdiv(p, threads))
+    threads = min(BUILD_THREADS, ceil_div(p, 32) * 32)
+    blocks = min(ROW_BLOCKS, ceil_div(p, threads))
     build_rows_kernel[(blocks, n), threads, stream](out, base, base_idx, offsets, init_scale, scale, table)
 
 

@@ -30,7 +30,7 @@ from nevo.nets import (
     W_OFF,
     require_relu,
 )
-from nevo.nets.kernels.cpu import _cols_size, _conv_rows, _dense_block, _load_obs, _segments
+from nevo.nets.kernels.cpu import cols_size, conv_rows, dense_block, load_obs, segments
 from nevo.nets.kernels.reference import conv_same
 
 EPS = 1e-3  # added to the variance, as the reference ES Atari model (ModelVirtualBN) does
@@ -149,7 +149,7 @@ def _normalise(table, i, act, y0, bias, mean, inv):
 def _fold(table, weights, ref, div, out, n_threads):
     """out[k] = weights[k] with each hidden layer's VBN over ref folded in; see `fold`."""
     n, n_layers, n_ref = weights.shape[0], table.shape[0], ref.shape[0]
-    seg = _segments(table)
+    seg = segments(table)
     n_conv = 0
     while n_conv < n_layers and table[n_conv, KIND] == CONV:
         n_conv += 1
@@ -165,7 +165,7 @@ def _fold(table, weights, ref, div, out, n_threads):
         max_out = max(max_out, table[i, COUT])
     nz = np.empty((n_threads, n_ref, max_in), np.int32)  # (threads, B, inputs)
     stat = np.empty((n_threads, 3, max_out), np.float64)  # (threads, [bias, mean, inv], Cout)
-    cols = np.empty((n_threads, _cols_size(table)), np.float32)  # (threads, conv patch scratch)
+    cols = np.empty((n_threads, cols_size(table)), np.float32)  # (threads, conv patch scratch)
     order = np.arange(n_ref)  # every reference row shares the individual: one dense group
     plain = table.copy()
     plain[:, ACT] = LINEAR  # z is measured before the ReLU, which _normalise applies
@@ -175,7 +175,7 @@ def _fold(table, weights, ref, div, out, n_threads):
         a = act[t]  # (B, width)
         if n_conv == 0:
             for j in range(n_ref):
-                _load_obs(table, ref, j, a[j], div)  # stays: no layer writes the input segment
+                load_obs(table, ref, j, a[j], div)  # stays: no layer writes the input segment
         for k in range(t, n, n_threads):
             w = out[k]
             w[:] = weights[k]
@@ -189,13 +189,13 @@ def _fold(table, weights, ref, div, out, n_threads):
                 if i < n_conv:
                     for j in range(n_ref):
                         if i == 0:
-                            _load_obs(table, ref, j, first[t], div)
+                            load_obs(table, ref, j, first[t], div)
                             src = first[t]
                         else:
                             src = a[j, seg[i] - lo : y0]
-                        _conv_rows(plain, i, w, src, a[j, y0 : seg[i + 2] - lo], 0, table[i, OUT_H], cols[t])
+                        conv_rows(plain, i, w, src, a[j, y0 : seg[i + 2] - lo], 0, table[i, OUT_H], cols[t])
                 else:
-                    _dense_block(plain, i, w, a, seg[i] - lo, y0, order, 0, n_ref, 0, cout, nz[t])
+                    dense_block(plain, i, w, a, seg[i] - lo, y0, order, 0, n_ref, 0, cout, nz[t])
                 _measure(table, i, a, y0, mean, inv)
                 for q in range(b_off - w_off):  # HWIO / (in, out): the output channel is innermost
                     w[w_off + q] = np.float32(w[w_off + q] * inv[q % cout])

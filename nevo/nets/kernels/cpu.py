@@ -9,7 +9,7 @@ first dense layer is memory bound (every row generally has different weights; `l
   TF's flatten order;
 - each conv writes into the interior of the next layer's zero-padded input, so no loop checks
   bounds: a kernel row (kx, ci) is one contiguous run in both the padded input and the weights;
-- a conv is im2col then one BLAS matrix product per row (`_conv_rows`; NumPy's `np.dot`, which
+- a conv is im2col then one BLAS matrix product per row (`conv_rows`; NumPy's `np.dot`, which
   Numba lowers to SciPy's BLAS): 2x the GFLOP/s of the hand-written loops it replaced, which
   LLVM would not keep in registers;
 - the dense layers skip zero inputs (half of every ReLU output) and so never read the weight rows
@@ -74,7 +74,7 @@ _MIN_BLOCK = 16  # dense output block: a multiple of 16 floats = one 64-byte cac
 
 
 @numba.njit(nogil=True, cache=True)
-def _segments(table):
+def segments(table):
     """(n_layers + 2,) int64: where each layer's input starts in a row's scratch, then the logits.
 
     Conv inputs are zero-padded (H + pads, W + pads, Cin) HWC buffers; dense inputs are flat. The
@@ -94,7 +94,7 @@ def _segments(table):
 
 
 @numba.njit(nogil=True, cache=True)
-def _load_obs(table, obs, r, dst, div):
+def load_obs(table, obs, r, dst, div):
     """obs[r] (C, H, W) -> dst, the first layer's zero-padded (H, W, C) float32 input (obs / div)."""
     c_n, h_n, w_n = obs.shape[1], obs.shape[2], obs.shape[3]
     pt, pl = table[0, PAD_T], table[0, PAD_L]
@@ -107,8 +107,8 @@ def _load_obs(table, obs, r, dst, div):
 
 
 @numba.njit(nogil=True, cache=True)
-def _cols_size(table):
-    """Floats of scratch `_conv_rows` needs for any conv layer of this table: the patch matrix
+def cols_size(table):
+    """Floats of scratch `conv_rows` needs for any conv layer of this table: the patch matrix
     (output pixels, KH*KW*Cin) and the product (output pixels, Cout)."""
     size = 0
     for i in range(table.shape[0]):
@@ -119,12 +119,12 @@ def _cols_size(table):
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
-def _conv_rows(table, i, w, src, dst, y0, y1, cols):
+def conv_rows(table, i, w, src, dst, y0, y1, cols):
     """Conv layer i, output rows y0..y1, of one row: src its padded input, dst the next input.
 
     Work = (row, range of output y), every x and output channel. dst is the next conv's padded
     input (written inside its padding) or, after the last conv, the flat (H, W, C) features.
-    cols is float32 scratch of at least _cols_size(table) floats.
+    cols is float32 scratch of at least cols_size(table) floats.
     speed: im2col then one BLAS matrix product, (pixels, KH*KW*Cin) x (KH*KW*Cin, Cout): TF's
     HWIO weights are already that matrix, and a (kx, ci) kernel row is one contiguous run in the
     padded HWC input, so each patch row is KH copies. The product runs at ~90 GFLOP/s per core
@@ -163,7 +163,7 @@ def _conv_rows(table, i, w, src, dst, y0, y1, cols):
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
-def _dense_block(table, i, w, act, x0, y0, order, g0, g1, o0, o1, nz):
+def dense_block(table, i, w, act, x0, y0, order, g0, g1, o0, o1, nz):
     """Dense layer i for the rows order[g0:g1] (one individual), outputs o0..o1.
 
     Work = (group of rows sharing an individual, block of outputs). act[r, x0:] is row r's
@@ -223,7 +223,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
     """(actions (rows,) int64, logits (rows, n_actions) float32); see `forward`."""
     rows, n_layers = rows_ind.shape[0], table.shape[0]
     n_actions = table[n_layers - 1, COUT]
-    seg = _segments(table)
+    seg = segments(table)
     n_conv = 0
     while n_conv < n_layers and table[n_conv, KIND] == CONV:
         n_conv += 1
@@ -250,7 +250,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
         # its dense layers. speed: one parallel region, no barrier between the layers, and one
         # thread's convs (compute bound) overlap the other's dense layers (memory bound).
         scr = np.zeros((n_threads, base), np.float32)
-        cols = np.empty((n_threads, _cols_size(table)), np.float32)
+        cols = np.empty((n_threads, cols_size(table)), np.float32)
         for t in prange(n_threads):
             for g in range(t, n_groups, n_threads):  # static round robin
                 g0, g1 = starts[g], starts[g + 1]
@@ -258,23 +258,23 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
                 for q in range(g0, g1):
                     r = order[q]
                     if n_conv == 0:
-                        _load_obs(table, obs, r, act[r], div)
+                        load_obs(table, obs, r, act[r], div)
                         continue
-                    _load_obs(table, obs, r, scr[t, : seg[1]], div)
+                    load_obs(table, obs, r, scr[t, : seg[1]], div)
                     for i in range(n_conv):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
                         src = scr[t, seg[i] : seg[i + 1]]
-                        _conv_rows(table, i, w, src, dst, 0, table[i, OUT_H], cols[t])
+                        conv_rows(table, i, w, src, dst, 0, table[i, OUT_H], cols[t])
                 for i in range(n_conv, n_layers):
                     nz = np.empty((g1 - g0, table[i, CIN]), np.int32)
                     x0, y0 = seg[i] - base, seg[i + 1] - base
-                    _dense_block(table, i, w, act, x0, y0, order, g0, g1, 0, table[i, COUT], nz)
+                    dense_block(table, i, w, act, x0, y0, order, g0, g1, 0, table[i, COUT], nz)
     else:
         # Few groups (rows shared by individuals): the convs by row, then each dense layer by
         # (group, block of outputs).
         if n_conv == 0:
             for r in prange(rows):  # work = one row
-                _load_obs(table, obs, r, act[r], div)
+                load_obs(table, obs, r, act[r], div)
         else:
             # Work = one row, every conv layer, in its thread's scratch (as above). Rows are not
             # split into bands of output rows when they are too few for the threads: BLAS gives
@@ -282,15 +282,15 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
             # SkylakeX kernels both do), so a band would make a row's actions depend on the
             # batch it ran in. Steps with that few live rows are under 1% of a generation.
             scr = np.zeros((n_threads, base), np.float32)
-            cols = np.empty((n_threads, _cols_size(table)), np.float32)
+            cols = np.empty((n_threads, cols_size(table)), np.float32)
             for t in prange(n_threads):
                 for r in range(t, rows, n_threads):  # all rows cost the same: static round robin
                     w = weights[rows_ind[r]]
-                    _load_obs(table, obs, r, scr[t, : seg[1]], div)
+                    load_obs(table, obs, r, scr[t, : seg[1]], div)
                     for i in range(n_conv):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
                         src = scr[t, seg[i] : seg[i + 1]]
-                        _conv_rows(table, i, w, src, dst, 0, table[i, OUT_H], cols[t])
+                        conv_rows(table, i, w, src, dst, 0, table[i, OUT_H], cols[t])
         for i in range(n_conv, n_layers):
             # Work = (group, block of outputs); blocks only when groups are too few for the
             # threads, each a multiple of 16 floats so no cache line is split between threads.
@@ -307,7 +307,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
                 w = weights[rows_ind[order[g0]]]
                 x0, y0 = seg[i] - base, seg[i + 1] - base
                 o1 = min((b + 1) * size, n_out)
-                _dense_block(table, i, w, act, x0, y0, order, g0, g1, b * size, o1, nz)
+                dense_block(table, i, w, act, x0, y0, order, g0, g1, b * size, o1, nz)
 
     logits = np.empty((rows, n_actions), np.float32)
     actions = np.empty(rows, np.int64)

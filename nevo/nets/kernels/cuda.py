@@ -11,6 +11,10 @@ each step uploads the rows' observations and a small int32 index block and downl
 the int32 actions. Row buffers are allocated for a capacity of rows and reused; they grow
 geometrically (x2) only when a step has more rows than ever before, and never shrink.
 
+Why one file of ~700 lines: every kernel here shares the policy's device buffers and the launch
+arithmetic that maps threads to (row, channel, pixel); split by layer, a kernel would sit apart from
+the launch code that sizes its grid, and that pairing is what a reader checks first.
+
 Kernels, launched in this order each step (one per layer; thread maps are stated at each kernel):
   conv          one per conv layer; the first reads the observations directly (obs / obs_div)
   dense         hidden dense layers: partial sums over chunks of K_CHUNK inputs, rows of one
@@ -79,7 +83,7 @@ def check_fits(need, free, what, device="the GPU"):
         )
 
 
-def _cdiv(a, b):
+def ceil_div(a, b):
     return -(-a // b)
 
 
@@ -124,8 +128,8 @@ def conv_tiling(kh, s, cin, oh, ow):
     `tile` output rows and stages their input window, padding included, in shared memory."""
     cols = (ow - 1) * s + kh  # the padded input columns every output row reads
     most = max(1, min(oh, ((WINDOW_BYTES // (4 * cols * cin)) - kh) // s + 1))
-    n_tiles = _cdiv(oh, most)
-    tile = _cdiv(oh, n_tiles)  # balanced: tiles of equal height but the last
+    n_tiles = ceil_div(oh, most)
+    tile = ceil_div(oh, n_tiles)  # balanced: tiles of equal height but the last
     return tile, (tile - 1) * s + kh, cols
 
 
@@ -142,11 +146,11 @@ def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, act,
     first = obs_div is not None
     inv_div = float32(1.0 / obs_div) if first else float32(1.0)
     cg = max(1, min(4, cout // 16))  # output channels per thread
-    co_t = _cdiv(cout, cg)  # threads across the output channels
+    co_t = ceil_div(cout, cg)  # threads across the output channels
     tile, win_h, win_w = conv_tiling(kh, s, cin, oh, ow)
-    n_tiles = _cdiv(oh, tile)
+    n_tiles = ceil_div(oh, tile)
     tile_pix = tile * ow
-    pg_t = _cdiv(tile_pix, PX)  # threads across a tile's output pixels, PX each
+    pg_t = ceil_div(tile_pix, PX)  # threads across a tile's output pixels, PX each
     win = win_h * win_w * cin  # (win_h, win_w, cin) float32 in shared memory
     threads = co_t * pg_t
     exact = cout % cg == 0  # every thread's channels exist: no bounds test (a constant)
@@ -255,8 +259,8 @@ def dense_kernel(n_in, n_out, w_off, obs_div):
     Tile t is the rows order[tile_start[t] : tile_start[t] + tile_count[t]], one individual's.
     """
     read = _flat_act if obs_div is None else flat_obs_reader(obs_div)
-    threads = min(DENSE_THREADS, _cdiv(n_out, 32) * 32)
-    per_t = _cdiv(n_out, threads)  # outputs per thread
+    threads = min(DENSE_THREADS, ceil_div(n_out, 32) * 32)
+    per_t = ceil_div(n_out, threads)  # outputs per thread
     exact = n_out % threads == 0  # every thread's outputs exist: no bounds test (a constant)
 
     @cuda.jit
@@ -334,13 +338,13 @@ def dense_kernel(n_in, n_out, w_off, obs_div):
                     if o < n_out:
                         partial[c, row, o] = acc[j, u]
 
-    return dense, _cdiv(n_in, K_CHUNK), threads
+    return dense, ceil_div(n_in, K_CHUNK), threads
 
 
 @functools.cache
 def dense_finish_kernel(n_out, b_off, act, n_chunks):
-    """(kernel, threads) adding bias and partial sums: launch with grid (cdiv(n_out, threads), rows)."""
-    threads = min(128, _cdiv(n_out, 32) * 32)
+    """(kernel, threads) adding bias and partial sums: launch with grid (ceil_div(n_out, threads), rows)."""
+    threads = min(128, ceil_div(n_out, 32) * 32)
 
     @cuda.jit
     def dense_finish(partial, dst, weights, rows_ind):
@@ -366,7 +370,7 @@ def output_kernel(n_in, n_out, w_off, b_off, act, obs_div):
     argmax of the logits).
     """
     read = _flat_act if obs_div is None else flat_obs_reader(obs_div)
-    o_pad = _cdiv(n_out, 32) * 32
+    o_pad = ceil_div(n_out, 32) * 32
     split = max(1, min(OUT_THREADS // o_pad, n_in // 128))  # input slices per output
 
     @cuda.jit
@@ -459,7 +463,7 @@ class CudaPolicy:
         for lay in self.spec.layers:
             per_row += 4 * lay.cout * lay.out_hw[0] * lay.out_hw[1]
             if lay.kind == "dense":
-                per_row += 4 * lay.cout * _cdiv(lay.cin, K_CHUNK)  # partial sums
+                per_row += 4 * lay.cout * ceil_div(lay.cin, K_CHUNK)  # partial sums
         return per_row * cap
 
     def _reserve(self, rows):
@@ -488,7 +492,7 @@ class CudaPolicy:
                 a = cuda.device_array((cap, lay.cout), np.float32)  # (rows, out)
             self.act.append(a)
             self.flat.append(a.reshape(cap, -1))  # the same memory, as (rows, features)
-            n_chunks = _cdiv(lay.cin, K_CHUNK) if lay.kind == "dense" else 0
+            n_chunks = ceil_div(lay.cin, K_CHUNK) if lay.kind == "dense" else 0
             self.partial.append(cuda.device_array((max(n_chunks, 1), cap, lay.cout), np.float32))
 
     def load(self, weights):
@@ -601,7 +605,7 @@ class CudaPolicy:
                 dense[(n_chunks, tiles), threads, s](
                     flat, self.partial[i], w, rows_ind, order, tile_start, tile_count
                 )
-                finish[(_cdiv(self.spec.layers[i].cout, f_threads), rows), f_threads, s](
+                finish[(ceil_div(self.spec.layers[i].cout, f_threads), rows), f_threads, s](
                     self.partial[i], self.act[i], w, rows_ind
                 )
             else:
