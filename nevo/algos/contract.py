@@ -23,13 +23,14 @@ run repeats an uninterrupted one.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from nevo.evaluation.episodes import Episodes, Population, Results
 
 
+@runtime_checkable
 class Algorithm(Protocol):
     generation: int
 

@@ -10,6 +10,7 @@ contracts sit above it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -137,3 +138,16 @@ class Population:
         return Population(
             weights, np.arange(n, dtype=np.int64), np.full(n, -1, np.int64), np.zeros(n, np.float32)
         )
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """The contract every evaluator meets (the Atari pipeline, the in-process evaluator, a Dask
+    cluster): play `episodes` of `population`'s rows, building each row's weights from its genome
+    where it is used, and return one outcome per episode, in their order. progress(done, total,
+    frames) may be called while it runs. An episode's outcome depends only on (individual, episode
+    seed), whatever the evaluator."""
+
+    def run(self, population: Population, episodes: Episodes, progress=None) -> Results: ...
+
+    def close(self) -> None: ...

@@ -1,4 +1,7 @@
-"""Network specs: layer shapes, the flat parameter layout, the parameter count, initialisation.
+"""Networks: specs (here: layer shapes, the flat parameter layout, the parameter count,
+initialisation), `vbn` (virtual batch norm folded into the weights), `obs_norm` (observation
+statistics folded into the first layer), and `kernels/` (the forward pass: the NumPy reference,
+Numba CPU and numba.cuda twins, and safe mutations' gradient kernels).
 
 The networks are those of Such et al. 2017 (arXiv 1712.06567), as the reference TensorFlow code
 builds them: "SAME" padding, ReLU after every layer but the output, inputs uint8 scaled to [0, 1].

@@ -1,4 +1,5 @@
-"""Run folders: config, metrics, checkpoints, the elite, and resume.
+"""Runs: the generation loop (`loop`, once for every algorithm), the elite files (`elite`), the
+progress line (`progress`), and here the run folder: config, metrics, checkpoints and resume.
 
     runs/<game>__<algo>__<seed>__<time>/
         config.json        every setting, the git commit, the noise facts; written before any work
