@@ -155,7 +155,7 @@ def build_kernels() -> list[Kernel]:
     """The kernel that builds a population's rows on the GPU (nevo.genomes.cuda_build), any net."""
     from numba import types
 
-    from nevo.nets.kernels import cuda_build
+    from nevo.genomes import cuda_build
 
     f32, i64 = types.float32, types.int64
     a2, a1, i1 = types.Array(f32, 2, "C"), types.Array(f32, 1, "C"), types.Array(i64, 1, "C")
