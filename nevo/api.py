@@ -100,7 +100,6 @@ def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None =
         given["net"] = net if isinstance(net, str) else "dense:" + ",".join(str(int(w)) for w in net)
     if frames is not None:
         given["frame_budget"] = int(frames)
-    given.setdefault("device", "cpu")
     cfg = cli.apply_defaults(config.override(cfg, given), given)
     cfg, task = cli.check(cfg, make_env, behaviour)
     p = loop.plan(cfg, task)
