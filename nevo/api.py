@@ -79,8 +79,9 @@ def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None =
     """Train with `algo` (ga, rs, es, ga-ns, ns-es, nsr-es or nsra-es) on `env` and return a
     TrainResult.
 
-    env: a gymnasium id (CartPole-v1, HalfCheetah-v5, ...), an Atari game (frostbite), "maze", or
-    your own gymnasium environment class or a function that makes one.
+    env: a gymnasium id (CartPole-v1, HalfCheetah-v5, ...), an Atari game (frostbite), "maze",
+    "mnist", your own gymnasium environment class or a function that makes one, or a labelled
+    data set of images (nevo.tasks.supervised.DataSet.of(train_x, train_y, test_x, test_y)).
     net: a net's name (mlp, mlp-tanh, small, large, ...) or the hidden widths of a dense ReLU net
     ([64, 64]); default: the task's.
     frames: the frame budget (agent steps for gymnasium tasks); default: the task's.
@@ -91,8 +92,11 @@ def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None =
     settings: any other setting by its name (population=, sigma=, truncation=, lr=, ...; see
     `python -m experiments.run_ga --help`); they apply to `algo`'s family.
     """
-    make_env = None if isinstance(env, str) else env
-    name = env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
+    from nevo.tasks.supervised import DataSet, Supervised
+
+    data = env if isinstance(env, DataSet) else None  # a labelled data set of one's own
+    make_env = None if isinstance(env, (str, DataSet)) else env
+    name = "data" if data is not None else env if isinstance(env, str) else getattr(env, "__name__", "env")
     cfg = replace(config.Config(algo=algo), env=replace(config.EnvConfig(), env=name))
     config.family_section(algo)  # an unknown name: one line listing the algorithms
     given = dict(settings, seed=seed, out_dir=out_dir)
@@ -100,8 +104,14 @@ def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None =
         given["net"] = net if isinstance(net, str) else "dense:" + ",".join(str(int(w)) for w in net)
     if frames is not None:
         given["frame_budget"] = int(frames)
-    cfg = cli.apply_defaults(config.override(cfg, given), given)
-    cfg, task = cli.check(cfg, make_env, behaviour)
+    cfg = cli.apply_defaults(
+        config.override(cfg, given), given, kind=Supervised if data is not None else None
+    )
+    if data is not None:
+        cfg = config.validate(cfg)
+        task = Supervised(cfg.env, data)
+    else:
+        cfg, task = cli.check(cfg, make_env, behaviour)
     p = loop.plan(cfg, task)
     out = None if progress else _Quiet()
     outcome = loop.run(cfg, task, p, fitness=fitness, out=out)

@@ -139,15 +139,17 @@ ALGORITHM_DEFAULTS = {
 }
 
 
-def apply_defaults(cfg, given=(), task_defaults=True):
+def apply_defaults(cfg, given=(), task_defaults=True, kind=None):
     """cfg with the defaults of its task (tasks' DEFAULTS; not with task_defaults=False, for a
     preset made for its task) and of its algorithm (ALGORITHM_DEFAULTS) for every setting not
     named in `given` (the names set explicitly); `--env frostbite` becomes `--env atari --game
-    frostbite` first."""
+    frostbite` first. kind: the task's class where its name does not say it (a data set of
+    one's own)."""
     cfg = replace(cfg, env=tasks.normalize_env(cfg.env))
     name = cfg.algo
     family = "ga" if name == "rs" else name  # random search is the GA's loop
-    by_task = tasks.defaults_of(cfg.env, family) if task_defaults else {}
+    kind = kind or tasks.kind_of(cfg.env)
+    by_task = kind.defaults(cfg.env, family) if task_defaults else {}
     for defaults in (by_task, ALGORITHM_DEFAULTS.get(name, {})):
         cfg = override(cfg, {k: v for k, v in defaults.items() if k not in given})
     return cfg

@@ -43,6 +43,11 @@ class EnvConfig:
     frame_cap: int = setting(20_000, "episode cap in game frames (frameskip included)")
     noop_max: int = setting(30, "each episode starts with 1..noop_max no-op steps, drawn from its seed")
     frameskip: int = setting(4, "game frames per agent step (rewards summed, max over last two)")
+    examples: int = setting(
+        100,
+        "supervised tasks (mnist): training examples per evaluation, the mini-batch (our pick; the "
+        "paper's is not known)",
+    )
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,11 @@ class ESConfig:
     validation_episodes: int = setting(30, "episodes theta is evaluated on after each update")
     obs_norm: int = setting(
         0, "1: observations normalised by running mean and std, folded into the first layer (MuJoCo)"
+    )
+    common_episodes: int = setting(
+        0,
+        "1: every individual of a generation plays one episode seed (on mnist: one shared mini-batch, "
+        "mini-batch ES); 0: one per perturbation (on mnist: each its own subset, NMB-ES)",
     )
 
 
@@ -316,6 +326,7 @@ def validate(cfg):
     require(e.frame_cap > 0, "frame_cap", "an integer > 0", e.frame_cap)
     require(e.noop_max >= 1, "noop_max", "an integer >= 1", e.noop_max)
     require(e.frameskip >= 1, "frameskip", "an integer >= 1", e.frameskip)
+    require(e.examples >= 1, "examples", "an integer >= 1", e.examples)
     try:
         layers = layers_of(n.net)
     except ValueError:
@@ -353,6 +364,7 @@ def _validate_es(s) -> None:
     require(s.fitness_shaping in SHAPINGS, "fitness_shaping", ", ".join(SHAPINGS), s.fitness_shaping)
     require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
     require(s.obs_norm in (0, 1), "obs_norm", "0 or 1", s.obs_norm)
+    require(s.common_episodes in (0, 1), "common_episodes", "0 or 1", s.common_episodes)
 
 
 def _validate_es_step(s) -> None:

@@ -172,7 +172,9 @@ class ES:
 
     def ask(self) -> tuple[Population, Episodes]:
         """The population, theta plus or minus sigma times each perturbation (as seeds), and one
-        episode each (a mirrored pair shares its episode seed)."""
+        episode each: a mirrored pair shares its episode seed; with common_episodes every
+        individual plays the generation's first one (a supervised task's shared mini-batch:
+        mini-batch ES; without it each perturbation has its own subset: NMB-ES)."""
         j = np.arange(self.cfg.population, dtype=np.int64)
         k, sign = self._split(j)
         scale = (sign * self.noise.sigma).astype(np.float32)  # theta + (+-sigma) * eps_k
@@ -180,6 +182,8 @@ class ES:
         ep_seeds = rng_for(self.seed, self.generation, TRAIN_EPISODES + _AGENT_STRIDE * self.agent).integers(
             0, SEED_LIMIT, self.n_pert
         )
+        if getattr(self.cfg, "common_episodes", 0):
+            k = np.zeros_like(k)
         return population, Episodes(j, ep_seeds[k].astype(np.int64))
 
     def ask_start(self) -> None:
@@ -228,7 +232,7 @@ class ES:
         population = Population(
             self.theta[None].copy(), np.zeros(1, np.int64), np.full(1, -1, np.int64), np.zeros(1, np.float32)
         )
-        return population, Episodes(np.zeros(v, np.int64), seeds.astype(np.int64))
+        return population, Episodes(np.zeros(v, np.int64), seeds.astype(np.int64), validation=True)
 
     def tell_validation(self, results: Results) -> float:
         r = results.returns

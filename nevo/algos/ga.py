@@ -131,7 +131,7 @@ class GA:
         ind = np.repeat(np.arange(k, dtype=np.int64), v)
         # Only the candidates' rows: a GPU policy uploads k rows, not the population.
         population = self._population.rows(self._candidates)
-        return population, Episodes(ind, np.tile(seeds, k).astype(np.int64))
+        return population, Episodes(ind, np.tile(seeds, k).astype(np.int64), validation=True)
 
     def tell_validation(self, results: Results) -> np.ndarray:
         """Pick the elite by validation mean (a tie keeps the earlier candidate: the previous

@@ -226,7 +226,7 @@ class NSES:
         # The one place NSES handles weights itself: the agents' thetas (M, P), row m agent m's.
         population = Population.of_weights(np.stack([a.theta for a in self.agents]))
         ind = np.concatenate([e.ind + m for m, e in enumerate(episodes)])
-        return population, Episodes(ind, np.concatenate([e.seeds for e in episodes]))
+        return population, Episodes(ind, np.concatenate([e.seeds for e in episodes]), validation=True)
 
     def tell_start(self, results: Results) -> None:
         """Each agent's validation mean and first behaviour; the behaviours start the archive."""

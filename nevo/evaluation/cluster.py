@@ -225,6 +225,7 @@ class ClusterEvaluator:
                 ind[a : a + size],
                 seeds[a : a + size],
                 None if counted is None else counted[a : a + size],
+                episodes.validation,
                 key=f"{tag}-chunk-{c}",
                 pure=False,
             )  # fmt: skip

@@ -167,7 +167,8 @@ def hold(population):
     return population
 
 
-def run_chunk(name: str, population, ind: np.ndarray, seeds: np.ndarray, obs_stats=None) -> Results:
+def run_chunk(name: str, population, ind: np.ndarray, seeds: np.ndarray, obs_stats=None,
+              validation: bool = False) -> Results:  # fmt: skip
     """Play one chunk of episodes on this worker's evaluator (obs_stats: the chunk's share of
     Episodes.obs_stats, the episodes whose observations count, --obs-norm 1)."""
     import numba
@@ -177,7 +178,9 @@ def run_chunk(name: str, population, ind: np.ndarray, seeds: np.ndarray, obs_sta
         raise Reschedule()
     with setup.lock:
         numba.set_num_threads(setup.threads)
-        return setup.evaluator.run(population, Episodes(ind, seeds, obs_stats=obs_stats))
+        return setup.evaluator.run(
+            population, Episodes(ind, seeds, obs_stats=obs_stats, validation=validation)
+        )
 
 
 def facts(name: str, dask_worker=None) -> dict:

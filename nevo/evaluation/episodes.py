@@ -25,6 +25,9 @@ class Episodes:
     seeds: np.ndarray  # (E,) int64 episode seeds
     record: int = 0  # observations to keep per episode, a seeded uniform sample (nevo.evaluation.experiences)
     obs_stats: np.ndarray | None = None  # (E,) bool: episodes whose observations nevo.nets.obs_norm counts
+    # A validation's episodes (ask_validation's): a supervised task scores them on its test set,
+    # every other task plays them as it plays training episodes.
+    validation: bool = False
 
 
 @dataclass
@@ -47,6 +50,9 @@ class Results:
     # (sums (k, n), sums of squares (k, n), counts (k,)) of the observations of each of the k
     # episodes Episodes.obs_stats counted, in episode order (summed once, by nevo.nets.obs_norm)
     obs_stats: tuple | None = None
+    accuracy: np.ndarray | None = (
+        None  # (E,) supervised tasks: the share of each episode's examples classified right
+    )
 
     @property
     def total_frames(self) -> int:
@@ -60,9 +66,10 @@ class Results:
         exp, counts = None, None
         if self.experiences is not None:
             exp, counts = self.experiences[which], self.experience_counts[which]
+        acc = None if self.accuracy is None else self.accuracy[which]
         return Results(self.returns[which], self.lengths[which], self.frames[which], self.wall_s,
                        self.tail_s, self.forward_s, bc, experiences=exp, experience_counts=counts,
-                       mutation_s=self.mutation_s, obs_stats=self.obs_stats)  # fmt: skip
+                       mutation_s=self.mutation_s, obs_stats=self.obs_stats, accuracy=acc)  # fmt: skip
 
     @staticmethod
     def concat(parts: list[Results]) -> Results:
@@ -83,6 +90,7 @@ class Results:
             else np.concatenate([p.experience_counts for p in parts]),
             mutation_s=sum(p.mutation_s for p in parts),
             obs_stats=_summed([p.obs_stats for p in parts]),
+            accuracy=None if parts[0].accuracy is None else np.concatenate([p.accuracy for p in parts]),
         )
 
 

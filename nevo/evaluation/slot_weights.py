@@ -121,7 +121,8 @@ def in_parts(run, population, episodes, max_rows):
         hi = min(lo + max_rows, n)
         chosen = np.flatnonzero((ind >= lo) & (ind < hi))
         mask = None if episodes.obs_stats is None else np.asarray(episodes.obs_stats)[chosen]
-        sub = Episodes(ind[chosen] - lo, np.asarray(episodes.seeds, np.int64)[chosen], episodes.record, mask)
+        seeds = np.asarray(episodes.seeds, np.int64)[chosen]
+        sub = Episodes(ind[chosen] - lo, seeds, episodes.record, mask, episodes.validation)
         parts.append(run(population.rows(np.arange(lo, hi)), sub))
         order.append(chosen)
     back = np.empty(len(ind), np.int64)

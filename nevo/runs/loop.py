@@ -291,8 +291,20 @@ def metrics_row(gen, frames, wall, gen_s, tell_s, train: Results, valid: Results
         "score/pop_median": float(np.median(train.returns)),
         **algo.metrics(),
         "episode/mean_length": float(np.mean(train.lengths)),
+        **accuracy_row(train, valid),
         **runs.cluster_row(train, valid),
     }
+
+
+def accuracy_row(train: Results, valid: Results) -> dict:
+    """A supervised task's accuracies: the training batches' mean and the validation's (ES: theta
+    on the test set; the GA: its elite candidates' mean); {} for every other task."""
+    if train.accuracy is None:
+        return {}
+    test = (
+        float(np.mean(valid.accuracy)) if valid.accuracy is not None and len(valid.accuracy) else float("nan")
+    )
+    return {"score/train_accuracy": float(np.mean(train.accuracy)), "score/test_accuracy": test}
 
 
 def _with(stats, population):

@@ -27,7 +27,8 @@ from dataclasses import replace
 import numpy as np
 
 from nevo.config import NS_ES_FAMILY, ConfigError, EnvConfig, require
-from nevo.tasks import envs
+from nevo.tasks import envs, supervised
+from nevo.tasks.supervised import Supervised
 
 
 def atari_games() -> list[str]:
@@ -38,7 +39,7 @@ def atari_games() -> list[str]:
 
 def normalize_env(env_cfg: EnvConfig) -> EnvConfig:
     """`--env frostbite` is `--env atari --game frostbite`: one spelling for the rest of nevo."""
-    if env_cfg.env not in ("atari", "maze") and env_cfg.env in atari_games():
+    if env_cfg.env not in ("atari", "maze", *supervised.NAMES) and env_cfg.env in atari_games():
         return replace(env_cfg, env="atari", game=env_cfg.env)
     return env_cfg
 
@@ -307,7 +308,7 @@ class MuJoCo(GymTask):
         return envs.MujocoSlots(self.make_env, slots)
 
 
-KINDS = (AtariGame, Maze, MuJoCo, GymTask)
+KINDS = (AtariGame, Maze, MuJoCo, GymTask, Supervised)
 
 
 def final_observation(observation, info) -> np.ndarray:
@@ -325,6 +326,8 @@ def kind_of(env_cfg: EnvConfig):
     """The task class an EnvConfig names (without making the task)."""
     if env_cfg.env in ("atari", "maze"):
         return {"atari": AtariGame, "maze": Maze}[env_cfg.env]
+    if env_cfg.env in supervised.NAMES:  # a labelled data set
+        return Supervised
     return MuJoCo if envs.is_mujoco(env_cfg.env) else GymTask
 
 

@@ -45,7 +45,7 @@ class HostPolicy:
 
     def __init__(self, spec, forward):
         self.spec = spec
-        self.forward = forward
+        self.forward_fn = forward  # the backend's forward(spec, weights, rows_ind, obs)
         self.weights = None
 
     def load(self, weights):
@@ -54,7 +54,11 @@ class HostPolicy:
 
     def __call__(self, rows_ind, obs):
         """The actions (see actions_of) of rows_ind's individuals on obs (rows, C, H, W) of spec.obs_dtype."""
-        return self.forward(self.spec, self.weights, rows_ind, obs)[0]
+        return self.forward_fn(self.spec, self.weights, rows_ind, obs)[0]
+
+    def forward(self, rows_ind, obs):
+        """(actions, logits (rows, n_actions) float32) of rows_ind's individuals on obs."""
+        return self.forward_fn(self.spec, self.weights, rows_ind, obs)
 
     def release(self):
         self.weights = None

@@ -1,0 +1,100 @@
+"""The evaluator of a supervised task: an episode is a batch of labelled examples, scored by the
+individual's mean log-likelihood of the right labels (Zhang, Clune & Stanley 2017, arXiv
+1712.06564, train a net on MNIST with ES this way).
+
+Same interface as the other evaluators (a Population and Episodes in, Results out), and the same
+"every row its own weights" forward: a group of individuals' rows is built from their genomes,
+then one forward pass runs every example of every episode in the group, row r with its
+episode's individual's weights.
+- A training episode with seed s is `examples` examples of the training set drawn from s alone
+  (without replacement), so its outcome depends only on (individual, seed): a mini-batch shared
+  by the whole population when the algorithm gives every episode one seed (mini-batch ES), or
+  each offspring's own subset when the seeds differ (NMB-ES, the paper's section 4.2).
+- A validation episode (Episodes.validation) is the whole test set, whatever its seed.
+Return = minus the mean cross-entropy of the batch (higher is better, as every fitness in
+nevo); length = frames = examples; Results.accuracy = the share classified right.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from nevo.evaluation.episodes import Episodes, Results
+
+# Examples a forward pass takes at once: the (rows, C, H, W) batch and the activations of a
+# conv net stay a few tens of MB (speed: larger batches gain little once BLAS is busy).
+ROWS_PER_PASS = 4096
+
+
+def batch_of(seed: int, n_train: int, examples: int) -> np.ndarray:
+    """(examples,) int64 training-set indices of the episode with this seed, drawn without
+    replacement from the seed alone."""
+    rng = np.random.default_rng([int(seed), 0x5EED])
+    return rng.choice(n_train, size=min(examples, n_train), replace=False).astype(np.int64)
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """(rows, classes) float64 log-probabilities of float32 logits, computed stably."""
+    z = logits.astype(np.float64)
+    z -= z.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+class SupervisedEvaluator:
+    """Scores episodes of a labelled data set (nevo.tasks.supervised.DataSet); `forward(rows_ind,
+    obs) -> (actions, logits)` is a policy's forward on the weights `weights` gives it."""
+
+    def __init__(self, data, policy, weights, examples: int):
+        self.data = data  # train_x (N, C, H, W) uint8, train_y (N,), test_x, test_y
+        self.policy = policy  # nevo.nets.kernels: load(weights), forward(rows_ind, obs), release()
+        self.weights = weights  # nevo.evaluation.slot_weights: rows built from genomes
+        self.examples = examples
+
+    def close(self) -> None:
+        pass
+
+    def run(self, population, episodes: Episodes, progress=None) -> Results:
+        """Score every episode; progress(done, total, examples) between groups."""
+        ind, seeds = np.asarray(episodes.ind, np.int64), np.asarray(episodes.seeds, np.int64)
+        n_ep = len(ind)
+        returns, lengths = np.zeros(n_ep), np.zeros(n_ep, np.int64)
+        accuracy = np.zeros(n_ep)
+        t0 = time.monotonic()
+        forward_s = 0.0
+        if n_ep == 0:
+            return Results(returns, lengths, lengths.copy(), accuracy=accuracy)
+        test = episodes.validation
+        x, y = (self.data.test_x, self.data.test_y) if test else (self.data.train_x, self.data.train_y)
+        per = len(y) if test else min(self.examples, len(y))  # examples of each episode
+        group = max(1, ROWS_PER_PASS // per)  # episodes whose rows are built at once
+        self.policy.load(self.weights.start(population, ind, min(group, n_ep)))
+        try:
+            for lo in range(0, n_ep, group):
+                eps = np.arange(lo, min(lo + group, n_ep))
+                rows = self.weights.take(ind[eps])  # (k,) the weight row of each episode's individual
+                pick = np.concatenate(
+                    [np.arange(len(y)) if test else batch_of(s, len(y), per) for s in seeds[eps]]
+                )
+                owner = np.repeat(np.arange(len(eps)), per)  # (k * per,) each example's episode in the group
+                logp_sum, right = np.zeros(len(eps)), np.zeros(len(eps), np.int64)
+                for a in range(0, len(pick), ROWS_PER_PASS):  # one forward pass: many individuals' rows
+                    part, who = pick[a : a + ROWS_PER_PASS], owner[a : a + ROWS_PER_PASS]
+                    t = time.monotonic()
+                    _, logits = self.policy.forward(rows[who], x[part])
+                    forward_s += time.monotonic() - t
+                    logp = log_softmax(logits)[np.arange(len(part)), y[part]]
+                    logp_sum += np.bincount(who, logp, minlength=len(eps))
+                    right += np.bincount(
+                        who, np.argmax(logits, axis=1) == y[part], minlength=len(eps)
+                    ).astype(np.int64)
+                returns[eps], lengths[eps], accuracy[eps] = logp_sum / per, per, right / per
+                for e in eps:
+                    self.weights.done(ind[e])
+                if progress is not None:
+                    progress(int(eps[-1]) + 1, n_ep, int(lengths[: eps[-1] + 1].sum()))
+        finally:
+            self.policy.release()
+        wall = time.monotonic() - t0
+        return Results(returns, lengths, lengths.copy(), wall_s=wall, forward_s=forward_s, accuracy=accuracy)

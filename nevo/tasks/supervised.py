@@ -1,0 +1,128 @@
+"""A labelled data set as a task (Zhang, Clune & Stanley 2017, arXiv 1712.06564: ES against SGD on
+MNIST): an evaluation is a batch of examples, the fitness minus the mean cross-entropy, the
+validation the whole test set (nevo.evaluation.supervised), through the same algorithms, loop and
+run folder as every other task.
+
+`--env mnist` is MNIST (nevo.tasks.mnist_data: fetched, checked and cached by nevo itself); from
+Python, any `DataSet` of images and labels is a task (`Supervised(env_cfg, data=...)`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nevo.config import ConfigError, EnvConfig
+
+NAMES = ("mnist",)  # the data sets --env names
+
+
+@dataclass(frozen=True)
+class DataSet:
+    """Images (N, C, H, W) uint8 (pixels, scaled to [0, 1] by the nets) and labels (N,) int64."""
+
+    train_x: np.ndarray
+    train_y: np.ndarray
+    test_x: np.ndarray
+    test_y: np.ndarray
+
+    @property
+    def classes(self) -> int:
+        return int(max(self.train_y.max(), self.test_y.max())) + 1
+
+    @staticmethod
+    def of(train_x, train_y, test_x, test_y) -> DataSet:
+        """A DataSet from arrays of (N, H, W) or (N, C, H, W) uint8 images and integer labels."""
+
+        def images(x):
+            x = np.ascontiguousarray(x, np.uint8)
+            return x[:, None] if x.ndim == 3 else x
+
+        return DataSet(
+            images(train_x), np.asarray(train_y, np.int64), images(test_x), np.asarray(test_y, np.int64)
+        )
+
+
+def mnist() -> DataSet:
+    """MNIST from nevo's cache (fetched and checked there on first use: nevo.tasks.mnist_data)."""
+    from nevo.tasks.mnist_data import load
+
+    d = load()
+    return DataSet.of(d.train_x, d.train_y, d.test_x, d.test_y)
+
+
+class Supervised:
+    """A labelled data set: observations are images, the "actions" the classes (the argmax of the
+    net's outputs is its prediction), an episode a batch of `--examples` training examples (or,
+    for a validation, the whole test set); frames count examples."""
+
+    LABEL = "data sets"
+    # Where the command line is silent: mini-batch ES (one shared batch a generation) with the
+    # paper's sigma 0.002 and L2 0.0002 on the 28,938-parameter net; the population, Adam's step
+    # and the budget are our picks for 2 cores (the paper: 10,000 pseudo-offspring; its
+    # optimizer and step are not known). The validation is the whole test set: one episode.
+    DEFAULTS = {
+        "es": {
+            "net": "mnist",
+            "vbn": 0,
+            "population": 200,
+            "sigma": 0.002,
+            "lr": 0.001,
+            "l2": 0.0002,
+            "common_episodes": 1,
+            "validation_episodes": 1,
+            "frame_budget": 20_000_000,
+        },  # fmt: skip
+        "ga": {
+            "net": "mnist",
+            "vbn": 0,
+            "population": 64,
+            "truncation": 8,
+            "sigma": 0.002,
+            "elite_candidates": 3,
+            "validation_episodes": 1,
+            "frame_budget": 20_000_000,
+        },  # fmt: skip
+    }
+    obs_dtype = np.uint8
+    behaviour = None  # no behaviour for novelty search
+    device = "auto"  # a GPU where there is one: every example is a forward pass
+    action = "argmax"  # the predicted class
+    action_box = None
+
+    def __init__(self, env_cfg: EnvConfig, data: DataSet | None = None):
+        self.cfg = env_cfg
+        self.name = env_cfg.env
+        if data is None:
+            if env_cfg.env not in NAMES:
+                raise ConfigError(f"--env: {env_cfg.env!r} is not a data set nevo has ({', '.join(NAMES)})")
+            data = mnist()
+        self.data = data
+        self.obs_shape = tuple(int(s) for s in data.train_x.shape[1:])  # (C, H, W)
+        self.n_actions = data.classes
+
+    @classmethod
+    def defaults(cls, env_cfg: EnvConfig, family: str) -> dict:
+        return cls.DEFAULTS.get(family, {})
+
+    def check(self, net_cfg) -> None:
+        """Every net reads images (a dense one flattens them): nothing to refuse."""
+
+    def evaluator(self, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
+        """(the supervised evaluator, facts for config.json)."""
+        from nevo.evaluation.slot_weights import for_device
+        from nevo.evaluation.supervised import SupervisedEvaluator
+
+        weights = for_device(builder, device)
+        facts = {
+            "examples": self.cfg.examples,
+            "train": len(self.data.train_y),
+            "test": len(self.data.test_y),
+        }
+        return SupervisedEvaluator(self.data, policy, weights, self.cfg.examples), facts
+
+    def reference_batch(self, size: int, seed: int) -> np.ndarray:
+        """(size, C, H, W) training images drawn from seed: virtual batch norm's reference."""
+        pick = np.random.default_rng([seed, 0x0EF]).choice(len(self.data.train_y), size, replace=False)
+        return self.data.train_x[pick]

@@ -1,0 +1,102 @@
+"""A labelled data set as a task: an episode is a batch of examples scored by minus the mean
+cross-entropy, a validation the whole test set; mini-batch ES shares one batch a generation,
+NMB-ES gives each perturbation its own; ES learns a small data set through the one loop."""
+
+import os
+
+import numpy as np
+import pytest
+
+import nevo
+from nevo import nets, runs
+from nevo.algos import make_algo
+from nevo.config import Config, EnvConfig, ESConfig
+from nevo.evaluation.episodes import Episodes, Population
+from nevo.evaluation.slot_weights import PooledWeights
+from nevo.evaluation.supervised import SupervisedEvaluator, batch_of, log_softmax
+from nevo.genomes.noise import NoiseSource, WeightBuilder
+from nevo.nets.kernels import make_policy, reference
+from nevo.tasks.supervised import DataSet, Supervised
+
+
+def stripes(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(n, 8, 8) uint8 images of 3 classes (a bright row in the top, middle or bottom third) with
+    noise, and their labels."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    x = rng.integers(0, 60, (n, 8, 8)).astype(np.uint8)
+    for i, c in enumerate(y):
+        x[i, 1 + 3 * c] = 250
+    return x, y
+
+
+def small_data() -> DataSet:
+    return DataSet.of(*stripes(600, 0), *stripes(150, 1))
+
+
+def test_a_batch_is_drawn_from_its_seed_alone():
+    a, b = batch_of(7, 600, 50), batch_of(7, 600, 50)
+    np.testing.assert_array_equal(a, b)
+    assert len(set(a.tolist())) == 50 and not np.array_equal(a, batch_of(8, 600, 50))
+
+
+def test_an_episode_scores_minus_the_mean_cross_entropy_of_its_batch():
+    """The evaluator's return and accuracy of each episode equal a hand computation with the
+    reference forward; a validation episode is the whole test set, whatever its seed."""
+    data = small_data()
+    spec = nets.net_spec("dense:5", data.train_x.shape[1:], 3, np.uint8)
+    weights = np.random.default_rng(3).normal(0, 0.1, (2, spec.n_params)).astype(np.float32)
+    ev = SupervisedEvaluator(
+        data,
+        make_policy("cpu", spec),
+        PooledWeights(WeightBuilder(None, np.zeros(spec.n_params, np.float32))),
+        20,
+    )
+    got = ev.run(Population.of_weights(weights), Episodes(np.array([0, 1, 1]), np.array([4, 4, 9])))
+    for e, (i, s) in enumerate([(0, 4), (1, 4), (1, 9)]):
+        pick = batch_of(s, 600, 20)
+        _, logits = reference.forward(spec, weights, np.full(20, i), data.train_x[pick])
+        want = log_softmax(logits)[np.arange(20), data.train_y[pick]].mean()
+        assert got.returns[e] == pytest.approx(want, rel=1e-5)
+        assert got.accuracy[e] == np.mean(np.argmax(logits, axis=1) == data.train_y[pick])
+    assert got.lengths.tolist() == got.frames.tolist() == [20, 20, 20]
+    test = ev.run(Population.of_weights(weights), Episodes(np.array([1]), np.array([123]), validation=True))
+    _, logits = reference.forward(spec, weights, np.ones(150, np.int64), data.test_x)
+    assert test.lengths[0] == 150 and test.accuracy[0] == np.mean(np.argmax(logits, axis=1) == data.test_y)
+
+
+@pytest.mark.parametrize("common", [1, 0])
+def test_mini_batch_es_shares_one_batch_and_nmb_es_gives_each_perturbation_its_own(common, table):
+    """common_episodes 1: every individual of a generation one episode seed (a shared mini-batch);
+    0: one per mirrored pair (NMB-ES), each drawn again the same from the run's seed."""
+    cfg = Config(algo="es", es=ESConfig(population=8, common_episodes=common))
+    source = NoiseSource(table, np.ones(50, np.float32), 0.01)
+    _, episodes = make_algo("es", cfg, source).ask()
+    _, again = make_algo("es", cfg, source).ask()
+    np.testing.assert_array_equal(episodes.seeds, again.seeds)
+    pairs = episodes.seeds.reshape(4, 2)
+    assert (pairs[:, 0] == pairs[:, 1]).all()  # mirrored pairs share their batch either way
+    assert len(set(episodes.seeds.tolist())) == (1 if common else 4)
+
+
+@pytest.mark.slow
+def test_es_learns_a_small_data_set_through_the_one_loop(tmp_path):
+    """nevo.train on a DataSet: mini-batch ES by default, a run folder whose rows hold the train
+    and test accuracies, and a test accuracy well above chance (1/3) after a few thousand steps."""
+    result = nevo.train("es", env=small_data(), net=[16], frames=150_000, population=40, sigma=0.02,
+                        lr=0.03, examples=30, noise_table_size=1_000_000, out_dir=str(tmp_path),
+                        progress=False)  # fmt: skip
+    rows = result.metrics
+    assert result.settings.es.common_episodes == 1 and result.settings.env.examples == 30
+    assert rows[-1]["score/test_accuracy"] >= 0.9 > rows[0]["score/test_accuracy"]
+    assert all(0 <= r["score/train_accuracy"] <= 1 for r in rows)
+    data = small_data()
+    assert np.mean(result.policy.act(data.test_x) == data.test_y) == rows[-1]["score/test_accuracy"]
+    assert os.path.isfile(os.path.join(result.run_dir, runs.THETA))
+
+
+def test_the_supervised_task_has_the_data_sets_shapes():
+    task = Supervised(EnvConfig(env="mine"), small_data())
+    assert task.obs_shape == (1, 8, 8) and task.n_actions == 3 and task.behaviour is None
+    batch = task.reference_batch(5, 0)
+    assert batch.shape == (5, 1, 8, 8) and batch.dtype == np.uint8
