@@ -44,6 +44,12 @@ def small_specs():
         "dense-first": make_spec([("dense", 8)], (3, 10, 10), 4),
         # no hidden layer: the output layer reads the obs
         "output-only": make_spec([], (2, 4, 3), 3),
+        # max-pools (the MNIST nets' layers, few channels): an even and an odd input (SAME: the
+        # padded cell never wins), a pool before a conv and one before the dense layer
+        "pool": make_spec(
+            [("conv", 3, 5, 1), ("pool", 2), ("conv", 4, 3, 1), ("pool", 2), ("dense", 8)], (1, 12, 12), 4
+        ),
+        "pool-odd": make_spec([("conv", 3, 3, 1), ("pool", 2), ("pool", 3)], (2, 9, 7), 3),
     }
 
 
@@ -121,7 +127,7 @@ def forward_matches_reference(rng, full):
     from nevo.nets.kernels.cuda import TILE_ROWS
 
     for name, spec in small_specs().items():
-        heavy = name in ("large-tiny", "small-tiny")  # ~1,000 simulated threads per row
+        heavy = name in ("large-tiny", "small-tiny", "pool")  # ~300-1,000 simulated threads per row
         cases = [(3, 0)] if heavy else [(3, 0), (TILE_ROWS + 3, TILE_ROWS + 2)]
         for rows, shared in [(9, 0), (40, 19)] if full else cases:
             check_case(name, spec, rng, 4, rows, shared)
@@ -421,12 +427,15 @@ def memory_error_is_clear(rng, full):
 
 
 def full_size_matches_reference(rng, full):
-    """At full size (4x84x84, 18 actions, hundreds of rows) the CUDA forward matches the reference,
-    as the active rows shrink and grow within one load (random subsets of the rows)."""
+    """At full size (4x84x84, 18 actions; the MNIST nets on 1x28x28, 10 classes; hundreds of
+    rows) the CUDA forward matches the reference, as the active rows shrink and grow within one
+    load (random subsets of the rows)."""
     from nevo.nets.kernels.cuda import CudaPolicy
 
-    for name, rows in (("small", 400), ("large", 300)):
-        spec = net_spec(name)
+    mnist = ((1, 28, 28), 10)
+    for name, rows, shape in (("small", 400, ()), ("large", 300, ()), ("mnist", 400, mnist),
+                              ("mnist-large", 300, mnist)):  # fmt: skip
+        spec = net_spec(name, *shape)
         weights, rows_ind, obs = random_case(spec, rng, 40, rows, shared=30)
         policy = CudaPolicy(spec)
         policy.load(weights)

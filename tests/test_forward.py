@@ -21,6 +21,12 @@ SPECS = {
     # odd sizes: 3 channels, non-square 9x7, stride 1 odd kernel, kernel > input, two dense layers
     "odd": make_spec([("conv", 5, 3, 1), ("conv", 7, 8, 3), ("dense", 9), ("dense", 3)], (3, 9, 7), 4),
     "dense-only": make_spec([("dense", 10)], (2, 5, 3), 3),
+    # max-pools: odd inputs (SAME pooling pads after, and both sides for a 3x3 window), a pool
+    # before a strided conv and one before the dense layer
+    "pool": make_spec(
+        [("conv", 3, 5, 1), ("pool", 2), ("conv", 4, 3, 2), ("pool", 3), ("dense", 5)], (2, 13, 11), 4
+    ),
+    "mnist-tiny": net_spec("mnist", (1, 12, 12), 10),
 }
 
 
@@ -136,10 +142,15 @@ def test_wrong_obs_dtype_is_refused():
         )
 
 
-@pytest.mark.parametrize("name, rows", [("small", 5), ("large", 3)])
-def test_full_size_matches_reference(name, rows):
-    """At full size (4x84x84, 18 actions) the Numba forward matches the reference."""
-    spec = net_spec(name)
+MNIST = ((1, 28, 28), 10)  # one 28x28 grayscale digit, ten classes
+
+
+@pytest.mark.parametrize("name, rows, shape", [("small", 5, ()), ("large", 3, ()), ("mnist", 6, MNIST),
+                                               ("mnist-large", 4, MNIST)])  # fmt: skip
+def test_full_size_matches_reference(name, rows, shape):
+    """At full size (4x84x84, 18 actions; MNIST's 1x28x28, 10 classes) the Numba forward matches
+    the reference."""
+    spec = net_spec(name, *shape)
     rng = np.random.default_rng(7)
     weights = random_weights(spec, 2, rng, True)
     obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)
@@ -213,6 +224,32 @@ def test_many_groups_match_few_groups():
         np.testing.assert_array_equal(alone[0], many[r])
     _, two = cpu.forward(spec, weights, rows_ind[[0, 9, 1, 8]], obs[[0, 9, 1, 8]])  # 2 groups
     np.testing.assert_array_equal(two, many[[0, 9, 1, 8]])
+
+
+def test_pool_takes_the_window_max_and_its_padding_never_wins():
+    """A 2x2 max-pool of a 3x3 input (SAME: 2x2 outputs, one padded row and column after) gives
+    each window's largest input, also where every input is negative (the padding is no 0)."""
+    spec = make_spec([("conv", 1, 1, 1), ("pool", 2)], (1, 3, 3), 1)
+    assert [lay.out_hw for lay in spec.layers] == [(3, 3), (2, 2), (1, 1)] and spec.layers[1].pad == (
+        0,
+        1,
+        0,
+        1,
+    )
+    obs = np.arange(9, dtype=np.uint8).reshape(1, 1, 3, 3) * 20  # 0, 20, ..., 160
+    weights = np.zeros((1, spec.n_params), np.float32)
+    conv, out = spec.layers[0], spec.layers[2]
+    weights[0, conv.w_offset] = 255.0  # the conv passes the pixel (ReLU: >= 0)
+    weights[0, out.w_offset : out.b_offset] = [1.0, 10.0, 100.0, 1000.0]  # logit = sum of weighted maxima
+    want = 1 * 80 + 10 * 100 + 100 * 140 + 1000 * 160
+    for forward in (reference.forward, cpu.forward):
+        np.testing.assert_allclose(
+            forward(spec, weights, np.zeros(1, np.int64), obs)[1][0, 0], want, rtol=1e-6
+        )
+    from nevo.nets.kernels.reference import max_pool_same
+
+    x = -np.arange(1.0, 10.0).reshape(3, 3, 1)  # all negative: the padded cells must not win with 0
+    np.testing.assert_array_equal(max_pool_same(x, 2, 2, (0, 1, 0, 1))[..., 0], [[-1, -3], [-7, -9]])
 
 
 def test_blas_runs_one_thread_even_if_loaded_first():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from nevo.nets import NAMED_LAYERS, init_scale, make_spec, net_spec, same_padding
+from nevo.nets import IMAGE_NETS, NAMED_LAYERS, POOL, init_scale, make_spec, net_spec, same_padding
 
 
 @pytest.mark.parametrize(
@@ -13,6 +13,37 @@ from nevo.nets import NAMED_LAYERS, init_scale, make_spec, net_spec, same_paddin
 def test_parameter_counts(name, n_actions, n_params):
     """The named nets have the paper's parameter counts (18 actions) and scale with the actions."""
     assert net_spec(name, n_actions=n_actions).n_params == n_params
+
+
+@pytest.mark.parametrize("name, n_params", [("mnist", 28_938), ("mnist-large", 3_274_634)])
+def test_mnist_parameter_counts(name, n_params):
+    """The MNIST nets of Zhang, Clune & Stanley 2017 (1x28x28 digits, 10 classes) have the
+    paper's parameter counts; their pools have none, and 28 -> 14 -> 7 leaves 7x7 features."""
+    spec = net_spec(name, (1, 28, 28), 10)
+    assert spec.n_params == n_params and name in IMAGE_NETS
+    pools = [lay for lay in spec.layers if lay.kind == "pool"]
+    assert [(lay.in_hw, lay.out_hw) for lay in pools] == [((28, 28), (14, 14)), ((14, 14), (7, 7))]
+    assert all(lay.b_offset == lay.w_offset and lay.n_bias == 0 and lay.act == "linear" for lay in pools)
+    conv2 = spec.layers[2]
+    assert spec.layers[4].cin == 7 * 7 * conv2.cout and spec.layers[4].w_offset == conv2.b_offset + conv2.cout
+
+
+def test_pool_sizes_and_table():
+    """A pool's table row: its own kind, window = stride, channels in = out, TF SAME padding
+    (out = ceil(in / k), the pad after for 2x2, on both sides for 3x3) and no parameters."""
+    spec = make_spec([("conv", 3, 3, 1), ("pool", 2), ("pool", 3), ("dense", 4)], (2, 9, 7), 5)
+    p2, p3 = spec.layers[1], spec.layers[2]
+    assert (p2.in_hw, p2.out_hw, p2.pad) == ((9, 7), (5, 4), (0, 1, 0, 1))
+    assert (p3.in_hw, p3.out_hw, p3.pad) == ((5, 4), (2, 2), (0, 1, 1, 1))
+    assert spec.layers[3].cin == 2 * 2 * 3
+    row = spec.table[1]
+    assert (
+        list(row[:10]) == [POOL, 2, 2, 2, 3, 3, 9, 7, 5, 4]
+        and row[14] == row[15] == spec.layers[0].b_offset + 3
+    )
+    w, b = spec.unflatten(np.arange(spec.n_params))[1]
+    assert w.size == 0 and b.size == 0
+    assert spec.n_params == (3 * 3 * 2 * 3 + 3) + (12 * 4 + 4) + (4 * 5 + 5)
 
 
 def test_same_padding_sizes():
@@ -51,11 +82,15 @@ def test_unknown_names_are_refused():
     """An unknown net name or layer kind raises ValueError naming the valid choices."""
     with pytest.raises(ValueError, match="large"):
         net_spec("huge")
-    with pytest.raises(ValueError, match="conv"):
-        make_spec([("pool", 2)], (4, 12, 12), 3)
+    with pytest.raises(ValueError, match="'conv', 'pool' or 'dense'"):
+        make_spec([("norm", 2)], (4, 12, 12), 3)
+    for bad in ([("pool", 2)], [("dense", 8), ("pool", 2)]):  # a pool pools a conv's ReLU
+        with pytest.raises(ValueError, match="must follow a conv"):
+            make_spec(bad, (4, 12, 12), 3)
     with pytest.raises(ValueError, match="first"):
         make_spec([("dense", 8), ("conv", 4, 3, 1)], (4, 12, 12), 3)
-    assert sorted(NAMED_LAYERS) == ["deep", "large", "mlp", "mlp-tanh", "mlp-tanh-256", "small"]
+    named = ["deep", "large", "mlp", "mlp-tanh", "mlp-tanh-256", "mnist", "mnist-large", "small"]
+    assert sorted(NAMED_LAYERS) == named
 
 
 def test_mlp_reads_float32_vectors():

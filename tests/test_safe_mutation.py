@@ -1,5 +1,5 @@
 """Safe mutations' output gradients and operators (nevo.genomes.safe_mutation) against finite
-differences and the paper's definitions, on small nets of every layer kind."""
+differences and the paper's definitions, on small nets of every layer kind (max-pools too)."""
 
 import os
 
@@ -17,6 +17,10 @@ EPS = 1e-6
 def _net(kind):
     if kind == "conv":  # two convs (one strided with uneven SAME padding), a dense, the output
         spec = nets.make_spec((("conv", 3, 3, 2), ("conv", 2, 2, 1), ("dense", 5)), (2, 7, 7), 4)
+        obs = np.random.default_rng(1).integers(0, 256, (5, 2, 7, 7)).astype(np.uint8)
+    elif kind == "pool":  # max-pools on an odd size (SAME: a padded row and column) and before a conv
+        layers = (("conv", 3, 3, 1), ("pool", 2), ("conv", 2, 2, 1), ("pool", 2), ("dense", 5))
+        spec = nets.make_spec(layers, (2, 7, 7), 4)
         obs = np.random.default_rng(1).integers(0, 256, (5, 2, 7, 7)).astype(np.uint8)
     else:  # the mlp of vector tasks
         spec = nets.make_spec((("dense", 6), ("dense", 5)), (3, 1, 1), 3, obs_dtype=np.float32)
@@ -47,11 +51,12 @@ def _some(spec, k=30):
             replace=False,
         )
         for lay in spec.layers
+        if lay.kind != "pool"  # no parameters
     ]
     return np.concatenate(idx)
 
 
-KINDS = ["conv", "mlp"]
+KINDS = ["conv", "pool", "mlp"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -197,10 +202,11 @@ def test_the_numba_products_match_the_reference(kind):
     assert sm.divergence(fast, child) == pytest.approx(sm.divergence(ref, child), rel=1e-10)
 
 
-def test_the_numba_products_are_the_same_bits_whatever_the_thread_count():
+@pytest.mark.parametrize("kind", ["conv", "pool"])
+def test_the_numba_products_are_the_same_bits_whatever_the_thread_count(kind):
     import numba
 
-    spec, theta, obs = _net("conv")
+    spec, theta, obs = _net(kind)
     cot = np.random.default_rng(10).normal(size=(len(obs), spec.n_actions))
     before = numba.get_num_threads()
     try:
@@ -215,10 +221,11 @@ def test_the_numba_products_are_the_same_bits_whatever_the_thread_count():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("kind", ["conv", "pool"])
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
-def test_vjp_many_is_vjp_row_by_row(backend):
+def test_vjp_many_is_vjp_row_by_row(backend, kind):
     """The Numba backward pass of K cotangents at once gives each row's vjp bit for bit."""
-    spec, theta, obs = _net("conv")
+    spec, theta, obs = _net(kind)
     tr = sm.trace(spec, theta, obs, backend=backend)
     cots = np.random.default_rng(11).normal(size=(3, len(obs), spec.n_actions))
     many = sm.vjp_many(tr, cots)
@@ -228,3 +235,38 @@ def test_vjp_many_is_vjp_row_by_row(backend):
             np.testing.assert_array_equal(many[k], one)
         else:
             np.testing.assert_allclose(many[k], one, rtol=1e-12)
+
+
+def test_a_pool_gradient_goes_to_the_first_largest_cell_of_its_window():
+    """On inputs full of ties, both backends' pools pick each window's first largest cell in
+    row-major order (as the forwards do; the SAME padding never wins) and take the forward's
+    values; the backward sends each output's cotangent to that cell and its tangent comes from it."""
+    from nevo.nets.kernels import grad_cpu
+    from nevo.nets.kernels.reference import max_pool_same
+
+    spec = nets.make_spec((("conv", 2, 1, 1), ("pool", 2), ("pool", 3)), (2, 7, 5), 3)
+    rng = np.random.default_rng(12)
+    for lay in spec.layers[1:3]:
+        x = rng.integers(0, 3, (4, *lay.in_hw, 2)).astype(np.float64)  # (T, H, W, C): many ties
+        arg, z = sm._pool(x, lay)
+        fast_z, fast_arg = grad_cpu.pool_forward(
+            x, lay.kernel, lay.stride, lay.pad[0], lay.pad[2], *lay.out_hw
+        )
+        np.testing.assert_array_equal(fast_arg, arg)
+        np.testing.assert_array_equal(fast_z, z)
+        for t in range(4):
+            np.testing.assert_array_equal(z[t], max_pool_same(x[t], lay.kernel, lay.stride, lay.pad))
+        k, (pt, _, pl, _), (h, w) = lay.kernel, lay.pad, lay.in_hw
+        for t, oy, ox, c in np.ndindex(z.shape):  # the first largest of the window's cells inside x
+            ys, xs = range(oy * k - pt, oy * k - pt + k), range(ox * k - pl, ox * k - pl + k)
+            cells = [y * w + xx for y in ys for xx in xs if 0 <= y < h and 0 <= xx < w]  # row-major
+            values = [x[t, q // w, q % w, c] for q in cells]
+            assert arg[t, oy, ox, c] == cells[int(np.argmax(values))]
+        g = rng.normal(size=(2, *z.shape))
+        back = grad_cpu.pool_input_grad(g, arg, *lay.in_hw)
+        for q in range(2):
+            np.testing.assert_array_equal(back[q], sm._unpool(g[q], arg, lay))
+        assert back[0].sum() == pytest.approx(g[0].sum())  # every cotangent lands on one cell
+        dx = rng.normal(size=x.shape)
+        np.testing.assert_array_equal(grad_cpu.pool_gather(dx, arg), sm._pool_tangent(dx, arg))
+        np.testing.assert_array_equal(sm._pool_tangent(x, arg), z)  # the winners' values are the max

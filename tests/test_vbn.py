@@ -151,3 +151,15 @@ def test_weights_built_with_the_fold_pick_explicit_vbn_actions(table):
         policy.load(built)
         clear = clear_rows(want)
         np.testing.assert_array_equal(policy(rows_ind, obs)[clear], want_actions[clear])
+
+
+def test_a_net_with_pools_is_refused():
+    """VBN's fold knows convs and dense layers only: a net with max-pools (the MNIST nets) is a
+    one-line ValueError naming the pool layers, from the fold and from the reference alike."""
+    spec = net_spec("mnist", (1, 12, 12), 10)
+    weights = np.zeros((1, spec.n_params), np.float32)
+    ref = np.zeros((2, 1, 12, 12), np.uint8)
+    for call in (lambda: vbn.fold(spec, weights, ref), lambda: vbn.reference_stats(spec, weights[0], ref)):
+        with pytest.raises(ValueError, match=r"pool layers.*layers \[1, 3\]") as e:
+            call()
+        assert "\n" not in str(e.value)

@@ -25,7 +25,9 @@ there, so H = (2/T) sum_t J_t^T J_t with J_t = dy(x_t)/dw, and H v is a forward-
 This module is the NumPy reference, in float64: a batched forward that keeps what the backward
 pass needs (`Trace`), the reverse-mode product `vjp` (cotangents on the logits -> a gradient over
 the weights, summed over experiences), the forward-mode product `jvp`, and the operators built
-on them. tests/test_safe_mutation.py checks each against finite differences.
+on them. tests/test_safe_mutation.py checks each against finite differences. Through a max-pool
+layer (no parameters) the gradient goes to each window's winning cell, the first largest in
+row-major order as every forward picks it (a subgradient where cells tie).
 """
 
 from __future__ import annotations
@@ -70,13 +72,46 @@ def _unpatch(dcols, lay, n):
     return dxp[:, top : top + h, left : left + w]
 
 
+def _pool(x, lay):
+    """(arg, z): z (T, OH, OW, C) the SAME max-pool of x (T, H, W, C), arg each output's winning
+    cell iy * W + ix, the first largest of its window in row-major order (the padding never wins)."""
+    top, bottom, left, right = lay.pad
+    xp = np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=-np.inf)
+    k, s = lay.kernel, lay.stride
+    oh, ow = lay.out_hw
+    win = sliding_window_view(xp, (k, k), axis=(1, 2))[:, : s * (oh - 1) + 1 : s, : s * (ow - 1) + 1 : s]
+    flat = win.reshape(*win.shape[:4], k * k)  # (T, OH, OW, C, KH*KW), the window row-major
+    j = flat.argmax(axis=-1)  # the first largest
+    z = np.take_along_axis(flat, j[..., None], axis=-1)[..., 0]
+    iy = (np.arange(oh) * s - top)[:, None, None] + j // k
+    ix = (np.arange(ow) * s - left)[None, :, None] + j % k
+    return iy * lay.in_hw[1] + ix, z
+
+
+def _unpool(g, arg, lay):
+    """The adjoint of the pool: g (T, OH, OW, C) added to each window's winning cell arg, as the
+    gradient of the pool's input (T, H, W, C)."""
+    n, c = len(g), lay.cin
+    dx = np.zeros((n, lay.in_hw[0] * lay.in_hw[1], c))
+    t, ch = np.arange(n)[:, None, None, None], np.arange(c)
+    np.add.at(dx, (t, arg, ch), g)
+    return dx.reshape(n, *lay.in_hw, c)
+
+
+def _pool_tangent(dx, arg):
+    """The pool's tangent: dx (T, H, W, C) of its input at each window's winning cell arg."""
+    n, c = dx.shape[0], dx.shape[3]
+    return np.take_along_axis(dx.reshape(n, -1, c), arg.reshape(n, -1, c), axis=1).reshape(arg.shape)
+
+
 @dataclass
 class Trace:
     """A batched forward pass of one net on T observations, kept for the products below."""
 
     spec: object
     params: list  # [(w, b)] float64 views, per layer
-    inputs: list  # per layer: its input as the matmul sees it (im2col columns, or (T, n))
+    inputs: list  # per layer: its input as the matmul sees it (im2col columns, or (T, n)); a
+    # pool's: each output's winning input cell (T, OH, OW, C) int64
     pre: list  # per layer: its output before the ReLU, (T, ...) float64
     logits: np.ndarray  # (T, A)
     probs: np.ndarray  # (T, A) softmax(logits): the outputs y the operators differentiate
@@ -111,6 +146,10 @@ def _layer_forward(lay, w, b, x, backend):
     if backend == "numba":
         from nevo.nets.kernels import grad_cpu
 
+        if lay.kind == "pool":
+            z, arg = grad_cpu.pool_forward(np.ascontiguousarray(x), lay.kernel, lay.stride, lay.pad[0],
+                                           lay.pad[2], *lay.out_hw)  # fmt: skip
+            return arg, z
         if lay.kind == "conv":
             x = np.ascontiguousarray(x)
             return x, grad_cpu.conv_forward(x, np.ascontiguousarray(w), b, lay.stride, lay.pad[0], lay.pad[2],
@@ -119,6 +158,8 @@ def _layer_forward(lay, w, b, x, backend):
         return x, grad_cpu.dense_forward(x, np.ascontiguousarray(w), b)
     if backend != "numpy":
         raise ValueError(f"unknown backend {backend!r}; allowed: numpy, numba")
+    if lay.kind == "pool":
+        return _pool(x, lay)
     if lay.kind == "conv":
         cols = _patches(x, lay)
         return cols, (cols @ w.reshape(-1, lay.cout)).reshape(n, *lay.out_hw, lay.cout) + b
@@ -149,6 +190,9 @@ def vjp(tr: Trace, cot) -> np.ndarray:
     g = np.asarray(cot, np.float64)  # d/d(this layer's output), before its ReLU below
     for i in range(len(spec.layers) - 1, -1, -1):
         lay, (w, _) = spec.layers[i], tr.params[i]
+        if lay.kind == "pool":  # no parameters: on to its input (never the first layer)
+            g = _unpool(g, tr.inputs[i], lay)
+            continue
         if lay.relu:
             g = g * (tr.pre[i] > 0)
         g_flat = g.reshape(-1, lay.cout)
@@ -182,6 +226,9 @@ def vjp_many(tr: Trace, cots) -> np.ndarray:
     g = np.ascontiguousarray(cots)  # (K, T, ...): d/d(this layer's output), before its ReLU
     for i in range(len(spec.layers) - 1, -1, -1):
         lay, (w, _) = spec.layers[i], tr.params[i]
+        if lay.kind == "pool":  # no parameters: on to its input (never the first layer)
+            g = grad_cpu.pool_input_grad(g, tr.inputs[i], *lay.in_hw)
+            continue
         if lay.relu:
             g = np.ascontiguousarray(g * (tr.pre[i] > 0))
         x, wc = tr.inputs[i], np.ascontiguousarray(w)
@@ -212,6 +259,9 @@ def jvp(tr: Trace, v) -> np.ndarray:
     dparams = spec.unflatten(np.asarray(v, np.float64))
     dx = None  # tangent of the current layer's input (none for the observations)
     for i, (lay, (w, _), (dw, db)) in enumerate(zip(spec.layers, tr.params, dparams)):
+        if lay.kind == "pool":  # the max moves with its winning cell
+            dx = _pool_tangent(dx, tr.inputs[i])
+            continue
         if lay.kind == "conv":
             dz = tr.inputs[i] @ dw.reshape(-1, lay.cout)
             if dx is not None:
@@ -231,10 +281,15 @@ def jvp(tr: Trace, v) -> np.ndarray:
 def _jvp_numba(tr: Trace, v) -> np.ndarray:
     """jvp with nevo.nets.kernels.grad_cpu: each layer's tangent is its forward with the weights'
     tangent (and the bias's) on its input, plus its forward of the input's tangent (no bias)."""
+    from nevo.nets.kernels import grad_cpu
+
     spec = tr.spec
     dparams = spec.unflatten(np.asarray(v, np.float64))
     dx = None
     for i, (lay, (w, _), (dw, db)) in enumerate(zip(spec.layers, tr.params, dparams)):
+        if lay.kind == "pool":  # the max moves with its winning cell
+            dx = grad_cpu.pool_gather(np.ascontiguousarray(dx), tr.inputs[i])
+            continue
         _, dz = _layer_forward(lay, dw, db, tr.inputs[i], "numba")
         if dx is not None:
             _, through = _layer_forward(lay, w, np.zeros(lay.cout), dx, "numba")

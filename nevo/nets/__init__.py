@@ -5,6 +5,8 @@ Numba CPU and numba.cuda twins, and safe mutations' gradient kernels).
 
 The networks are those of Such et al. 2017 (arXiv 1712.06567), as the reference TensorFlow code
 builds them: "SAME" padding, ReLU after every layer but the output, inputs uint8 scaled to [0, 1].
+A max-pool layer (no parameters) may follow a conv's ReLU: the MNIST nets of Zhang, Clune & Stanley
+2017 (arXiv 1712.06564), whose TensorFlow code pools with "SAME" padding too.
 A dense hidden layer may use tanh instead ("mlp-tanh": the 2 x 64 tanh policy of OpenAI-ES's
 MuJoCo runs, Salimans et al. 2017, arXiv 1703.03864).
 
@@ -22,9 +24,9 @@ import numpy as np
 
 OBS_SHAPE = (4, 84, 84)  # (C, H, W): four stacked 84x84 grayscale frames, as AtariVectorEnv gives
 
-# Layer recipes: ("conv", out_channels, kernel, stride) or ("dense", units[, activation]), the
-# activation "relu" (the default) or "tanh". The output layer (dense, n_actions, linear) is
-# appended by make_spec.
+# Layer recipes: ("conv", out_channels, kernel, stride), ("pool", size) (max over size x size
+# windows, stride size, after a conv or a pool) or ("dense", units[, activation]), the activation
+# "relu" (the default) or "tanh". The output layer (dense, n_actions, linear) is appended by make_spec.
 NAMED_LAYERS = {
     "large": (("conv", 32, 8, 4), ("conv", 64, 4, 2), ("conv", 64, 3, 1), ("dense", 512)),
     "small": (("conv", 16, 8, 4), ("conv", 32, 4, 2), ("dense", 256)),
@@ -38,8 +40,13 @@ NAMED_LAYERS = {
     # Deep and narrow, for vector observations: 16 hidden layers of 32, where the effect of a
     # plain Gaussian mutation varies most from weight to weight (safe mutations, Lehman et al. 2018).
     "deep": (("dense", 32),) * 16,
+    # MNIST (1 x 28 x 28, 10 classes), the nets of Zhang, Clune & Stanley 2017 (arXiv 1712.06564),
+    # ES against SGD: their small net (28,938 parameters) and large one (3,274,634: the layers of
+    # TensorFlow's MNIST tutorial).
+    "mnist": (("conv", 16, 5, 1), ("pool", 2), ("conv", 32, 5, 1), ("pool", 2)),
+    "mnist-large": (("conv", 32, 5, 1), ("pool", 2), ("conv", 64, 5, 1), ("pool", 2), ("dense", 1024)),
 }
-IMAGE_NETS = ("large", "small")  # the nets with convs: they need image observations
+IMAGE_NETS = ("large", "small", "mnist", "mnist-large")  # the nets with convs: they need images
 # A dense net of one's own by name: "dense:64,64" (ReLU hidden layers of 64 and 64) or
 # "dense-tanh:256,256"; nevo.train(net=[64, 64]) writes the first.
 DENSE_PREFIXES = {"dense": "relu", "dense-tanh": "tanh"}
@@ -60,14 +67,18 @@ def layers_of(name: str) -> tuple:
     )
 
 
-CONV, DENSE = 0, 1
+CONV, DENSE, POOL = 0, 1, 2
 # Columns of NetSpec.table (one row per layer). Dense layers have KH = KW = STRIDE = 1, sizes 1x1.
+# A pool has CIN = COUT (its channels), its window in KH = KW = STRIDE, W_OFF = B_OFF (no
+# parameters), ACT linear (the conv before it applied the ReLU), and TF "SAME" pads (at most one
+# cell, after) that never win the max.
 (KIND, KH, KW, STRIDE, CIN, COUT, IN_H, IN_W, OUT_H, OUT_W) = range(10)
 (PAD_T, PAD_B, PAD_L, PAD_R, W_OFF, B_OFF, ACT) = range(10, 17)
 N_COLS = 17
 # The ACT column's codes: what follows a layer's sum (the kernels' common.activate)
 LINEAR, RELU, TANH = 0, 1, 2
 ACT_CODES = {"linear": LINEAR, "relu": RELU, "tanh": TANH}
+KIND_CODES = {"conv": CONV, "dense": DENSE, "pool": POOL}  # Layer.kind -> the KIND column
 HIDDEN_ACTS = ("relu", "tanh")
 
 
@@ -82,15 +93,15 @@ def same_padding(size, kernel, stride):
 class Layer:
     """One layer: its shapes, its SAME padding and where its weights and bias sit in the vector."""
 
-    kind: str  # "conv" or "dense"
-    cin: int  # input channels (conv) or input units (dense)
-    cout: int  # output channels (conv) or output units (dense)
-    kernel: int  # square kernel size (1 for dense)
-    stride: int  # stride (1 for dense)
+    kind: str  # "conv", "pool" or "dense"
+    cin: int  # input channels (conv, pool) or input units (dense)
+    cout: int  # output channels (conv, pool: cin) or output units (dense)
+    kernel: int  # square kernel or pooling window size (1 for dense)
+    stride: int  # stride (the window for pool, 1 for dense)
     in_hw: tuple  # (H, W) of the input ((1, 1) for dense)
     out_hw: tuple  # (H, W) of the output ((1, 1) for dense)
     pad: tuple  # (top, bottom, left, right) SAME padding ((0, 0, 0, 0) for dense)
-    act: str  # after the sum: "relu" or "tanh" (hidden layers), "linear" (the output layer)
+    act: str  # after the sum: "relu" or "tanh" (hidden layers), "linear" (the output layer, pools)
     w_offset: int  # start of the weights in the flat vector
     b_offset: int  # start of the bias in the flat vector
 
@@ -101,10 +112,17 @@ class Layer:
 
     @property
     def w_shape(self):
-        """Weight shape: (KH, KW, Cin, Cout) for conv, (in, out) for dense."""
+        """Weight shape: (KH, KW, Cin, Cout) for conv, (in, out) for dense, (0,) for pool (none)."""
         if self.kind == "conv":
             return (self.kernel, self.kernel, self.cin, self.cout)
+        if self.kind == "pool":
+            return (0,)
         return (self.cin, self.cout)
+
+    @property
+    def n_bias(self):
+        """Bias length: Cout, 0 for a pool (it has no parameters)."""
+        return 0 if self.kind == "pool" else self.cout
 
     @property
     def fan_in(self):
@@ -144,7 +162,7 @@ class NetSpec:
         return [
             (
                 theta[lay.w_offset : lay.b_offset].reshape(lay.w_shape),
-                theta[lay.b_offset : lay.b_offset + lay.cout],
+                theta[lay.b_offset : lay.b_offset + lay.n_bias],
             )
             for lay in self.layers
         ]
@@ -155,7 +173,8 @@ BINS = 10  # "bins": outputs per action component (Salimans et al. 2017 discreti
 
 
 def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom", obs_dtype=np.uint8, action="argmax"):
-    """Build a NetSpec from a recipe of ("conv", cout, k, s) / ("dense", units), convs first.
+    """Build a NetSpec from a recipe of ("conv", cout, k, s) / ("pool", k) / ("dense", units),
+    convs and pools first, a pool after a conv or a pool.
 
     obs_dtype: uint8 (pixels, scaled to [0, 1]) or float32 (vector observations, used as given).
     action: "argmax" (n_actions discrete actions), "tanh" (an n_actions-long action vector) or
@@ -183,6 +202,17 @@ def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom", obs_dtyp
             ow, pl, pr = same_padding(w, k, s)
             lay = Layer("conv", c, cout, k, s, (h, w), (oh, ow), (pt, pb, pl, pr), "relu", 0, 0)
             c, h, w = cout, oh, ow
+        elif kind == "pool":
+            if not built or built[-1][0].kind not in ("conv", "pool"):
+                raise ValueError(f"pool layer {item} must follow a conv or a pool (it pools their ReLU)")
+            k = int(item[1])
+            if k < 1:
+                raise ValueError(f"pool layer {item}: the window must be at least 1")
+            # TF "SAME" pooling: out = ceil(in / k); the padding cells are never the max
+            oh, pt, pb = same_padding(h, k, k)
+            ow, pl, pr = same_padding(w, k, k)
+            lay = Layer("pool", c, c, k, k, (h, w), (oh, ow), (pt, pb, pl, pr), "linear", 0, 0)
+            h, w = oh, ow
         elif kind == "dense":
             seen_dense = True
             if not flat:
@@ -194,10 +224,10 @@ def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom", obs_dtyp
             lay = Layer("dense", c, cout, 1, 1, (1, 1), (1, 1), (0, 0, 0, 0), act, 0, 0)
             c = cout
         else:
-            raise ValueError(f"unknown layer kind {kind!r} in {item}; use 'conv' or 'dense'")
+            raise ValueError(f"unknown layer kind {kind!r} in {item}; use 'conv', 'pool' or 'dense'")
         n_w = int(np.prod(lay.w_shape))
         built.append((lay, offset, offset + n_w))
-        offset += n_w + lay.cout
+        offset += n_w + lay.n_bias
     out = []
     for i, (lay, w_off, b_off) in enumerate(built):
         act = lay.act if i < len(built) - 1 else "linear"
@@ -205,7 +235,7 @@ def make_spec(layers, obs_shape=OBS_SHAPE, n_actions=18, name="custom", obs_dtyp
     table = np.zeros((len(out), N_COLS), dtype=np.int64)
     for i, lay in enumerate(out):
         table[i] = (
-            (CONV if lay.kind == "conv" else DENSE, lay.kernel, lay.kernel, lay.stride)
+            (KIND_CODES[lay.kind], lay.kernel, lay.kernel, lay.stride)
             + (lay.cin, lay.cout, *lay.in_hw, *lay.out_hw, *lay.pad)
             + (lay.w_offset, lay.b_offset, ACT_CODES[lay.act])
         )
@@ -227,6 +257,13 @@ def require_relu(spec, what: str) -> None:
         raise ValueError(
             f"{what} assumes ReLU hidden units; the {spec.name} net has tanh ones (layers {tanh})"
         )
+
+
+def require_no_pool(spec, what: str) -> None:
+    """ValueError (one line) if spec has a pool layer: what (virtual batch norm's fold) has none."""
+    pools = [i for i, lay in enumerate(spec.layers) if lay.kind == "pool"]
+    if pools:
+        raise ValueError(f"{what} does not handle pool layers; the {spec.name} net has them (layers {pools})")
 
 
 def init_scale(spec):

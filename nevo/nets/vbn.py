@@ -28,6 +28,7 @@ from nevo.nets import (
     PAD_R,
     PAD_T,
     W_OFF,
+    require_no_pool,
     require_relu,
 )
 from nevo.nets.kernels.cpu import cols_size, conv_rows, dense_block, load_obs, segments
@@ -49,6 +50,7 @@ def _linear(lay, w, x):
 def reference_stats(spec, theta, ref):
     """[(mean, var)], each (Cout,) float64, per hidden layer of one individual over ref (B, C, H, W)."""
     require_relu(spec, "virtual batch norm")
+    require_no_pool(spec, "virtual batch norm")  # its fold lays out convs and dense layers only
     params = spec.unflatten(np.asarray(theta, np.float64))
     xs = np.stack([o.transpose(1, 2, 0) for o in ref]).astype(np.float64) / spec.obs_div  # (B, H, W, C)
     stats = []
@@ -212,6 +214,7 @@ def fold(spec, weights, ref, out=None):
     Only checks happen here: the work runs in `_fold`, which releases the GIL.
     """
     require_relu(spec, "virtual batch norm")
+    require_no_pool(spec, "virtual batch norm")  # its fold lays out convs and dense layers only
     if weights.dtype != np.float32 or weights.ndim != 2 or not weights.flags.c_contiguous:
         raise TypeError("weights must be a C-contiguous (n_individuals, n_params) float32 array")
     if weights.shape[1] != spec.n_params:

@@ -7,8 +7,9 @@ first dense layer is memory bound (every row generally has different weights; `l
 - activations are HWC (channels innermost): the innermost loops run over contiguous output
   channels, as do TF's HWIO weights, so they vectorise; the last conv's (H, W, C) output is already
   TF's flatten order;
-- each conv writes into the interior of the next layer's zero-padded input, so no loop checks
-  bounds: a kernel row (kx, ci) is one contiguous run in both the padded input and the weights;
+- each conv (and max-pool) writes into the interior of the next conv's zero-padded input, so no
+  conv loop checks bounds: a kernel row (kx, ci) is one contiguous run in both the padded input
+  and the weights; a pool's own input is unpadded (its SAME padding never wins the max);
 - a conv is im2col then one BLAS matrix product per row (`conv_rows`; NumPy's `np.dot`, which
   Numba lowers to SciPy's BLAS): 2x the GFLOP/s of the hand-written loops it replaced, which
   LLVM would not keep in registers;
@@ -45,6 +46,7 @@ from nevo.nets import (
     CIN,
     CONV,
     COUT,
+    DENSE,
     IN_H,
     IN_W,
     KH,
@@ -56,6 +58,7 @@ from nevo.nets import (
     PAD_L,
     PAD_R,
     PAD_T,
+    POOL,
     STRIDE,
     W_OFF,
 )
@@ -77,8 +80,9 @@ _MIN_BLOCK = 16  # dense output block: a multiple of 16 floats = one 64-byte cac
 def segments(table):
     """(n_layers + 2,) int64: where each layer's input starts in a row's scratch, then the logits.
 
-    Conv inputs are zero-padded (H + pads, W + pads, Cin) HWC buffers; dense inputs are flat. The
-    conv part, seg[:n_conv + 1], is scratch reused by the next row; the rest is kept per row.
+    Conv inputs are zero-padded (H + pads, W + pads, Cin) HWC buffers, pool inputs unpadded
+    (H, W, C), dense inputs flat. The conv and pool part, seg[:n_conv + 1] (n_conv: the layers
+    before the first dense one), is scratch reused by the next row; the rest is kept per row.
     """
     n = table.shape[0]
     seg = np.zeros(n + 2, np.int64)
@@ -87,6 +91,8 @@ def segments(table):
             hp = table[i, IN_H] + table[i, PAD_T] + table[i, PAD_B]
             wp = table[i, IN_W] + table[i, PAD_L] + table[i, PAD_R]
             seg[i + 1] = seg[i] + hp * wp * table[i, CIN]
+        elif table[i, KIND] == POOL:
+            seg[i + 1] = seg[i] + table[i, IN_H] * table[i, IN_W] * table[i, CIN]
         else:
             seg[i + 1] = seg[i] + table[i, CIN]
     seg[n + 1] = seg[n] + table[n - 1, COUT]
@@ -123,7 +129,7 @@ def conv_rows(table, i, w, src, dst, y0, y1, cols):
     """Conv layer i, output rows y0..y1, of one row: src its padded input, dst the next input.
 
     Work = (row, range of output y), every x and output channel. dst is the next conv's padded
-    input (written inside its padding) or, after the last conv, the flat (H, W, C) features.
+    input (written inside its padding) or, before a pool or a dense layer, flat (H, W, C).
     cols is float32 scratch of at least cols_size(table) floats.
     speed: im2col then one BLAS matrix product, (pixels, KH*KW*Cin) x (KH*KW*Cin, Cout): TF's
     HWIO weights are already that matrix, and a (kx, ci) kernel row is one contiguous run in the
@@ -160,6 +166,46 @@ def conv_rows(table, i, w, src, dst, y0, y1, cols):
             z = prod[(oy - y0) * ow + ox]
             for co in range(cout):
                 out[ox, co] = activate(z[co] + bias[co], code)
+
+
+@numba.njit(nogil=True, cache=True)
+def pool_rows(table, i, src, dst):
+    """Max-pool layer i of one row: src its (H, W, C) input, dst the next layer's input (a conv's
+    padded one, written inside its padding, or flat (H, W, C)).
+
+    Each output is the first largest of its window's cells inside the input (the SAME padding
+    never wins), as nevo.genomes.safe_mutation's gradient picks it. Work = one row, every pixel
+    and channel; the innermost loop runs over contiguous channels.
+    """
+    k, s, c = table[i, KH], table[i, STRIDE], table[i, CIN]
+    ih, iw, oh, ow = table[i, IN_H], table[i, IN_W], table[i, OUT_H], table[i, OUT_W]
+    pt, pl = table[i, PAD_T], table[i, PAD_L]
+    if table[i + 1, KIND] == CONV:
+        dpt, dpl = table[i + 1, PAD_T], table[i + 1, PAD_L]
+        dwp = table[i + 1, IN_W] + dpl + table[i + 1, PAD_R]
+    else:
+        dpt, dpl, dwp = 0, 0, ow
+    for oy in range(oh):
+        y0, y1 = max(oy * s - pt, 0), min(oy * s - pt + k, ih)
+        for ox in range(ow):
+            x0, x1 = max(ox * s - pl, 0), min(ox * s - pl + k, iw)
+            out = dst[((oy + dpt) * dwp + ox + dpl) * c : ((oy + dpt) * dwp + ox + dpl + 1) * c]  # (C,)
+            out[:] = src[(y0 * iw + x0) * c : (y0 * iw + x0 + 1) * c]
+            for iy in range(y0, y1):
+                for ix in range(x0, x1):
+                    p = (iy * iw + ix) * c
+                    for ch in range(c):
+                        if src[p + ch] > out[ch]:  # strict: the first largest stays
+                            out[ch] = src[p + ch]
+
+
+@numba.njit(nogil=True, cache=True)
+def spatial_rows(table, i, w, src, dst, cols):
+    """Layer i (a conv or a pool, before the dense layers) of one row: src its input, dst the next's."""
+    if table[i, KIND] == POOL:
+        pool_rows(table, i, src, dst)
+    else:
+        conv_rows(table, i, w, src, dst, 0, table[i, OUT_H], cols)
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
@@ -224,8 +270,8 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
     rows, n_layers = rows_ind.shape[0], table.shape[0]
     n_actions = table[n_layers - 1, COUT]
     seg = segments(table)
-    n_conv = 0
-    while n_conv < n_layers and table[n_conv, KIND] == CONV:
+    n_conv = 0  # the convs and pools, before the first dense layer
+    while n_conv < n_layers and table[n_conv, KIND] != DENSE:
         n_conv += 1
     base = seg[n_conv]  # dense inputs, outputs and logits of a row: act[r, seg[i] - base]
     act = np.empty((rows, seg[n_layers + 1] - base), np.float32)
@@ -264,7 +310,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
                     for i in range(n_conv):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
                         src = scr[t, seg[i] : seg[i + 1]]
-                        conv_rows(table, i, w, src, dst, 0, table[i, OUT_H], cols[t])
+                        spatial_rows(table, i, w, src, dst, cols[t])
                 for i in range(n_conv, n_layers):
                     nz = np.empty((g1 - g0, table[i, CIN]), np.int32)
                     x0, y0 = seg[i] - base, seg[i + 1] - base
@@ -290,7 +336,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
                     for i in range(n_conv):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
                         src = scr[t, seg[i] : seg[i + 1]]
-                        conv_rows(table, i, w, src, dst, 0, table[i, OUT_H], cols[t])
+                        spatial_rows(table, i, w, src, dst, cols[t])
         for i in range(n_conv, n_layers):
             # Work = (group, block of outputs); blocks only when groups are too few for the
             # threads, each a multiple of 16 floats so no cache line is split between threads.

@@ -11,12 +11,13 @@ each step uploads the rows' observations and a small int32 index block and downl
 the int32 actions. Row buffers are allocated for a capacity of rows and reused; they grow
 geometrically (x2) only when a step has more rows than ever before, and never shrink.
 
-Why one file of ~700 lines: every kernel here shares the policy's device buffers and the launch
+Why one file of ~730 lines: every kernel here shares the policy's device buffers and the launch
 arithmetic that maps threads to (row, channel, pixel); split by layer, a kernel would sit apart from
 the launch code that sizes its grid, and that pairing is what a reader checks first.
 
 Kernels, launched in this order each step (one per layer; thread maps are stated at each kernel):
   conv          one per conv layer; the first reads the observations directly (obs / obs_div)
+  pool          one per max-pool layer (after a conv's ReLU): one thread per output element
   dense         hidden dense layers: partial sums over chunks of K_CHUNK inputs, rows of one
                 individual together in tiles, so each weight is read once per tile
   dense_finish  bias + the chunks' partial sums (a fixed order: deterministic) + ReLU
@@ -30,10 +31,6 @@ Where the time goes (`large`, 1,000 rows of 1,000 individuals): the first dense 
 7,744 x 512 float32 = 15.9 MB per individual, 16 GB per step; the convs are 12M MACs per row and
 compute bound. The dense kernel is therefore written for bandwidth (coalesced weight rows, loads
 in flight, zero inputs' weight rows skipped), the conv kernel for few loads per FMA.
-
-Why one module of ~600 lines: its four kernels, their launch geometry and the policy that
-drives them share the row buffers and the per-layer closures, and a reader follows one step
-through them in order; split, each piece would need the others to be read.
 """
 
 import functools
@@ -65,6 +62,7 @@ TILE_ROWS = 8  # dense: at most this many rows of one individual per block (weig
 DENSE_THREADS = 256  # dense: threads per block, over the outputs
 UNROLL = 4  # dense: weight rows loaded before any is used (loads in flight per thread)
 OUT_THREADS = 128  # output layer: threads per block (one block per row)
+POOL_THREADS = 128  # max-pool: threads per block, over a row's (pixel, channel) outputs
 # speed: an unsigned index skips Numba's negative-index wraparound (3 more instructions a load);
 # hot loops index with U(i) where i >= 0 is known (a cast, no instruction).
 U = numba.uint64
@@ -224,6 +222,38 @@ def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, act,
                         dst[r, oy, ox, co] = activate(v, act)
 
     return conv, n_tiles, (co_t, pg_t)
+
+
+@functools.cache
+def pool_kernel(k, s, c, ih, iw, oh, ow, pt, pl):
+    """(kernel, grid_x, threads) of a SAME max-pool layer, k x k windows at stride s.
+
+    kernel(src, dst): src (rows, IH, IW, C), dst (rows, OH, OW, C) float32; launch with grid
+    (grid_x, rows). Each output is the first largest of its window's cells inside the input (the
+    SAME padding never wins), as the CPU's pool_rows and safe mutations' gradient pick it.
+    """
+    n = oh * ow * c  # outputs per row
+    threads = min(POOL_THREADS, ceil_div(n, 32) * 32)
+
+    @cuda.jit
+    def pool(src, dst):
+        # Threads: one per (row, output pixel, channel): grid (blocks of a row's outputs, rows);
+        # consecutive threads take consecutive channels of a pixel, then the next pixel (HWC), so
+        # reads and writes are coalesced. A window is a few loads: no shared memory.
+        e, r = cuda.blockIdx.x * threads + cuda.threadIdx.x, cuda.blockIdx.y
+        if e < n:
+            ch, ox, oy = e % c, (e // c) % ow, e // (c * ow)
+            y0, x0 = oy * s - pt, ox * s - pl
+            best = src[r, max(y0, 0), max(x0, 0), ch]  # the first cell inside the input
+            for ky in range(k):
+                for kx in range(k):
+                    if inside(y0 + ky, ih) and inside(x0 + kx, iw):
+                        v = src[r, y0 + ky, x0 + kx, ch]
+                        if v > best:  # strict: the first largest stays
+                            best = v
+            dst[r, oy, ox, ch] = best
+
+    return pool, ceil_div(n, threads), threads
 
 
 @cuda.jit(device=True)
@@ -445,6 +475,9 @@ class CudaPolicy:
                 (ih, iw), (oh, ow), (pt, _, pl, _) = lay.in_hw, lay.out_hw, lay.pad
                 geom = (lay.kernel, lay.kernel, lay.stride, lay.cin, lay.cout, ih, iw, oh, ow, pt, pl)
                 out.append(("conv", conv_kernel(*geom, lay.w_offset, lay.b_offset, ACT_CODES[lay.act], div)))
+            elif lay.kind == "pool":
+                (ih, iw), (oh, ow), (pt, _, pl, _) = lay.in_hw, lay.out_hw, lay.pad
+                out.append(("pool", pool_kernel(lay.kernel, lay.stride, lay.cin, ih, iw, oh, ow, pt, pl)))
             elif last:
                 sizes = (lay.cin, lay.cout, lay.w_offset, lay.b_offset, ACT_CODES[lay.act], div)
                 out.append(("output", output_kernel(*sizes)))
@@ -486,7 +519,7 @@ class CudaPolicy:
         self.host_logits = cuda.pinned_array((cap, spec.n_actions), np.float32)  # continuous actions
         self.act, self.flat, self.partial = [], [], []
         for lay in spec.layers:
-            if lay.kind == "conv":
+            if lay.kind in ("conv", "pool"):
                 a = cuda.device_array((cap, *lay.out_hw, lay.cout), np.float32)  # (rows, H, W, C)
             else:
                 a = cuda.device_array((cap, lay.cout), np.float32)  # (rows, out)
@@ -600,6 +633,9 @@ class CudaPolicy:
             if kind == "conv":
                 kernel, gx, block = k
                 kernel[(gx, rows), block, s](src, self.act[i], w, rows_ind)
+            elif kind == "pool":
+                kernel, gx, threads = k
+                kernel[(gx, rows), threads, s](src, self.act[i])
             elif kind == "dense":
                 dense, n_chunks, threads, (finish, f_threads) = k
                 dense[(n_chunks, tiles), threads, s](
@@ -647,7 +683,8 @@ class CudaPolicy:
         """Host copy of layer i's output for the staged rows: (rows, H, W, C) or (rows, out)."""
         lay = self.spec.layers[i]
         if self.rows == 0:
-            return np.zeros((0, *lay.out_hw, lay.cout) if lay.kind == "conv" else (0, lay.cout), np.float32)
+            spatial = lay.kind in ("conv", "pool")
+            return np.zeros((0, *lay.out_hw, lay.cout) if spatial else (0, lay.cout), np.float32)
         self.stream.synchronize()
         return self.act[i][: self.rows].copy_to_host()
 

@@ -11,7 +11,9 @@ the innermost loops run over independent sums (output channels, input channels, 
 that the compiler may vectorize without reordering any of them.
 
 Layouts as nevo.genomes.safe_mutation's: activations (T, H, W, C) or (T, n), conv weights HWIO, dense
-weights (in, out); SAME padding given as (pad top, pad left) and the output size.
+weights (in, out); SAME padding given as (pad top, pad left) and the output size. A max-pool's
+gradient goes to the cell that won each window (the first largest, as every forward picks it):
+its forward returns those cells, its backward scatters to them and its tangent gathers from them.
 """
 
 from __future__ import annotations
@@ -192,3 +194,60 @@ def dense_weight_grads(x, g):
                     for k in range(n_k):
                         dw[k, i] += v * g[k, t]
     return dw
+
+
+@numba.njit(parallel=True, cache=True)
+def pool_forward(x, k, stride, pt, pl, oh, ow):
+    """(z, arg), each (T, OH, OW, C): SAME max-pool of x (T, H, W, C) over k x k windows, and each
+    output's winning input cell iy * W + ix: the first largest of the window's cells inside x in
+    row-major order (the padding never wins), as the forward kernels pick it."""
+    n, h, wd, c = x.shape
+    z = np.empty((n, oh, ow, c))
+    arg = np.empty((n, oh, ow, c), np.int64)
+    for t in prange(n):
+        for oy in range(oh):
+            y0, y1 = max(oy * stride - pt, 0), min(oy * stride - pt + k, h)
+            for ox in range(ow):
+                x0, x1 = max(ox * stride - pl, 0), min(ox * stride - pl + k, wd)
+                for ch in range(c):
+                    best, at = x[t, y0, x0, ch], y0 * wd + x0
+                    for iy in range(y0, y1):
+                        for ix in range(x0, x1):
+                            if x[t, iy, ix, ch] > best:  # strict: the first largest stays
+                                best, at = x[t, iy, ix, ch], iy * wd + ix
+                    z[t, oy, ox, ch] = best
+                    arg[t, oy, ox, ch] = at
+    return z, arg
+
+
+@numba.njit(parallel=True, cache=True)
+def pool_input_grad(g, arg, h, wd):
+    """dx (K, T, H, W, C): each element of the K cotangents g (K, T, OH, OW, C) added to its
+    window's winning cell arg (T, OH, OW, C) (pool_forward's), in (oy, ox) order. Threads map to
+    (cotangent, experience): each owns its slice of dx."""
+    n_k, n, oh, ow, c = g.shape
+    dx = np.zeros((n_k, n, h, wd, c))
+    for q in prange(n_k * n):
+        kk, t = q // n, q % n
+        for oy in range(oh):
+            for ox in range(ow):
+                for ch in range(c):
+                    a = arg[t, oy, ox, ch]
+                    dx[kk, t, a // wd, a % wd, ch] += g[kk, t, oy, ox, ch]
+    return dx
+
+
+@numba.njit(parallel=True, cache=True)
+def pool_gather(dx, arg):
+    """(T, OH, OW, C): the tangent dx (T, H, W, C) of a pool's input at each window's winning cell
+    arg (T, OH, OW, C): the pool's tangent (the max moves with its winner)."""
+    n, oh, ow, c = arg.shape
+    wd = dx.shape[2]
+    dz = np.empty((n, oh, ow, c))
+    for t in prange(n):
+        for oy in range(oh):
+            for ox in range(ow):
+                for ch in range(c):
+                    a = arg[t, oy, ox, ch]
+                    dz[t, oy, ox, ch] = dx[t, a // wd, a % wd, ch]
+    return dz

@@ -21,6 +21,22 @@ def conv_same(x, w, b, stride, pad):
     return out + b
 
 
+def max_pool_same(x, k, stride, pad):
+    """TF "SAME" max-pool of one image: x (H, W, C), k x k windows -> (OH, OW, C); the padding
+    (-inf) never wins."""
+    top, bottom, left, right = pad
+    xp = np.pad(x, ((top, bottom), (left, right), (0, 0)), constant_values=-np.inf)
+    oh = (xp.shape[0] - k) // stride + 1
+    ow = (xp.shape[1] - k) // stride + 1
+    out = np.full((oh, ow, x.shape[2]), -np.inf)
+    for ky in range(k):
+        for kx in range(k):
+            out = np.maximum(
+                out, xp[ky : ky + stride * (oh - 1) + 1 : stride, kx : kx + stride * (ow - 1) + 1 : stride]
+            )
+    return out
+
+
 def forward(spec, weights, rows_ind, obs):
     """(actions, logits (rows, n_actions) float32); row r uses rows_ind[r]. Actions: the greedy
     (rows,) int64, or tanh(logits) for a net with continuous actions (nevo.nets.kernels.actions_of)."""
@@ -32,6 +48,8 @@ def forward(spec, weights, rows_ind, obs):
         for lay, (w, b) in zip(spec.layers, params):
             if lay.kind == "conv":
                 x = conv_same(x, w, b, lay.stride, lay.pad)
+            elif lay.kind == "pool":
+                x = max_pool_same(x, lay.kernel, lay.stride, lay.pad)
             else:
                 x = x.reshape(-1) @ w + b  # flattens (H, W, C) in TF order
             if lay.act == "relu":
