@@ -112,9 +112,13 @@ def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None =
         task = Supervised(cfg.env, data)
     else:
         cfg, task = cli.check(cfg, make_env, behaviour)
-    p = loop.plan(cfg, task)
     out = None if progress else _Quiet()
-    outcome = loop.run(cfg, task, p, fitness=fitness, out=out)
+    if cfg.algo in config.GRADIENT:  # the SGD baseline: its own loop, the same run folder
+        from nevo.runs import sgd
+
+        outcome = sgd.run(cfg, task, out=out)
+    else:
+        outcome = loop.run(cfg, task, loop.plan(cfg, task), fitness=fitness, out=out)
     return TrainResult(
         outcome.run_dir,
         runs.read_metrics(outcome.run_dir),

@@ -126,8 +126,20 @@ NS_PRESETS: dict[str, Config] = {
 # Presets made for one kind of task: the task's defaults are not applied over them (they fill in
 # what the command line leaves open for the other presets, as for --preset paper on CartPole-v1).
 TASK_PRESETS = ("mujoco", "humanoid")
-# The presets of each family's command (run_ga, run_es, run_ns), by its settings section.
-PRESETS_OF = {"ga": PRESETS, "es": ES_PRESETS, "ns": NS_PRESETS}
+# The SGD baseline of ES against SGD on MNIST (Zhang, Clune & Stanley 2017; nevo.runs.sgd): the
+# 28,938-parameter net, mini-batches of --examples, Adam; "quick": a few minutes on 2 cores.
+SGD_PRESETS: dict[str, Config] = {
+    "paper": Config(env=EnvConfig(env="mnist"), net=NetConfig(net="mnist"), preset="paper", algo="sgd"),
+    "quick": Config(
+        env=EnvConfig(env="mnist"),
+        net=NetConfig(net="mnist"),
+        run=RunConfig(frame_budget=200_000),
+        preset="quick",
+        algo="sgd",
+    ),
+}
+# The presets of each family's command (run_ga, run_es, run_ns, run_sgd), by its settings section.
+PRESETS_OF = {"ga": PRESETS, "es": ES_PRESETS, "ns": NS_PRESETS, "sgd": SGD_PRESETS}
 # What an algorithm brings where the command line is silent: random search has no parents; the
 # ES family of novelty search steps with OpenAI-ES's sigma 0.02, and NSRA-ES starts with all
 # weight on reward (Conti et al. 2018; NSR-ES keeps 0.5).

@@ -131,6 +131,20 @@ class NSConfig:
 
 
 @dataclass(frozen=True)
+class SGDConfig:
+    optimizer: str = setting("adam", "adam or sgd (with momentum, as ES's)")
+    lr: float = setting(0.001, "step size (our pick: Zhang et al. 2017 do not say theirs)")
+    momentum: float = setting(0.9, "sgd momentum (adam: unused)")
+    l2: float = setting(0.0002, "L2 weight decay coefficient (Zhang et al.'s 99% net: 0.0002)")
+    proxy_rho: float = setting(
+        0.0,
+        "0: SGD on the true gradient; in (0, 1): the SGD proxy g_True + m g_Noise, whose correlation "
+        "with g_True is this (Zhang et al. 2017: 0.04 tracks ES with 10,000 offspring)",
+    )
+    validate_every: int = setting(100, "iterations between evaluations of theta on the whole test set")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     seed: int = setting(0, "run seed: fixes every random choice of the run")
     frame_budget: int = setting(1_000_000_000, "stop after this many game frames (all episodes)")
@@ -157,7 +171,9 @@ class RunConfig:
 ALGOS = ("ga", "rs", "es", "ga-ns", "ns-es", "nsr-es", "nsra-es")
 NS_ALGOS = ("ga-ns", "ns-es", "nsr-es", "nsra-es")  # novelty search: its section is `ns`
 NS_ES_FAMILY = ("ns-es", "nsr-es", "nsra-es")  # novelty search's ES algorithms
-FAMILIES = {"ga": ("ga", "rs"), "es": ("es",), "ns": NS_ALGOS}  # section -> the algorithms it serves
+GRADIENT = ("sgd",)  # the SGD baseline of ES against SGD (nevo.runs.sgd): gradients, no evaluations
+# section -> the algorithms it serves
+FAMILIES = {"ga": ("ga", "rs"), "es": ("es",), "ns": NS_ALGOS, "sgd": GRADIENT}
 
 
 @dataclass(frozen=True)
@@ -169,6 +185,7 @@ class Config:
     ga: GAConfig = GAConfig()
     es: ESConfig = ESConfig()
     ns: NSConfig = NSConfig()
+    sgd: SGDConfig = SGDConfig()
     run: RunConfig = RunConfig()
     preset: str = "paper"
     algo: str = "ga"
@@ -179,7 +196,7 @@ def family_section(algo: str) -> str:
     for name, algos in FAMILIES.items():
         if algo in algos:
             return name
-    raise ConfigError(f"--algo: got {algo!r}, allowed: {', '.join(ALGOS)}")
+    raise ConfigError(f"--algo: got {algo!r}, allowed: {', '.join(ALGOS + GRADIENT)}")
 
 
 def section(cfg):
@@ -346,8 +363,10 @@ def validate(cfg):
     require(
         n.vbn == 0 or not obs_norm, "vbn", "0 with --obs-norm 1 (one fold of the weights at a time)", n.vbn
     )
-    require(cfg.algo in ALGOS, "algo", ", ".join(ALGOS), cfg.algo)
-    if cfg.algo == "es":
+    require(cfg.algo in ALGOS + GRADIENT, "algo", ", ".join(ALGOS + GRADIENT), cfg.algo)
+    if cfg.algo == "sgd":
+        _validate_sgd(cfg.sgd)
+    elif cfg.algo == "es":
         _validate_es(cfg.es)
     elif cfg.algo in NS_ALGOS:
         _validate_ns(cfg.ns, cfg.algo)
@@ -365,6 +384,15 @@ def _validate_es(s) -> None:
     require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
     require(s.obs_norm in (0, 1), "obs_norm", "0 or 1", s.obs_norm)
     require(s.common_episodes in (0, 1), "common_episodes", "0 or 1", s.common_episodes)
+
+
+def _validate_sgd(s) -> None:
+    require(s.optimizer in OPTIMIZERS, "optimizer", ", ".join(OPTIMIZERS), s.optimizer)
+    require(s.lr > 0, "lr", "a number > 0", s.lr)
+    require(0 <= s.momentum < 1, "momentum", "a number in [0, 1)", s.momentum)
+    require(s.l2 >= 0, "l2", "a number >= 0", s.l2)
+    require(0 <= s.proxy_rho < 1, "proxy_rho", "0 (SGD) or a correlation in (0, 1)", s.proxy_rho)
+    require(s.validate_every >= 1, "validate_every", "an integer >= 1", s.validate_every)
 
 
 def _validate_es_step(s) -> None:

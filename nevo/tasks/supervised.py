@@ -62,29 +62,15 @@ class Supervised:
     # paper's sigma 0.002 and L2 0.0002 on the 28,938-parameter net; the population, Adam's step
     # and the budget are our picks for 2 cores (the paper: 10,000 pseudo-offspring; its
     # optimizer and step are not known). The validation is the whole test set: one episode.
+    _TABLE = {"vbn": 0, "noise_table_size": 32_000_000}  # 128 MB: a net of up to 32M parameters
     DEFAULTS = {
-        "es": {
-            "net": "mnist",
-            "vbn": 0,
-            "population": 200,
-            "sigma": 0.002,
-            "lr": 0.001,
-            "l2": 0.0002,
-            "common_episodes": 1,
-            "validation_episodes": 1,
-            "frame_budget": 20_000_000,
-        },  # fmt: skip
-        "ga": {
-            "net": "mnist",
-            "vbn": 0,
-            "population": 64,
-            "truncation": 8,
-            "sigma": 0.002,
-            "elite_candidates": 3,
-            "validation_episodes": 1,
-            "frame_budget": 20_000_000,
-        },  # fmt: skip
-    }
+        "es": {"net": "mnist", "population": 200, "sigma": 0.002, "lr": 0.001, "l2": 0.0002,
+               "common_episodes": 1, "validation_episodes": 1, "frame_budget": 20_000_000, **_TABLE},
+        "ga": {"net": "mnist", "population": 64, "truncation": 8, "sigma": 0.002, "elite_candidates": 3,
+               "validation_episodes": 1, "frame_budget": 20_000_000, **_TABLE},
+        # SGD: ten epochs of 60,000 examples (its noise table only draws theta_0, as ES's does)
+        "sgd": {"net": "mnist", "frame_budget": 600_000, **_TABLE},
+    }  # fmt: skip
     obs_dtype = np.uint8
     behaviour = None  # no behaviour for novelty search
     device = "auto"  # a GPU where there is one: every example is a forward pass

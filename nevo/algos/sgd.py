@@ -1,0 +1,111 @@
+"""Stochastic gradient descent on a labelled data set from nevo's own gradients: the baseline of ES
+against SGD (Zhang, Clune & Stanley 2017, arXiv 1712.06564), and their SGD proxy.
+
+The gradient of the mean cross-entropy of a mini-batch is the reverse-mode product that safe
+mutations use (nevo.genomes.safe_mutation.vjp, Numba kernels with fixed-order sums) with the
+cotangent (softmax - one-hot) / batch on the logits; no PyTorch. The step descends
+g + l2 * theta with Adam or SGD with momentum (nevo.algos.es's optimizers, as ES steps).
+
+The proxy (the paper's section 4.3) steps along g_Proxy = g_True + m g_Noise, g_Noise ~ N(0, I),
+m = sqrt(var(g_True) (1 - rho^2) / (var(g_Noise) rho^2)): a gradient whose correlation with the
+true one is rho, the correlation ES's estimate reaches with a given number of offspring.
+
+A mini-batch is drawn from (run seed, iteration) exactly as mini-batch ES draws its generation's
+shared batch (nevo.algos.es.ES.ask with common_episodes, then nevo.evaluation.supervised.batch_of),
+so SGD, the proxy and mini-batch ES see the same sequence of batches. State is plain arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nevo.algos.es import INIT_SEED, TRAIN_EPISODES, make_optimizer, vector_norm
+from nevo.algos.ga import rng_for
+from nevo.genomes.noise import SEED_LIMIT
+from nevo.genomes.safe_mutation import trace, vjp
+
+PROXY_NOISE = 200  # the purpose of the proxy's noise stream (ES's streams are below 64)
+
+
+def loss_gradient(spec, theta, x, y) -> tuple[np.ndarray, float, float]:
+    """(gradient (P,) float64 of the mean cross-entropy of the batch, that loss, the accuracy) of
+    theta (P,) on images x (B, C, H, W) with labels y (B,)."""
+    tr = trace(spec, theta, x, backend="numba")
+    y = np.asarray(y, np.int64)
+    b = len(y)
+    cot = tr.probs.copy()
+    cot[np.arange(b), y] -= 1.0  # d(cross-entropy)/d(logits) = softmax - one-hot
+    loss = -float(np.mean(np.log(np.maximum(tr.probs[np.arange(b), y], 1e-300))))
+    accuracy = float(np.mean(np.argmax(tr.logits, axis=1) == y))
+    return vjp(tr, cot / b), loss, accuracy
+
+
+def proxy(g_true: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
+    """g_True + m g_Noise, whose expected correlation with g_True is rho (Zhang et al. 2017)."""
+    noise = rng.standard_normal(g_true.size)
+    m = np.sqrt(np.var(g_true) * (1 - rho**2) / (np.var(noise) * rho**2))
+    return g_true + m * noise
+
+
+class SGD:
+    """theta, the optimizer's moments and the iteration count; `step` takes one mini-batch."""
+
+    def __init__(self, sgd_cfg, seed: int, noise, spec):
+        self.cfg, self.seed, self.spec = sgd_cfg, seed, spec
+        # theta_0 as ES draws its own (the same init scale and seed stream): the runs start alike
+        init = int(rng_for(seed, 0, INIT_SEED).integers(0, SEED_LIMIT))
+        self.theta = noise.rebuild([init]).copy()  # (P,) float32
+        self.opt = make_optimizer(sgd_cfg, noise.n_params)
+        self.generation = 0  # iterations done
+        self.elite_score = float("nan")  # theta's last test-set score (minus the mean cross-entropy)
+        self.loss = self.accuracy = self.grad_norm = self.step_norm = float("nan")
+
+    validation_episodes = 1  # the whole test set
+    best_elite = None
+
+    @property
+    def elite(self) -> np.ndarray:
+        """(P,) float32: theta is the run's elite."""
+        return self.theta
+
+    def batch_seed(self) -> int:
+        """This iteration's mini-batch seed: mini-batch ES's shared episode seed of the generation."""
+        return int(rng_for(self.seed, self.generation, TRAIN_EPISODES).integers(0, SEED_LIMIT, 1)[0])
+
+    def step(self, x, y) -> None:
+        """One descent step on the batch (images x, labels y)."""
+        g, self.loss, self.accuracy = loss_gradient(self.spec, self.theta, x, y)
+        if self.cfg.proxy_rho > 0:
+            g = proxy(g, self.cfg.proxy_rho, rng_for(self.seed, self.generation, PROXY_NOISE))
+        g = g.astype(np.float32)
+        step = self.opt.step(g + np.float32(self.cfg.l2) * self.theta)
+        self.theta += step
+        self.grad_norm, self.step_norm = float(vector_norm(g)), float(vector_norm(step))
+        self.generation += 1
+
+    def metrics(self) -> dict:
+        return {
+            "score/elite_mean": self.elite_score,
+            "sgd/loss": self.loss,
+            "sgd/batch_accuracy": self.accuracy,
+            "sgd/grad_norm": self.grad_norm,
+            "sgd/step_norm": self.step_norm,
+            "es/theta_norm": float(vector_norm(self.theta)),
+        }
+
+    def state(self) -> dict:
+        return {
+            "generation": np.int64(self.generation),
+            "theta": self.theta,
+            "opt_m": self.opt.m,
+            "opt_v": self.opt.v,
+            "opt_t": np.int64(self.opt.t),
+            "theta_score": np.float64(self.elite_score),
+        }
+
+    def load_state(self, st: dict) -> None:
+        self.generation = int(st["generation"])
+        self.theta = np.array(st["theta"], np.float32)
+        self.opt.m, self.opt.v = np.array(st["opt_m"], np.float32), np.array(st["opt_v"], np.float32)
+        self.opt.t = int(st["opt_t"])
+        self.elite_score = float(st["theta_score"])

@@ -1,0 +1,81 @@
+"""The SGD baseline of ES against SGD: nevo's own gradient of the mean cross-entropy is the true
+one, the batches are mini-batch ES's, the proxy has the correlation asked for, and a run learns
+and resumes exactly."""
+
+import os
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from nevo import config, nets, runs
+from nevo.algos import make_algo
+from nevo.algos.sgd import SGD, loss_gradient, proxy
+from nevo.config import Config, EnvConfig, ESConfig, NetConfig, RunConfig, SGDConfig
+from nevo.genomes.noise import NoiseSource
+from nevo.runs import sgd as sgd_loop
+from nevo.tasks.supervised import Supervised
+from tests.conftest import metrics_without_clock
+from tests.test_supervised import small_data
+
+
+def test_the_loss_gradient_is_the_finite_difference_of_the_mean_cross_entropy():
+    data = small_data()
+    spec = nets.net_spec("dense:6", data.train_x.shape[1:], 3, np.uint8)
+    theta = np.random.default_rng(2).normal(0, 0.3, spec.n_params)
+    x, y = data.train_x[:12], data.train_y[:12]
+    g, loss, _ = loss_gradient(spec, theta, x, y)
+    rng = np.random.default_rng(3)
+    for i in rng.choice(spec.n_params, 12, replace=False):
+        e = np.zeros(spec.n_params)
+        e[i] = 1e-5
+        up, down = loss_gradient(spec, theta + e, x, y)[1], loss_gradient(spec, theta - e, x, y)[1]
+        assert g[i] == pytest.approx((up - down) / 2e-5, rel=1e-4, abs=1e-7)
+    assert loss > 0
+
+
+def test_sgd_sees_the_batches_mini_batch_es_shares_and_starts_from_es_theta(table):
+    """Iteration g's batch seed is generation g's shared episode seed of mini-batch ES with the
+    same run seed, and theta_0 is ES's."""
+    cfg = Config(algo="es", es=ESConfig(population=6, common_episodes=1), run=RunConfig(seed=5))
+    source = NoiseSource(table, np.ones(40, np.float32), 0.01)
+    es = make_algo("es", cfg, source)
+    sgd = SGD(SGDConfig(), 5, source, spec=None)
+    np.testing.assert_array_equal(sgd.theta, es.theta)
+    for g in range(3):
+        es.generation = sgd.generation = g
+        assert es.ask()[1].seeds[0] == sgd.batch_seed()
+
+
+def test_the_proxy_has_the_correlation_asked_for():
+    g = np.random.default_rng(0).standard_normal(200_000) * 0.01 + 0.003
+    for rho in (0.04, 0.2, 0.7):
+        got = [np.corrcoef(g, proxy(g, rho, np.random.default_rng(s)))[0, 1] for s in range(1, 6)]
+        assert np.mean(got) == pytest.approx(rho, abs=0.01)
+
+
+@pytest.mark.slow
+def test_an_sgd_run_learns_and_resumes_exactly(tmp_path):
+    """On a small data set: the test accuracy climbs well above chance; a run resumed from its
+    previous checkpoint ends with the same metrics and theta."""
+    cfg = Config(algo="sgd", env=EnvConfig(env="stripes", examples=20), net=NetConfig(net="dense:16"),
+                 sgd=SGDConfig(lr=0.01, validate_every=50),
+                 run=RunConfig(frame_budget=6_000, noise_table_size=200_000,
+                               out_dir=str(tmp_path / "a")))  # fmt: skip
+    task = Supervised(cfg.env, small_data())
+    outcome = sgd_loop.run(cfg, task)
+    rows = runs.read_metrics(outcome.run_dir)
+    assert len(rows) == 6 and rows[-1]["score/test_accuracy"] >= 0.95 > rows[0]["score/test_accuracy"] - 0.5
+    copy = str(tmp_path / "copy")
+    shutil.copytree(outcome.run_dir, copy)
+    shutil.copy(os.path.join(copy, runs.PREVIOUS), os.path.join(copy, runs.CHECKPOINT))
+    sgd_loop.run(replace(cfg, run=replace(cfg.run, out_dir=str(tmp_path / "b"))), task, resume_dir=copy)
+    assert metrics_without_clock(copy) == metrics_without_clock(outcome.run_dir)
+    np.testing.assert_array_equal(runs.read_array(os.path.join(copy, runs.THETA)),
+                                  runs.read_array(os.path.join(outcome.run_dir, runs.THETA)))  # fmt: skip
+
+
+def test_sgd_settings_are_checked_in_one_line():
+    with pytest.raises(config.ConfigError, match="--proxy-rho: got 1.5"):
+        config.validate(Config(algo="sgd", sgd=SGDConfig(proxy_rho=1.5)))
