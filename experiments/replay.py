@@ -225,7 +225,7 @@ def main(argv=None) -> int:
             os.environ.setdefault("MUJOCO_GL", "egl")
         cfg, elite, spec, weights = elite_files.load(args.run_dir, args.elite)
         task = tasks.task_for(replace(cfg.env, frame_cap=args.frame_cap))
-        if args.gif and isinstance(task, tasks.Maze):
+        if args.gif and isinstance(task, (tasks.Maze, tasks.Supervised)):
             raise config.ConfigError(
                 f"--gif: records Atari screens and gymnasium renders; {task.name} has none"
             )
@@ -245,6 +245,9 @@ def main(argv=None) -> int:
     print(f"replay {env} | {elite['file']}: elite of generation {elite['generation']} ({what}, "
           f"validation mean {elite['validation_mean']:.1f}) | {args.episodes} episodes, "
           f"cap {args.frame_cap:,} frames, seed {args.seed}")  # fmt: skip
+
+    if isinstance(task, tasks.Supervised):  # a labelled data set: the elite on the whole test set
+        return test_accuracy(args, task, run_cfg, policy, builder, device, elite_only, elite)
 
     # ---- the test episodes ---------------------------------------------------------------
     t0, status = time.monotonic(), Status()
@@ -289,6 +292,32 @@ def main(argv=None) -> int:
         if ended and (ret != r[0] or steps != res.lengths[0]):
             print("error: the recorded episode differs from test episode 0", file=sys.stderr)
             return 1
+    return 0
+
+
+def test_accuracy(args, task, run_cfg, policy, builder, device, elite_only, elite) -> int:
+    """A supervised run's elite on its data set's whole test set: accuracy and minus the mean
+    cross-entropy, into RUN_DIR/test.json."""
+    t0 = time.monotonic()
+    evaluator, _ = task.evaluator(run_cfg, policy, builder, device, 1)
+    try:
+        res = evaluator.run(
+            elite_only, Episodes(np.zeros(1, np.int64), np.zeros(1, np.int64), validation=True)
+        )
+    finally:
+        evaluator.close()
+    wall = time.monotonic() - t0
+    accuracy, score = float(res.accuracy[0]), float(res.returns[0])
+    print(f"test: accuracy {accuracy:.4f}, minus the mean cross-entropy {score:.4f}, over "
+          f"{res.lengths[0]:,} test examples in {wall:.1f} s")  # fmt: skip
+    if not args.no_save:
+        runs.write_json(args.run_dir, "test.json", {
+            "examples": int(res.lengths[0]), "accuracy": accuracy, "mean": score,
+            "elite_file": elite["file"], "elite_generation": elite["generation"],
+            "elite_validation_mean": elite["validation_mean"], "game": task.name,
+            "device": args.device, "wall_s": round(wall, 3),
+        })  # fmt: skip
+        print(f"wrote {os.path.join(args.run_dir, 'test.json')}")
     return 0
 
 

@@ -29,6 +29,8 @@ X_AXES = {
     "hours": ("Wall-clock time (hours)", lambda r: r.column("wall_s") / 3600.0),
 }
 Y_LABEL = "Score (points per episode)"
+# A supervised run (a labelled data set: score = minus the mean cross-entropy) adds its test accuracy.
+ACCURACY = ("score/test_accuracy", "Test accuracy")
 
 
 def _xy(run, x: str, key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -65,13 +67,14 @@ def plot_curves(runs: list[rundata.Run], x: str = "frames"):
     """The Figure of the three score panels against one x axis ("frames", "generations", "hours")."""
     groups = rundata.group_runs(runs)
     labels = rundata.group_labels(groups)
+    panels = PANELS + ((ACCURACY,) if any(r.has(ACCURACY[0]) for r in runs) else ())
     with style.paper():
-        fig, axes = style.figure(len(PANELS), height=2.7)
-        for ax, (key, title) in zip(axes, PANELS):
+        fig, axes = style.figure(len(panels), height=2.7)
+        for ax, (key, title) in zip(axes, panels):
             draw_groups(ax, groups, labels, x, key)
             ax.set_title(title)
             ax.set_xlabel(X_AXES[x][0])
-            ax.set_ylabel(Y_LABEL)
+            ax.set_ylabel("Accuracy" if key == ACCURACY[0] else Y_LABEL)
         axes[-1].legend(loc="best")
         games = sorted({r.game for r in runs})
         fig.suptitle(
