@@ -1,7 +1,8 @@
 """Tasks: what an agent plays, one small class per kind, asked by the rest of nevo instead of
 switching on the environment's name. Beside them: `envs` (Atari with the paper's preprocessing,
 gymnasium and MuJoCo slots), `maze` (the deceptive image maze), `trap` (the deceptive Humanoid
-trap), `atari_ram` (Atari behaviours: the final RAM).
+trap), `atari_ram` (Atari behaviours: the final RAM), `supervised` (a labelled data set as a task,
+`--env mnist`) and `mnist_data` (MNIST, fetched and checked by nevo itself).
 
 Each task knows its observations (shape and dtype, as the net's (C, H, W) input), its number of
 actions and their kind (`action`: "argmax", discrete; "tanh", a continuous vector), its
