@@ -5,9 +5,10 @@ machine code, with its resources and launch limits.
     python -m experiments.kernel_report --arch sm_90
 
 For every net a run can build (large and small on Atari's 18 actions and the maze's 5, the mlp
-and the deep net on a vector task), the kernels of nevo.nets.kernels.cuda are compiled as CudaPolicy
-launches them: numba.cuda's NVVM turns each into PTX (`cuda.compile_ptx`), and ptxas into the
-architecture's machine code, whose report gives registers, shared memory, stack and spills.
+and the deep net on a vector task, the two MNIST nets with their max-pools), the kernels of
+nevo.nets.kernels.cuda are compiled as CudaPolicy launches them: numba.cuda's NVVM turns each
+into PTX (`cuda.compile_ptx`), and ptxas into the architecture's machine code, whose report
+gives registers, shared memory, stack and spills.
 From the PTX: fp64 instructions and divisions. From the machine code (SASS, disassembled by
 nvdisasm): the hot loop, the innermost loop with the most FFMA instructions, its instruction
 count and its instructions per FFMA (how much of the work around each multiply-add is
@@ -45,6 +46,8 @@ NETS = {
     "mlp, vector task": ("mlp", (8, 1, 1), 4, np.float32),
     "deep, vector task": ("deep", (8, 1, 1), 4, np.float32),
     "mlp-tanh, MuJoCo": ("mlp-tanh", (376, 1, 1), 17, np.float32),  # Humanoid-v5: 376 in, 17 out
+    "mnist, MNIST": ("mnist", (1, 28, 28), 10, np.uint8),  # 28x28 digits, 10 classes
+    "mnist-large, MNIST": ("mnist-large", (1, 28, 28), 10, np.uint8),
 }
 MAX_ROWS = 10_000  # populations and slot counts checked up to this many rows
 # The first conv's hot loop on sm_90 before it summed raw pixels in a shared-memory window
@@ -92,6 +95,11 @@ def kernels(net: str) -> list[Kernel]:
             geom = (lay.kernel, lay.kernel, lay.stride, lay.cin, lay.cout, ih, iw, oh, ow, pt, pl)
             k, _, block = ck.conv_kernel(*geom, lay.w_offset, lay.b_offset, act, div)
             out.append(Kernel(net, f"conv{i + 1}", k, (src, act4, w, idx), block[0] * block[1], MAX_ROWS))
+            src, flat = act4, act2
+        elif lay.kind == "pool":
+            (ih, iw), (oh, ow), (pt, _, pl, _) = lay.in_hw, lay.out_hw, lay.pad
+            k, _, threads = ck.pool_kernel(lay.kernel, lay.stride, lay.cin, ih, iw, oh, ow, pt, pl)
+            out.append(Kernel(net, f"pool{i + 1}", k, (act4, act4), threads, MAX_ROWS))
             src, flat = act4, act2
         elif i == len(spec.layers) - 1:
             k, block = ck.output_kernel(lay.cin, lay.cout, lay.w_offset, lay.b_offset, act, div)
@@ -259,7 +267,7 @@ def main(argv=None) -> int:
         print("error: no ptxas on PATH (CUDA's assembler; give one with --ptxas)", file=sys.stderr)
         return 2
     failed, firsts = 0, {}
-    print(f"{'net':<17} {'kernel':<14} {'arch':<6} {'regs':>4} {'smem':>6} {'stack':>5} {'spill':>5} "
+    print(f"{'net':<18} {'kernel':<14} {'arch':<6} {'regs':>4} {'smem':>6} {'stack':>5} {'spill':>5} "
           f"{'fp64':>4} {'div':>4} {'ptx lines':>9} {'threads':>7} {'loop':>5} {'FFMA':>4} {'i/FFMA':>6}"
           "  problems")  # fmt: skip
     with tempfile.TemporaryDirectory() as folder:
@@ -272,7 +280,7 @@ def main(argv=None) -> int:
                         firsts[net] = r["loop"] / r["loop_ffma"]  # no division: every FFMA is a MAC
                     bad = problems(kernel, r)
                     failed += bool(bad)
-                    print(f"{net:<17} {kernel.name:<14} {arch:<6} {r['registers']:>4} {r['smem']:>6} "
+                    print(f"{net:<18} {kernel.name:<14} {arch:<6} {r['registers']:>4} {r['smem']:>6} "
                           f"{r['stack']:>5} {r['spill_stores'] + r['spill_loads']:>5} {r['fp64']:>4} "
                           f"{r['divisions']:>4} {r['instructions']:>9} {kernel.threads:>7} {r['loop']:>5} "
                           f"{r['loop_ffma']:>4} {r['loop'] / max(r['loop_ffma'], 1):>6.1f}  "

@@ -152,6 +152,46 @@ def conv_tiles_match_reference(rng, full):
         ck.conv_kernel.cache_clear()
 
 
+def conv_tiles_bound_threads_per_block(rng, full):
+    """A conv with more output pixels than a block's threads can take (MNIST's 28x28 stride-1 first
+    conv: 3,136 threads in one tile) is tiled to stay within CONV_MAX_THREADS, with the same results
+    (checked here under a small limit, on a 12x12 net with max-pools)."""
+    from nevo.nets.kernels import cuda as ck
+
+    for name in ("mnist", "mnist-large"):
+        lay = net_spec(name, (1, 28, 28), 10).layers[0]
+        geom = (
+            lay.kernel,
+            lay.kernel,
+            1,
+            1,
+            lay.cout,
+            28,
+            28,
+            28,
+            28,
+            2,
+            2,
+            lay.w_offset,
+            lay.b_offset,
+            1,
+            255.0,
+        )
+        _, n_tiles, (co_t, pg_t) = ck.conv_kernel(*geom)
+        assert co_t * pg_t <= ck.CONV_MAX_THREADS and n_tiles == 4, (name, n_tiles, co_t, pg_t)
+    spec = small_specs()["pool"]  # first conv: 3 channel lanes, 12x12 outputs
+    most = ck.CONV_MAX_THREADS
+    ck.CONV_MAX_THREADS = 45  # 15 pixel groups of 4: 5 rows of 12, cut as 4+4+4
+    ck.conv_kernel.cache_clear()
+    try:
+        lay = spec.layers[0]
+        assert ck.conv_tiling(lay.kernel, lay.stride, lay.cin, *lay.out_hw, 3)[0] == 4
+        check_case("thread-tiled", spec, rng, 3, 3 if not full else 40, 0)
+    finally:
+        ck.CONV_MAX_THREADS = most
+        ck.conv_kernel.cache_clear()
+
+
 def device_build_matches_host_build(rng, full):
     """Rows built on the GPU (nevo.genomes.cuda_build) equal the host's build_rows bit for bit:
     fresh networks, copies and children of seed-list parents (GA), theta +- sigma eps (ES);
@@ -450,6 +490,7 @@ def full_size_matches_reference(rng, full):
 SMALL = [
     forward_matches_reference,
     conv_tiles_match_reference,
+    conv_tiles_bound_threads_per_block,
     device_build_matches_host_build,
     continuous_actions_match_reference,
     evaluator_builds_its_rows_on_the_device,

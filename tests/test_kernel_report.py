@@ -28,10 +28,22 @@ def test_every_kernel_compiles_without_spills_local_memory_or_fp64():
     )
     expected = every * 2  # two archs
     assert len(rows) == expected and expected >= 40
+    pools = [x for x in rows if x.startswith("mnist") and " pool" in x]
+    assert len(pools) == 2 * 2 * 2  # two nets, two pools each, two archs
     for net, before in kernel_report.FIRST_CONV_BEFORE.items():  # issue 16's goal: 5x fewer
         (line,) = [x for x in run.stdout.splitlines() if x.startswith(f"{net} conv1 (sm_90):")]
         now = float(line.split(":")[1].split()[0])
         assert now <= before / 5, line
+
+
+def test_the_mnist_nets_and_their_pools_are_reported():
+    """Both MNIST nets are checked, each max-pool a kernel of its own within the launch limits."""
+    assert {"mnist, MNIST", "mnist-large, MNIST"} <= set(kernel_report.NETS)
+    small = kernel_report.kernels("mnist, MNIST")
+    assert [k.name for k in small] == ["conv1", "pool2", "conv3", "pool4", "output"]
+    large = [k.name for k in kernel_report.kernels("mnist-large, MNIST")]
+    assert large == ["conv1", "pool2", "conv3", "pool4", "dense5", "dense5_finish", "output"]
+    assert all(k.threads <= kernel_report.MAX_THREADS for k in small)
 
 
 def test_the_hot_loop_is_the_innermost_loop_with_the_most_ffmas():

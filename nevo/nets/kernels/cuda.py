@@ -56,7 +56,7 @@ activate, scale_input, inside, argmax_row = map(
 )
 
 PX = 4  # conv: output pixels per thread (each weight load feeds PX FMAs)
-CONV_THREADS = 128  # conv: threads per block (channel lanes x pixel groups)
+CONV_MAX_THREADS = 1024  # conv: threads per block at most (CUDA's limit): taller outputs are tiled
 K_CHUNK = 256  # dense: inputs per block; the partial sums split the input dimension in chunks
 TILE_ROWS = 8  # dense: at most this many rows of one individual per block (weights read once)
 DENSE_THREADS = 256  # dense: threads per block, over the outputs
@@ -121,11 +121,16 @@ def _flat_act(src, r, k):
 WINDOW_BYTES = 32 * 1024
 
 
-def conv_tiling(kh, s, cin, oh, ow):
+def conv_tiling(kh, s, cin, oh, ow, co_t=1):
     """(output rows per block, window rows, window columns) of a SAME conv: a block computes
-    `tile` output rows and stages their input window, padding included, in shared memory."""
+    `tile` output rows and stages their input window, padding included, in shared memory. Rows
+    per tile: as many as the window's bytes allow (WINDOW_BYTES) and its threads (co_t channel
+    lanes x a thread per PX pixels, at most CONV_MAX_THREADS: MNIST's 28x28 stride-1 first conv
+    would need 3,136 in one tile)."""
     cols = (ow - 1) * s + kh  # the padded input columns every output row reads
-    most = max(1, min(oh, ((WINDOW_BYTES // (4 * cols * cin)) - kh) // s + 1))
+    by_bytes = ((WINDOW_BYTES // (4 * cols * cin)) - kh) // s + 1
+    by_threads = (CONV_MAX_THREADS // co_t) * PX // ow
+    most = max(1, min(oh, by_bytes, by_threads))
     n_tiles = ceil_div(oh, most)
     tile = ceil_div(oh, n_tiles)  # balanced: tiles of equal height but the last
     return tile, (tile - 1) * s + kh, cols
@@ -145,7 +150,7 @@ def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, act,
     inv_div = float32(1.0 / obs_div) if first else float32(1.0)
     cg = max(1, min(4, cout // 16))  # output channels per thread
     co_t = ceil_div(cout, cg)  # threads across the output channels
-    tile, win_h, win_w = conv_tiling(kh, s, cin, oh, ow)
+    tile, win_h, win_w = conv_tiling(kh, s, cin, oh, ow, co_t)
     n_tiles = ceil_div(oh, tile)
     tile_pix = tile * ow
     pg_t = ceil_div(tile_pix, PX)  # threads across a tile's output pixels, PX each
