@@ -2,6 +2,7 @@
 cross-entropy, a validation the whole test set; mini-batch ES shares one batch a generation,
 NMB-ES gives each perturbation its own; ES learns a small data set through the one loop."""
 
+import json
 import os
 
 import numpy as np
@@ -16,6 +17,7 @@ from nevo.evaluation.slot_weights import PooledWeights
 from nevo.evaluation.supervised import SupervisedEvaluator, batch_of, log_softmax
 from nevo.genomes.noise import NoiseSource, WeightBuilder
 from nevo.nets.kernels import make_policy, reference
+from nevo.tasks import mnist_data
 from nevo.tasks.supervised import DataSet, Supervised
 
 
@@ -100,3 +102,35 @@ def test_the_supervised_task_has_the_data_sets_shapes():
     assert task.obs_shape == (1, 8, 8) and task.n_actions == 3 and task.behaviour is None
     batch = task.reference_batch(5, 0)
     assert batch.shape == (5, 1, 8, 8) and batch.dtype == np.uint8
+
+
+MNIST_CACHED = os.path.isfile(os.path.join(mnist_data.cache_dir(), "mnist.npz"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not MNIST_CACHED, reason="no mnist.npz in nevo's cache (python -m experiments.get_mnist)")
+def test_es_and_sgd_run_on_mnist_and_replay_gives_the_runs_test_accuracy(tmp_path, capsys):
+    """run_es --env mnist (mini-batch ES on the paper's 28,938-parameter net) and run_sgd write run
+    folders whose last test accuracy replay reproduces on the whole test set."""
+    from experiments import replay, run_es, run_sgd
+    from tests.conftest import run_folder
+
+    tiny = ["--env", "mnist", "--population", "4", "--examples", "10", "--frame-budget", "100"]
+    es = run_folder(run_es.main, tiny, tmp_path / "es")
+    sgd = run_folder(run_sgd.main, ["--env", "mnist", "--examples", "20", "--validate-every", "10",
+                                    "--frame-budget", "400"], tmp_path / "sgd")  # fmt: skip
+    for folder in (es, sgd):
+        rows = runs.read_metrics(folder)
+        assert rows and 0 <= rows[-1]["score/test_accuracy"] <= 1
+        assert replay.main([folder]) == 0
+        test = json.load(open(os.path.join(folder, "test.json")))
+        assert test["examples"] == 10_000 and test["accuracy"] == rows[-1]["score/test_accuracy"]
+    assert runs.read_metrics(sgd)[-1]["score/test_accuracy"] > 0.3  # 20 steps of Adam: well above chance
+
+
+def test_sgd_on_a_task_that_is_no_data_set_is_one_line(capsys):
+    from experiments import run_sgd
+
+    assert run_sgd.main(["--env", "CartPole-v1", "--net", "mlp"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --env: SGD trains on a labelled data set") and err.count("\n") == 1
