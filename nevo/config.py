@@ -100,6 +100,9 @@ class ESConfig:
         "1: every individual of a generation plays one episode seed (on mnist: one shared mini-batch, "
         "mini-batch ES); 0: one per perturbation (on mnist: each its own subset, NMB-ES)",
     )
+    grad_corr: int = setting(
+        0, "1: log es/grad_corr, the correlation of g_ES with the batch's true gradient (a backward pass)"
+    )
 
 
 @dataclass(frozen=True)
@@ -384,6 +387,7 @@ def _validate_es(s) -> None:
     require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
     require(s.obs_norm in (0, 1), "obs_norm", "0 or 1", s.obs_norm)
     require(s.common_episodes in (0, 1), "common_episodes", "0 or 1", s.common_episodes)
+    require(s.grad_corr in (0, 1), "grad_corr", "0 or 1", s.grad_corr)
 
 
 def _validate_sgd(s) -> None:

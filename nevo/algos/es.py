@@ -157,6 +157,7 @@ class ES:
         self.theta_score = float("nan")  # validation mean of the current theta
         self.grad_norm = float("nan")
         self.step_norm = float("nan")
+        self.last_grad = None  # (P,) float32: the last step's gradient estimate g (nevo.algos.grad_corr)
 
     # ---- the population: perturbation k of individual j ---------------------------------
     def _seeds(self) -> np.ndarray:
@@ -220,6 +221,7 @@ class ES:
         step = self.opt.step(np.float32(self.cfg.l2) * self.theta - g)
         self.theta += step
         self.grad_norm = float(vector_norm(g))
+        self.last_grad = g
         self.step_norm = float(vector_norm(step))
         self.generation += 1
 

@@ -5,11 +5,13 @@ NSR-ES, NSRA-ES): `experiments/run_ga.py`, `run_es.py`, `run_ns.py` and `nevo.tr
     ask -> evaluate -> tell -> ask_validation -> evaluate -> tell_validation
         -> one metrics row -> progress line -> elite files -> checkpoint
 
-Two small extensions plug into it where a run needs them, instead of branches per script:
+Small extensions plug into it where a run needs them, instead of branches per script:
 `ObservationStatistics` (--obs-norm 1, the ES families: observations normalised by running
-statistics, frozen per generation and sent to the evaluator inside each Population) and
-`Experiences` (safe mutations: the parents' observations, kept in the run folder). The run folder's
-files are nevo.runs's and nevo.runs.elite's; the algorithms' contract is nevo.algos.contract's.
+statistics, frozen per generation and sent to the evaluator inside each Population),
+`Experiences` (safe mutations: the parents' observations, kept in the run folder) and
+`GradientCorrelation` (--grad-corr 1, ES on a labelled data set: es/grad_corr in each row). The
+run folder's files are nevo.runs's and nevo.runs.elite's; the algorithms' contract is
+nevo.algos.contract's.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def plan(cfg, task, resume_dir: str | None = None, cluster=None) -> Plan:
     line each): the net for the task, the noise table's size, memory, the checkpoint to resume."""
     spec = setup.net_for(cfg, task)
     config.check_noise_table(cfg, spec.n_params)
+    GradientCorrelation.check(cfg, task)
     if cfg.algo in config.NS_ALGOS and task.behaviour is None:
         raise ConfigError(
             f"--env: novelty search needs a behaviour per episode; {task.name} has none here "
@@ -138,8 +141,9 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
         algo, stats, experiences, frames, wall = _start(cfg, spec, table, task, p.checkpoint, run_dir, out)
         if resume_dir:  # drop metrics of a generation that was in flight when the run died
             runs.trim_metrics(run_dir, algo.generation, say=out.say)
+        corr = GradientCorrelation(spec, task, cfg) if cfg.algo == "es" and cfg.es.grad_corr else None
         frames, wall = _generations(cfg, evaluator, algo, stats, experiences, frames, wall, run_dir,
-                                    p.checkpoint is None, fitness, out)  # fmt: skip
+                                    p.checkpoint is None, fitness, out, corr)  # fmt: skip
     finally:
         evaluator.close()
     best = algo.best_elite
@@ -164,7 +168,9 @@ def _start(cfg, spec, table, task, checkpoint, run_dir, out):
     return algo, stats, experiences, frames, wall
 
 
-def _generations(cfg, evaluator, algo, stats, experiences, frames, wall, run_dir, new, fitness, out):
+def _generations(
+    cfg, evaluator, algo, stats, experiences, frames, wall, run_dir, new, fitness, out, corr=None
+):
     """The loop itself: ask -> evaluate -> tell -> validate -> log -> checkpoint, generation after
     generation until the frame budget; returns (frames, wall_s)."""
     try:
@@ -179,6 +185,8 @@ def _generations(cfg, evaluator, algo, stats, experiences, frames, wall, run_dir
             population, episodes = algo.ask()
             if stats is not None:  # a share of the training episodes feeds the statistics
                 stats.mark(episodes, gen)
+            if corr is not None:  # theta before the update, and the generation's shared batch
+                corr.mark(algo, episodes)
             out.start_phase(gen, "train", frames)
             train = evaluator.run(_with(stats, population), episodes, out.episodes)
             t_tell = time.monotonic()
@@ -195,6 +203,8 @@ def _generations(cfg, evaluator, algo, stats, experiences, frames, wall, run_dir
             row = metrics_row(gen, frames, wall, gen_s, tell_s, train, valid, algo)
             if experiences is not None:
                 row["perf/mutation_s"] = round(train.mutation_s + valid.mutation_s, 3)
+            if corr is not None:
+                corr.after_generation(row, algo)
             elite_stats = stats.after_generation(row, train) if stats is not None else None
             runs.append_metrics(run_dir, row)
             elite_files.write(run_dir, cfg, gen, algo, elite_stats)
@@ -350,6 +360,47 @@ class ObservationStatistics:
 
     def state(self) -> dict:
         return {**self.norm.stat.state(), "obs_norm/agents": self.agents}
+
+
+class GradientCorrelation:
+    """--grad-corr 1 (ES on a labelled data set, one shared mini-batch a generation): Pearson's r
+    between the step's gradient estimate g_ES and the batch's true gradient at theta before the
+    step, es/grad_corr in the row (Zhang, Clune & Stanley 2017's correlation, along a run;
+    nevo.algos.grad_corr). It costs one backward pass a generation."""
+
+    def __init__(self, spec, task, cfg):
+        self.spec, self.data, self.examples = spec, task.data, cfg.env.examples
+        self.theta, self.batch_seed = None, 0
+
+    @staticmethod
+    def check(cfg, task) -> None:
+        """One ConfigError line where the correlation cannot be computed."""
+        if cfg.algo != "es" or not cfg.es.grad_corr:
+            return
+        if not hasattr(task, "data"):
+            raise ConfigError(f"--grad-corr 1: needs a labelled data set (mnist); {task.name} is not one")
+        if cfg.es.common_episodes != 1:
+            raise ConfigError(
+                "--grad-corr 1: needs --common-episodes 1 (one shared mini-batch a generation: the true "
+                f"gradient is that batch's); got {cfg.es.common_episodes}"
+            )
+        if cfg.net.vbn or cfg.es.obs_norm:
+            raise ConfigError(
+                "--grad-corr 1: needs --vbn 0 and --obs-norm 0 (theta is then the net's weights)"
+            )
+
+    def mark(self, algo, episodes) -> None:
+        """Keep theta before the update and the seed of the batch every individual plays."""
+        self.theta, self.batch_seed = algo.theta.copy(), int(episodes.seeds[0])
+
+    def after_generation(self, row: dict, algo) -> None:
+        from nevo.algos.grad_corr import pearson
+        from nevo.algos.sgd import loss_gradient
+        from nevo.evaluation.supervised import batch_of
+
+        pick = batch_of(self.batch_seed, len(self.data.train_y), self.examples)
+        g_true = -loss_gradient(self.spec, self.theta, self.data.train_x[pick], self.data.train_y[pick])[0]
+        row["es/grad_corr"] = pearson(algo.last_grad, g_true)
 
 
 class Experiences:
