@@ -30,11 +30,12 @@ PAGES = [
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 COMMAND = re.compile(r"python -m ((?:experiments|plots)\.\w+)(.*)", re.S)
 SCRIPT = re.compile(r"bash (experiments/[\w.]+\.sh)(.*)", re.S)
-# run_ga, run_es and run_ns read their settings with nevo.cli, from these presets
+# run_ga, run_es, run_ns and run_sgd read their settings with nevo.cli, from these presets
 CLI_PRESETS = {
     "experiments.run_ga": "PRESETS",
     "experiments.run_es": "ES_PRESETS",
     "experiments.run_ns": "NS_PRESETS",
+    "experiments.run_sgd": "SGD_PRESETS",
 }
 
 

@@ -28,11 +28,12 @@ from nevo.genomes import noise
 from nevo.runs import elite as elite_files
 from nevo.runs.loop import Outcome, RunStopped, accuracy_row
 from nevo.runs.progress import Progress
+from nevo.tasks.supervised import Supervised
 
 
 def run(cfg, task, resume_dir: str | None = None, out=None) -> Outcome:
     """Train theta by SGD (or the proxy) until the frame budget (examples); returns the Outcome."""
-    if not hasattr(task, "data"):
+    if not isinstance(task, Supervised):
         raise ConfigError(f"--env: SGD trains on a labelled data set (mnist); {task.name} is not one")
     spec = setup.net_for(cfg, task)
     config.check_noise_table(cfg, spec.n_params)

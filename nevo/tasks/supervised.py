@@ -16,6 +16,7 @@ import numpy as np
 from nevo.config import ConfigError, EnvConfig
 
 NAMES = ("mnist",)  # the data sets --env names
+MNIST_SHAPE = (1, 28, 28)  # (C, H, W) of MNIST's images
 
 
 @dataclass(frozen=True)
@@ -80,13 +81,17 @@ class Supervised:
     def __init__(self, env_cfg: EnvConfig, data: DataSet | None = None):
         self.cfg = env_cfg
         self.name = env_cfg.env
-        if data is None:
-            if env_cfg.env not in NAMES:
-                raise ConfigError(f"--env: {env_cfg.env!r} is not a data set nevo has ({', '.join(NAMES)})")
-            data = mnist()
-        self.data = data
-        self.obs_shape = tuple(int(s) for s in data.train_x.shape[1:])  # (C, H, W)
-        self.n_actions = data.classes
+        if data is None and env_cfg.env not in NAMES:
+            raise ConfigError(f"--env: {env_cfg.env!r} is not a data set nevo has ({', '.join(NAMES)})")
+        self._data = data  # MNIST: read (or fetched) when first used, not to check settings
+        self.obs_shape = tuple(int(s) for s in data.train_x.shape[1:]) if data is not None else MNIST_SHAPE
+        self.n_actions = data.classes if data is not None else 10
+
+    @property
+    def data(self) -> DataSet:
+        if self._data is None:
+            self._data = mnist()
+        return self._data
 
     @classmethod
     def defaults(cls, env_cfg: EnvConfig, family: str) -> dict:
