@@ -7,7 +7,9 @@
 #                                             # then a generation's individuals built on the GPU
 #   bash experiments/gpu_bench.sh pipeline   # the pipeline benchmark: emulator limit, overlap, lockstep, plain
 #   bash experiments/gpu_bench.sh algos      # the ES update beside a generation at ~150K frames/s
-#   bash experiments/gpu_bench.sh all        # all four in order (longer than one device call)
+#   bash experiments/gpu_bench.sh mnist      # ES against SGD at the paper's scale: MNIST's forward, then
+#                                             # NMB-ES with 10,000 offspring on the 28,938-parameter net
+#   bash experiments/gpu_bench.sh all        # all five in order (longer than one device call)
 #
 # Each part stops at its first failure, and each command is cut at 8 minutes. Logs go to $OUT (or
 # ./gpu_logs). Wheels for packages the GPU image lacks (ale-py, gymnasium, farama-notifications)
@@ -17,8 +19,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 part="${1:-}"
 case "$part" in
-  smoke|forward|pipeline|algos|all) ;;
-  *) echo "usage: bash experiments/gpu_bench.sh smoke|forward|pipeline|algos|all" >&2; exit 2 ;;
+  smoke|forward|pipeline|algos|mnist|all) ;;
+  *) echo "usage: bash experiments/gpu_bench.sh smoke|forward|pipeline|algos|mnist|all" >&2; exit 2 ;;
 esac
 out="${OUT:-gpu_logs}"
 mkdir -p "$out"
@@ -67,4 +69,14 @@ if [[ $part == algos || $part == all ]]; then
   # The ES update on 16 cores beside a generation at ~150K frames/s (the emulator limit of a 16-core
   # box, at ~13K preprocessed frames/s per core; compare with the pipeline figure).
   step bench_algos python3 -m experiments.bench_algos --frames-per-s 150000
+fi
+if [[ $part == mnist || $part == all ]]; then
+  # Zhang, Clune & Stanley 2017's scale: 10,000 pseudo-offspring of the 28,938-parameter net, each on
+  # its own 100 training examples (NMB-ES), on the GPU. The GPU machine reaches no package registry:
+  # carry MNIST's cache (mkdir -p .data && cp ~/.cache/nevo/mnist.npz .data/; .data in carry, 55 MB).
+  if [[ -f .data/mnist.npz ]]; then export NEVO_DATA=.data; fi
+  step get_mnist python3 -m experiments.get_mnist
+  step bench_mnist python3 -m experiments.bench_mnist --nets mnist mnist-large --individuals 100 1000 --examples 100
+  step nmb_es python3 -m experiments.run_es --env mnist --population 10000 --common-episodes 0 --device cuda \
+    --frame-budget 30000000 --out-dir "$out/runs"
 fi
