@@ -95,6 +95,11 @@ class ESConfig:
     obs_norm: int = setting(
         0, "1: observations normalised by running mean and std, folded into the first layer (MuJoCo)"
     )
+    bucket: int = setting(
+        0,
+        "limited-perturbation ES (Zhang, Clune & Stanley 2017): 0 off; else the parameters in contiguous "
+        "buckets of at most this many (the paper: 5,000), each perturbation noise in one bucket alone",
+    )
     common_episodes: int = setting(
         0,
         "1: every individual of a generation plays one episode seed (on mnist: one shared mini-batch, "
@@ -387,6 +392,7 @@ def _validate_es(s) -> None:
     require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
     require(s.obs_norm in (0, 1), "obs_norm", "0 or 1", s.obs_norm)
     require(s.common_episodes in (0, 1), "common_episodes", "0 or 1", s.common_episodes)
+    require(s.bucket >= 0, "bucket", "0 (off) or a bucket size >= 1", s.bucket)
     require(s.grad_corr in (0, 1), "grad_corr", "0 or 1", s.grad_corr)
 
 

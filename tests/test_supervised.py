@@ -134,3 +134,36 @@ def test_sgd_on_a_task_that_is_no_data_set_is_one_line(capsys):
     assert run_sgd.main(["--env", "CartPole-v1", "--net", "mlp"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --env: SGD trains on a labelled data set") and err.count("\n") == 1
+
+
+def test_limited_perturbation_es_perturbs_one_bucket_per_offspring_and_steps_along_it(table):
+    """--bucket 7 on 40 parameters: 6 buckets of at most 7; each row equals theta outside its
+    bucket and theta + scale * eps inside it (a mirrored pair the same bucket); the update is the
+    sum of each perturbation's bucket alone."""
+    from nevo.algos.es import bucket_edges, offsets_of
+    from nevo.evaluation.episodes import Results
+
+    edges = bucket_edges(40, 7)
+    assert len(edges) == 7 and np.diff(edges).max() <= 7 and edges[0] == 0 and edges[-1] == 40
+    cfg = Config(algo="es", es=ESConfig(population=8, bucket=7, fitness_shaping="none", optimizer="sgd",
+                                        momentum=0.0, lr=1.0, l2=0.0))  # fmt: skip
+    source = NoiseSource(table, np.ones(40, np.float32), 0.1)
+    es = make_algo("es", cfg, source)
+    theta = es.theta.copy()
+    population, _ = es.ask()
+    assert (population.bucket[0::2] == population.bucket[1::2]).all()
+    builder = WeightBuilder(table, source.init_scale)
+    builder.use(population)
+    rows = builder.build(np.arange(8), np.empty((8, 40), np.float32))
+    offsets = offsets_of(population.seed, table.size, 40)
+    for i, (lo, hi) in enumerate(population.bucket):
+        outside = np.r_[0:lo, hi:40]
+        np.testing.assert_array_equal(rows[i, outside], theta[outside])
+        want = theta[lo:hi] + population.scale[i] * table[offsets[i] + lo : offsets[i] + hi]
+        np.testing.assert_array_equal(rows[i, lo:hi], want)
+    returns = np.arange(8, dtype=np.float64)
+    es.tell(Results(returns, np.ones(8, np.int64), np.ones(8, np.int64)))
+    g = np.zeros(40)
+    for k, (lo, hi) in enumerate(population.bucket[0::2]):
+        g[lo:hi] += (returns[2 * k] - returns[2 * k + 1]) * table[offsets[2 * k] + lo : offsets[2 * k] + hi]
+    np.testing.assert_allclose(es.theta - theta, g / 8, rtol=1e-5, atol=1e-7)

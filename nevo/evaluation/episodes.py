@@ -129,6 +129,9 @@ class Population:
     # --obs-norm 1: (2, n) float64 the observation mean and std, frozen for this population, that
     # every built row folds into its first layer (nevo.nets.obs_norm); None: no normalisation.
     obs_norm: np.ndarray | None = None
+    # Limited-perturbation ES: (N, 2) int64 [lo, hi) of the parameters each row's noise may change
+    # (the others keep their base's values); None: every parameter.
+    bucket: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.base)
@@ -137,7 +140,8 @@ class Population:
         """The population of rows `which` (in that order), over the same bases."""
         which = np.asarray(which, np.int64)
         return Population(self.bases, self.base[which], self.seed[which], self.scale[which], self.sigma,
-                          self.mutation, self.experiences, self.obs_norm)  # fmt: skip
+                          self.mutation, self.experiences, self.obs_norm,
+                          None if self.bucket is None else self.bucket[which])  # fmt: skip
 
     @staticmethod
     def of_weights(weights: np.ndarray) -> Population:

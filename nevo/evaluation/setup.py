@@ -87,6 +87,10 @@ def check_machine(cfg, task, spec, population: int, bases: int) -> str:
     naming the setting to lower)."""
     check_settings(cfg, task, spec)
     device = device_for(cfg, task)
+    if device == "cuda" and cfg.algo == "es" and cfg.es.bucket:
+        raise ConfigError(
+            "--bucket: limited-perturbation ES builds its rows on the host for now: use --device cpu"
+        )
     rows = weight_rows(cfg, device, population, bases)
     check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population",
                  experience_bytes(cfg, task, population), population, builds_on_gpu(cfg))  # fmt: skip

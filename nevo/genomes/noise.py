@@ -96,6 +96,20 @@ def build_rows(out, base, base_idx, offsets, init_scale, scale, table):
                 out[i, j] = base[b, j] + sig * table[o + j]
 
 
+@numba.njit(parallel=True, nogil=True, cache=True)
+def keep_outside(out, bases, base_idx, bucket):
+    """out (n, P) float32, in place: outside row i's bucket [bucket[i, 0], bucket[i, 1]) the values
+    of its base row bases[base_idx[i]] (a row built with its noise everywhere keeps it only inside).
+    Threads map to rows."""
+    p = out.shape[1]
+    for i in numba.prange(out.shape[0]):
+        lo, hi, b = bucket[i, 0], bucket[i, 1], base_idx[i]
+        for j in range(lo):
+            out[i, j] = bases[b, j]
+        for j in range(hi, p):
+            out[i, j] = bases[b, j]
+
+
 class NoiseSource:
     """The table plus what a genome needs to become weights: parameter count, init scale, sigma."""
 
@@ -232,6 +246,8 @@ class WeightBuilder:
         pop = self._pop
         base, offsets, scale = self.plan(rows)
         build_rows(out, self._bases, base, offsets, self.init_scale, scale, self.table)
+        if pop.bucket is not None:  # limited-perturbation ES: the noise in each row's bucket alone
+            keep_outside(out, self._bases, base, np.ascontiguousarray(pop.bucket[rows], np.int64))
         if pop.mutation.safe:  # the children again, safely
             self.safe.build(pop, rows, out, offsets)
         if self.fold is not None:
