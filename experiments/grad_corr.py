@@ -2,12 +2,14 @@
 number of offspring: the correlation study of Zhang, Clune & Stanley 2017 (arXiv 1712.06564: about
 4% with 10,000 offspring, 20% with about 274,000, growing like sqrt(N)).
 
-    python -m experiments.grad_corr --sgd-examples 30000 --max-offspring 4000 --out docs/grad_corr
-    python -m experiments.grad_corr --run runs/<folder> --net mnist --seeds 3
+    python -m experiments.grad_corr --sgd-examples 30000 --max-offspring 4000 --out grad_corr
+    python -m experiments.grad_corr --net mnist-large --sgd-examples 0 --max-offspring 100000 --step 1000
+    python -m experiments.grad_corr --run runs/<folder> --seeds 3
 
 The nets measured: ES's initial theta and, with --sgd-examples E, the nets SGD (nevo.algos.sgd,
-the run_sgd defaults, the same batches) reaches after E/10 and E training examples; with --run, a
-run folder's last theta instead (its net and noise table; sigma its ES sigma, else --sigma). At
+the run_sgd defaults, the same batches) reaches after E/10 and E training examples (E = 0:
+theta_0 alone); with --run, a run folder's last theta instead (its net and noise table; sigma its
+ES sigma, else --sigma). At
 each, for every seed s: one batch of --examples training examples drawn from s, perturbations
 drawn from s, and N = --step, 2 --step, ... --max-offspring offspring, pairs added and earlier
 returns kept (nevo.algos.grad_corr.correlation_curve: Pearson's r between ES's shaped-fitness
@@ -93,7 +95,7 @@ def nets_to_measure(a, data):
     noise = NoiseSource(make_table(max(32_000_000, spec.n_params), 42), nets.init_scale(spec), a.sigma)
     sgd = SGD(SGDConfig(), 0, noise, spec)
     points, seen = [("theta_0", 0, sgd.theta.copy())], 0
-    for stop in (a.sgd_examples // 10, a.sgd_examples):
+    for stop in sorted({a.sgd_examples // 10, a.sgd_examples} - {0}):  # --sgd-examples 0: theta_0 alone
         while seen < stop:
             pick = batch_of(sgd.batch_seed(), len(data.train_y), a.examples)
             sgd.step(data.train_x[pick], data.train_y[pick])
@@ -128,8 +130,10 @@ def figure(result: dict, prefix: str) -> list[str]:
             colour = style.COLORS[i % len(style.COLORS)]
             r = np.asarray(pt["r"])
             ax.fill_between(n, r.min(axis=0), r.max(axis=0), color=colour, alpha=0.2, lw=0)
-            ax.plot(n, pt["r_mean"], "o", color=colour, ms=3, label=pt["label"])
-            ax.plot(n, pt["sqrt_c"] * np.sqrt(n), "--", color=colour, lw=0.9)
+            ax.plot(n, pt["r_mean"], "o", color=colour, ms=3,
+                    label=f"{pt['label']}: 20% at N ~ {pt['offspring_for_20']:,.0f}")  # fmt: skip
+            fit = "c sqrt(N), fitted" if i == 0 else None
+            ax.plot(n, pt["sqrt_c"] * np.sqrt(n), "--", color=colour, lw=0.9, label=fit)
         ax.plot(n, gc.linear_r(n, result["n_params"]), ":", color="0.3", label="linear fitness, raw returns")
         ax.axhline(TARGET, color="0.6", lw=0.8)
         ax.set_xscale("log")
@@ -137,7 +141,7 @@ def figure(result: dict, prefix: str) -> list[str]:
         ax.set_xlabel("offspring N")
         ax.set_ylabel("corr(g_ES, g_True)")
         ax.set_title(f"{result['net']} ({result['n_params']:,} params), batch {result['examples']}")
-        ax.legend()
+        ax.legend(loc="upper left", fontsize=7)
         paths = style.save(fig, prefix)
         style.close(fig)
     return paths
