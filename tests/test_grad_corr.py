@@ -116,3 +116,25 @@ def test_the_refusals_are_one_line():
     with pytest.raises(ConfigError, match="--grad-corr: got 2, allowed: 0 or 1"):
         validate(replace(cfg, es=replace(es, grad_corr=2)))
     loop.plan(cfg, task)  # a supervised task with one shared batch: accepted
+
+
+@pytest.mark.slow
+def test_the_study_writes_every_point_and_its_figure(tmp_path, monkeypatch):
+    """experiments.grad_corr on generated data: theta_0 and two SGD nets, each seed's r at every N,
+    the sqrt(N) fit and its N for 20%, a JSON and a figure."""
+    import json
+
+    from experiments import grad_corr
+
+    monkeypatch.setattr("nevo.tasks.supervised.mnist", small_data)
+    out = str(tmp_path / "gc")
+    argv = ["--net", "dense:4", "--sgd-examples", "200", "--max-offspring", "60", "--step", "20",
+            "--seeds", "2", "--examples", "20", "--out", out]  # fmt: skip
+    assert grad_corr.main(argv) == 0
+    with open(out + ".json") as f:
+        got = json.load(f)
+    assert [p["sgd_examples"] for p in got["points"]] == [0, 20, 200] and got["n_params"] == 275
+    for p in got["points"]:
+        assert p["offspring"] == [20, 40, 60] and np.shape(p["r"]) == (2, 3)
+        assert p["offspring_for_20"] == pytest.approx((0.2 / p["sqrt_c"]) ** 2)
+    assert (tmp_path / "gc.png").is_file()
