@@ -1,0 +1,279 @@
+"""ES against SGD on MNIST at equal training evaluations (Zhang, Clune & Stanley 2017, arXiv 1712.06564).
+
+    python -m experiments.es_vs_sgd                                  # 150,000 training examples a run
+    python -m experiments.es_vs_sgd --examples-budget 400000 --seeds 3 --grad-corr
+    python -m experiments.es_vs_sgd --tiny --runs-dir /tmp/evs --out /tmp/evs   # seconds: the test's
+
+Five methods on the 28,938-parameter mnist net, each on --seeds seeds: SGD (nevo's own
+gradients), the SGD proxy g_True + m g_Noise at rho 0.2 and 0.04 (the correlations of ES's
+gradient with about 274,000 and 10,000 offspring in the paper), mini-batch ES (every offspring
+scored on one shared mini-batch) and NMB-ES (each on its own). Every run stops at the same count
+of training examples, --examples-budget: an SGD iteration sees --batch examples, an ES generation
+--population x --batch; ES's frame budget adds the 10,000 test examples it validates theta on each
+generation, so its training examples equal SGD's (never counted: the validations). A finished
+run folder in --runs-dir is reused, an unfinished one resumed. Writes OUT/es_vs_sgd.md (final
+test accuracy, mean +- std over the seeds, beside the paper's Table 1; the commands; the machine)
+and OUT/es_vs_sgd.png (test accuracy against training examples); with --grad-corr also
+experiments.grad_corr at the first SGD run's last theta, OUT/es_vs_sgd_grad_corr.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from experiments import grad_corr, run_es, run_sgd
+from nevo import runs
+
+TEST_SET = 10_000  # MNIST's test examples: ES validates theta on all of them each generation
+# name -> (command module, its flags, slug of the run folders, Zhang et al. 2017's Table 1)
+METHODS = {
+    "SGD": (run_sgd, [], "sgd", "99.11 +- 0.10 (40,000 iterations, 20 runs)"),
+    "SGD proxy rho=0.2": (run_sgd, ["--proxy-rho", "0.2"], "proxy0.2", "98.99 +- 0.11"),
+    "SGD proxy rho=0.04": (run_sgd, ["--proxy-rho", "0.04"], "proxy0.04", "98.39 +- 0.13"),
+    "mini-batch ES": (
+        run_es,
+        ["--common-episodes", "1"],
+        "mbes",
+        "96.99 (10,000 offspring, 2,000 iterations)",
+    ),
+    "NMB-ES": (
+        run_es,
+        ["--common-episodes", "0"],
+        "nmbes",
+        "97.44 (10,000 offspring, 2,000 iterations); 99 with 50,000",
+    ),
+}
+TINY = {"examples_budget": 1_000, "population": 10, "batch": 50, "points": 2}
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="python -m experiments.es_vs_sgd", description=__doc__.split("\n")[0])
+    p.add_argument(
+        "--examples-budget",
+        type=int,
+        default=150_000,
+        help="training examples per run, every method (default: 150000)",
+    )
+    p.add_argument("--seeds", type=int, default=1, help="seeds per method (default: 1)")
+    p.add_argument("--population", type=int, default=100, help="ES offspring per generation (default: 100)")
+    p.add_argument("--batch", type=int, default=100, help="examples per evaluation, both (default: 100)")
+    p.add_argument("--points", type=int, default=20, help="test-set evaluations of an SGD run (default: 20)")
+    slugs = [m[2] for m in METHODS.values()]
+    p.add_argument("--methods", nargs="+", default=slugs, choices=slugs, help="(default: all)")
+    p.add_argument("--grad-corr", action="store_true", help="also run experiments.grad_corr, briefly")
+    p.add_argument("--tiny", action="store_true", help="seconds: 1,000 examples, population 10, batch 50")
+    p.add_argument("--runs-dir", default="runs/es_vs_sgd", help="where the run folders go")
+    p.add_argument("--out", default="docs", help="folder for the table and the figures (default: docs)")
+    a = p.parse_args(argv)
+    if a.tiny:
+        vars(a).update(TINY)
+    a.methods = [name for name, m in METHODS.items() if m[2] in a.methods]
+    return a
+
+
+def run_argv(name: str, seed: int, a) -> list[str]:
+    """The flags of one run: SGD's frame budget is its training examples; ES's adds the
+    generations' validations, so that both stop at the same training examples."""
+    module, extra, slug, _ = METHODS[name]
+    argv = ["--env", "mnist", "--seed", str(seed), "--examples", str(a.batch), *extra]
+    if module is run_sgd:
+        iterations = math.ceil(a.examples_budget / a.batch)
+        argv += ["--frame-budget", str(a.examples_budget)]
+        argv += ["--validate-every", str(max(1, iterations // a.points))]
+    else:
+        generations = math.ceil(a.examples_budget / (a.population * a.batch))
+        argv += ["--population", str(a.population)]
+        argv += ["--frame-budget", str(generations * (a.population * a.batch + TEST_SET))]
+    return argv + ["--out-dir", os.path.join(a.runs_dir, f"{slug}-{seed}")]
+
+
+def training_examples(rows: list[dict]) -> np.ndarray:
+    """(rows,) training examples seen by each metrics row: ES's frames less its validations."""
+    if rows and "frames_train" in rows[0]:
+        return np.cumsum([r["frames_train"] for r in rows])
+    return np.array([r["frames"] for r in rows])
+
+
+def one_run(name: str, seed: int, a, commands: list[str]) -> str:
+    """Run one method on one seed, or reuse (resume) its run folder; return the folder."""
+    module, _, _, _ = METHODS[name]
+    argv = run_argv(name, seed, a)
+    out = argv[-1]
+    commands.append(f"python -m {module.__name__} {shlex.join(argv)}")
+    done = [os.path.join(out, d) for d in sorted(os.listdir(out))] if os.path.isdir(out) else []
+    if done:
+        rows = runs.read_metrics(done[-1])
+        if rows and training_examples(rows)[-1] >= a.examples_budget:
+            print(f"{name}, seed {seed}: reusing {done[-1]}")
+            return done[-1]
+        budget = argv[argv.index("--frame-budget") + 1]
+        argv = ["--resume", done[-1], "--frame-budget", budget]
+    assert module.main(argv) == 0, f"{name}, seed {seed} failed"
+    return done[-1] if done else os.path.join(out, os.listdir(out)[0])
+
+
+def machine() -> str:
+    """Cores, load and date, for the record."""
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return f"{os.cpu_count()} cores, load average (1, 5, 15 min) {load}"
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        return out.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def corr_lines(path: str) -> list[str]:
+    """grad_corr's result in a few lines: per net, r at its most offspring and where r = c sqrt(N)
+    reaches 20%."""
+    with open(path) as f:
+        result = json.load(f)
+    lines = ["| net | its test accuracy % | offspring | r (mean over seeds) | fitted N for r = 20% |"]
+    lines.append("|---|---:|---:|---:|---:|")
+    for p in result["points"]:
+        label = "theta_0" if p["label"] == "theta_0" else "the SGD run's last theta"
+        n, r = p["offspring"][-1], p["r_mean"][-1]
+        lines.append(
+            f"| {label} | {100 * p['test_accuracy']:.2f} | {n:,} | {r:.3f} | {p['offspring_for_20']:,.0f} |"
+        )
+    return [*lines, ""]
+
+
+def figure(curves: dict, path: str, a) -> None:
+    """Test accuracy against training examples, one colour per method, one line per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for i, (name, lines) in enumerate(curves.items()):
+        for j, (x, y) in enumerate(lines):
+            ax.plot(x, 100 * y, color=f"C{i}", lw=1.4, alpha=0.85, label=name if j == 0 else None)
+    ax.set_xlabel("training examples (validations not counted)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.grid(alpha=0.3)
+    ax.set_title(f"MNIST, batch {a.batch}, ES population {a.population}, {a.seeds} seed(s)", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    a = parse(argv)
+    started, load_before, t0 = datetime.datetime.now(datetime.UTC), machine(), time.time()
+    commands: list[str] = []
+    rows, curves = [], {}
+    for name in a.methods:
+        accs, examples, minutes = [], [], []
+        for seed in range(a.seeds):
+            folder = one_run(name, seed, a, commands)
+            metrics = runs.read_metrics(folder)
+            x = training_examples(metrics)
+            y = np.array([m["score/test_accuracy"] for m in metrics])
+            curves.setdefault(name, []).append((x, y))
+            accs.append(100 * y[-1])
+            examples.append(int(x[-1]))
+            minutes.append(metrics[-1]["wall_s"] / 60)
+        acc = f"{np.mean(accs):.2f}" + (f" +- {np.std(accs, ddof=1):.2f}" if len(accs) > 1 else "")
+        rows.append((name, acc, len(accs), examples, np.mean(minutes)))
+    os.makedirs(a.out, exist_ok=True)
+    fig_path = os.path.join(a.out, "es_vs_sgd.png")
+    figure(curves, fig_path, a)
+    corr = None
+    if a.grad_corr:
+        sgd_run = next((c for c in [os.path.join(a.runs_dir, "sgd-0")] if os.path.isdir(c)), None)
+        gargv = ["--max-offspring", "1000", "--step", "200", "--seeds", "2", "--examples", str(a.batch)]
+        if sgd_run:
+            gargv += ["--run", os.path.join(sgd_run, sorted(os.listdir(sgd_run))[-1])]
+        gargv += ["--out", os.path.join(a.out, "es_vs_sgd_grad_corr")]
+        commands.append(f"python -m experiments.grad_corr {shlex.join(gargv)}")
+        assert grad_corr.main(gargv) == 0
+        corr = os.path.join(a.out, "es_vs_sgd_grad_corr.png")
+    total = (time.time() - t0) / 60
+    this = "python -m experiments.es_vs_sgd " + shlex.join(argv if argv is not None else sys.argv[1:])
+    generations = math.ceil(a.examples_budget / (a.population * a.batch))
+    lines = [
+        "# ES against SGD on MNIST at equal training evaluations",
+        "",
+        "Zhang, Clune & Stanley 2017 (arXiv 1712.06564), Table 1, against nevo at a small budget: every run "
+        f"stops at {a.examples_budget:,} training examples (SGD: {math.ceil(a.examples_budget / a.batch):,} "
+        f"iterations of {a.batch}; ES: {generations:,} generations of {a.population} offspring x {a.batch} "
+        "examples; ES's validations on the 10,000 test examples each generation are not counted).",
+        "",
+        "| method | test accuracy % (mean +- std) | seeds | training examples | minutes per run "
+        "| paper, Table 1 (%) |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for name, acc, n, examples, minutes in rows:
+        ex = ", ".join(f"{e:,}" for e in sorted(set(examples)))
+        lines.append(f"| {name} | {acc} | {n} | {ex} | {minutes:.1f} | {METHODS[name][3]} |")
+    lines += ["", f"![test accuracy against training examples]({os.path.basename(fig_path)})", ""]
+    if corr:
+        lines += [
+            "The correlation of ES's gradient estimate with the true gradient against the offspring, "
+            "at the SGD run's last theta and at theta_0 (experiments.grad_corr, its command below):",
+            "",
+            f"![gradient correlation]({os.path.basename(corr)})",
+            "",
+            *corr_lines(corr[: -len(".png")] + ".json"),
+        ]
+    lines += [
+        "## Our choices",
+        "",
+        "The paper does not give its optimizer, step size, batch or (below 10,000) population; ours: "
+        f"Adam, lr 0.001, L2 0.0002, batch {a.batch} for every method; ES: population {a.population} "
+        "(mirrored pairs), sigma 0.002, centered-rank fitness shaping; the proxy: nevo's g_True + m g_Noise "
+        "at the stated correlation. Equal training evaluations: each method stops at the same count of "
+        "training examples (an ES offspring's forward pass on its batch counts as many examples as one "
+        "SGD iteration's), ES's frame budget set so; the test-set validations are excluded.",
+        "",
+        "## What this budget does not show",
+        "",
+        f"The paper's ES runs 10,000 offspring for 2,000 iterations (2 x 10^9 examples at batch 100); "
+        f"here ES gets {generations:,} generations of {a.population} offspring, and SGD "
+        f"{math.ceil(a.examples_budget / a.batch):,} of the paper's 40,000 iterations. "
+        "This table says where each method stands after this budget, not where either would end; the paper's "
+        "scale is a GPU job: `bash experiments/gpu_bench.sh mnist`."
+        + (" With one seed there is no spread to compare." if a.seeds == 1 else ""),
+        "",
+        "## Commands",
+        "",
+        "The table and the figure (the runs below, in process; a finished run folder is reused):",
+        "",
+        "```",
+        this.strip(),
+        *commands,
+        "```",
+        "",
+        "## Machine",
+        "",
+        f"Run {started:%Y-%m-%d %H:%M} UTC, commit {git_commit()}, {total:.1f} min in all "
+        f"(reused runs take none). At the start: {load_before}; at the end: {machine()}.",
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    with open(os.path.join(a.out, "es_vs_sgd.md"), "w") as f:
+        f.write(text)
+    print(f"wrote {os.path.join(a.out, 'es_vs_sgd.md')} and {fig_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

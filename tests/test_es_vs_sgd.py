@@ -1,0 +1,40 @@
+"""experiments.es_vs_sgd in its tiny mode: every method stops at the same training examples, the
+table, the figure and the commands are written, and a second call reuses the runs."""
+
+import os
+
+import pytest
+
+import nevo.tasks.mnist_data
+from experiments import es_vs_sgd
+from nevo import runs
+
+HAVE_MNIST = os.path.isfile(os.path.join(nevo.tasks.mnist_data.cache_dir(), "mnist.npz"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_MNIST, reason="MNIST is not in the cache (python -m experiments.get_mnist)")
+def test_tiny_comparison_writes_the_table_and_reuses_its_runs(tmp_path, capsys):
+    runs_dir, out = str(tmp_path / "runs"), str(tmp_path / "out")
+    argv = ["--tiny", "--runs-dir", runs_dir, "--out", out]
+    assert es_vs_sgd.main(argv) == 0
+    text = open(os.path.join(out, "es_vs_sgd.md")).read()
+    assert os.path.getsize(os.path.join(out, "es_vs_sgd.png")) > 1000
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [r.split(" | ")[0][2:] for r in rows] == list(es_vs_sgd.METHODS)
+    for r in rows:
+        cells = r.split(" | ")
+        assert 0 <= float(cells[1]) <= 100 and cells[2] == "1" and cells[3] == "1,000"
+    for slug in ("sgd-0", "nmbes-0"):  # training examples equal; ES's validations not counted
+        (folder,) = os.listdir(os.path.join(runs_dir, slug))
+        rows = runs.read_metrics(os.path.join(runs_dir, slug, folder))
+        assert es_vs_sgd.training_examples(rows)[-1] == 1000
+    assert "python -m experiments.run_es --env mnist --seed 0" in text
+    capsys.readouterr()
+
+    assert es_vs_sgd.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("reusing") == len(es_vs_sgd.METHODS)
+    assert all(len(os.listdir(os.path.join(runs_dir, d))) == 1 for d in os.listdir(runs_dir))
+    again = open(os.path.join(out, "es_vs_sgd.md")).read()
+    assert again.split("## Machine")[0] == text.split("## Machine")[0]
