@@ -152,6 +152,34 @@ def corr_lines(path: str) -> list[str]:
     return [*lines, ""]
 
 
+def corr_figure(path: str, out: str) -> None:
+    """grad_corr's r against offspring (log-log), per net the seeds' mean and the fitted c sqrt(N)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(path) as f:
+        result = json.load(f)
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    for i, p in enumerate(result["points"]):
+        label = "theta_0" if p["label"] == "theta_0" else "SGD run's last theta"
+        n = np.array(p["offspring"])
+        ax.plot(n, p["r_mean"], "o", color=f"C{i}", label=f"{label} ({100 * p['test_accuracy']:.1f}% test)")
+        ax.plot(n, p["sqrt_c"] * np.sqrt(n), "--", color=f"C{i}", lw=1)
+    ax.axhline(result["target"], color="gray", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("offspring N")
+    ax.set_ylabel("corr(g_ES, g_True)")
+    ax.set_title(f"{result['net']} net, batch {result['examples']}; dashed: c sqrt(N)", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+
+
 def figure(curves: dict, path: str, a) -> None:
     """Test accuracy against training examples, one colour per method, one line per seed."""
     import matplotlib
@@ -201,10 +229,11 @@ def main(argv=None) -> int:
         gargv = ["--max-offspring", "1000", "--step", "200", "--seeds", "2", "--examples", str(a.batch)]
         if sgd_run:
             gargv += ["--run", os.path.join(sgd_run, sorted(os.listdir(sgd_run))[-1])]
-        gargv += ["--out", os.path.join(a.out, "es_vs_sgd_grad_corr")]
+        gargv += ["--out", os.path.join(a.runs_dir, "grad_corr")]
         commands.append(f"python -m experiments.grad_corr {shlex.join(gargv)}")
         assert grad_corr.main(gargv) == 0
         corr = os.path.join(a.out, "es_vs_sgd_grad_corr.png")
+        corr_figure(os.path.join(a.runs_dir, "grad_corr.json"), corr)
     total = (time.time() - t0) / 60
     this = "python -m experiments.es_vs_sgd " + shlex.join(argv if argv is not None else sys.argv[1:])
     generations = math.ceil(a.examples_budget / (a.population * a.batch))
@@ -231,7 +260,7 @@ def main(argv=None) -> int:
             "",
             f"![gradient correlation]({os.path.basename(corr)})",
             "",
-            *corr_lines(corr[: -len(".png")] + ".json"),
+            *corr_lines(os.path.join(a.runs_dir, "grad_corr.json")),
         ]
     lines += [
         "## Our choices",
