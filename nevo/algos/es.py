@@ -304,19 +304,26 @@ class ES:
 
     # ---- checkpoint -------------------------------------------------------------------
     def state(self) -> dict:
-        return {
-            "generation": np.int64(self.generation),
-            "theta": self.theta,
-            "opt_m": self.opt.m,
-            "opt_v": self.opt.v,
-            "opt_t": np.int64(self.opt.t),
-            "theta_score": np.float64(self.theta_score),
-        }
+        return theta_state(self.generation, self.theta, self.opt, self.theta_score)
 
     def load_state(self, st: dict) -> None:
-        self.generation = int(st["generation"])
-        self.theta = np.array(st["theta"], np.float32)
-        self.opt.m = np.array(st["opt_m"], np.float32)
-        self.opt.v = np.array(st["opt_v"], np.float32)
-        self.opt.t = int(st["opt_t"])
-        self.theta_score = float(st["theta_score"])
+        self.generation, self.theta, self.theta_score = load_theta_state(st, self.opt)
+
+
+def theta_state(generation: int, theta, opt, score: float) -> dict:
+    """The plain arrays of a theta stepped by an optimizer (ES's, and SGD's in nevo.algos.sgd)."""
+    return {
+        "generation": np.int64(generation),
+        "theta": theta,
+        "opt_m": opt.m,
+        "opt_v": opt.v,
+        "opt_t": np.int64(opt.t),
+        "theta_score": np.float64(score),
+    }
+
+
+def load_theta_state(st: dict, opt) -> tuple[int, np.ndarray, float]:
+    """(generation, theta, score) of theta_state's arrays; the optimizer's moments restored in opt."""
+    opt.m, opt.v = np.array(st["opt_m"], np.float32), np.array(st["opt_v"], np.float32)
+    opt.t = int(st["opt_t"])
+    return int(st["generation"]), np.array(st["theta"], np.float32), float(st["theta_score"])

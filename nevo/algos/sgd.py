@@ -19,7 +19,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from nevo.algos.es import INIT_SEED, TRAIN_EPISODES, make_optimizer, vector_norm
+from nevo.algos.es import (
+    INIT_SEED,
+    TRAIN_EPISODES,
+    load_theta_state,
+    make_optimizer,
+    theta_state,
+    vector_norm,
+)
 from nevo.algos.ga import rng_for
 from nevo.genomes.noise import SEED_LIMIT
 from nevo.genomes.safe_mutation import trace, vjp
@@ -94,18 +101,7 @@ class SGD:
         }
 
     def state(self) -> dict:
-        return {
-            "generation": np.int64(self.generation),
-            "theta": self.theta,
-            "opt_m": self.opt.m,
-            "opt_v": self.opt.v,
-            "opt_t": np.int64(self.opt.t),
-            "theta_score": np.float64(self.elite_score),
-        }
+        return theta_state(self.generation, self.theta, self.opt, self.elite_score)
 
     def load_state(self, st: dict) -> None:
-        self.generation = int(st["generation"])
-        self.theta = np.array(st["theta"], np.float32)
-        self.opt.m, self.opt.v = np.array(st["opt_m"], np.float32), np.array(st["opt_v"], np.float32)
-        self.opt.t = int(st["opt_t"])
-        self.elite_score = float(st["theta_score"])
+        self.generation, self.theta, self.elite_score = load_theta_state(st, self.opt)
