@@ -35,6 +35,7 @@ from nevo.genomes import noise
 from nevo.nets.obs_norm import ObsNorm
 from nevo.runs import elite as elite_files
 from nevo.runs.progress import Progress
+from nevo.tasks.supervised import Supervised
 
 SCRIPTS = {"ga": "run_ga", "es": "run_es", "ns": "run_ns"}  # each family's command, for "continue with"
 
@@ -125,16 +126,7 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     spec = p.spec
-    # what rebuilds the policy from the folder alone (nevo.load_policy), a user's own env included
-    shapes = {
-        "obs_shape": list(spec.obs_shape),
-        "obs_dtype": np.dtype(spec.obs_dtype).name,
-        "action": spec.action,
-        "action_box": task.action_box,  # a continuous action's bounds, or None
-    }
-    runs.write_config(
-        run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **shapes, **facts}
-    )
+    write_config(run_dir, cfg, task, spec, facts)
     out.say(header(cfg, task, spec, facts, run_dir))
 
     try:
@@ -301,20 +293,34 @@ def metrics_row(gen, frames, wall, gen_s, tell_s, train: Results, valid: Results
         "score/pop_median": float(np.median(train.returns)),
         **algo.metrics(),
         "episode/mean_length": float(np.mean(train.lengths)),
-        **accuracy_row(train, valid),
+        **accuracy_row(train.accuracy, valid.accuracy),
         **runs.cluster_row(train, valid),
     }
 
 
-def accuracy_row(train: Results, valid: Results) -> dict:
-    """A supervised task's accuracies: the training batches' mean and the validation's (ES: theta
-    on the test set; the GA: its elite candidates' mean); {} for every other task."""
-    if train.accuracy is None:
+def accuracy_row(train_accuracy, test_accuracy) -> dict:
+    """A supervised task's accuracies (Results.accuracy of the training and the validation
+    evaluations): the training batches' mean and the validation's (ES: theta on the test set; the
+    GA: its elite candidates' mean); {} for every other task (None)."""
+    if train_accuracy is None:
         return {}
-    test = (
-        float(np.mean(valid.accuracy)) if valid.accuracy is not None and len(valid.accuracy) else float("nan")
+    tested = test_accuracy is not None and len(test_accuracy) > 0
+    test = float(np.mean(test_accuracy)) if tested else float("nan")
+    return {"score/train_accuracy": float(np.mean(train_accuracy)), "score/test_accuracy": test}
+
+
+def write_config(run_dir: str, cfg, task, spec, facts: dict) -> None:
+    """config.json: the settings, the net's sizes, the evaluator's facts, and what rebuilds the
+    policy from the folder alone (nevo.load_policy), a user's own environment included."""
+    shapes = {
+        "obs_shape": list(spec.obs_shape),
+        "obs_dtype": np.dtype(spec.obs_dtype).name,
+        "action": spec.action,
+        "action_box": task.action_box,  # a continuous action's bounds, or None
+    }
+    runs.write_config(
+        run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **shapes, **facts}
     )
-    return {"score/train_accuracy": float(np.mean(train.accuracy)), "score/test_accuracy": test}
 
 
 def _with(stats, population):
@@ -377,7 +383,7 @@ class GradientCorrelation:
         """One ConfigError line where the correlation cannot be computed."""
         if cfg.algo != "es" or not cfg.es.grad_corr:
             return
-        if not hasattr(task, "data"):
+        if not isinstance(task, Supervised):
             raise ConfigError(f"--grad-corr 1: needs a labelled data set (mnist); {task.name} is not one")
         if cfg.es.common_episodes != 1:
             raise ConfigError(

@@ -26,7 +26,7 @@ from nevo.evaluation.episodes import Episodes, Population
 from nevo.evaluation.supervised import batch_of
 from nevo.genomes import noise
 from nevo.runs import elite as elite_files
-from nevo.runs.loop import Outcome, RunStopped, accuracy_row
+from nevo.runs.loop import Outcome, RunStopped, accuracy_row, write_config
 from nevo.runs.progress import Progress
 from nevo.tasks.supervised import Supervised
 
@@ -43,10 +43,7 @@ def run(cfg, task, resume_dir: str | None = None, out=None) -> Outcome:
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
     device = setup.device_for(cfg, task)
     evaluator, facts = setup.local_evaluator(cfg, task, spec, device, table, None, run_dir, 1)
-    shapes = {"obs_shape": list(spec.obs_shape), "obs_dtype": np.dtype(spec.obs_dtype).name,
-              "action": spec.action, "action_box": None}  # fmt: skip
-    runs.write_config(run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **shapes,
-                                     **facts})  # fmt: skip
+    write_config(run_dir, cfg, task, spec, facts)
     s = cfg.sgd
     rho = f" proxy rho={s.proxy_rho}" if s.proxy_rho else ""
     out.say(f"nevo sgd | {task.name} | net {cfg.net.net} ({spec.n_params:,} params) | batch "
@@ -89,7 +86,7 @@ def run(cfg, task, resume_dir: str | None = None, out=None) -> Outcome:
                 "score/pop_max": -float(np.min(losses)),  # the iterations' batch scores
                 "score/pop_mean": -float(np.mean(losses)),
                 **algo.metrics(),
-                **accuracy_row(_batches(hits), valid),
+                **accuracy_row(hits, valid.accuracy),
             }
             runs.append_metrics(run_dir, row)
             elite_files.write(run_dir, cfg, algo.generation - 1, algo)
@@ -102,14 +99,6 @@ def run(cfg, task, resume_dir: str | None = None, out=None) -> Outcome:
         evaluator.close()
     out.say(f"done: {frames:,} examples in {wall / 60:.1f} min; test {algo.elite_score:.4f}; {run_dir}")
     return Outcome(run_dir, algo, frames, wall)
-
-
-def _batches(accuracies):
-    """The training batches' accuracies as accuracy_row reads Results."""
-    from nevo.evaluation.episodes import Results
-
-    n = len(accuracies)
-    return Results(np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64), accuracy=np.asarray(accuracies))
 
 
 def main(argv, description: str) -> int:
