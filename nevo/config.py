@@ -92,6 +92,11 @@ class ESConfig:
     mirrored: int = setting(1, "1: antithetic pairs theta +- sigma*eps on one episode seed; 0: independent")
     fitness_shaping: str = setting("centered_ranks", "centered_ranks (ranks scaled to [-0.5, 0.5]) or none")
     validation_episodes: int = setting(30, "episodes theta is evaluated on after each update")
+    validate_every: int = setting(
+        1,
+        "generations between validations of theta (its score, test accuracy and elite files); a run's "
+        "last generation always validates",
+    )
     obs_norm: int = setting(
         0, "1: observations normalised by running mean and std, folded into the first layer (MuJoCo)"
     )
@@ -390,6 +395,7 @@ def _validate_es(s) -> None:
     _validate_es_step(s)
     require(s.fitness_shaping in SHAPINGS, "fitness_shaping", ", ".join(SHAPINGS), s.fitness_shaping)
     require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
+    require(s.validate_every >= 1, "validate_every", "an integer >= 1", s.validate_every)
     require(s.obs_norm in (0, 1), "obs_norm", "0 or 1", s.obs_norm)
     require(s.common_episodes in (0, 1), "common_episodes", "0 or 1", s.common_episodes)
     require(s.bucket >= 0, "bucket", "0 (off) or a bucket size >= 1", s.bucket)

@@ -1,5 +1,6 @@
-"""experiments.es_vs_sgd in its tiny mode: every method stops at the same training examples, the
-table, the figure and the commands are written, and a second call reuses the runs."""
+"""experiments.es_vs_sgd in its tiny mode: SGD and its proxies stop at --sgd-examples, the two ES
+methods at equal evaluations (the same generations, validated --points times, the last always);
+the table, the figure and the commands are written, and a second call reuses the runs."""
 
 import os
 
@@ -24,11 +25,15 @@ def test_tiny_comparison_writes_the_table_and_reuses_its_runs(tmp_path, capsys):
     assert [r.split(" | ")[0][2:] for r in rows] == list(es_vs_sgd.METHODS)
     for r in rows:
         cells = r.split(" | ")
-        assert 0 <= float(cells[1]) <= 100 and cells[2] == "1" and cells[3] == "1,000"
-    for slug in ("sgd-0", "nmbes-0"):  # training examples equal; ES's validations not counted
+        es = "ES" in cells[0]
+        assert 0 <= float(cells[1]) <= 100 and cells[2] == "1"
+        assert (cells[3], cells[4]) == (("2,000", "10") if es else ("1,000", "20"))
+    for slug in ("sgd-0", "nmbes-0", "mbes-0"):  # validations never counted as training examples
         (folder,) = os.listdir(os.path.join(runs_dir, slug))
         rows = runs.read_metrics(os.path.join(runs_dir, slug, folder))
-        assert es_vs_sgd.training_examples(rows)[-1] == 1000
+        assert es_vs_sgd.training_examples(rows)[-1] == (1000 if slug == "sgd-0" else 2000)
+        if slug != "sgd-0":  # 10 generations, theta tested after the 5th and the last
+            assert [r["generation"] for r in rows if "score/test_accuracy" in r] == [4, 9]
     assert "python -m experiments.run_es --env mnist --seed 0" in text
     capsys.readouterr()
 

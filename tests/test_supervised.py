@@ -97,6 +97,32 @@ def test_es_learns_a_small_data_set_through_the_one_loop(tmp_path):
     assert os.path.isfile(os.path.join(result.run_dir, runs.THETA))
 
 
+def test_validate_every_skips_validations_without_changing_the_training(tmp_path):
+    """ES with validate_every 3: theta is validated on generations 2, 5 and the run's last (8)
+    only, with the test accuracies an every-generation run measured there; the other rows hold
+    no elite score and no test accuracy; training is the same generation for generation; the
+    elite files hold the last generation's theta; the progress line shows the test accuracy."""
+    common = dict(env=small_data(), net=[16], population=40, sigma=0.02, lr=0.03, examples=30,
+                  noise_table_size=1_000_000, progress=False)  # fmt: skip
+    every = nevo.train("es", frames=11_000, validate_every=3, out_dir=str(tmp_path / "every3"), **common)
+    each = nevo.train("es", frames=13_500, out_dir=str(tmp_path / "every1"), **common)
+    rows, ref = every.metrics, each.metrics
+    assert [r["generation"] for r in rows] == list(range(9)) and len(ref) == 10
+    tested = [r["generation"] for r in rows if "score/test_accuracy" in r]
+    assert tested == [2, 5, 8] == [r["generation"] for r in rows if "score/elite_mean" in r]
+    for r, q in zip(rows, ref):
+        assert r["score/pop_mean"] == q["score/pop_mean"] and r["es/grad_norm"] == q["es/grad_norm"]
+        assert r["frames_validation"] == (150 if r["generation"] in tested else 0)
+        if r["generation"] in tested:
+            assert r["score/test_accuracy"] == q["score/test_accuracy"]
+            assert r["score/elite_mean"] == q["score/elite_mean"]
+    elite = json.load(open(os.path.join(every.run_dir, "elite.json")))
+    assert elite["generation"] == 8 and elite["validation_mean"] == rows[-1]["score/elite_mean"]
+    theta = np.load(os.path.join(every.run_dir, runs.THETA))
+    assert np.array_equal(theta, runs.load_checkpoint(every.run_dir)["theta"])
+    assert every.elite_score == rows[-1]["score/elite_mean"]
+
+
 def test_the_supervised_task_has_the_data_sets_shapes():
     task = Supervised(EnvConfig(env="mine"), small_data())
     assert task.obs_shape == (1, 8, 8) and task.n_actions == 3 and task.behaviour is None

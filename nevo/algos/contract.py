@@ -1,8 +1,11 @@
 """The contract every algorithm meets (`Algorithm`), written down as a `typing.Protocol`.
 
 A generation is: ask() -> (Population, Episodes) to evaluate; tell(results, fitness=None) with
-their Results; ask_validation() -> (Population, Episodes), zero episodes where the algorithm
-validates nothing; tell_validation(results). Before the first generation of a new run (not on
+their Results; ask_validation(last) -> (Population, Episodes), zero episodes where the algorithm
+validates nothing (last: this generation ends the run); tell_validation(results), after which
+`validated` is False where the algorithm skipped this generation's validation (ES's
+validate_every: its row then has no elite score, and its elite files stay as the last validated
+generation wrote them). Before the first generation of a new run (not on
 resume), ask_start() may ask for one evaluation (the NS-ES family's agents start the archive
 with their behaviours), answered with tell_start(results); None means nothing to evaluate.
 
@@ -33,6 +36,7 @@ from nevo.evaluation.episodes import Episodes, Population, Results
 @runtime_checkable
 class Algorithm(Protocol):
     generation: int
+    validated: bool
 
     @property
     def elite(self) -> np.ndarray | None: ...
@@ -54,7 +58,7 @@ class Algorithm(Protocol):
 
     def tell(self, results: Results, fitness: np.ndarray | None = None) -> np.ndarray: ...
 
-    def ask_validation(self) -> tuple[Population, Episodes]: ...
+    def ask_validation(self, last: bool = False) -> tuple[Population, Episodes]: ...
 
     def tell_validation(self, results: Results): ...
 

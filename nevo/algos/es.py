@@ -172,7 +172,8 @@ class ES:
         init = int(rng_for(seed, 0, INIT_SEED + _AGENT_STRIDE * agent).integers(0, SEED_LIMIT))
         self.theta = noise.rebuild([init]).copy()  # (P,) float32: init_scale * eps(init)
         self.opt = make_optimizer(es_cfg, noise.n_params)
-        self.theta_score = float("nan")  # validation mean of the current theta
+        self.theta_score = float("nan")  # validation mean of theta at its last validation
+        self.validated = True  # False after a generation whose validation was skipped
         self.grad_norm = float("nan")
         self.step_norm = float("nan")
         self.last_grad = None  # (P,) float32: the last step's gradient estimate g (nevo.algos.grad_corr)
@@ -261,9 +262,11 @@ class ES:
         self.step_norm = float(vector_norm(step))
         self.generation += 1
 
-    def ask_validation(self) -> tuple[Population, Episodes]:
-        """theta itself on validation_episodes episode seeds."""
-        v = self.cfg.validation_episodes
+    def ask_validation(self, last: bool = False) -> tuple[Population, Episodes]:
+        """theta itself on validation_episodes episode seeds; no episode on the generations that
+        validate_every skips (every one but each validate_every-th and the run's last)."""
+        every = getattr(self.cfg, "validate_every", 1)  # the NS-ES family validates every one
+        v = self.cfg.validation_episodes if last or self.generation % every == 0 else 0
         seeds = rng_for(
             self.seed, self.generation, VALIDATION_EPISODES + _AGENT_STRIDE * self.agent
         ).integers(0, SEED_LIMIT, v)
@@ -273,8 +276,12 @@ class ES:
         return population, Episodes(np.zeros(v, np.int64), seeds.astype(np.int64), validation=True)
 
     def tell_validation(self, results: Results) -> float:
+        """theta's validation mean; a skipped validation (no episode) keeps the last one's, and
+        `validated` says which."""
         r = results.returns
-        self.theta_score = float(np.mean(r)) if np.isfinite(r).any() else float("nan")
+        self.validated = len(r) > 0
+        if self.validated:
+            self.theta_score = float(np.mean(r)) if np.isfinite(r).any() else float("nan")
         return self.theta_score
 
     @property

@@ -48,6 +48,8 @@ def rng_for(seed: int, generation: int, purpose: int) -> np.random.Generator:
 class GA:
     """Truncation selection, Gaussian mutation, elitism; ask/tell over explicit state."""
 
+    validated = True  # every generation validates its elite candidates
+
     def __init__(self, ga_cfg, seed: int):
         self.cfg = ga_cfg
         self.seed = seed
@@ -123,7 +125,7 @@ class GA:
             self._candidates = np.concatenate([[0], others[: k - 1]]).astype(np.int64)
         return fitness
 
-    def ask_validation(self) -> tuple[Population, Episodes]:
+    def ask_validation(self, last: bool = False) -> tuple[Population, Episodes]:
         """The k elite candidates (the previous elite first, after generation 0), each on the
         same validation episode seeds."""
         v, k = self.cfg.validation_episodes, len(self._candidates)

@@ -53,6 +53,8 @@ def _prefixed(st: dict, prefix: str) -> dict:
 class GANS:
     """The deep GA selecting on novelty (Such et al.), with its archive; ask/tell as GA's."""
 
+    validated = True  # every generation keeps its elite
+
     def __init__(self, ns_cfg, seed: int, behaviour: tuple[int, type]):
         self.cfg = ns_cfg
         self.seed = seed
@@ -129,7 +131,7 @@ class GANS:
         self.novelty, self._returns = nov, score
         return nov
 
-    def ask_validation(self) -> tuple[Population, Episodes]:
+    def ask_validation(self, last: bool = False) -> tuple[Population, Episodes]:
         """No episode: the maze is deterministic and novelty is no noisy score."""
         return self.ga.ask()[0], _no_episodes()
 
@@ -164,6 +166,8 @@ class GANS:
 
 class NSES:
     """NS-ES, NSR-ES or NSRA-ES (Conti et al.): ES agents and the archive; ask/tell as ES's."""
+
+    validated = True  # every generation validates the updated agent
 
     def __init__(self, ns_cfg, seed: int, noise: NoiseSource, behaviour: tuple[int, type], variant: str):
         if variant not in ES_VARIANTS:
@@ -257,7 +261,7 @@ class NSES:
         self.novelty, self._pop_max = nov, float(np.max(score))
         return shaped
 
-    def ask_validation(self) -> tuple[Population, Episodes]:
+    def ask_validation(self, last: bool = False) -> tuple[Population, Episodes]:
         """The updated agent's theta on its validation episodes (ES.ask_validation)."""
         return self.agents[self.agent_index].ask_validation()
 

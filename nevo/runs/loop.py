@@ -185,7 +185,8 @@ def _generations(
             algo.tell(train, fitness=None if fitness is None else fitness(train))
             tell_s = time.monotonic() - t_tell
 
-            population, episodes = algo.ask_validation()
+            last = frames + train.total_frames >= cfg.run.frame_budget  # no more generations
+            population, episodes = algo.ask_validation(last=last)
             out.start_phase(gen, "validate", frames + train.total_frames)
             valid = evaluator.run(_with(stats, population), episodes, out.episodes)
             algo.tell_validation(valid)
@@ -199,7 +200,8 @@ def _generations(
                 corr.after_generation(row, algo)
             elite_stats = stats.after_generation(row, train) if stats is not None else None
             runs.append_metrics(run_dir, row)
-            elite_files.write(run_dir, cfg, gen, algo, elite_stats)
+            if algo.validated:  # a skipped validation leaves the last validated theta's files
+                elite_files.write(run_dir, cfg, gen, algo, elite_stats)
             if train.behaviours is not None:  # where each training episode ended (maze, MuJoCo)
                 runs.save_array(run_dir, runs.BEHAVIOURS, train.behaviours)
             if experiences is not None:  # before the checkpoint that names them
@@ -276,7 +278,7 @@ def metrics_row(gen, frames, wall, gen_s, tell_s, train: Results, valid: Results
     the population's game scores (returns, whatever the algorithm ranked by), the algorithm's own
     metrics(), episode length, and on a cluster what it moved."""
     gen_frames = train.total_frames + valid.total_frames
-    return {
+    row = {
         "generation": gen,
         "frames": frames,
         "wall_s": round(wall, 3),
@@ -296,6 +298,10 @@ def metrics_row(gen, frames, wall, gen_s, tell_s, train: Results, valid: Results
         **accuracy_row(train.accuracy, valid.accuracy),
         **runs.cluster_row(train, valid),
     }
+    if not algo.validated:  # nothing was validated: no elite score, no test accuracy
+        row.pop("score/elite_mean", None)
+        row.pop("score/test_accuracy", None)
+    return row
 
 
 def accuracy_row(train_accuracy, test_accuracy) -> dict:

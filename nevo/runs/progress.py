@@ -31,6 +31,7 @@ class Progress:
         self.phase = ""
         self.generation = 0
         self.elite = float("nan")
+        self.accuracy = float("nan")  # the last validation's test accuracy (labelled data sets)
         self.t0 = time.monotonic()
         self.rate = float("nan")
 
@@ -55,13 +56,15 @@ class Progress:
 
     def generation_done(self, row: dict) -> None:
         """One permanent line per generation."""
-        self.elite = row["score/elite_mean"]
+        self.elite = row.get("score/elite_mean", self.elite)  # absent: this generation skipped it
+        self.accuracy = row.get("score/test_accuracy", self.accuracy)  # a labelled data set's
         self.rate = row["perf/frames_per_s"]
         left = max(self.budget - row["frames"], 0)
+        accuracy = f"test acc {100 * self.accuracy:6.2f}% | " if "score/train_accuracy" in row else ""
         line = (
             f"gen {row['generation']:4d} | frames {_human(row['frames']):>8} | "
             f"{_human(self.rate):>7} f/s | pop max {row['score/pop_max']:8.1f} "
-            f"mean {row['score/pop_mean']:8.1f} | elite {self.elite:8.1f} | "
+            f"mean {row['score/pop_mean']:8.1f} | elite {self.elite:8.1f} | {accuracy}"
             f"ETA {_duration(left / self.rate if self.rate > 0 else float('nan'))}"
         )
         self.stream.write(("\r\033[K" if self.tty else "") + line + "\n")
