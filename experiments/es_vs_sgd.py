@@ -43,7 +43,7 @@ TEST_SET = 10_000  # MNIST's test examples: every validation of theta runs all o
 # ES's shape where the paper is silent below 10,000 offspring, chosen for 2 cores by short runs
 # (docs/es_vs_sgd.md, "Our choices"): many cheap generations beat few costly ones at equal
 # evaluations, since each Adam step moves theta by about its step size.
-POPULATION, ES_BATCH, ES_LR, ES_EXAMPLES = 1000, 10, 0.001, 12_000_000
+POPULATION, ES_BATCH, ES_LR, ES_EXAMPLES = 1000, 10, 0.003, 10_000_000
 # name -> (command module, its flags, slug of the run folders, Zhang et al. 2017's Table 1)
 METHODS = {
     "SGD": (run_sgd, [], "sgd", "99.11 +- 0.10 (40,000 iterations, 20 runs)"),
