@@ -38,3 +38,17 @@ def test_terminal_output_redraws_a_status_line():
     p.start_phase(0, "validate", 0)
     p.episodes(5, 15, 10_000)
     assert out.getvalue().startswith("\r\033[K") and "validate 5/15 eps" in out.getvalue()
+
+
+def test_a_data_set_shows_its_last_test_accuracy_and_a_skipped_validation_keeps_it():
+    """A labelled data set's rows add the test accuracy; a row whose validation was skipped
+    (ES's validate_every) shows the last validated score and accuracy, a dash before any."""
+    out = io.StringIO()
+    p = Progress(budget=3_000_000, stream=out)
+    skipped = {k: v for k, v in ROW.items() if k != "score/elite_mean"} | {"score/train_accuracy": 0.5}
+    p.generation_done(skipped)
+    p.generation_done(ROW | {"score/train_accuracy": 0.5, "score/test_accuracy": 0.9731})
+    p.generation_done(skipped)
+    first, second, third = out.getvalue().splitlines()
+    assert "elite        - | test acc      -%" in first
+    assert "elite    240.0 | test acc  97.31%" in second and second.split("|")[4:6] == third.split("|")[4:6]

@@ -13,6 +13,11 @@ def _human(x: float) -> str:
     return f"{x:.0f}"
 
 
+def _number(x: float, width: int, digits: int) -> str:
+    """x in `width` characters, or a dash while there is none yet (NaN: nothing validated)."""
+    return f"{x:{width}.{digits}f}" if x == x else "-".rjust(width)
+
+
 def _duration(s: float) -> str:
     if s != s or s == float("inf"):
         return "?"
@@ -60,11 +65,11 @@ class Progress:
         self.accuracy = row.get("score/test_accuracy", self.accuracy)  # a labelled data set's
         self.rate = row["perf/frames_per_s"]
         left = max(self.budget - row["frames"], 0)
-        accuracy = f"test acc {100 * self.accuracy:6.2f}% | " if "score/train_accuracy" in row else ""
+        accuracy = f"test acc {_number(100 * self.accuracy, 6, 2)}% | " if "score/train_accuracy" in row else ""
         line = (
             f"gen {row['generation']:4d} | frames {_human(row['frames']):>8} | "
             f"{_human(self.rate):>7} f/s | pop max {row['score/pop_max']:8.1f} "
-            f"mean {row['score/pop_mean']:8.1f} | elite {self.elite:8.1f} | {accuracy}"
+            f"mean {row['score/pop_mean']:8.1f} | elite {_number(self.elite, 8, 1)} | {accuracy}"
             f"ETA {_duration(left / self.rate if self.rate > 0 else float('nan'))}"
         )
         self.stream.write(("\r\033[K" if self.tty else "") + line + "\n")
