@@ -166,11 +166,15 @@ def group_labels(groups: list[list[Run]]) -> list[str]:
     differ = [k for k in keys if len({json.dumps(s.get(k)) for s in firsts}) > 1]
     labels = []
     for s in firsts:
-        base = [str(s.get(("algo",), "")).upper(), f"N={s.get(('ga', 'population'), '?')}"]
+        # the population of the algorithm's own section (config.json holds only its sections;
+        # SGD has none)
+        population = [k for k in s if len(k) == 2 and k[1] == "population"]
+        base = [str(s.get(("algo",), "")).upper(), *(f"N={s[k]}" for k in population[:1])]
         if ("env", "game") in differ:
             base.insert(0, str(s.get(("env", "game"))))
-        skip = {("env", "game"), ("algo",), ("ga", "population")}
-        extra = [f"{k[-1]}={s.get(k)}" for k in differ if k not in skip]
+        skip = {("env", "game"), ("algo",), *population}
+        # settings another family's runs have and this one lacks are left out (no "sigma=None")
+        extra = [f"{k[-1]}={s[k]}" for k in differ if k not in skip and k[-1] != "population" and k in s]
         labels.append(" ".join([*base, *extra[:3]]))
     return labels
 

@@ -203,3 +203,20 @@ def tiny_runs_dir(tmp_path):
     (d / "config.json").write_text(json.dumps({"algo": "ga", "env": {"env": "CartPole-v1"}}))
     (d / "metrics.jsonl").write_text(json.dumps({"generation": 0, "frames": 1, "wall_s": 1.0}) + "\n")
     return d
+
+
+def test_legend_labels_name_each_familys_own_population_and_none_for_sgd():
+    """ES and novelty runs read their population from their own settings section; SGD has none
+    (no "N=?" in the legend)."""
+    from plots.rundata import Run, flatten, group_labels
+
+    def run(config):
+        return Run("x", config, [], None, None, None, settings=flatten(config))
+
+    configs = [
+        {"algo": "es", "es": {"population": 200}, "env": {"env": "mnist"}},
+        {"algo": "sgd", "sgd": {"lr": 0.001}, "env": {"env": "mnist"}},
+        {"algo": "ga", "ga": {"population": 64}, "env": {"env": "mnist"}},
+    ]
+    labels = group_labels([[run(c)] for c in configs])
+    assert [label.split()[:2] for label in labels] == [["ES", "N=200"], ["SGD", "lr=0.001"], ["GA", "N=64"]]
