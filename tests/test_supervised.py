@@ -97,14 +97,16 @@ def test_es_learns_a_small_data_set_through_the_one_loop(tmp_path):
     assert os.path.isfile(os.path.join(result.run_dir, runs.THETA))
 
 
-def test_validate_every_skips_validations_without_changing_the_training(tmp_path):
+def test_validate_every_skips_validations_without_changing_the_training(tmp_path, capsys):
     """ES with validate_every 3: theta is validated on generations 2, 5 and the run's last (8)
     only, with the test accuracies an every-generation run measured there; the other rows hold
     no elite score and no test accuracy; training is the same generation for generation; the
     elite files hold the last generation's theta; the progress line shows the test accuracy."""
     common = dict(env=small_data(), net=[16], population=40, sigma=0.02, lr=0.03, examples=30,
                   noise_table_size=1_000_000, progress=False)  # fmt: skip
-    every = nevo.train("es", frames=11_000, validate_every=3, out_dir=str(tmp_path / "every3"), **common)
+    every = nevo.train("es", frames=11_000, validate_every=3, out_dir=str(tmp_path / "every3"),
+                       **common | {"progress": True})  # fmt: skip
+    done = capsys.readouterr().out.splitlines()[-1]
     each = nevo.train("es", frames=13_500, out_dir=str(tmp_path / "every1"), **common)
     rows, ref = every.metrics, each.metrics
     assert [r["generation"] for r in rows] == list(range(9)) and len(ref) == 10
@@ -121,6 +123,7 @@ def test_validate_every_skips_validations_without_changing_the_training(tmp_path
     theta = np.load(os.path.join(every.run_dir, runs.THETA))
     assert np.array_equal(theta, runs.load_checkpoint(every.run_dir)["theta"])
     assert every.elite_score == rows[-1]["score/elite_mean"]
+    assert done.startswith("done:") and f"test accuracy {100 * rows[-1]['score/test_accuracy']:.2f}%" in done
 
 
 def test_the_supervised_task_has_the_data_sets_shapes():

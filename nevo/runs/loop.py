@@ -140,6 +140,8 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
         evaluator.close()
     best = algo.best_elite
     also = f", best {best[2]:.1f} (generation {best[0]})" if best is not None else ""
+    accuracy = getattr(out, "accuracy", float("nan"))  # a labelled data set's last validation
+    also += f", test accuracy {100 * accuracy:.2f}%" if accuracy == accuracy else ""
     out.say(f"done: {frames:,} frames in {wall / 60:.1f} min; elite {algo.elite_score:.1f}{also}; {run_dir}")
     return Outcome(run_dir, algo, frames, wall)
 

@@ -97,7 +97,10 @@ def run(cfg, task, resume_dir: str | None = None, out=None) -> Outcome:
                          130, run_dir) from None  # fmt: skip
     finally:
         evaluator.close()
-    out.say(f"done: {frames:,} examples in {wall / 60:.1f} min; test {algo.elite_score:.4f}; {run_dir}")
+    accuracy = getattr(out, "accuracy", float("nan"))  # the last validation's
+    tested = f", accuracy {100 * accuracy:.2f}%" if accuracy == accuracy else ""
+    out.say(f"done: {frames:,} examples in {wall / 60:.1f} min; test cross-entropy {-algo.elite_score:.4f}"
+            f"{tested}; {run_dir}")  # fmt: skip
     return Outcome(run_dir, algo, frames, wall)
 
 
