@@ -62,6 +62,7 @@ METHODS = {
         "97.44 (10,000 offspring, 2,000 iterations); 99 with 50,000",
     ),
 }
+TAIL = 5  # the last test-set evaluations of a run whose mean and spread the table gives
 TINY = {"sgd_examples": 1_000, "batch": 50, "es_examples": 2_000, "population": 10, "es_batch": 20,
         "points": 2, "seeds": 1}  # fmt: skip
 
@@ -249,18 +250,20 @@ def main(argv=None) -> int:
     commands: list[str] = []
     rows, curves = [], {}
     for name in a.methods:
-        accs, examples, updates, minutes = [], [], [], []
+        accs, tails, wobbles, examples, updates, minutes = [], [], [], [], [], []
         for seed in range(a.seeds):
             folder = one_run(name, seed, a, commands)
             metrics = runs.read_metrics(folder)
             x, u, y = tested(metrics)
             curves.setdefault(name, []).append((x, u, y))
             accs.append(100 * y[-1])
+            tails.append(100 * np.mean(y[-TAIL:]))  # the run's last TAIL test evaluations
+            wobbles.append(100 * np.std(y[-TAIL:]))
             examples.append(int(x[-1]))
             updates.append(int(u[-1]))
             minutes.append(metrics[-1]["wall_s"] / 60)
         acc = f"{np.mean(accs):.2f}" + (f" +- {np.std(accs, ddof=1):.2f}" if len(accs) > 1 else "")
-        rows.append((name, acc, len(accs), examples, updates, np.mean(minutes)))
+        rows.append((name, acc, np.mean(tails), np.mean(wobbles), len(accs), examples, updates, np.mean(minutes)))
     os.makedirs(a.out, exist_ok=True)
     fig_path = os.path.join(a.out, "es_vs_sgd.png")
     figure(curves, fig_path, a)
@@ -289,14 +292,21 @@ def main(argv=None) -> int:
         "whole 10,000-image test set after the last update; those validations are not counted as "
         "training examples.",
         "",
-        "| method | test accuracy % (mean +- std) | seeds | training examples | updates | minutes per run "
-        "| paper, Table 1 (%) |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| method | test accuracy % (mean +- std) | last 5 tests % | their std | seeds | training examples "
+        "| updates | minutes per run | paper, Table 1 (%) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for name, acc, n, examples, updates, minutes in rows:
+    for name, acc, tail, wobble, n, examples, updates, minutes in rows:
         ex = ", ".join(f"{e:,}" for e in sorted(set(examples)))
         up = ", ".join(f"{u:,}" for u in sorted(set(updates)))
-        lines.append(f"| {name} | {acc} | {n} | {ex} | {up} | {minutes:.1f} | {METHODS[name][3]} |")
+        lines.append(f"| {name} | {acc} | {tail:.2f} | {wobble:.2f} | {n} | {ex} | {up} | {minutes:.1f} "
+                     f"| {METHODS[name][3]} |")  # fmt: skip
+    lines += [
+        "",
+        f"Test accuracy: theta's after the last update; mean +- std over the seeds. Last {TAIL} tests: each "
+        f"run's last {TAIL} test-set evaluations, their mean and their standard deviation (how much the "
+        "curve wobbles at its end), averaged over the seeds.",
+    ]
     lines += ["", f"![test accuracy against training examples and updates]({os.path.basename(fig_path)})", ""]
     if corr:
         lines += [
