@@ -41,6 +41,8 @@ def test_tiny_comparison_writes_the_table_and_reuses_its_runs(tmp_path, capsys):
     assert float(mb[2]) == round(100 * np.mean(accuracy), 2) and float(mb[3]) == round(100 * np.std(accuracy), 2)
     assert float(mb[1]) == round(100 * accuracy[-1], 2)
     assert "python -m experiments.run_es --env mnist --seed 0" in text
+    lead = [line for line in text.splitlines() if line.startswith("NMB-ES against mini-batch ES")]
+    assert len(lead) == 1 and "test points" in lead[0] and " of 2 test points" in lead[0]
     capsys.readouterr()
 
     assert es_vs_sgd.main(argv) == 0
