@@ -69,15 +69,31 @@ TINY = {"sgd_examples": 1_000, "batch": 50, "es_examples": 2_000, "population": 
 
 def parse(argv):
     p = argparse.ArgumentParser(prog="python -m experiments.es_vs_sgd", description=__doc__.split("\n")[0])
-    p.add_argument("--sgd-examples", type=int, default=300_000,
-                   help="training examples of each SGD and proxy run (default: 300000)")
+    p.add_argument(
+        "--sgd-examples",
+        type=int,
+        default=300_000,
+        help="training examples of each SGD and proxy run (default: 300000)",
+    )
     p.add_argument("--batch", type=int, default=100, help="SGD's mini-batch (default: 100)")
-    p.add_argument("--es-examples", type=int, default=ES_EXAMPLES,
-                   help=f"offspring-examples of each ES run, both ES methods (default: {ES_EXAMPLES})")
-    p.add_argument("--population", type=int, default=POPULATION,
-                   help=f"ES offspring per generation (default: {POPULATION})")
-    p.add_argument("--es-batch", type=int, default=ES_BATCH,
-                   help=f"examples each ES offspring is scored on (default: {ES_BATCH})")
+    p.add_argument(
+        "--es-examples",
+        type=int,
+        default=ES_EXAMPLES,
+        help=f"offspring-examples of each ES run, both ES methods (default: {ES_EXAMPLES})",
+    )
+    p.add_argument(
+        "--population",
+        type=int,
+        default=POPULATION,
+        help=f"ES offspring per generation (default: {POPULATION})",
+    )
+    p.add_argument(
+        "--es-batch",
+        type=int,
+        default=ES_BATCH,
+        help=f"examples each ES offspring is scored on (default: {ES_BATCH})",
+    )
     p.add_argument("--es-lr", type=float, default=ES_LR, help=f"ES's Adam step (default: {ES_LR})")
     p.add_argument("--points", type=int, default=20, help="test-set evaluations of each run (default: 20)")
     p.add_argument("--seeds", type=int, default=2, help="seeds per method (default: 2)")
@@ -112,7 +128,14 @@ def run_argv(name: str, seed: int, a) -> list[str]:
     argv = ["--env", "mnist", "--seed", str(seed), *extra]
     if module is run_sgd:
         every = max(1, iterations(a) // a.points)
-        argv += ["--examples", str(a.batch), "--frame-budget", str(a.sgd_examples), "--validate-every", str(every)]
+        argv += [
+            "--examples",
+            str(a.batch),
+            "--frame-budget",
+            str(a.sgd_examples),
+            "--validate-every",
+            str(every),
+        ]
     else:
         g = generations(a)
         every = max(1, g // a.points)
@@ -259,8 +282,8 @@ def figure(curves: dict, path: str, a) -> None:
         ax.set_ylim(0, 100)
         ax.grid(alpha=0.3, which="both")
     axes[1].legend(fontsize=8, loc="lower right")
-    fig.suptitle(f"MNIST, mnist net; SGD batch {a.batch}; ES {a.population} offspring x {a.es_batch} examples; "
-                 f"{a.seeds} seed(s)", fontsize=10)  # fmt: skip
+    es = f"ES {a.population} offspring x {a.es_batch} examples"
+    fig.suptitle(f"MNIST, mnist net; SGD batch {a.batch}; {es}; {a.seeds} seed(s)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -285,7 +308,9 @@ def main(argv=None) -> int:
             updates.append(int(u[-1]))
             minutes.append(metrics[-1]["wall_s"] / 60)
         acc = f"{np.mean(accs):.2f}" + (f" +- {np.std(accs, ddof=1):.2f}" if len(accs) > 1 else "")
-        rows.append((name, acc, np.mean(tails), np.mean(wobbles), len(accs), examples, updates, np.mean(minutes)))
+        rows.append(
+            (name, acc, np.mean(tails), np.mean(wobbles), len(accs), examples, updates, np.mean(minutes))
+        )
     os.makedirs(a.out, exist_ok=True)
     fig_path = os.path.join(a.out, "es_vs_sgd.png")
     figure(curves, fig_path, a)
@@ -329,7 +354,12 @@ def main(argv=None) -> int:
         f"run's last {TAIL} test-set evaluations, their mean and their standard deviation (how much the "
         "curve wobbles at its end), averaged over the seeds.",
     ]
-    lines += [*es_lead(curves), "", f"![test accuracy against training examples and updates]({os.path.basename(fig_path)})", ""]
+    lines += [
+        *es_lead(curves),
+        "",
+        f"![test accuracy against training examples and updates]({os.path.basename(fig_path)})",
+        "",
+    ]
     if corr:
         lines += [
             "The correlation of ES's gradient estimate with the true gradient against the offspring, "

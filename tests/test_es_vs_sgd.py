@@ -38,7 +38,9 @@ def test_tiny_comparison_writes_the_table_and_reuses_its_runs(tmp_path, capsys):
             assert [r["generation"] for r in rows if "score/test_accuracy" in r] == [4, 9]
     accuracy = [r["score/test_accuracy"] for r in rows if "score/test_accuracy" in r]  # mbes-0's
     (mb,) = [r.split(" | ") for r in table if r.startswith("| mini-batch ES |")]
-    assert float(mb[2]) == round(100 * np.mean(accuracy), 2) and float(mb[3]) == round(100 * np.std(accuracy), 2)
+    assert float(mb[2]) == round(100 * np.mean(accuracy), 2) and float(mb[3]) == round(
+        100 * np.std(accuracy), 2
+    )
     assert float(mb[1]) == round(100 * accuracy[-1], 2)
     assert "python -m experiments.run_es --env mnist --seed 0" in text
     lead = [line for line in text.splitlines() if line.startswith("NMB-ES against mini-batch ES")]

@@ -65,7 +65,9 @@ class Progress:
         self.accuracy = row.get("score/test_accuracy", self.accuracy)  # a labelled data set's
         self.rate = row["perf/frames_per_s"]
         left = max(self.budget - row["frames"], 0)
-        accuracy = f"test acc {_number(100 * self.accuracy, 6, 2)}% | " if "score/train_accuracy" in row else ""
+        accuracy = (
+            f"test acc {_number(100 * self.accuracy, 6, 2)}% | " if "score/train_accuracy" in row else ""
+        )
         line = (
             f"gen {row['generation']:4d} | frames {_human(row['frames']):>8} | "
             f"{_human(self.rate):>7} f/s | pop max {row['score/pop_max']:8.1f} "
