@@ -19,8 +19,12 @@ belong together, so that a setting's help text, default and allowed values are r
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
+import numbers
 from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
 
 
 class ConfigError(ValueError):
@@ -259,13 +263,19 @@ def from_dict(d: dict):
         unknown = set(values) - set(kinds)
         if unknown:
             raise ConfigError(f"config: unknown {group} settings {sorted(unknown)}")
-        for name, value in values.items():  # JSON keeps types: an int where a float belongs is fine
-            allowed = {"int": (int,), "float": (int, float), "str": (str,)}[kinds[name]]
-            if not isinstance(value, allowed) or isinstance(value, bool):
-                article = "an" if kinds[name] == "int" else "a"
-                raise ConfigError(f"{flag(name)}: got {value!r}, allowed: {article} {kinds[name]}")
-        kwargs[group] = cls(**values)
+        kwargs[group] = cls(**{name: typed(name, value, kinds[name]) for name, value in values.items()})
     return Config(**kwargs, preset=d.get("preset", "paper"), algo=algo)
+
+
+def typed(name: str, value, kind: str):
+    """value as a setting of type kind ("int", "float" or "str"), or ConfigError naming its flag.
+    An int where a float belongs is fine (JSON and Python write 1 for 1.0), as are NumPy's
+    numbers; a bool is no number here."""
+    ok = {"int": numbers.Integral, "float": numbers.Real, "str": str}[kind]
+    if not isinstance(value, ok) or isinstance(value, (bool, np.bool_)):
+        article = "an" if kind == "int" else "a"
+        raise ConfigError(f"{flag(name)}: got {value!r}, allowed: {article} {kind}")
+    return {"int": int, "float": float, "str": str}[kind](value)
 
 
 def save(cfg: Config, path: str, extra: dict | None = None) -> None:
@@ -305,7 +315,9 @@ def load(path: str):
 
 
 def _from_saved(d: dict):
-    names = {"preset", "algo", "env", "net", "ga", "es", "ns", "run"}
+    """The settings of a config.json (which also holds facts: the git commit, shapes, ...): every
+    section of Config, whatever sections it has, so that none is forgotten."""
+    names = {f.name for f in fields(Config)}
     return from_dict({k: v for k, v in d.items() if k in names})
 
 
@@ -313,11 +325,14 @@ def override(cfg, values: dict):
     """Return cfg with {field name: value} replaced, each name looked up in the groups of cfg's
     algorithm (population, sigma, ...: its family's section)."""
     by_group = {g: {} for g in groups(cfg.algo)}
-    lookup = {f.name: g for g, f in all_fields(cfg.algo)}
+    lookup = {f.name: (g, f.type) for g, f in all_fields(cfg.algo)}
     for name, value in values.items():
         if name not in lookup:
-            raise ConfigError(f"unknown setting {name!r}")
-        by_group[lookup[name]][name] = value
+            close = difflib.get_close_matches(name, list(lookup), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(f"unknown setting {name!r} for {cfg.algo}{hint}")
+        group, kind = lookup[name]
+        by_group[group][name] = typed(name, value, kind)
     return replace(cfg, **{g: replace(getattr(cfg, g), **v) for g, v in by_group.items() if v})
 
 
@@ -346,6 +361,28 @@ def obs_norm_of(cfg) -> bool:
     return bool(section(cfg).obs_norm) if cfg.algo in ("es", *NS_ES_FAMILY) else False
 
 
+def _tanh(layers) -> bool:
+    return any(item[0] == "dense" and item[2:] == ("tanh",) for item in layers)
+
+
+def vbn_conflict(cfg) -> str | None:
+    """Why virtual batch norm cannot fold into cfg's net ("with a safe mutation (...)"), or None
+    where it can (a net name that is no net: None, validate says so)."""
+    from nevo.nets import layers_of
+
+    try:
+        tanh = _tanh(layers_of(cfg.net.net))
+    except ValueError:
+        return None
+    if mutation_of(cfg).safe:
+        return "with a safe mutation (its gradients are taken without virtual batch norm's fold)"
+    if tanh:
+        return f"with the {cfg.net.net} net (its fold assumes ReLU units)"
+    if obs_norm_of(cfg):
+        return "with --obs-norm 1 (one fold of the weights at a time)"
+    return None
+
+
 def validate(cfg):
     """Check every value's range once; raise ConfigError naming the field and what is allowed.
     What depends on the environment (a game's name, a net that needs images) its task checks
@@ -366,16 +403,10 @@ def validate(cfg):
     require(n.vbn == 0 or n.vbn >= 2, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
     require(n.actions in ("auto", "bins"), "actions", "auto or bins", n.actions)
     mutation = mutation_of(cfg)
-    require(n.vbn == 0 or not mutation.safe, "vbn", "0 with a safe mutation (its gradients are "
-            "taken without virtual batch norm's fold)", n.vbn)  # fmt: skip
-    tanh = any(item[0] == "dense" and item[2:] == ("tanh",) for item in layers)
-    require(n.vbn == 0 or not tanh, "vbn", f"0 with the {n.net} net (its fold assumes ReLU units)", n.vbn)
+    conflict = vbn_conflict(cfg)
+    require(n.vbn == 0 or conflict is None, "vbn", f"0 {conflict}", n.vbn)
     ok = "gaussian with the {} net (the safe mutations' gradients are ReLU nets')"
-    require(not mutation.safe or not tanh, "mutation", ok.format(n.net), mutation.name)
-    obs_norm = obs_norm_of(cfg)
-    require(
-        n.vbn == 0 or not obs_norm, "vbn", "0 with --obs-norm 1 (one fold of the weights at a time)", n.vbn
-    )
+    require(not mutation.safe or not _tanh(layers), "mutation", ok.format(n.net), mutation.name)
     require(cfg.algo in ALGOS + GRADIENT, "algo", ", ".join(ALGOS + GRADIENT), cfg.algo)
     if cfg.algo == "sgd":
         _validate_sgd(cfg.sgd)

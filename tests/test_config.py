@@ -105,3 +105,81 @@ def test_a_config_built_in_python_gets_the_command_lines_defaults():
         assert built == parsed, env
     built, _ = cli.check(cli.apply_defaults(Config(env=EnvConfig(env="CartPole-v1")), given={"sigma"}))
     assert built.ga.sigma == Config().ga.sigma and built.ga.population == 64  # sigma was set, population not
+
+
+def _unlike_default(value):
+    """A value of the same type as value that differs from it."""
+    if isinstance(value, str):
+        return value + "-x"
+    return value + 3 if isinstance(value, int) else value * 1.5 + 0.25
+
+
+@pytest.mark.parametrize("algo", config.ALGOS + config.GRADIENT)
+def test_every_setting_of_every_algorithm_survives_config_json(algo, tmp_path):
+    """A config whose every field (taken from the dataclasses, so a section or field added later
+    is covered) differs from its default is saved as config.json and loads back equal."""
+    import dataclasses
+
+    cfg = config.Config(algo=algo, preset="quick")
+    for group in config.groups(algo):
+        section = getattr(cfg, group)
+        changed = {f.name: _unlike_default(getattr(section, f.name)) for f in dataclasses.fields(section)}
+        cfg = dataclasses.replace(cfg, **{group: dataclasses.replace(section, **changed)})
+        assert all(getattr(getattr(cfg, group), n) != getattr(section, n) for n in changed)
+    path = str(tmp_path / "config.json")
+    config.save(cfg, path, {"git_commit": "abc", "shapes": {"obs": [4, 1, 1]}})
+    assert config.load(path) == cfg
+
+
+@pytest.mark.parametrize(
+    "argv, fitted",
+    [
+        (["--population", "8"], {"truncation": 8, "elite_candidates": 3}),  # quick: T 8, 3 candidates
+        (["--population", "2"], {"truncation": 2, "elite_candidates": 2}),
+        (["--preset", "paper", "--population", "5"], {"truncation": 5, "elite_candidates": 5}),
+    ],
+)
+def test_defaults_follow_the_population_the_user_set(argv, fitted):
+    """A truncation or elite count the user did not set never exceeds the population they did."""
+    cfg, _, _ = parse_args(argv, "")
+    assert {k: getattr(cfg.ga, k) for k in fitted} == fitted
+
+
+def test_run_ns_quick_with_a_small_population_fits_its_truncation():
+    """run_ns --algo ga-ns --env maze --population 8: the quick truncation 10 becomes 8."""
+    cfg, _, _ = parse_args(["--algo", "ga-ns", "--env", "maze", "--population", "8"], "", cli.NS_PRESETS)
+    assert (cfg.ns.population, cfg.ns.truncation) == (8, 8)
+
+
+def test_an_explicit_impossible_value_is_still_refused():
+    with pytest.raises(ConfigError, match=r"--truncation: got 10, allowed: 1 \.\. population \(8\)"):
+        parse_args(["--algo", "ga-ns", "--population", "8", "--truncation", "10"], "", cli.NS_PRESETS)
+    with pytest.raises(ConfigError, match="--elite-candidates: got 9"):
+        parse_args(["--population", "8", "--elite-candidates", "9"], "")
+    with pytest.raises(ConfigError, match="an even number with --mirrored 1"):
+        parse_args(["--population", "7", "--mirrored", "1"], "", cli.ES_PRESETS)
+
+
+def test_es_defaults_fit_an_odd_population_and_a_net_virtual_batch_norm_cannot_fold_into():
+    """ES's quick preset (mirrored pairs, vbn 128) with --population 7: independent perturbations;
+    with --net mlp-tanh or --obs-norm 1: no virtual batch norm. Set explicitly, they are refused."""
+    cfg, _, _ = parse_args(["--population", "7"], "", cli.ES_PRESETS)
+    assert (cfg.es.population, cfg.es.mirrored) == (7, 0)
+    cfg, _, _ = parse_args(["--obs-norm", "1"], "", cli.ES_PRESETS)
+    assert (cfg.net.vbn, cfg.es.obs_norm) == (0, 1)
+    with pytest.raises(ConfigError, match="--vbn: got 128, allowed: 0 with --obs-norm 1"):
+        parse_args(["--obs-norm", "1", "--vbn", "128"], "", cli.ES_PRESETS)
+
+
+def test_settings_given_to_override_are_checked_for_their_type():
+    """From Python as from the command line: the setting's flag and the type allowed, in one line."""
+    with pytest.raises(ConfigError, match=r"^--population: got 'many', allowed: an int$"):
+        config.override(config.Config(), {"population": "many"})
+    with pytest.raises(ConfigError, match=r"^--sigma: got True, allowed: a float$"):
+        config.override(config.Config(), {"sigma": True})
+    with pytest.raises(ConfigError, match=r"unknown setting 'populaton' for ga \(did you mean population\?\)"):
+        config.override(config.Config(), {"populaton": 3})
+    import numpy as np
+
+    cfg = config.override(config.Config(), {"population": np.int64(12), "sigma": 1})
+    assert (cfg.ga.population, cfg.ga.sigma) == (12, 1.0) and type(cfg.ga.population) is int

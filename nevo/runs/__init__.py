@@ -152,6 +152,26 @@ def load_checkpoint(run_dir: str, say=None) -> dict | None:
         return state
 
 
+def resume_checkpoint(run_dir: str, say=None) -> dict | None:
+    """The checkpoint --resume continues from (load_checkpoint), or None for a folder killed
+    before its first generation ended, which may simply start again. A DamagedFile, before
+    anything in the folder is touched, where the metrics hold finished generations but no
+    checkpoint can be read: starting again there would overwrite the run's record."""
+    try:
+        checkpoint = load_checkpoint(run_dir, say)
+    except DamagedFile as e:
+        raise DamagedFile(f"{e}; the run cannot continue: start a new run without --resume") from None
+    finished = read_metrics(run_dir) if checkpoint is None else []
+    if finished:
+        n = len({r.get("generation") for r in finished})
+        raise DamagedFile(
+            f"{run_dir}: {CHECKPOINT} and {PREVIOUS} are missing, but {METRICS} holds {n} finished "
+            f"generation{'s' if n != 1 else ''}: the run cannot continue, and the folder is left as it "
+            "is; start a new run without --resume"
+        )
+    return checkpoint
+
+
 def read_array(path: str) -> np.ndarray:
     """A run folder's .npy file; DamagedFile naming it if it cannot be read."""
     try:

@@ -96,7 +96,7 @@ def plan(cfg, task, resume_dir: str | None = None, cluster=None) -> Plan:
         check_address(cluster.address)
         setup.check_memory(spec.n_params, 0, cfg.run.noise_table_size, "cpu", "--noise-table-size")
         device = None
-    checkpoint = runs.load_checkpoint(resume_dir, say=print) if resume_dir else None
+    checkpoint = runs.resume_checkpoint(resume_dir, say=print) if resume_dir else None
     return Plan(spec, device, checkpoint, population, bases)
 
 

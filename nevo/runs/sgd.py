@@ -37,7 +37,7 @@ def run(cfg, task, resume_dir: str | None = None, out=None) -> Outcome:
         raise ConfigError(f"--env: SGD trains on a labelled data set (mnist); {task.name} is not one")
     spec = setup.net_for(cfg, task)
     config.check_noise_table(cfg, spec.n_params)
-    checkpoint = runs.load_checkpoint(resume_dir, say=print) if resume_dir else None
+    checkpoint = runs.resume_checkpoint(resume_dir, say=print) if resume_dir else None
     run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
     out = out or Progress(cfg.run.frame_budget)
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
