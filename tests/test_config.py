@@ -177,7 +177,9 @@ def test_settings_given_to_override_are_checked_for_their_type():
         config.override(config.Config(), {"population": "many"})
     with pytest.raises(ConfigError, match=r"^--sigma: got True, allowed: a float$"):
         config.override(config.Config(), {"sigma": True})
-    with pytest.raises(ConfigError, match=r"unknown setting 'populaton' for ga \(did you mean population\?\)"):
+    with pytest.raises(
+        ConfigError, match=r"unknown setting 'populaton' for ga \(did you mean population\?\)"
+    ):
         config.override(config.Config(), {"populaton": 3})
     import numpy as np
 
