@@ -203,3 +203,74 @@ def test_an_intact_metrics_file_resumes_without_a_word(tmp_path):
     runs.trim_metrics(str(tmp_path), 5, say=said.append)
     runs.trim_metrics(str(tmp_path), 3, say=said.append)
     assert said == [] and [r["generation"] for r in runs.read_metrics(str(tmp_path))] == [0, 1, 2]
+
+
+def _bytes_of(folder) -> dict:
+    """Every file under folder, by its path relative to it: its bytes."""
+    found = {}
+    for top, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(top, name)
+            with open(path, "rb") as f:
+                found[os.path.relpath(path, folder)] = f.read()
+    return found
+
+
+def _remove_checkpoints(folder):
+    os.remove(os.path.join(folder, runs.CHECKPOINT))
+    os.remove(os.path.join(folder, runs.PREVIOUS))
+
+
+def _damage_both_checkpoints(folder):
+    _garbage(os.path.join(folder, runs.CHECKPOINT))
+    _cut(os.path.join(folder, runs.PREVIOUS))
+
+
+def _damage_the_only_checkpoint(folder):
+    os.remove(os.path.join(folder, runs.PREVIOUS))
+    _pickled(os.path.join(folder, runs.CHECKPOINT))
+
+
+def _damage_config(folder):
+    _cut(os.path.join(folder, runs.CONFIG))
+
+
+def _settings_not_nevos(folder):
+    with open(os.path.join(folder, runs.CONFIG), "w") as f:
+        json.dump({"algo": "ga", "ga": {"population": "many"}}, f)
+
+
+REFUSED = [  # (damage, extra argv, what the one line says)
+    (_remove_checkpoints, [], "are missing, but metrics.jsonl holds 8 finished generations"),
+    (_damage_both_checkpoints, [], "start a new run without --resume"),
+    (_damage_the_only_checkpoint, [], "start a new run without --resume"),
+    (_damage_config, [], "config.json: damaged, not valid JSON"),
+    (_settings_not_nevos, [], "config.json: damaged, not nevo settings"),
+    (lambda folder: None, ["--population", "5"], "may change on resume; got --population"),
+    (lambda folder: None, ["--algo", "rs"], "may change on resume; got --algo"),
+]
+
+
+@pytest.mark.parametrize("damage, argv, says", REFUSED)
+@pytest.mark.slow
+def test_a_resume_that_refuses_to_continue_leaves_every_file_as_it_was(damage, argv, says, maze_run, tmp_path,
+                                                                        capsys):  # fmt: skip
+    """Missing or damaged checkpoints, a damaged config, conflicting flags: --resume stops with one
+    line, and every file of the run folder keeps its bytes (its metrics, elites, config)."""
+    folder = _copy(maze_run[0], tmp_path)
+    damage(folder)
+    before = _bytes_of(folder)
+    assert run_ga.main(["--resume", folder, "--frame-budget", "7000", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and says in err, err
+    assert _bytes_of(folder) == before
+
+
+@pytest.mark.slow
+def test_a_run_killed_before_its_first_generation_ended_simply_starts_again(maze_run, tmp_path):
+    """No checkpoint and no finished generation: nothing to lose, so --resume runs it from the start."""
+    folder = _copy(maze_run[0], tmp_path)
+    _remove_checkpoints(folder)
+    os.remove(os.path.join(folder, runs.METRICS))
+    assert run_ga.main(["--resume", folder, "--frame-budget", "7000"]) == 0
+    assert metrics_without_clock(folder) == maze_run[1]

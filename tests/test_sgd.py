@@ -79,3 +79,48 @@ def test_an_sgd_run_learns_and_resumes_exactly(tmp_path):
 def test_sgd_settings_are_checked_in_one_line():
     with pytest.raises(config.ConfigError, match="--proxy-rho: got 1.5"):
         config.validate(Config(algo="sgd", sgd=SGDConfig(proxy_rho=1.5)))
+
+
+def _resumed_from_its_folder_equals_the_whole_run(cfg, task, run, tmp_path):
+    """Run cfg whole; then resume a copy of its folder from the previous checkpoint with the
+    settings read back from the copy's config.json (as --resume does): the same metrics."""
+    outcome = run(cfg, task)
+    copy = str(tmp_path / "copy")
+    shutil.copytree(outcome.run_dir, copy)
+    shutil.copy(os.path.join(copy, runs.PREVIOUS), os.path.join(copy, runs.CHECKPOINT))
+    saved = config.validate(config.load(os.path.join(copy, runs.CONFIG)))
+    assert saved == cfg
+    run(saved, task, resume_dir=copy)
+    assert metrics_without_clock(copy) == metrics_without_clock(outcome.run_dir)
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.2])
+@pytest.mark.slow
+def test_sgd_and_the_proxy_resume_with_the_settings_they_started_with(rho, tmp_path):
+    """Every SGD setting off its default (step, L2, momentum, the proxy's rho, validate_every):
+    config.json gives them back, and the resumed run equals the uninterrupted one."""
+    cfg = Config(algo="sgd", env=EnvConfig(env="stripes", examples=20), net=NetConfig(net="dense:16"),
+                 sgd=SGDConfig(optimizer="sgd", lr=0.02, momentum=0.5, l2=0.001, proxy_rho=rho,
+                               validate_every=40),
+                 run=RunConfig(frame_budget=3_200, noise_table_size=200_000,
+                               out_dir=str(tmp_path / "a")))  # fmt: skip
+    _resumed_from_its_folder_equals_the_whole_run(
+        cfg, Supervised(cfg.env, small_data()), sgd_loop.run, tmp_path
+    )
+
+
+@pytest.mark.slow
+def test_es_on_a_data_set_resumes_with_the_settings_it_started_with(tmp_path):
+    from nevo.runs import loop
+
+    cfg = Config(algo="es", env=EnvConfig(env="stripes", examples=10), net=NetConfig(net="dense:8"),
+                 es=ESConfig(population=8, sigma=0.01, lr=0.02, l2=0.001, validation_episodes=1,
+                             validate_every=2, common_episodes=1),
+                 run=RunConfig(frame_budget=480, noise_table_size=200_000,
+                               out_dir=str(tmp_path / "a")))  # fmt: skip
+    task = Supervised(cfg.env, small_data())
+
+    def run(cfg, task, resume_dir=None):
+        return loop.run(cfg, task, loop.plan(cfg, task, resume_dir), resume_dir)
+
+    _resumed_from_its_folder_equals_the_whole_run(cfg, task, run, tmp_path)
