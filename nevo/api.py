@@ -76,8 +76,8 @@ class TrainResult:
 def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None = None, fitness=None,
           behaviour=None, seed: int = 0, out_dir: str = "runs", progress: bool = True,
           **settings) -> TrainResult:  # fmt: skip
-    """Train with `algo` (ga, rs, es, ga-ns, ns-es, nsr-es or nsra-es) on `env` and return a
-    TrainResult.
+    """Train with `algo` (ga, rs, es, ga-ns, ns-es, nsr-es, nsra-es, or sgd on a labelled data
+    set) on `env` and return a TrainResult.
 
     env: a gymnasium id (CartPole-v1, HalfCheetah-v5, ...), an Atari game (frostbite), "maze",
     "mnist", your own gymnasium environment class or a function that makes one, or a labelled
@@ -91,11 +91,16 @@ def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None =
     episode's last step (default: the final observation).
     settings: any other setting by its name (population=, sigma=, truncation=, lr=, ...; see
     `python -m experiments.run_ga --help`); they apply to `algo`'s family.
+
+    Bad input is a ConfigError of one line naming the argument: a setting's type or range (as
+    the command line says it), an env that cannot be made or whose reset or step raises, and a
+    fitness or behaviour that raises or returns anything but numbers of the right shape.
     """
     from nevo.tasks.supervised import DataSet, Supervised
 
     data = env if isinstance(env, DataSet) else None  # a labelled data set of one's own
     make_env = None if isinstance(env, (str, DataSet)) else env
+    _check_arguments(env if data is None else "data", net, frames, fitness, behaviour, progress)
     name = "data" if data is not None else env if isinstance(env, str) else getattr(env, "__name__", "env")
     cfg = replace(config.Config(algo=algo), env=replace(config.EnvConfig(), env=name))
     config.family_section(algo)  # an unknown name: one line listing the algorithms
@@ -126,6 +131,35 @@ def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None =
         load_policy(outcome.run_dir, "last"),
         cfg,
     )
+
+
+def _check_arguments(env, net, frames, fitness, behaviour, progress) -> None:
+    """train's own arguments (not settings, which nevo.config checks), one ConfigError line each."""
+    import numbers
+
+    if not (isinstance(env, str) or callable(env)):
+        raise ConfigError(
+            f"env: got {config.shown(env)}, allowed: a gymnasium id or Atari game (a str), your own "
+            "gymnasium environment class or a function that makes one, or a DataSet"
+        )
+    whole = (numbers.Integral, np.integer)
+    widths = isinstance(net, (list, tuple)) or (isinstance(net, np.ndarray) and net.ndim == 1)
+    if net is not None and not isinstance(net, str):
+        if (
+            not widths
+            or not len(net)
+            or not all(isinstance(w, whole) and not isinstance(w, bool) and w >= 1 for w in net)
+        ):
+            raise ConfigError(
+                f"net: got {config.shown(net)}, allowed: a net's name or hidden widths ([64, 64])"
+            )
+    if frames is not None and (not isinstance(frames, whole) or isinstance(frames, bool) or frames < 1):
+        raise ConfigError(f"frames: got {config.shown(frames)}, allowed: an int >= 1")
+    for name, f in (("fitness", fitness), ("behaviour", behaviour)):
+        if f is not None and not callable(f):
+            raise ConfigError(f"{name}: got {config.shown(f)}, allowed: a function (or None)")
+    if not isinstance(progress, (bool, np.bool_)):
+        raise ConfigError(f"progress: got {config.shown(progress)}, allowed: True or False")
 
 
 def load_policy(run_dir: str, which: str = "best") -> Policy:

@@ -31,6 +31,14 @@ class ConfigError(ValueError):
     """A setting with a value that is not allowed; the message names the field."""
 
 
+def shown(value) -> str:
+    """A value as a short phrase for a one-line error (what a user's function returned)."""
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape} and dtype {value.dtype}"
+    text = repr(value)
+    return text if len(text) < 80 else text[:77] + "..."
+
+
 def setting(default, help: str):
     """A dataclass field with its one-line help text."""
     return field(default=default, metadata={"help": help})

@@ -152,3 +152,78 @@ def test_dense_net_names_give_the_widths_asked_for():
     with pytest.raises(ValueError, match="dense:W1,W2"):
         nets.net_spec("dense:", (3, 1, 1), 2, np.float32)
     assert config.validate(config.Config(net=config.NetConfig(net="dense:4,4")))
+
+
+class WalkWithPosition(Walk):
+    """Walk whose step's info holds the position (reset's info is empty, as gymnasium's often is)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, _ = super().step(action)
+        return obs, reward, terminated, truncated, {"pos": np.array([self.x, self.t], np.float32)}
+
+
+class WalkThatFails(Walk):
+    """Walk whose simulator breaks on the sixth step."""
+
+    def step(self, action):
+        if self.t > 5:
+            raise RuntimeError("the simulator diverged")
+        return super().step(action)
+
+
+class WalkThatCannotReset(Walk):
+    def reset(self, seed=None, options=None):
+        raise KeyError("level")
+
+
+TINY = dict(net=[8], frames=600, population=6, validation_episodes=1, noise_table_size=200_000,
+            progress=False)  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_behaviour_that_reads_the_steps_info_is_novelty_searchs_behaviour(tmp_path):
+    """behaviour=lambda obs, info: info["pos"] (reset's info has no "pos"): probed on a real step,
+    it runs, and the run keeps the final positions."""
+    result = nevo.train("nsr-es", env=WalkWithPosition, behaviour=lambda obs, info: info["pos"],
+                        out_dir=str(tmp_path), **TINY)  # fmt: skip
+    behaviours = runs.read_array(os.path.join(result.run_dir, runs.BEHAVIOURS))
+    assert behaviours.shape == (6, 2) and np.all(behaviours[:, 1] >= 1)  # t at the end
+
+
+ONE_LINE = [  # (algo, arguments, the start of the message)
+    ("ga", dict(population="many"), "--population: got 'many', allowed: an int"),
+    ("ga", dict(sigma=-1.0), "--sigma: got -1.0, allowed: a number > 0"),
+    ("ga", dict(truncation=10), "--truncation: got 10, allowed: 0 (random search) .. population (6)"),
+    ("es", dict(lr="fast"), "--lr: got 'fast', allowed: a float"),
+    ("ga", dict(frames="x"), "frames: got 'x', allowed: an int >= 1"),
+    ("ga", dict(net=[8, "a"]), "net: got [8, 'a'], allowed: a net's name or hidden widths"),
+    ("ga", dict(env=5), "env: got 5, allowed: a gymnasium id"),
+    ("ga", dict(fitness=3), "fitness: got 3, allowed: a function"),
+    ("ga", dict(fitness=lambda r: 3.0), "fitness: returned 3.0 in generation 0; allowed: one number per "
+                                        "individual, 6 in all (an array of shape (6,), NaN for none)"),
+    ("ga", dict(fitness=lambda r: r.returns[:3]), "fitness: returned an array of shape (3,)"),
+    ("ga", dict(fitness=lambda r: [str(x) for x in r.returns]), "fitness: returned ['"),
+    ("ga", dict(fitness=lambda r: r.returns * np.inf), "fitness: returned an infinite value for individual"),
+    ("ga", dict(fitness=lambda r: r.score), "fitness: raised AttributeError: 'Results' object has no"),
+    ("ga-ns", dict(behaviour=lambda o, i: "x"),
+     "behaviour: returned 'x' on the observation and info of a first step (reset(seed=0), then one step); "
+     "allowed: numbers"),
+    ("ga-ns", dict(behaviour=lambda o, i: [1, [2, 3]]), "behaviour: returned [1, [2, 3]] on the observation"),
+    ("ga-ns", dict(behaviour=lambda o, i: i["pos"]), "behaviour: raised KeyError: 'pos' on the observation"),
+    ("ga-ns", dict(behaviour=lambda o, i: o[: 1 + int(o[1] > 0.5)]),
+     "behaviour: returned 2 numbers (an array of shape (2,) and dtype float32) at the end of the episode "
+     "with seed "),
+    ("ga", dict(env=WalkThatFails), "env WalkThatFails: step in the episode with seed "),
+    ("ga", dict(env=WalkThatCannotReset), "env WalkThatCannotReset: reset(seed=0) raised KeyError: 'level'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("algo, arguments, says", ONE_LINE)
+def test_bad_input_to_train_is_one_line_naming_the_argument(algo, arguments, says, tmp_path):
+    """A setting of the wrong type or range (as the command line says it), an env that raises,
+    a fitness or behaviour that raises or returns anything but one number per individual or the
+    behaviour's numbers: a ConfigError of one line, naming it and what it got."""
+    kwargs = {"env": Walk, **TINY, **arguments}
+    with pytest.raises(ConfigError) as e:
+        nevo.train(algo, out_dir=str(tmp_path), **kwargs)
+    assert str(e.value).startswith(says) and "\n" not in str(e.value), str(e.value)

@@ -160,11 +160,8 @@ def test_an_explicit_impossible_value_is_still_refused():
         parse_args(["--population", "7", "--mirrored", "1"], "", cli.ES_PRESETS)
 
 
-def test_es_defaults_fit_an_odd_population_and_a_net_virtual_batch_norm_cannot_fold_into():
-    """ES's quick preset (mirrored pairs, vbn 128) with --population 7: independent perturbations;
-    with --net mlp-tanh or --obs-norm 1: no virtual batch norm. Set explicitly, they are refused."""
-    cfg, _, _ = parse_args(["--population", "7"], "", cli.ES_PRESETS)
-    assert (cfg.es.population, cfg.es.mirrored) == (7, 0)
+def test_es_defaults_drop_virtual_batch_norm_where_it_cannot_fold():
+    """ES's quick preset (vbn 128) with --obs-norm 1: no virtual batch norm; set explicitly, refused."""
     cfg, _, _ = parse_args(["--obs-norm", "1"], "", cli.ES_PRESETS)
     assert (cfg.net.vbn, cfg.es.obs_norm) == (0, 1)
     with pytest.raises(ConfigError, match="--vbn: got 128, allowed: 0 with --obs-norm 1"):

@@ -184,7 +184,7 @@ def _generations(
             out.start_phase(gen, "train", frames)
             train = evaluator.run(_with(stats, population), episodes, out.episodes)
             t_tell = time.monotonic()
-            algo.tell(train, fitness=None if fitness is None else fitness(train))
+            algo.tell(train, fitness=None if fitness is None else fitness_of(fitness, train, gen))
             tell_s = time.monotonic() - t_tell
 
             last = frames + train.total_frames >= cfg.run.frame_budget  # no more generations
@@ -226,6 +226,32 @@ def _generations(
             run_dir,
         ) from None
     return frames, wall
+
+
+def fitness_of(fitness, train: Results, generation: int) -> np.ndarray:
+    """A caller's fitness(train) checked: one number per individual (float64, NaN allowed: it
+    ranks last), else a ConfigError naming `fitness` and what it raised or returned."""
+    n = len(train.returns)
+    try:
+        value = fitness(train)
+    except Exception as e:  # noqa: BLE001 (the caller's function: one line naming it)
+        raise ConfigError(f"fitness: raised {type(e).__name__}: {e} in generation {generation}") from e
+    try:
+        values = np.asarray(value)
+        numeric = values.dtype.kind in "iuf"
+    except ValueError:  # a ragged list
+        numeric = False
+    if not numeric or values.shape != (n,):
+        raise ConfigError(
+            f"fitness: returned {config.shown(value)} in generation {generation}; allowed: one number per "
+            f"individual, {n} in all (an array of shape ({n},), NaN for none)"
+        )
+    if np.isinf(values).any():
+        raise ConfigError(
+            f"fitness: returned an infinite value for individual {int(np.flatnonzero(np.isinf(values))[0])} "
+            f"in generation {generation}; allowed: finite numbers or NaN (NaN ranks last)"
+        )
+    return values.astype(np.float64)
 
 
 def main(argv, description: str, presets) -> int:

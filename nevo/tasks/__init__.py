@@ -244,13 +244,17 @@ class GymTask(_InProcess):
                 f"--env: {self.name} has observations {obs} and actions {act}; nevo's gymnasium "
                 "tasks need a 1-D Box observation, and Discrete actions or a bounded 1-D Box"
             )
+        try:  # a first step: the env works, and a user's behaviour meets a real step's info
+            first = probe_step(env, act)
+        finally:
+            env.close()
         self.behaviour_of = None  # (observation, info) at an episode's end -> its behaviour
-        if behaviour is not None:  # a user's: its size from a first observation
+        if behaviour is not None:  # a user's: its size from the first step's observation and info
             self.behaviour_of = behaviour
-            self.behaviour = (np.asarray(behaviour(*env.reset(seed=0))).size, np.float32)
+            where = "on the observation and info of a first step (reset(seed=0), then one step)"
+            self.behaviour = (envs.behaviour_vector(behaviour, *first, None, where).size, np.float32)
         elif type(self).behaviour is None:  # MuJoCo keeps its own: the centre of mass
             self.behaviour_of, self.behaviour = final_observation, (obs.shape[0], np.float32)
-        env.close()
         self.obs_shape = (obs.shape[0], 1, 1)  # (C, H, W) = (n, 1, 1)
         self.n_actions = int(act.shape[0]) if box else int(act.n)
         self.action = "tanh" if box else "argmax"  # continuous: the net's outputs through tanh
@@ -266,7 +270,7 @@ class GymTask(_InProcess):
 
     def make_slots(self, slots: int, behaviours: bool = False):
         if behaviours:  # novelty search: each episode's end, through behaviour_of
-            return envs.EpisodeEndSlots(self.make_env, slots, self.behaviour_of)
+            return envs.EpisodeEndSlots(self.make_env, slots, self.behaviour_of, size=self.behaviour[0])
         return envs.VectorTaskSlots(self.make_env, slots)
 
 
@@ -305,11 +309,29 @@ class MuJoCo(GymTask):
 
     def make_slots(self, slots: int, behaviours: bool = False):
         if behaviours and self.behaviour_of is not None:  # a user's behaviour instead of the centre of mass
-            return envs.EpisodeEndSlots(self.make_env, slots, self.behaviour_of)
+            return envs.EpisodeEndSlots(self.make_env, slots, self.behaviour_of, size=self.behaviour[0])
         return envs.MujocoSlots(self.make_env, slots)
 
 
 KINDS = (AtariGame, Maze, MuJoCo, GymTask, Supervised)
+
+
+def probe_step(env, action_space) -> tuple:
+    """(observation, info) of one step of env after reset(seed=0), with the first discrete action
+    or the middle of a Box; a ConfigError naming the env if reset or step raises."""
+    try:
+        env.reset(seed=0)
+    except Exception as e:  # noqa: BLE001 (the env's own code: one line naming it)
+        raise envs.env_failed(env, "reset(seed=0)", e) from e
+    if hasattr(action_space, "n"):
+        action = int(getattr(action_space, "start", 0))
+    else:
+        action = ((action_space.low + action_space.high) / 2).astype(action_space.dtype)
+    try:
+        observation, _, _, _, info = env.step(action)
+    except Exception as e:  # noqa: BLE001
+        raise envs.env_failed(env, f"step({action!r}) after reset(seed=0)", e) from e
+    return observation, info
 
 
 def final_observation(observation, info) -> np.ndarray:

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from nevo.config import ConfigError, EnvConfig
+from nevo.config import ConfigError, EnvConfig, shown
 from nevo.genomes.noise import splitmix64
 
 NOOP = 0  # index 0 of every minimal action set is NOOP
@@ -177,6 +177,7 @@ class VectorTaskSlots:
         space = self.envs[0].action_space
         self.box = (space.low, space.high) if isinstance(space, spaces.Box) else None
         self.infos = [{}] * slots  # each slot's last step's info
+        self.seeds = [0] * slots  # each slot's episode seed
         self.threads, self._pool = 1, None
         self.use_threads(threads)
 
@@ -197,7 +198,11 @@ class VectorTaskSlots:
         """(k, n, 1, 1) first observations of new episodes with these seeds in these slots."""
         out = np.empty((len(slots), *self.obs_shape), np.float32)
         for j, (s, seed) in enumerate(zip(slots, seeds)):
-            obs, _ = self.envs[s].reset(seed=int(seed))
+            self.seeds[s] = int(seed)
+            try:
+                obs, _ = self.envs[s].reset(seed=int(seed))
+            except Exception as e:  # noqa: BLE001 (the env's own code: one line naming it)
+                raise env_failed(self.envs[s], f"reset(seed={int(seed)})", e) from e
             out[j, :, 0, 0] = obs
         return out
 
@@ -210,9 +215,13 @@ class VectorTaskSlots:
         def run(lo: int, hi: int) -> None:  # rows lo..hi-1: its own rows of the outputs
             for j in range(lo, hi):
                 a = actions[j]
-                o, r, term, trunc, info = self.envs[slots[j]].step(
-                    int(a) if self.box is None else box_action(a, *self.box)
-                )
+                env = self.envs[slots[j]]
+                try:
+                    o, r, term, trunc, info = env.step(
+                        int(a) if self.box is None else box_action(a, *self.box)
+                    )
+                except Exception as e:  # noqa: BLE001 (the env's own code: one line naming it)
+                    raise env_failed(env, f"step in the episode with seed {self.seeds[slots[j]]}", e) from e
                 obs[j, :, 0, 0], rewards[j], ended[j] = o, r, term or trunc
                 self.infos[slots[j]] = info
 
@@ -230,13 +239,55 @@ class VectorTaskSlots:
             env.close()
 
 
+def env_name(env) -> str:
+    """A gymnasium env's registered id, or its class's name (a user's own env)."""
+    return getattr(getattr(env, "spec", None), "id", None) or type(env.unwrapped).__name__
+
+
+def _raised(e: Exception) -> str:
+    text = " ".join(str(e).split())
+    text = text if len(text) < 200 else text[:197] + "..."
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def env_failed(env, call: str, e: Exception) -> ConfigError:
+    """The one-line error of an env whose reset or step raised e."""
+    return ConfigError(f"env {env_name(env)}: {call} raised {_raised(e)}")
+
+
+def behaviour_vector(behaviour_of, observation, info, size: int | None, where: str) -> np.ndarray:
+    """behaviour_of(observation, info) as a (size,) float32 vector (size None: any size >= 1),
+    or a ConfigError naming `behaviour`, what it raised or returned, and where (`where`: "at the
+    end of the episode with seed 7")."""
+    try:
+        value = behaviour_of(observation, info)
+    except Exception as e:  # noqa: BLE001 (the user's function: one line naming it)
+        raise ConfigError(f"behaviour: raised {_raised(e)} {where}") from e
+    try:
+        vector = np.asarray(value)
+        numeric = vector.dtype.kind in "biuf"
+    except ValueError:  # a ragged list
+        numeric = False
+    if not numeric:
+        raise ConfigError(f"behaviour: returned {shown(value)} {where}; allowed: numbers (a vector)")
+    vector = vector.astype(np.float32).ravel()
+    if vector.size == 0 or (size is not None and vector.size != size):
+        wanted = (
+            f"{size} number{'s' * (size != 1)}, as on the first step it was probed on" if size else "numbers"
+        )
+        raise ConfigError(
+            f"behaviour: returned {vector.size} numbers ({shown(value)}) {where}; allowed: {wanted}"
+        )
+    return vector
+
+
 class EpisodeEndSlots(VectorTaskSlots):
     """VectorTaskSlots whose behaviour (novelty search's) is behaviour_of(observation, info) of
-    each slot's last step (a user's function, or the final observation)."""
+    each slot's last step (a user's function, or the final observation), size numbers each."""
 
-    def __init__(self, make_env, slots: int, behaviour_of, threads: int = 1):
+    def __init__(self, make_env, slots: int, behaviour_of, threads: int = 1, size: int | None = None):
         super().__init__(make_env, slots, threads)
-        self.behaviour_of = behaviour_of
+        self.behaviour_of, self.size = behaviour_of, size
         self.last = [(None, {})] * slots  # (observation, info) of each slot's last step
 
     def step(self, slots, actions):
@@ -247,7 +298,13 @@ class EpisodeEndSlots(VectorTaskSlots):
 
     def behaviour(self, slots) -> np.ndarray:
         """(k, d) float32 of these slots' last steps (an ended episode: before its reset)."""
-        return np.stack([np.asarray(self.behaviour_of(*self.last[s]), np.float32).ravel() for s in slots])
+        return np.stack(
+            [
+                behaviour_vector(self.behaviour_of, *self.last[s], self.size,
+                                 f"at the end of the episode with seed {self.seeds[s]}")
+                for s in slots
+            ]
+        )  # fmt: skip
 
 
 def centre_of_mass_xy(env) -> np.ndarray:
