@@ -3,7 +3,7 @@ on Atari from pixels, a deceptive maze, gymnasium and MuJoCo tasks, fast, in Pyt
 compiles.
 
     import nevo
-    result = nevo.train("ga", env="CartPole-v1", frames=300_000)   # any of the seven algorithms
+    result = nevo.train("ga", env="CartPole-v1", frames=300_000)   # any algorithm: es, nsr-es, sgd, ...
     policy = nevo.load_policy(result.run_dir)                        # policy.act(observation)
 
 The package follows the data flow: nevo.config and nevo.cli (settings), nevo.tasks (what an agent

@@ -1,5 +1,6 @@
-"""nevo in a few lines: `train` runs any of the seven algorithms on any task and returns the run's
-folder, metrics and elite as a `Policy`; `load_policy` gives the same Policy for any finished run.
+"""nevo in a few lines: `train` runs any algorithm (the seven of neuroevolution, and SGD on a data
+set) on any task and returns the run's folder, metrics and elite as a `Policy`; `load_policy`
+gives the same Policy for any finished run.
 
     import nevo
     result = nevo.train("ga", env="CartPole-v1", frames=300_000)
