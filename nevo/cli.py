@@ -170,21 +170,24 @@ def apply_defaults(cfg, given=(), task_defaults=True, kind=None):
 
 
 def fit_defaults(cfg, given=()):
-    """cfg with the defaults that another setting makes impossible fitted to it, each only where
-    not named in `given`: a truncation or number of elite candidates above the population becomes
-    the population (run_ns's quick truncation 10 with --population 8), and virtual batch norm
-    (ES's presets) is off with a net, an observation normalisation or a safe mutation it cannot
-    fold into. A value set explicitly is kept, and validate refuses it if it is impossible. (An
-    odd ES population stays refused with mirrored pairs, the default: dropping the pairs would
-    change the gradient estimator, a choice left to the user.)"""
+    """cfg with the defaults that another setting makes impossible fitted to it, each only where not
+    named in `given`: a truncation or number of elite candidates above the population becomes the
+    population (run_ns's quick truncation 10 with --population 8), and virtual batch norm (ES's
+    presets) is off with a net, an observation normalisation or a safe mutation it cannot fold into;
+    --grad-corr 1 brings the one shared batch and the plain net it needs. A value set explicitly is
+    kept, and validate refuses it if it is impossible. (An odd ES population stays refused with
+    mirrored pairs, the default: dropping the pairs would change the gradient estimator, a choice
+    left to the user.)"""
     s = section(cfg)
     fitted = {}
     population = getattr(s, "population", None)
     for name in ("truncation", "elite_candidates"):
         if population is not None and name not in given and getattr(s, name, -1) > population:
             fitted[name] = population
+    if getattr(s, "grad_corr", 0) and "common_episodes" not in given:  # the true gradient is one batch's
+        fitted["common_episodes"] = 1
     cfg = override(cfg, fitted)
-    if cfg.net.vbn and "vbn" not in given and vbn_conflict(cfg) is not None:
+    if cfg.net.vbn and "vbn" not in given and (vbn_conflict(cfg) is not None or getattr(s, "grad_corr", 0)):
         cfg = override(cfg, {"vbn": 0})
     return cfg
 

@@ -182,3 +182,13 @@ def test_settings_given_to_override_are_checked_for_their_type():
 
     cfg = config.override(config.Config(), {"population": np.int64(12), "sigma": 1})
     assert (cfg.ga.population, cfg.ga.sigma) == (12, 1.0) and type(cfg.ga.population) is int
+
+
+def test_grad_corr_brings_the_shared_batch_and_the_plain_net_it_needs():
+    """--grad-corr 1 alone (common episodes 0 and ES's preset vbn 128 by default) fits them; set
+    explicitly against it, they stay, and the run's check refuses them."""
+    es = config.Config(algo="es", net=config.NetConfig(vbn=128), es=config.ESConfig(grad_corr=1))
+    fitted = cli.fit_defaults(es, given={"grad_corr"})
+    assert (fitted.es.common_episodes, fitted.net.vbn) == (1, 0)
+    kept = cli.fit_defaults(es, given={"grad_corr", "common_episodes", "vbn"})
+    assert (kept.es.common_episodes, kept.net.vbn) == (0, 128)
