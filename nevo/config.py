@@ -39,6 +39,23 @@ def shown(value) -> str:
     return text if len(text) < 80 else text[:77] + "..."
 
 
+def raised(e: Exception) -> str:
+    """An exception as "KeyError: 'pos'", on one line, for a one-line error."""
+    text = " ".join(str(e).split())
+    text = text if len(text) < 200 else text[:197] + "..."
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def as_numbers(value) -> np.ndarray | None:
+    """What a user's function returned as a numeric array (ints, floats or bools), or None where it
+    is not numbers (a string, an object, a ragged list)."""
+    try:
+        array = np.asarray(value)
+    except ValueError:  # a ragged list
+        return None
+    return array if array.dtype.kind in "biuf" else None
+
+
 def setting(default, help: str):
     """A dataclass field with its one-line help text."""
     return field(default=default, metadata={"help": help})

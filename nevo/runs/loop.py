@@ -235,13 +235,9 @@ def fitness_of(fitness, train: Results, generation: int) -> np.ndarray:
     try:
         value = fitness(train)
     except Exception as e:  # noqa: BLE001 (the caller's function: one line naming it)
-        raise ConfigError(f"fitness: raised {type(e).__name__}: {e} in generation {generation}") from e
-    try:
-        values = np.asarray(value)
-        numeric = values.dtype.kind in "iuf"
-    except ValueError:  # a ragged list
-        numeric = False
-    if not numeric or values.shape != (n,):
+        raise ConfigError(f"fitness: raised {config.raised(e)} in generation {generation}") from e
+    values = config.as_numbers(value)
+    if values is None or values.shape != (n,):
         raise ConfigError(
             f"fitness: returned {config.shown(value)} in generation {generation}; allowed: one number per "
             f"individual, {n} in all (an array of shape ({n},), NaN for none)"

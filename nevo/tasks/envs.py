@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from nevo.config import ConfigError, EnvConfig, shown
+from nevo.config import ConfigError, EnvConfig, as_numbers, raised, shown
 from nevo.genomes.noise import splitmix64
 
 NOOP = 0  # index 0 of every minimal action set is NOOP
@@ -244,15 +244,9 @@ def env_name(env) -> str:
     return getattr(getattr(env, "spec", None), "id", None) or type(env.unwrapped).__name__
 
 
-def _raised(e: Exception) -> str:
-    text = " ".join(str(e).split())
-    text = text if len(text) < 200 else text[:197] + "..."
-    return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
 def env_failed(env, call: str, e: Exception) -> ConfigError:
     """The one-line error of an env whose reset or step raised e."""
-    return ConfigError(f"env {env_name(env)}: {call} raised {_raised(e)}")
+    return ConfigError(f"env {env_name(env)}: {call} raised {raised(e)}")
 
 
 def behaviour_vector(behaviour_of, observation, info, size: int | None, where: str) -> np.ndarray:
@@ -262,13 +256,9 @@ def behaviour_vector(behaviour_of, observation, info, size: int | None, where: s
     try:
         value = behaviour_of(observation, info)
     except Exception as e:  # noqa: BLE001 (the user's function: one line naming it)
-        raise ConfigError(f"behaviour: raised {_raised(e)} {where}") from e
-    try:
-        vector = np.asarray(value)
-        numeric = vector.dtype.kind in "biuf"
-    except ValueError:  # a ragged list
-        numeric = False
-    if not numeric:
+        raise ConfigError(f"behaviour: raised {raised(e)} {where}") from e
+    vector = as_numbers(value)
+    if vector is None:
         raise ConfigError(f"behaviour: returned {shown(value)} {where}; allowed: numbers (a vector)")
     vector = vector.astype(np.float32).ravel()
     if vector.size == 0 or (size is not None and vector.size != size):
