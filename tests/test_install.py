@@ -58,3 +58,13 @@ def test_requirements_gpu_txt_installs_nevo_in_place_too():
     with open(os.path.join(ROOT, "requirements-gpu.txt")) as f:
         lines = [line.split("#")[0].strip() for line in f]
     assert any(line.startswith("-e .[") for line in lines)
+
+
+def test_after_the_readme_install_nevo_imports_from_any_folder(tmp_path):
+    """The README's `pip install -r requirements.txt` put this checkout in place: a process started
+    in another folder, with no PYTHONPATH (a notebook, `dask scheduler`), imports this nevo."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = "import nevo; print(nevo.__file__)"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, f"run `pip install -r requirements.txt` in {ROOT}: {out.stderr[-300:]}"
+    assert out.stdout.strip() == os.path.join(ROOT, "nevo", "__init__.py")
