@@ -67,4 +67,4 @@ def test_after_the_readme_install_nevo_imports_from_any_folder(tmp_path):
     probe = "import nevo; print(nevo.__file__)"
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.returncode == 0, f"run `pip install -r requirements.txt` in {ROOT}: {out.stderr[-300:]}"
-    assert out.stdout.strip() == os.path.join(ROOT, "nevo", "__init__.py")
+    assert os.path.realpath(out.stdout.strip()) == os.path.realpath(os.path.join(ROOT, "nevo", "__init__.py"))
