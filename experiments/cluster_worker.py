@@ -1,7 +1,7 @@
 """Start one Dask worker for nevo on this node, from this nevo checkout.
 
-    python -m experiments.cluster_worker tcp://10.0.0.1:8786         # in the checkout, on every node
-    python /path/to/nevo/experiments/cluster_worker.py tcp://10.0.0.1:8786   # the same, from anywhere
+    python -m experiments.cluster_worker tcp://10.0.0.1:8786 --host 10.0.0.2  # in the checkout, on each node
+    python /path/to/nevo/experiments/cluster_worker.py tcp://10.0.0.1:8786  # the same, from anywhere
 
 It is `dask worker SCHEDULER` with nevo's settings: one worker process with one Dask thread
 (nevo's evaluator uses the node's cores itself), not daemonic (novelty search on Atari replays

@@ -1,7 +1,8 @@
 """A Dask scheduler and workers as processes of the test's own, on 127.0.0.1 only, each bounded
 in time (the scheduler's idle timeout, the workers' lifetime) and stopped by process id by the
-test that started them. A worker imports nevo only from the folder it starts in (`python -m`
-puts that folder on its path), as on a cluster: never from the test's environment."""
+test that started them. Nothing is put on their PYTHONPATH: they import nevo as any process of
+this Python does (`pip install -r requirements.txt` installs the checkout in place), or, started
+`without_nevo`, not at all."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,10 +23,28 @@ def environment() -> dict:
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
+def without_nevo(module: str) -> list[str]:
+    """`python -m module` for a Python where nevo is not installed: site's .pth files, among them
+    the editable install's, are not read (-S, which multiprocessing passes on to the processes it
+    spawns), and only site-packages, where Dask and the rest are, goes on the path (not the
+    current folder, which may be a checkout)."""
+    paths = list(dict.fromkeys(sysconfig.get_paths()[k] for k in ("purelib", "platlib")))
+    run = f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    code = f"import runpy, sys; sys.path[:] = [p for p in sys.path if p] + {paths!r}; {run}"  # not cwd
+    return [sys.executable, "-S", "-c", code]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def listening(pid: int) -> set:
+    """The addresses on which process pid listens."""
+    import psutil
+
+    return {c.laddr.ip for c in psutil.Process(pid).net_connections("inet") if c.status == psutil.CONN_LISTEN}
 
 
 def worker_process(dask_worker=None) -> dict:
@@ -41,9 +61,12 @@ class DaskProcesses:
     """`with DaskProcesses(workers=2) as c:` a scheduler at c.address and its workers."""
 
     def __init__(self, workers: int = 2, worker_cwd: str = ROOT, log_dir: str | None = None,
-                 port: int | None = None, scheduler_options: list[str] | None = None):  # fmt: skip
-        """scheduler_options: `dask scheduler`'s options, which give it port (default: 127.0.0.1 only)."""
+                 port: int | None = None, scheduler_options: list[str] | None = None,
+                 scheduler_nevo: bool = True):  # fmt: skip
+        """scheduler_options: `dask scheduler`'s options, which give it port (default: 127.0.0.1 only);
+        scheduler_nevo=False: the scheduler runs in a Python without nevo."""
         self.n_workers, self.worker_cwd, self.log_dir = workers, worker_cwd, log_dir
+        self.scheduler_nevo = scheduler_nevo
         self.port = port or free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.scheduler_options = scheduler_options or [
@@ -52,33 +75,28 @@ class DaskProcesses:
         ]  # fmt: skip
         self.scheduler, self.workers = None, []
 
-    def _start(self, args, cwd, name):
+    def _start(self, args, cwd, name, nevo=True):
+        """`python -m args` (nevo=False: in a Python without nevo) in cwd, in a session of its own."""
         log = open(os.path.join(self.log_dir, name + ".log"), "w") if self.log_dir else subprocess.DEVNULL
+        python = [sys.executable, "-m", args[0]] if nevo else without_nevo(args[0])
         # a session of its own: its process group id is its pid, which also names a nanny's worker
-        return subprocess.Popen([sys.executable, "-m", *args], cwd=cwd, stdout=log, stderr=log,
+        return subprocess.Popen([*python, *args[1:]], cwd=cwd, stdout=log, stderr=log,
                                 env=environment(), start_new_session=True)  # fmt: skip
 
     def start_scheduler(self):
         self.scheduler = self._start(
             ["distributed.cli.dask_scheduler", *self.scheduler_options, "--idle-timeout", f"{LIMIT_S}s"],
-            ROOT, "scheduler")  # fmt: skip
+            ROOT, "scheduler", self.scheduler_nevo)  # fmt: skip
 
-    def start_worker(self, cwd: str | None = None, nanny: bool = False) -> subprocess.Popen:
+    def start_worker(
+        self, cwd: str | None = None, nanny: bool = False, nevo: bool = True
+    ) -> subprocess.Popen:
         """One worker process, one thread; without a nanny (default) a kill is final."""
         w = self._start(
             ["distributed.cli.dask_worker", self.address, "--host", "127.0.0.1", "--nthreads", "1",
              "--nanny" if nanny else "--no-nanny", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
              "--lifetime", f"{LIMIT_S}s", "--name", f"w{len(self.workers)}"],
-            cwd or self.worker_cwd, f"worker{len(self.workers)}")  # fmt: skip
-        self.workers.append(w)
-        return w
-
-    def start_nevo_worker(self, cwd: str = ROOT) -> subprocess.Popen:
-        """A worker started as README and docs/cluster.md say (`python -m experiments.cluster_worker
-        ADDRESS` in the checkout: a nanny and its worker process), on 127.0.0.1, with a lifetime."""
-        w = self._start(
-            ["experiments.cluster_worker", self.address, "--host", "127.0.0.1", "--lifetime", f"{LIMIT_S}s",
-             "--name", f"w{len(self.workers)}"], cwd, f"worker{len(self.workers)}")  # fmt: skip
+            cwd or self.worker_cwd, f"worker{len(self.workers)}", nevo)  # fmt: skip
         self.workers.append(w)
         return w
 

@@ -22,7 +22,7 @@ from nevo.evaluation.cluster_worker import differences, fingerprint
 from nevo.evaluation.episodes import Episodes, Population
 from nevo.genomes import noise
 from tests.conftest import metrics_without_clock, run_folder
-from tests.dask_procs import ROOT, DaskProcesses, environment, free_port, worker_process
+from tests.dask_procs import ROOT, DaskProcesses, listening
 from tests.fixtures.record import PATH, RUNS
 
 MAIN = {"run_ga": run_ga.main, "run_es": run_es.main, "run_ns": run_ns.main}
@@ -198,44 +198,6 @@ def test_a_worker_with_other_nevo_code_is_refused_before_any_work(tmp_path, caps
     assert not os.listdir(tmp_path / "runs")
 
 
-def _documented(program: str) -> list[str]:
-    """docs/cluster.md's command line that starts with program, without its comment, for this
-    machine: the head node's address there, 10.0.0.1, becomes 127.0.0.1."""
-    with open(os.path.join(ROOT, "docs", "cluster.md")) as f:
-        (line,) = [x.split("#")[0] for x in f if x.startswith(program)]
-    return line.replace("10.0.0.1", "127.0.0.1").split()
-
-
-@pytest.mark.slow
-def test_the_documented_recipe_runs_and_its_worker_imports_nevo_from_its_checkout(recorded, tmp_path):
-    """docs/cluster.md's (and README's) scheduler and worker, as written there but on 127.0.0.1:
-    the scheduler listens on its host only, dashboard port included; the worker, started in the
-    checkout where nothing else makes nevo importable, runs under a nanny, not daemonic, with
-    one thread, imports the checkout's nevo, and a run on it gives the recorded metrics."""
-    elsewhere = subprocess.run([sys.executable, "-c", "import nevo"], cwd=tmp_path, env=environment(),
-                               capture_output=True, timeout=60)  # fmt: skip
-    assert elsewhere.returncode != 0  # the worker's environment alone has no nevo
-    scheduler = _documented("dask scheduler")
-    assert _documented("python -m experiments.cluster_worker") == [
-        "python", "-m", "experiments.cluster_worker", "tcp://127.0.0.1:8786",
-    ]  # what start_nevo_worker runs, at the test's own port  # fmt: skip
-    port = free_port()
-    options = [str(port) if x == "8786" else x.replace(":8787", ":0") for x in scheduler[2:]]
-    module, argv = RUNS["ga-maze"]
-    with DaskProcesses(workers=0, port=port, scheduler_options=options) as c:
-        nanny = c.start_nevo_worker()
-        c.wait_for_workers(1)
-        from distributed import Client
-
-        with Client(c.address, timeout="30s") as client:
-            (facts,) = client.run(worker_process).values()
-            (worker_pid,) = client.run(os.getpid).values()
-        assert all(_listening(pid) == {"127.0.0.1"} for pid in [c.scheduler.pid, nanny.pid, worker_pid])
-        folder = run_folder(MAIN[module], [*argv, "--cluster", c.address], tmp_path / "runs")
-    assert facts == {"daemon": False, "nthreads": 1, "nevo": os.path.join(ROOT, "nevo", "__init__.py")}
-    assert metrics_without_clock(folder) == recorded["ga-maze"]
-
-
 NO_NEVO = (
     r"refused worker tcp://127\.0\.0\.1:\d+: cannot import nevo \(No module named 'nevo'\); "
     r"start it from a nevo checkout with `python -m experiments\.cluster_worker {}`"
@@ -244,12 +206,12 @@ NO_NEVO = (
 
 @pytest.mark.slow
 def test_a_worker_that_cannot_import_nevo_is_refused_in_one_line(tmp_path, capsys):
-    """Plain `dask worker` started outside a nevo checkout (nanny and all): one line names the
+    """Plain `dask worker` in a Python without nevo (nanny and all): one line names the
     worker and the command that starts one that imports nevo, no traceback, and the worker leaves;
     with no other worker the run stops with one line and leaves no run folder."""
     module, argv = RUNS["ga-maze"]
     with DaskProcesses(workers=0) as c:
-        w = c.start_worker(cwd=str(tmp_path), nanny=True)
+        w = c.start_worker(nanny=True, nevo=False)
         c.wait_for_workers(1)
         code = run_ga.main([*argv, "--out-dir", str(tmp_path / "runs"), "--cluster", c.address,
                             "--cluster-timeout", "5"])  # fmt: skip
@@ -270,12 +232,12 @@ def test_a_worker_that_cannot_import_nevo_joining_later_is_refused_in_one_line(t
     cfg, task, table, _, _, _ = _maze_setup(tmp_path, n=2)
     lines = []
     with DaskProcesses(workers=0) as c:
-        c.start_worker(cwd=str(tmp_path))
+        c.start_worker(nevo=False)
 
         def say(line):  # the first refusal came during registration: the second worker joins after it
             lines.append(line)
             if len(c.workers) == 1:
-                c.start_worker(cwd=str(tmp_path), nanny=True)
+                c.start_worker(nanny=True, nevo=False)
 
         c.wait_for_workers(1)
         with pytest.raises(ClusterError, match=r"no nevo worker joined .* \(2 refused\)"):
@@ -313,12 +275,6 @@ def test_a_daemonic_worker_is_refused_where_it_would_replay_atari_ram(tmp_path, 
     assert out.err.startswith("error: no nevo worker joined")
 
 
-def _listening(pid: int) -> set:
-    import psutil
-
-    return {c.laddr.ip for c in psutil.Process(pid).net_connections("inet") if c.status == psutil.CONN_LISTEN}
-
-
 @pytest.mark.slow
 def test_schedulers_and_workers_listen_on_127_0_0_1_only(two_workers, tmp_path):
     """Every server a test or local:N starts: its scheduler, its workers and their HTTP ends."""
@@ -328,8 +284,8 @@ def test_schedulers_and_workers_listen_on_127_0_0_1_only(two_workers, tmp_path):
     try:
         pids += [os.getpid(), *ev.client.run(os.getpid).values()]
         assert len(pids) == 6
-        assert all(_listening(pid) <= {"127.0.0.1"} for pid in pids)
-        assert _listening(two_workers.scheduler.pid) and _listening(pids[-1])
+        assert all(listening(pid) <= {"127.0.0.1"} for pid in pids)
+        assert listening(two_workers.scheduler.pid) and listening(pids[-1])
     finally:
         ev.close()
     assert all(not psutil_alive(pid) for pid in pids[-2:])  # local:N's workers are gone
@@ -383,14 +339,6 @@ def test_a_bad_cluster_address_is_one_line(address, message, capsys, tmp_path):
     assert run_ga.main(["--env", "CartPole-v1", "--cluster", address, "--out-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --cluster") and err.count("\n") == 1 and not os.listdir(tmp_path)
-
-
-def test_no_scheduler_at_the_address_is_one_line_and_no_run_folder(capsys, tmp_path):
-    argv = ["--env", "CartPole-v1", "--out-dir", str(tmp_path), "--cluster-timeout", "2"]
-    assert run_ga.main([*argv, "--cluster", f"tcp://127.0.0.1:{free_port()}"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: --cluster: no Dask scheduler answers") and err.count("\n") == 1
-    assert not os.listdir(tmp_path)
 
 
 @pytest.mark.slow

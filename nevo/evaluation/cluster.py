@@ -24,14 +24,21 @@ Shape:
   float rounding can differ).
 - Before any work, each worker compares its nevo version, nevo's source and its noise table with
   the driver's, and a worker that differs refuses (one line in the driver's output) and leaves;
-  so does a worker that cannot import nevo at all (started outside a nevo checkout: the line
-  names `python -m experiments.cluster_worker ADDRESS`, which starts one that can).
+  so does a worker that cannot import nevo at all (the line names `python -m
+  experiments.cluster_worker ADDRESS`, which starts one that can).
+- The scheduler unpickles every task it is sent, and nevo's tasks name nevo's functions: a
+  scheduler whose Python cannot import nevo cannot take them. The driver asks it first, and
+  says so in one line (with the fix) before any run folder is written.
+- Every way the cluster fails (no scheduler at the address, one that cannot import nevo, no
+  worker, the scheduler lost, a chunk that fails or keeps killing its workers) is a
+  ClusterError: one line that names the cause and the fix, never a traceback.
 """
 
 from __future__ import annotations
 
 import math
 import pickle
+import threading
 import time
 import uuid
 import warnings
@@ -48,6 +55,14 @@ class ClusterError(RuntimeError):
 
 
 LOCAL = "local:"
+# how to start what a cluster needs (README, docs/cluster.md), given the scheduler's address
+SCHEDULER_COMMAND = "dask scheduler --host {} --port {}"
+INSTALL = "`pip install -r requirements.txt` in a nevo checkout"
+
+
+def one_line(text: str) -> str:
+    """text (an exception's, perhaps of several lines) as one line."""
+    return " ".join(str(text).split())
 
 
 def check_address(address: str) -> None:
@@ -81,7 +96,7 @@ class ClusterEvaluator:
                  timeout_s=120.0, chunk=0, say=print):  # fmt: skip
         import logging
 
-        from distributed import Client, LocalCluster
+        from distributed import LocalCluster
 
         from nevo.evaluation import cluster_worker as worker_side
 
@@ -112,11 +127,12 @@ class ClusterEvaluator:
         else:
             target = address
         try:
-            self.client = Client(target, timeout=f"{timeout_s}s")
-        except OSError as e:
+            self.client = self._connect(target)
+        except BaseException:
             self._stop_local()
-            raise ClusterError(f"--cluster: no Dask scheduler answers at {address} ({e})") from None
+            raise
         try:
+            self._check_scheduler()
             self.name = f"nevo-{uuid.uuid4().hex[:8]}"
             self.reported = set()
             self.plugin = worker_side.Setup(
@@ -134,10 +150,75 @@ class ClusterEvaluator:
             self.client.register_plugin(worker_side.portable(self.plugin), name=self.name)
             self.workers = self._wait_for_workers()
             self.facts = {"cluster": address, "workers": len(self.workers), **self._worker_facts()}
-        except BaseException:  # no scheduler connection or local cluster outlives a failed start
+        except BaseException as e:  # no scheduler connection or local cluster outlives a failed start
             self.close()
+            if isinstance(e, OSError):  # Dask's CommClosedError and timeouts included
+                raise ClusterError(self._lost()) from None
             raise
         self.runs = 0
+
+    def _connect(self, target):
+        """A Client of target (an address or a LocalCluster); a ClusterError if none in about
+        timeout_s. Dask bounds the connection but not the handshake after it: a port where
+        something else listens (the dashboard's, say) would hold the run for ever."""
+        from distributed import Client
+
+        made = {}
+
+        def connect():
+            try:
+                made["client"] = Client(target, timeout=f"{self.timeout_s}s")
+            except BaseException as e:  # noqa: BLE001 (raised below, in the caller's thread)
+                made["error"] = e
+
+        thread = threading.Thread(target=connect, name="nevo-cluster-connect", daemon=True)
+        thread.start()
+        thread.join(self.timeout_s + 5)
+        if thread.is_alive():  # left behind: a daemon thread, stuck in a read that never ends
+            raise ClusterError(
+                f"--cluster: something listens at {self.address} but does not answer as a Dask scheduler "
+                f"(in {self.timeout_s + 5:g} s; the dashboard's port instead of the scheduler's?): "
+                f"check the address"
+            )
+        if isinstance(made.get("error"), OSError):
+            raise ClusterError(self._unreachable(made["error"])) from None
+        if "error" in made:
+            raise made["error"]
+        return made["client"]
+
+    def _unreachable(self, e: OSError) -> str:
+        host_port = self.address.split("://", 1)[-1].rsplit(":", 1)
+        start = SCHEDULER_COMMAND.format(*host_port) if len(host_port) == 2 else "dask scheduler"
+        return (
+            f"--cluster: no Dask scheduler answers at {self.address} ({one_line(e)}): check the address, "
+            f"or start one there (`{start}`, on that host)"
+        )
+
+    def _check_scheduler(self) -> None:
+        """A ClusterError unless the scheduler's Python imports nevo (it unpickles nevo's tasks)."""
+        if self.cluster is not None:  # local:N: the scheduler runs in this process
+            return
+        try:
+            why, python = self.client.run_on_scheduler(_importer())
+        except OSError:
+            raise
+        except Exception:  # noqa: BLE001 (a scheduler that runs no functions: the first task will tell)
+            return
+        if why:
+            raise ClusterError(self._no_nevo_on_scheduler(why, python))
+
+    def _no_nevo_on_scheduler(self, why: str, python: str | None = None) -> str:
+        where = f" ({python})" if python else ""
+        return (
+            f"the Dask scheduler at {self.address} cannot import nevo ({why}), so it cannot read nevo's "
+            f"tasks: install nevo for the Python that runs it{where} with {INSTALL}, and restart it"
+        )
+
+    def _lost(self) -> str:
+        return (
+            f"lost the Dask scheduler at {self.address} (stopped, or its host or the network down): "
+            f"restart it, and its workers"
+        )
 
     # -- the cluster's state ------------------------------------------------------------------
 
@@ -162,7 +243,7 @@ class ClusterEvaluator:
             }
             self._refusals()
         except OSError:  # Dask's CommClosedError and connection timeouts included
-            raise ClusterError(f"lost the Dask scheduler at {self.address}") from None
+            raise ClusterError(self._lost()) from None
         return running - self.reported
 
     def _wait_for_workers(self, gone: bool = False) -> set:
@@ -182,10 +263,21 @@ class ClusterEvaluator:
 
     def _none_joined(self) -> str:
         why = f" ({len(self.reported)} refused)" if self.reported else ""
-        return f"no nevo worker joined the cluster at {self.address} in {self.timeout_s:g} s{why}"
+        return (
+            f"no nevo worker joined the cluster at {self.address} in {self.timeout_s:g} s{why}: "
+            f"start one on each node with {self._start_worker()}"
+        )
 
     def _gone(self) -> str:
-        return f"every worker of the cluster at {self.address} has been gone for {self.timeout_s:g} s"
+        return (
+            f"every worker of the cluster at {self.address} has been gone for {self.timeout_s:g} s: "
+            f"start them again with {self._start_worker()}"
+        )
+
+    def _start_worker(self) -> str:
+        from nevo.evaluation import cluster_worker as worker_side
+
+        return f"`{worker_side.WORKER_COMMAND.format(self.address)}` in a nevo checkout"
 
     def _worker_facts(self) -> dict:
         """What the workers run, as config.json's facts (the first accepted worker's)."""
@@ -243,7 +335,7 @@ class ClusterEvaluator:
             except TimeoutError:  # nothing came back in 2 s: look at the cluster below
                 finished = set()
             except CancelledError:  # the client cancels every future when it loses the scheduler
-                raise ClusterError(f"lost the Dask scheduler at {self.address}") from None
+                raise ClusterError(self._lost()) from None
             for f in finished:
                 parts[order[f.key]] = part = self._result(f)
                 received += nbytes(part)
@@ -283,17 +375,29 @@ class ClusterEvaluator:
         return out
 
     def _result(self, future) -> Results:
-        """The chunk's Results, or a ClusterError when the cluster lost it."""
+        """The chunk's Results, or a ClusterError (one line: the cause and the fix) when the
+        cluster lost it or could not run it."""
         from distributed import KilledWorker
 
         try:
             return future.result()
         except KilledWorker as e:
+            last = getattr(getattr(e, "last_worker", None), "address", "?")
             raise ClusterError(
-                f"a chunk of episodes ended the workers that ran it ({e}); out of memory?"
+                f"a chunk of episodes ended every worker that ran it (the last: {last}; its log says "
+                f"why): out of memory? Give the workers more memory, or smaller chunks (--cluster-chunk)"
             ) from None
         except CancelledError:  # Dask's FutureCancelledError: the client lost the scheduler
-            raise ClusterError(f"lost the Dask scheduler at {self.address}") from None
+            raise ClusterError(self._lost()) from None
+        except Exception as e:  # noqa: BLE001 (said in one line; the worker's log has the traceback)
+            cause = e.__cause__
+            if "deserialization of the task graph" in str(e):  # the scheduler could not unpickle it
+                why = f"{type(cause).__name__}: {one_line(cause)}" if cause else one_line(e)
+                raise ClusterError(self._no_nevo_on_scheduler(why)) from None
+            raise ClusterError(
+                f"a chunk of episodes failed on a worker ({type(e).__name__}: {one_line(e)}): the worker's "
+                f"log has the traceback, and the same run without --cluster shows it here"
+            ) from None
 
     def close(self) -> None:
         try:
@@ -308,3 +412,20 @@ class ClusterEvaluator:
         if self.cluster is not None:
             self.cluster.close(timeout=10)
             self.cluster = None
+
+
+def _importer():
+    """A function, sent by value (cloudpickle pickles a local function itself, not a reference
+    to nevo), that says whether its process imports what unpickling nevo's tasks imports:
+    ("", its Python) or ("ExceptionName: why", its Python). So nothing from nevo in here."""
+
+    def importer():
+        import sys
+
+        try:
+            import nevo.evaluation.cluster_worker  # noqa: F401 (run_chunk, hold, Population)
+        except Exception as e:  # noqa: BLE001 (every reason is said in one line)
+            return f"{type(e).__name__}: {e}", sys.executable
+        return "", sys.executable
+
+    return importer
