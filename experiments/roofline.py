@@ -1,0 +1,736 @@
+"""The roofline, measured by nevo itself: each net's forward and a Frostbite generation beside
+what this machine's memory bandwidth and fp32 FMA peak allow, and what an H100 box would allow.
+
+    python -m experiments.roofline                                   # every named net, then Frostbite
+    python -m experiments.roofline --nets large small --rows 64 --seconds 1 --skip-end-to-end
+    python -m experiments.roofline --nets mlp --rows 4 --seconds 0.05 --bandwidth-mb 64 --json roofline.json
+
+This machine (all Numba threads):
+  bandwidth  a streaming read: the sum of a --bandwidth-mb float32 array, split in chunks over the
+             threads, best of --passes passes; bytes read / time;
+  fp32 peak  independent chains of FMAs on 256 floats per thread, 16 dependent FMAs per load and
+             store (LLVM vectorises the 256 floats; the core overlaps the chains); 2 FLOP per FMA.
+
+Counts per forward (one row run by its own individual's weights), from the layer shapes:
+  FLOP       conv 2 x OH x OW x KH x KW x Cin x Cout (BLAS multiplies the SAME padding too); dense
+             2 x nonzero inputs x out (nevo never reads, nor multiplies, a zero input's weight row);
+             pool one per window cell (comparisons); biases and activations not counted;
+  bytes      what a forward reads from memory: the observation (uint8 or float32), then each
+             layer's float32 weights and bias; a dense layer reads only its nonzero inputs' weight
+             rows (nominal x kept + bias); activations stay in the core's caches, not counted;
+  kept       the share of a dense layer's inputs that are nonzero, measured on real observations
+             through random networks of the reference initialisation: Frostbite frames (random
+             play) for large and small, MNIST test images (synthetic digit-like strokes where
+             MNIST is not cached; the output says which) for the MNIST nets, CartPole-v1 states
+             for mlp, deep and dense:*, HalfCheetah-v5 states for the tanh MLPs.
+Rows: every row has its own individual, and each timed call uses individuals the previous call did
+not, over enough of them (at least 8 x the last-level cache, at least the call's rows, at most
+--max-gb) that their weights come from memory, not cache. Their values repeat those of 16 random
+individuals: the memory traffic, not the values, is what is timed.
+
+Columns of the forward table, per net, rows (a call's batch) and layer ("input" turns uint8 pixels
+into the first layer's float32 input; "forward" is nevo's whole forward, one call of
+nevo.nets.kernels.cpu.forward; each layer alone runs the same Numba pieces over the same rows):
+  MFLOP, MB    the counts above, per forward;
+  kept         dense layers: nonzero share of the inputs (MB = nominal x kept);
+  nevo f/s     forwards (rows) per second, measured;
+  roof f/s     min(bandwidth / bytes, peak / FLOP): the roofline's rate; bound: which term is min;
+  % roof       nevo f/s / roof f/s;
+  SXM, PCIe    the same roofline for an H100 (model, or measured where a GPU is at hand: see below).
+H100 model (per forward, no reuse across rows since every row has its own weights): bytes from HBM
+= the bytes above; SXM 3.35 TB/s and 67 TFLOP/s fp32, PCIe 2.0 TB/s and 51 TFLOP/s; no launch
+latency, occupancy or tail effects, so it is independent of the rows (a GPU at 32 rows is far from
+it). With a CUDA GPU present, "gpu f/s" (nevo's CUDA policy, same rotation) is added beside it.
+
+End to end (Frostbite, --e2e-net, one generation of --population fresh individuals, one episode
+each, --frame-cap game frames per episode at most; the CPU evaluator's default layout: lockstep,
+one emulator per group), its time split by timing the evaluator's calls (nothing in nevo changes):
+forward (the policy), emulation (waiting on the emulators' step), resets (waiting on seeded resets),
+weights (building individuals' weights), Python (the rest); tail (fewer live episodes than slots)
+overlaps them. Beside it: the emulator limit (random actions, no inference, the same layout), the
+forward-bound limits (frames / forward time; the roofline's forwards/s x frames per forward), and
+the H100 box model (16 cores of emulation at this machine's per-core rate, each episode paying a
+seeded reset measured here in frames; the H100 forward roofline; the two overlapped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numba
+import numpy as np
+from numba import prange
+
+from nevo import machine, nets
+from nevo.nets import CIN, COUT, DENSE, KIND
+from nevo.nets.kernels import cpu  # (it sets OpenMP's wait policy before Numba's first parallel call)
+
+H100 = {  # (HBM bytes/s, fp32 FLOP/s), the datasheets' dense figures
+    "SXM": (3.35e12, 67e12),
+    "PCIe": (2.0e12, 51e12),
+}
+H100_CORES = 16  # emulation cores of the modelled H100 box
+NETS = ("large", "small", "mnist", "mnist-large", "mlp", "mlp-tanh", "mlp-tanh-256", "deep")
+FMA_WIDTH = 256  # floats of independent FMA chains per thread
+FMA_DEPTH = 16  # dependent FMAs per float per pass (written out in fma_burn)
+VALUE_SOURCES = 16  # random individuals whose values the rotated weights repeat
+
+
+# ---- this machine: bandwidth and peak ----------------------------------------------------------
+
+
+@numba.njit(parallel=True, nogil=True, cache=True, fastmath=True)
+def stream_sum(a, n_chunks):
+    """Sum of a (n,) float32, chunk k by whichever thread takes it. speed: fastmath lets LLVM
+    vectorise the sum and keep several partial sums, so the loop is bound by the read alone."""
+    n = a.shape[0]
+    size = (n + n_chunks - 1) // n_chunks
+    parts = np.zeros(n_chunks, np.float32)
+    for k in prange(n_chunks):  # work = one chunk
+        s = np.float32(0)
+        for i in range(k * size, min(n, (k + 1) * size)):
+            s += a[i]
+        parts[k] = s
+    return parts.sum()
+
+
+@numba.njit(parallel=True, nogil=True, cache=True, fastmath={"contract"})
+def fma_burn(acc, reps, m, c):
+    """reps passes over acc (threads, FMA_WIDTH): each float gets FMA_DEPTH dependent FMAs per pass.
+
+    Work = one thread's row. The j loop vectorises (8 or 16 lanes); its iterations are independent,
+    so the core keeps many vector chains in flight; one load and one store per 16 FMAs. m, c keep
+    the values at the fixed point c / (1 - m) (no overflow, no denormals); no reassociation, so
+    LLVM cannot fold the chain."""
+    for t in prange(acc.shape[0]):
+        x = acc[t]
+        for _ in range(reps):
+            for j in range(x.shape[0]):
+                v = x[j]
+                v = v * m + c
+                v = v * m + c
+                v = v * m + c
+                v = v * m + c
+                v = v * m + c
+                v = v * m + c
+                v = v * m + c
+                v = v * m + c
+                v = v * m + c
+                v = v * m + c
+                v = v * m + c
+                v = v * m + c
+                v = v * m + c
+                v = v * m + c
+                v = v * m + c
+                v = v * m + c
+                x[j] = v
+
+
+def memory_bandwidth(nbytes: int, passes: int) -> float:
+    """Bytes/s of a streaming read of nbytes by all Numba threads, best of passes."""
+    a = np.ones(max(nbytes // 4, 1024), np.float32)  # touched: its pages exist before timing
+    n_chunks = 64 * numba.get_num_threads()
+    stream_sum(a, n_chunks)
+    best = float("inf")
+    for _ in range(passes):
+        t0 = time.perf_counter()
+        stream_sum(a, n_chunks)
+        best = min(best, time.perf_counter() - t0)
+    return a.nbytes / best
+
+
+def fma_peak(seconds: float) -> float:
+    """fp32 FLOP/s of fma_burn on all Numba threads, best of a few timed runs of ~seconds / 3."""
+    acc = np.ones((numba.get_num_threads(), FMA_WIDTH), np.float32)
+    m, c = np.float32(0.999), np.float32(0.001)
+    fma_burn(acc, 10, m, c)
+    reps, best = 100, 0.0
+    while True:  # grow reps until one run takes ~seconds / 3
+        t0 = time.perf_counter()
+        fma_burn(acc, reps, m, c)
+        dt = time.perf_counter() - t0
+        if dt > seconds / 3:
+            break
+        reps *= 2
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fma_burn(acc, reps, m, c)
+        best = max(best, 2 * FMA_DEPTH * acc.size * reps / (time.perf_counter() - t0))
+    return best
+
+
+def cpu_facts() -> dict:
+    """Model name, the widest vector ISA and the clock from /proc/cpuinfo (Linux; else unknown)."""
+    facts = {"model": "unknown", "isa": "unknown", "mhz": None}
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        return facts
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and facts["model"] == "unknown":
+            facts["model"] = value.strip()
+        elif key.strip() == "cpu MHz" and facts["mhz"] is None:
+            facts["mhz"] = float(value)
+        elif key.strip() == "flags":
+            flags = value.split()
+            facts["isa"] = "avx512f" if "avx512f" in flags else "avx2" if "avx2" in flags else "sse"
+    return facts
+
+
+def nominal_peak(isa: str, mhz: float | None, cores: int) -> float | None:
+    """FLOP/s of 2 FMA units per core at the reported clock: lanes (16 AVX-512, 8 AVX2) x 2 x 2."""
+    lanes = {"avx512f": 16, "avx2": 8}.get(isa)
+    return None if lanes is None or not mhz else 2 * lanes * 2 * mhz * 1e6 * cores
+
+
+# ---- counting: FLOP and bytes per forward --------------------------------------------------------
+
+
+def layer_name(lay) -> str:
+    """A layer as a short label: conv 32@8x8/4, pool 2x2, dense 7744x512."""
+    if lay.kind == "conv":
+        return f"conv {lay.cout}@{lay.kernel}x{lay.kernel}/{lay.stride}"
+    if lay.kind == "pool":
+        return f"pool {lay.kernel}x{lay.kernel}"
+    return f"dense {lay.cin}x{lay.cout}"
+
+
+def layer_counts(spec, kept) -> list[dict]:
+    """Per forward of one row, the input's load then each layer: FLOP, bytes read and nominal
+    bytes (see the module docstring). kept[i]: the nonzero share of dense layer i's inputs (read
+    for dense layers only)."""
+    obs_bytes = int(np.prod(spec.obs_shape)) * np.dtype(spec.obs_dtype).itemsize
+    out = [{"layer": "input", "flops": 0.0, "bytes": float(obs_bytes), "nominal_bytes": float(obs_bytes),
+            "kept": None}]  # fmt: skip
+    for i, lay in enumerate(spec.layers):
+        oh, ow = lay.out_hw
+        w_bytes, b_bytes = 4.0 * (lay.b_offset - lay.w_offset), 4.0 * lay.n_bias
+        if lay.kind == "conv":
+            flops, nbytes, share = 2.0 * oh * ow * lay.fan_in * lay.cout, w_bytes + b_bytes, None
+        elif lay.kind == "pool":
+            flops, nbytes, share = float(oh * ow * lay.cout * lay.kernel * lay.kernel), 0.0, None
+        else:
+            share = float(kept[i])
+            flops, nbytes = 2.0 * lay.cin * share * lay.cout, w_bytes * share + b_bytes
+        out.append({"layer": layer_name(lay), "flops": flops, "bytes": nbytes,
+                    "nominal_bytes": w_bytes + b_bytes, "kept": share})  # fmt: skip
+    return out
+
+
+def total_counts(counts: list[dict]) -> dict:
+    """The whole forward: the sums of layer_counts' rows."""
+    return {
+        "layer": "forward",
+        "flops": sum(c["flops"] for c in counts),
+        "bytes": sum(c["bytes"] for c in counts),
+        "nominal_bytes": sum(c["nominal_bytes"] for c in counts),
+        "kept": None,
+    }
+
+
+def roofline_rate(flops: float, nbytes: float, bandwidth: float, peak: float) -> tuple[float, str]:
+    """(forwards/s, "mem" or "comp"): min(bandwidth / bytes, peak / FLOP), and which term it is."""
+    mem = bandwidth / nbytes if nbytes > 0 else float("inf")
+    comp = peak / flops if flops > 0 else float("inf")
+    return (mem, "mem") if mem <= comp else (comp, "comp")
+
+
+# ---- the forward, layer by layer -------------------------------------------------------------
+
+
+@numba.njit(nogil=True, cache=True)
+def layer_inputs(table, weights, rows_ind, obs, div):
+    """(rows, segments(table)[-1]) float32: each row's input of every layer (conv inputs
+    zero-padded, as nevo's forward lays them out), then its logits; one thread, nevo's pieces."""
+    seg = cpu.segments(table)
+    n, rows = table.shape[0], rows_ind.shape[0]
+    full = np.zeros((rows, seg[n + 1]), np.float32)
+    cols = np.empty(cpu.cols_size(table), np.float32)
+    order = np.arange(rows)
+    for r in range(rows):
+        w = weights[rows_ind[r]]
+        cpu.load_obs(table, obs, r, full[r], div)
+        for i in range(n):
+            if table[i, KIND] == DENSE:
+                nz = np.empty((1, table[i, CIN]), np.int32)
+                cpu.dense_block(table, i, w, full, seg[i], seg[i + 1], order, r, r + 1, 0, table[i, COUT], nz)
+            else:
+                cpu.spatial_rows(table, i, w, full[r, seg[i] : seg[i + 1]], full[r, seg[i + 1] :], cols)
+    return full
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def one_layer(table, i, weights, rows_ind, obs, div, work, n_threads):
+    """Layer i alone (-1: the input's load) over every row, as nevo's forward runs it for distinct
+    rows: work = one thread's rows, round robin; the conv and pool layers in the thread's scratch
+    (its first row's inputs), the last of them writing the row's dense input, the dense layers on
+    work (rows, segments(table)[-1]) as layer_inputs filled it. Returns 0."""
+    seg = cpu.segments(table)
+    rows = rows_ind.shape[0]
+    n_conv = 0
+    while n_conv < table.shape[0] and table[n_conv, KIND] != DENSE:
+        n_conv += 1
+    scr = np.zeros((n_threads, seg[n_conv]), np.float32)
+    cols = np.empty((n_threads, cpu.cols_size(table)), np.float32)
+    order = np.arange(rows)
+    for t in prange(n_threads):
+        if t < rows:
+            scr[t] = work[t, : seg[n_conv]]
+        for q in range(t, rows, n_threads):
+            w = weights[rows_ind[q]]
+            if i < 0:
+                cpu.load_obs(table, obs, q, scr[t] if n_conv else work[q], div)
+            elif table[i, KIND] == DENSE:
+                nz = np.empty((1, table[i, CIN]), np.int32)
+                cpu.dense_block(table, i, w, work, seg[i], seg[i + 1], order, q, q + 1, 0, table[i, COUT], nz)
+            else:
+                dst = scr[t, seg[i + 1] :] if i + 1 < n_conv else work[q, seg[i + 1] :]
+                cpu.spatial_rows(table, i, w, scr[t, seg[i] : seg[i + 1]], dst, cols[t])
+    return 0
+
+
+def kept_shares(spec, full) -> list:
+    """Per layer: the nonzero share of a dense layer's inputs over full's rows (None elsewhere)."""
+    seg = cpu.segments(spec.table)
+    return [
+        float(np.mean(full[:, seg[i] : seg[i + 1]] != 0)) if lay.kind == "dense" else None
+        for i, lay in enumerate(spec.layers)
+    ]
+
+
+def rotated_weights(spec, rows: int, max_gb: float, rng) -> np.ndarray:
+    """(n, n_params) float32: n individuals whose weights exceed 8 x the last-level cache (at
+    least rows, at most max_gb), their values those of VALUE_SOURCES random ones, repeated."""
+    per = 4 * spec.n_params
+    n = max(rows, -(-8 * llc_bytes() // per), VALUE_SOURCES)
+    n = max(1, min(n, int(max_gb * 1e9 // per)))
+    scale = nets.init_scale(spec)
+    src = rng.standard_normal((min(n, VALUE_SOURCES), spec.n_params), dtype=np.float32) * scale
+    weights = np.empty((n, spec.n_params), np.float32)
+    for k in range(0, n, len(src)):
+        weights[k : k + len(src)] = src[: n - k]
+    return weights
+
+
+def llc_bytes() -> int:
+    """The last-level cache in bytes (Linux sysfs; 32 MiB where unknown)."""
+    best = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(base):
+            with open(os.path.join(base, entry, "size")) as f:
+                text = f.read().strip()
+            mult = {"K": 1024, "M": 2**20}.get(text[-1], 1)
+            best = max(best, int(text.rstrip("KM")) * mult)
+    except (OSError, ValueError):
+        pass
+    return best or 32 * 2**20
+
+
+def rate_of(call, rows: int, seconds: float) -> float:
+    """Rows per second of call(k) for k = 1, 2, ... (each k other individuals), for ~seconds."""
+    call(0)  # warm up: compile or load the cache
+    calls, t0 = 0, time.perf_counter()
+    while True:
+        call(calls + 1)
+        calls += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed > seconds and calls >= 3:
+            return calls * rows / elapsed
+
+
+# ---- observations ---------------------------------------------------------------------------------
+
+
+def digit_like(n: int, rng) -> np.ndarray:
+    """(n, 28, 28) uint8: 2-4 smooth strokes (quadratic Bezier curves, ~2 px wide, anti-aliased)
+    in the middle 20 x 20, on black, as MNIST's digits are drawn."""
+    yy, xx = np.mgrid[0:28, 0:28].astype(np.float32)
+    t = np.linspace(0, 1, 24, dtype=np.float32)[:, None]
+    out = np.zeros((n, 28, 28), np.float32)
+    for k in range(n):
+        for _ in range(rng.integers(2, 5)):
+            p = rng.uniform(5, 23, (3, 2)).astype(np.float32)
+            pts = (1 - t) ** 2 * p[0] + 2 * (1 - t) * t * p[1] + t**2 * p[2]  # (24, 2)
+            d = np.sqrt(((yy - pts[:, 0, None, None]) ** 2 + (xx - pts[:, 1, None, None]) ** 2).min(axis=0))
+            out[k] = np.maximum(out[k], np.clip(2.0 - d, 0.0, 1.0))
+    return (out * 255).astype(np.uint8)
+
+
+def gym_states(env_id: str, n: int, seed: int) -> np.ndarray:
+    """(n, obs, 1, 1) float32 states of env_id under random actions, a seeded reset per episode."""
+    from nevo.tasks.envs import make_vector_task
+
+    env = make_vector_task(env_id)
+    rng = np.random.default_rng(seed)
+    states, episode = [], 0
+    obs, _ = env.reset(seed=seed)
+    while len(states) < n:
+        obs, _, term, trunc, _ = env.step(env.action_space.sample())
+        if rng.random() < 0.5:
+            states.append(np.asarray(obs, np.float32))
+        if term or trunc:
+            episode += 1
+            obs, _ = env.reset(seed=seed + episode)
+    env.close()
+    return np.stack(states)[:, :, None, None]
+
+
+def observations(name: str, n: int, game: str, rng) -> tuple:
+    """(spec, obs (n, C, H, W), where they come from) for the net `name` on its kind of task."""
+    if name in ("large", "small"):
+        from nevo.config import EnvConfig
+        from nevo.tasks.envs import atari_actions, atari_reference_batch
+
+        obs = atari_reference_batch(EnvConfig(game=game), n, seed=0, keep=0.25)
+        return nets.net_spec(name, nets.OBS_SHAPE, atari_actions(game)), obs, f"{game} frames, random play"
+    if name in ("mnist", "mnist-large"):
+        from nevo.tasks import mnist_data
+
+        try:
+            images, what = mnist_data.load(fetch_missing=False).test_x[:n], "MNIST test images"
+        except Exception:  # not cached (or damaged): no download from a benchmark
+            images, what = digit_like(n, rng), "synthetic digit-like strokes (MNIST not cached)"
+        return nets.net_spec(name, (1, 28, 28), 10), np.ascontiguousarray(images[:, None]), what
+    if name.startswith("mlp-tanh"):
+        obs = gym_states("HalfCheetah-v5", n, seed=0)
+        spec = nets.net_spec(name, obs.shape[1:], 6, np.float32, "tanh")
+        return spec, obs, "HalfCheetah-v5 states, random actions"
+    obs = gym_states("CartPole-v1", n, seed=0)
+    return nets.net_spec(name, obs.shape[1:], 2, np.float32), obs, "CartPole-v1 states, random actions"
+
+
+# ---- the forward table ----------------------------------------------------------------------------
+
+
+def measure_net(name: str, a, bandwidth: float, peak: float, gpu) -> dict:
+    """The net's counts and, per rows, its layers' and whole forward's measured and roofline rates."""
+    rng = np.random.default_rng(0)
+    n_obs = max(a.rows)
+    spec, obs, source = observations(name, n_obs, a.game, rng)
+    weights = rotated_weights(spec, max(a.rows), a.max_gb, rng)
+    n_ind = len(weights)
+    n_threads = numba.get_num_threads()
+    probe = np.arange(n_obs) % VALUE_SOURCES
+    full = layer_inputs(spec.table, weights, probe, obs, spec.obs_div)  # (n_obs, segments)
+    counts = layer_counts(spec, kept_shares(spec, full))
+    counts.append(total_counts(counts))
+    print(f"\n{name}: {spec.n_params:,} params, obs {spec.obs_shape} from {source}; {n_ind} individuals "
+          f"rotated ({weights.nbytes / 1e9:.2f} GB)", flush=True)  # fmt: skip
+    results = []
+    for rows in a.rows:
+        o = np.ascontiguousarray(obs[np.arange(rows) % n_obs])
+        inputs = full[np.arange(rows) % n_obs]  # (rows, segments): each layer's real inputs
+
+        def inds(k, rows=rows):
+            return (np.arange(rows) + k * rows) % n_ind
+
+        for i, c in enumerate(counts):
+            if c["layer"] == "forward":
+                rate = rate_of(lambda k, o=o: cpu.forward(spec, weights, inds(k), o), rows, a.seconds)
+            else:
+                layer, work = i - 1, inputs.copy()  # a copy: the timed layer overwrites the next's
+                rate = rate_of(
+                    lambda k, layer=layer, o=o, work=work: one_layer(
+                        spec.table, layer, weights, inds(k), o, spec.obs_div, work, n_threads
+                    ),
+                    rows,
+                    a.seconds,
+                )
+            roof, bound = roofline_rate(c["flops"], c["bytes"], bandwidth, peak)
+            row = {"net": name, "rows": rows, **c, "nevo_per_s": rate, "roofline_per_s": roof, "bound": bound}
+            for box, (bw, pk) in H100.items():
+                row[f"h100_{box.lower()}_per_s"], row[f"h100_{box.lower()}_bound"] = roofline_rate(
+                    c["flops"], c["bytes"], bw, pk
+                )
+            if gpu is not None and c["layer"] == "forward":
+                row["gpu_per_s"] = gpu.forward_rate(spec, rows, o, a.seconds)
+            results.append(row)
+            print_row(row, gpu is not None)
+    return {"net": name, "n_params": spec.n_params, "obs": source, "individuals": n_ind, "rows": results}
+
+
+HEAD = (
+    f"{'net':>12} {'rows':>4} {'layer':>17} {'MFLOP':>8} {'MB':>7} {'kept':>5} {'nevo f/s':>9} "
+    f"{'roof f/s':>9} {'bound':>5} {'% roof':>6} | {'SXM f/s':>9} {'bound':>5} {'PCIe f/s':>9}"
+)
+
+
+def fmt_rate(x: float) -> str:
+    """A rate in 6 characters or fewer: 1,234, 56.7k, 8.9M, 1.2G ("-": unbounded)."""
+    if x == float("inf"):
+        return "-"
+    for start, div, unit in ((1e9, 1e9, "G"), (1e6, 1e6, "M"), (1e4, 1e3, "k")):
+        if x >= start:
+            return f"{x / div:.{1 if x < 100 * div else 0}f}{unit}"
+    return f"{x:,.0f}"
+
+
+def print_row(r: dict, gpu: bool) -> None:
+    kept = "" if r["kept"] is None else f"{r['kept']:.2f}"
+    pct = r["nevo_per_s"] / r["roofline_per_s"] if r["roofline_per_s"] != float("inf") else float("nan")
+    line = (
+        f"{r['net']:>12} {r['rows']:>4} {r['layer']:>17} {r['flops'] / 1e6:>8.3g} {r['bytes'] / 1e6:>7.3g} "
+        f"{kept:>5} {fmt_rate(r['nevo_per_s']):>9} {fmt_rate(r['roofline_per_s']):>9} {r['bound']:>5} "
+        f"{pct:>6.0%} | {fmt_rate(r['h100_sxm_per_s']):>9} {r['h100_sxm_bound']:>5} "
+        f"{fmt_rate(r['h100_pcie_per_s']):>9}"
+    )
+    if gpu and "gpu_per_s" in r:
+        line += f"  gpu {r['gpu_per_s']:,.0f} f/s"
+    print(line, flush=True)
+
+
+class GpuForward:
+    """nevo's CUDA policy on the GPU at hand, timed as the CPU forward is (distinct rows, rotated)."""
+
+    def __init__(self, max_gb: float):
+        from nevo.nets.kernels.cuda import device_name
+
+        self.name, self.max_gb = device_name(), max_gb
+
+    def forward_rate(self, spec, rows: int, obs, seconds: float) -> float:
+        from nevo.nets.kernels import make_policy
+
+        weights = rotated_weights(spec, rows, self.max_gb, np.random.default_rng(1))
+        policy = make_policy("cuda", spec)
+        policy.load(weights)
+        try:
+            n = len(weights)
+            return rate_of(lambda k: policy((np.arange(rows) + k * rows) % n, obs), rows, seconds)
+        finally:
+            policy.release()
+
+
+def find_gpu(max_gb: float):
+    """A GpuForward where a real CUDA GPU (not the simulator) can run nevo's kernels, else None."""
+    try:
+        from nevo.nets.kernels import resolve_device
+
+        if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or resolve_device("auto") != "cuda":
+            return None
+        return GpuForward(max_gb)
+    except Exception:
+        return None
+
+
+# ---- end to end --------------------------------------------------------------------------------
+
+
+def timed(fn, total: list):
+    """fn, adding the seconds of each call to total[0]."""
+
+    def wrapper(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            total[0] += time.perf_counter() - t0
+
+    return wrapper
+
+
+class CountedPolicy:
+    """A policy that counts the rows it is asked for."""
+
+    def __init__(self, policy):
+        self.policy, self.rows = policy, 0
+
+    def load(self, weights):
+        self.policy.load(weights)
+
+    def release(self):
+        self.policy.release()
+
+    def __call__(self, rows_ind, obs):
+        self.rows += len(rows_ind)
+        return self.policy(rows_ind, obs)
+
+
+def seeded_reset_s(game: str, reps: int = 3) -> float:
+    """Seconds of one seeded reset of one emulator (it reloads the ROM), best of reps."""
+    from nevo.config import EnvConfig
+    from nevo.tasks.envs import make_atari
+
+    env = make_atari(EnvConfig(game=game), 1, 1)
+    best = float("inf")
+    try:
+        for k in range(reps):
+            t0 = time.perf_counter()
+            env.reset(seed=np.array([k], np.int64))
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        env.close()
+    return best
+
+
+def end_to_end(a, forward_roof: dict) -> dict:
+    """One Frostbite generation of a.e2e_net, its time split, beside the limits (module docstring)."""
+    from experiments.bench_pipeline import emulator_limit, population
+    from nevo.config import EnvConfig, RunConfig
+    from nevo.evaluation import pipeline
+    from nevo.evaluation.episodes import Episodes
+    from nevo.evaluation.slot_weights import for_device
+    from nevo.nets.kernels import make_policy
+    from nevo.tasks.envs import atari_actions
+
+    cores = machine.cores()
+    env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
+    n_actions = atari_actions(a.game)
+    spec = nets.net_spec(a.e2e_net, nets.OBS_SHAPE, n_actions)
+    slots, group, overlap = pipeline.layout("cpu", cores, a.population, RunConfig())
+    threads = min(cores, group)
+    limit = emulator_limit(env_cfg, slots, group, threads, a.limit_seconds, n_actions)
+    reset_s = seeded_reset_s(a.game)
+    per_core = limit / cores
+    reset_frames = reset_s * per_core  # a seeded reset, in frames of one core's emulation
+
+    fresh, builder = population(spec, a.population, seed=a.population)
+    weights = for_device(builder, "cpu")
+    policy = CountedPolicy(make_policy("cpu", spec))
+    ev = pipeline.AtariEvaluator(env_cfg, policy, weights, slots, threads, group_size=group, overlap=overlap)
+    emu, resets, build = [0.0], [0.0], [0.0]
+    for env in ev.envs:
+        env.recv = timed(env.recv, emu)
+    weights.take, weights.start = timed(weights.take, build), timed(weights.start, build)
+    wait = pipeline.wait
+    pipeline.wait = timed(wait, resets)  # start()'s and finished_resets()'s waits on seeded resets
+    try:
+        n = a.population
+        res = ev.run(fresh, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
+    finally:
+        pipeline.wait = wait
+        ev.close()
+    wall, frames = res.wall_s, res.total_frames
+    fpf = frames / max(policy.rows, 1)  # game frames per forward row (frameskip, no-ops)
+    split = {
+        "forward": res.forward_s,
+        "emulation": emu[0],
+        "resets": resets[0],
+        "weights": build[0],
+    }
+    split["python"] = max(wall - sum(split.values()), 0.0)
+    rate = frames / wall
+    fwd_bound = frames / res.forward_s
+    roof = forward_roof[a.e2e_net]
+    roof_bound = roof["roofline_per_s"] * fpf
+    lockstep_bound = 1 / (1 / limit + 1 / roof_bound)  # forward and emulation in turn on the same cores
+    mean_ep = frames / n
+    h100_emu = H100_CORES * per_core * mean_ep / (mean_ep + reset_frames)
+    out = {
+        "net": a.e2e_net, "game": a.game, "population": n, "frame_cap": a.frame_cap, "slots": slots,
+        "group": group, "cores": cores, "frames": frames, "wall_s": wall, "frames_per_s": rate,
+        "forward_rows": policy.rows, "frames_per_forward": fpf, "split_s": split, "tail_s": res.tail_s,
+        "emulator_limit": limit, "seeded_reset_s": reset_s, "seeded_reset_frames": reset_frames,
+        "forward_bound_nevo": fwd_bound, "forward_bound_roofline": roof_bound,
+        "lockstep_bound_roofline": lockstep_bound, "h100": {},
+    }  # fmt: skip
+    print(f"\nend to end: {a.game}, net {a.e2e_net}, population {n} (one episode each, cap {a.frame_cap:,} "
+          f"frames), {slots} emulators in groups of {group}, {cores} cores")  # fmt: skip
+    print(f"  nevo: {frames:,} frames in {wall:.1f} s = {rate:,.0f} frames/s; {policy.rows:,} forward rows "
+          f"({fpf:.2f} frames each)")  # fmt: skip
+    print(f"  emulator limit (random actions, no inference): {limit:,.0f} frames/s -> nevo at "
+          f"{rate / limit:.0%}")  # fmt: skip
+    print(f"  forward-bound: nevo's forward alone {fwd_bound:,.0f} frames/s -> nevo at "
+          f"{rate / fwd_bound:.0%}; the roofline's {roof_bound:,.0f} frames/s -> nevo at "
+          f"{rate / roof_bound:.0%}")  # fmt: skip
+    print(f"  forward and emulation in turn at their limits (roofline forward): {lockstep_bound:,.0f} "
+          f"frames/s -> nevo at {rate / lockstep_bound:.0%}")  # fmt: skip
+    parts = ", ".join(f"{k} {v / wall:.0%}" for k, v in split.items())
+    print(f"  generation's time: {parts}; tail (overlapping them) {res.tail_s / wall:.0%}")
+    print(f"  a seeded reset: {reset_s * 1e3:.0f} ms = {reset_frames:,.0f} frames of one core's emulation; "
+          f"mean episode {mean_ep:,.0f} frames")  # fmt: skip
+    for box, (bw, pk) in H100.items():
+        fwd = roofline_rate(roof["flops"], roof["bytes"], bw, pk)[0] * fpf
+        model = min(h100_emu, fwd)
+        out["h100"][box] = {"emulator_limit": h100_emu, "forward_bound": fwd, "frames_per_s": model}
+        print(f"  H100 {box} model: emulation {H100_CORES} cores x {per_core:,.0f} frames/s with resets "
+              f"= {h100_emu:,.0f}; forward-bound {fwd:,.0f}; overlapped: {model:,.0f} frames/s "
+              f"({'emulation' if h100_emu <= fwd else 'forward'} bound)")  # fmt: skip
+    return out
+
+
+# ---- main -----------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nets", nargs="+", default=list(NETS), help="named nets (or dense:W1,W2,...)")
+    p.add_argument("--rows", nargs="+", type=int, default=[32, 64, 256], help="rows per forward call")
+    p.add_argument("--seconds", type=float, default=0.3, help="time per measurement")
+    p.add_argument("--bandwidth-mb", type=int, default=1024, help="array streamed for the bandwidth")
+    p.add_argument("--passes", type=int, default=5, help="bandwidth passes (the best counts)")
+    p.add_argument("--max-gb", type=float, default=4.5, help="cap on one net's rotated weights")
+    p.add_argument("--game", default="frostbite")
+    p.add_argument("--skip-end-to-end", action="store_true", help="the forward table only")
+    p.add_argument("--e2e-net", default="large", choices=["large", "small"], help="end to end: the net")
+    p.add_argument("--population", type=int, default=64, help="end to end: individuals, one episode each")
+    p.add_argument("--frame-cap", type=int, default=2000, help="end to end: game frames per episode at most")
+    p.add_argument("--limit-seconds", type=float, default=5.0, help="end to end: emulator limit's time")
+    p.add_argument("--json", default=None, help="write every figure to this file")
+    a = p.parse_args(argv)
+    for name in a.nets:
+        nets.layers_of(name)  # ValueError naming the valid nets, before any measurement
+    if min(a.rows) < 1 or a.seconds <= 0:
+        p.error("--rows must be positive and --seconds above 0")
+
+    cores, threads, facts = machine.cores(), numba.get_num_threads(), cpu_facts()
+    bandwidth = memory_bandwidth(a.bandwidth_mb * 2**20, a.passes)
+    peak = fma_peak(max(a.seconds, 0.3))
+    nominal = nominal_peak(facts["isa"], facts["mhz"], threads)
+    print(f"machine: {facts['model']}, {cores} cores, {threads} Numba threads ({numba.threading_layer()}), "
+          f"{facts['isa']}, {facts['mhz'] or 0:.0f} MHz; last-level cache "
+          f"{llc_bytes() / 2**20:.0f} MiB")  # fmt: skip
+    print(f"memory bandwidth (streaming read of {a.bandwidth_mb:,} MB, best of {a.passes}): "
+          f"{bandwidth / 1e9:.1f} GB/s")  # fmt: skip
+    note = (
+        f" ({peak / nominal:.0%} of 2 FMA x lanes x 2 x clock x threads = {nominal / 1e9:.0f})"
+        if nominal
+        else ""
+    )
+    print(f"fp32 FMA peak (all threads): {peak / 1e9:.0f} GFLOP/s{note}")
+    print(f"ridge: {peak / bandwidth:.1f} FLOP/byte here; H100 SXM {H100['SXM'][1] / H100['SXM'][0]:.0f}, "
+          f"PCIe {H100['PCIe'][1] / H100['PCIe'][0]:.0f}")  # fmt: skip
+    gpu = find_gpu(a.max_gb)
+    print(f"GPU: {gpu.name}: measured forward rates beside the H100 model" if gpu else
+          "no GPU here: the H100 columns are the model (module docstring)")  # fmt: skip
+    print(HEAD)
+
+    out = {
+        "machine": {**facts, "cores": cores, "numba_threads": threads, "bandwidth_Bps": bandwidth,
+                    "fma_peak_flops": peak, "nominal_peak_flops": nominal, "llc_bytes": llc_bytes(),
+                    "gpu": gpu.name if gpu else None},
+        "h100_model": {box: {"hbm_Bps": bw, "fp32_flops": pk} for box, (bw, pk) in H100.items()},
+        "nets": [],
+    }  # fmt: skip
+    for name in a.nets:
+        out["nets"].append(measure_net(name, a, bandwidth, peak, gpu))
+    print(
+        "(MFLOP, MB: per forward; kept: nonzero share of a dense layer's inputs; roof f/s: "
+        "min(bandwidth / MB, peak / MFLOP); SXM, PCIe: the same roofline for an H100's HBM and fp32 "
+        "peak, rows-independent)"
+    )
+    if not a.skip_end_to_end:
+        whole = {}
+        for net in out["nets"]:
+            for r in net["rows"]:
+                if r["layer"] == "forward":
+                    whole[net["net"]] = r
+        if a.e2e_net not in whole:  # the counts of the end-to-end net, from a quick pass
+            quick = argparse.Namespace(**{**vars(a), "rows": [min(a.rows)], "seconds": 0.05})
+            net = measure_net(a.e2e_net, quick, bandwidth, peak, None)
+            whole[a.e2e_net] = net["rows"][-1]
+        out["end_to_end"] = end_to_end(a, whole)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1, default=float)
+        print(f"figures written to {a.json}")
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""The roofline's counts (experiments/roofline.py): what would be wrong if the FLOP or the bytes
+were counted wrong. No timing is checked."""
+
+import numpy as np
+import pytest
+
+from experiments import roofline
+from nevo import nets
+from nevo.nets.kernels import cpu
+
+
+def dense_rows(counts):
+    return [c for c in counts if c["layer"].startswith("dense")]
+
+
+def test_large_counts_match_the_layer_shapes_by_hand():
+    spec = nets.net_spec("large")
+    counts = roofline.layer_counts(spec, [1.0] * len(spec.layers))
+    by_name = {c["layer"]: c for c in counts}
+    # conv 32@8x8/4 on 84x84x4 -> 21x21; 64@4x4/2 -> 11x11; 64@3x3/1 -> 11x11; dense 7,744 x 512
+    assert by_name["conv 32@8x8/4"]["flops"] == 2 * 21 * 21 * 8 * 8 * 4 * 32
+    assert by_name["conv 64@4x4/2"]["flops"] == 2 * 11 * 11 * 4 * 4 * 32 * 64
+    assert by_name["conv 64@3x3/1"]["flops"] == 2 * 11 * 11 * 3 * 3 * 64 * 64
+    assert by_name["dense 7744x512"]["bytes"] == 4 * (7744 * 512 + 512)  # 15.9 MB, all kept
+    assert by_name["dense 7744x512"]["flops"] == 2 * 7744 * 512
+    assert by_name["input"]["bytes"] == 4 * 84 * 84  # uint8 pixels
+    total = roofline.total_counts(counts)
+    assert total["nominal_bytes"] == 4 * spec.n_params + 4 * 84 * 84  # every parameter, once
+    assert 30e6 < total["flops"] < 40e6  # ~32 MFLOP a forward (docs' performance model)
+
+
+def test_small_first_dense_layer_is_3872_by_256():
+    spec = nets.net_spec("small")
+    counts = roofline.layer_counts(spec, [0.5] * len(spec.layers))
+    first = dense_rows(counts)[0]
+    assert first["layer"] == "dense 3872x256"
+    assert first["nominal_bytes"] == 4 * (3872 * 256 + 256)  # 4 MB
+    assert first["bytes"] == pytest.approx(4 * 3872 * 256 * 0.5 + 4 * 256)
+
+
+def test_kept_shares_are_fractions_and_dense_bytes_are_nominal_times_kept():
+    spec = nets.net_spec("small")
+    rng = np.random.default_rng(0)
+    weights = roofline.rotated_weights(spec, 4, 0.05, rng)
+    obs = rng.integers(0, 256, (6, *spec.obs_shape), dtype=np.uint8)
+    full = roofline.layer_inputs(spec.table, weights, np.arange(6) % len(weights), obs, spec.obs_div)
+    kept = roofline.kept_shares(spec, full)
+    counts = roofline.layer_counts(spec, kept)[1:]  # without the input's row
+    for lay, share, c in zip(spec.layers, kept, counts):
+        if lay.kind != "dense":
+            assert share is None and c["bytes"] == c["nominal_bytes"]
+            continue
+        assert 0.0 < share < 1.0  # ReLU zeros half of the inputs, roughly
+        w = 4.0 * lay.cin * lay.cout
+        assert c["bytes"] == pytest.approx(w * share + 4 * lay.cout)
+        assert c["flops"] == pytest.approx(2 * lay.cin * lay.cout * share)
+
+
+def test_layer_inputs_runs_the_same_forward_as_nevo():
+    """The per-layer driver's logits are nevo's forward's, so the layers timed are the forward's."""
+    spec = nets.net_spec("small")
+    rng = np.random.default_rng(1)
+    weights = roofline.rotated_weights(spec, 4, 0.05, rng)
+    obs = rng.integers(0, 256, (5, *spec.obs_shape), dtype=np.uint8)
+    rows_ind = np.arange(5) % len(weights)
+    full = roofline.layer_inputs(spec.table, weights, rows_ind, obs, spec.obs_div)
+    seg = cpu.segments(spec.table)
+    _, logits = cpu.forward(spec, weights, rows_ind, obs)
+    np.testing.assert_allclose(full[:, seg[-2] : seg[-1]], logits, rtol=1e-5, atol=1e-6)
+
+
+def test_roofline_rate_is_the_smaller_of_bandwidth_and_compute():
+    assert roofline.roofline_rate(1e6, 1e6, 10e9, 100e9) == (1e4, "mem")
+    assert roofline.roofline_rate(1e9, 1e3, 10e9, 100e9) == (100.0, "comp")
+    assert roofline.roofline_rate(0.0, 1e3, 10e9, 100e9) == (1e7, "mem")
+
+
+def test_rotated_weights_exceed_the_cache_and_cover_the_rows():
+    spec = nets.net_spec("mlp", (4, 1, 1), 2, np.float32)
+    w = roofline.rotated_weights(spec, 300, 1.0, np.random.default_rng(0))
+    assert len(w) >= 300 and w.nbytes >= 8 * roofline.llc_bytes()
+    assert np.array_equal(w[0], w[roofline.VALUE_SOURCES])  # the values repeat; the memory does not
+
+
+@pytest.mark.slow  # a few seconds once Numba's cache is warm; compiling its kernels takes a minute
+def test_the_script_runs_end_to_end_at_tiny_settings(tmp_path):
+    out = roofline.main(
+        ["--nets", "mlp", "--rows", "4", "--seconds", "0.05", "--bandwidth-mb", "64", "--passes", "1",
+         "--skip-end-to-end", "--json", str(tmp_path / "r.json")]
+    )  # fmt: skip
+    assert out["machine"]["bandwidth_Bps"] > 0 and out["machine"]["fma_peak_flops"] > 0
+    rows = out["nets"][0]["rows"]
+    assert [r["layer"] for r in rows] == ["input", "dense 4x64", "dense 64x64", "dense 64x2", "forward"]
+    for r in rows:
+        assert r["nevo_per_s"] > 0 and r["roofline_per_s"] > 0
+        assert r["h100_sxm_per_s"] >= r["h100_pcie_per_s"]
+    assert (tmp_path / "r.json").exists()
