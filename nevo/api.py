@@ -110,9 +110,7 @@ def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None =
         given["net"] = net if isinstance(net, str) else "dense:" + ",".join(str(int(w)) for w in net)
     if frames is not None:
         given["frame_budget"] = int(frames)
-    cfg = cli.apply_defaults(
-        config.override(cfg, given), given, kind=Supervised if data is not None else None
-    )
+    cfg = cli.apply_defaults(config.override(cfg, given), given, kind=data)  # a DataSet: its own defaults
     if data is not None:
         cfg = config.validate(cfg)
         task = Supervised(cfg.env, data)
