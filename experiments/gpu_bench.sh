@@ -10,6 +10,9 @@
 #   bash experiments/gpu_bench.sh mnist      # ES against SGD at the paper's scale: MNIST's forward, then
 #                                             # NMB-ES with 10,000 offspring on the 28,938-parameter net
 #   bash experiments/gpu_bench.sh all        # all five in order (longer than one device call)
+#   bash experiments/gpu_bench.sh lease      # one call of ~6 minutes for a 15-minute lease: every step
+#                                             # shortened and cut on its own, a failure does not stop
+#                                             # the rest (each step's log in $OUT, the exit codes last)
 #
 # Each part stops at its first failure, and each command is cut at 8 minutes. Logs go to $OUT (or
 # ./gpu_logs). Wheels for packages the GPU image lacks (ale-py, gymnasium, farama-notifications)
@@ -19,8 +22,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 part="${1:-}"
 case "$part" in
-  smoke|forward|pipeline|algos|mnist|all) ;;
-  *) echo "usage: bash experiments/gpu_bench.sh smoke|forward|pipeline|algos|mnist|all" >&2; exit 2 ;;
+  smoke|forward|pipeline|algos|mnist|all|lease) ;;
+  *) echo "usage: bash experiments/gpu_bench.sh smoke|forward|pipeline|algos|mnist|all|lease" >&2; exit 2 ;;
 esac
 out="${OUT:-gpu_logs}"
 mkdir -p "$out"
@@ -38,8 +41,42 @@ step() {  # step NAME COMMAND...: run it, cut at $limit, its output in $out/NAME
   timeout "$limit" "$@" 2>&1 | tee "$out/$name.log"
 }
 
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || echo "no nvidia-smi"; nproc; date -u; git rev-parse HEAD; } 2>&1 | tee "$out/machine.txt"
+{ python3 -m pip list 2>/dev/null | grep -i -E "^(numba|numba-cuda|llvmlite|numpy|torch|ale-py|gymnasium) " || true
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || echo "no nvidia-smi"; nproc; date -u; git rev-parse HEAD 2>/dev/null || echo "(no git here)"; } 2>&1 | tee "$out/machine.txt"
 
+if [[ $part == lease ]]; then
+  # Each step cut at its own limit (seconds); one that fails or runs over does not stop the rest.
+  codes=()
+  try() {  # try NAME LIMIT COMMAND...
+    local name=$1 cut=$2; shift 2
+    echo "== $name (cut at ${cut} s): $*"
+    local t0=$SECONDS
+    local rc=0
+    timeout -s KILL "$cut" "$@" >"$out/$name.log" 2>&1 || rc=$?
+    cat "$out/$name.log"
+    codes+=("$name=$rc ($((SECONDS - t0)) s)")
+  }
+  try smoke 60 python3 -c "
+from numba import cuda
+import numpy as np
+assert cuda.detect(), 'numba.cuda finds no GPU'
+@cuda.jit
+def add_one(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1
+x = cuda.to_device(np.arange(1000, dtype=np.float32))
+add_one[4, 256](x)
+assert (x.copy_to_host() == np.arange(1000) + 1).all(), 'a tiny kernel computed wrong values'
+print('a tiny kernel ran')"
+  try cuda_checks 110 python3 -m tests.cuda_checks --full
+  try bench_forward 100 python3 -m experiments.bench_forward --device cuda --seconds 0.5
+  try bench_build 45 python3 -m experiments.bench_build --device cuda --repeats 2
+  try bench_pipeline 100 python3 -m experiments.bench_pipeline --nets large --populations 256 1000 \
+    --frame-cap 2000 --limit-seconds 4 --no-plain
+  echo "== exit codes: ${codes[*]}"
+  exit 0
+fi
 if [[ $part == smoke || $part == all ]]; then
   step detect python3 -c "from numba import cuda; assert cuda.detect(), 'numba.cuda finds no GPU'"
   step tiny_kernel python3 -c "
