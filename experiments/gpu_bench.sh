@@ -17,7 +17,8 @@
 # Each part stops at its first failure, and each command is cut at 8 minutes. Logs go to $OUT (or
 # ./gpu_logs). Wheels for packages the GPU image lacks (ale-py, gymnasium, farama-notifications)
 # may be carried in .whl/ (see the device tool's README); they are installed first, and a failed
-# install stops the script.
+# install stops the script. Carry numpy 2.4.x too while the image has numpy 2.5: numba-cuda 0.30
+# cannot compile a kernel with it (docs/performance.md, 2026-11-26).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 part="${1:-}"
@@ -72,8 +73,11 @@ print('a tiny kernel ran')"
   try cuda_checks 110 python3 -m tests.cuda_checks --full
   try bench_forward 100 python3 -m experiments.bench_forward --device cuda --seconds 0.5
   try bench_build 45 python3 -m experiments.bench_build --device cuda --repeats 2
-  try bench_pipeline 100 python3 -m experiments.bench_pipeline --nets large --populations 256 1000 \
-    --frame-cap 2000 --limit-seconds 4 --no-plain
+  # 256 slots, not the default 512: ale-py starts emulators one at a time (~0.12 s each, per layout)
+  try bench_pipeline 150 python3 -m experiments.bench_pipeline --nets large --populations 1000 --slots 256 \
+    --frame-cap 2000 --limit-seconds 3 --no-plain
+  try run_ga 90 python3 -m experiments.run_ga --game frostbite --population 64 --frame-budget 300000 \
+    --frame-cap 2000 --device cuda --out-dir /tmp/gpu_runs
   echo "== exit codes: ${codes[*]}"
   exit 0
 fi

@@ -108,6 +108,47 @@ def test_a_gpu_without_nvvm_is_one_line_naming_the_install(monkeypatch, capsys):
     assert "requirements-gpu.txt" in capsys.readouterr().err
 
 
+def test_a_numpy_too_new_for_numba_cuda_is_one_line(monkeypatch, capsys):
+    """numba-cuda 0.30 cannot compile a kernel with numpy 2.5 (np.row_stack is gone; seen on a GPU
+    image): --device cuda stops with one line naming both versions and the fix, auto picks the CPU
+    and says why; numpy 2.4 or a newer numba-cuda pass."""
+    import numba
+    import numpy
+    from numba import cuda
+    from numba.cuda.cudadrv import nvvm
+
+    from nevo.nets.kernels import numpy_too_new, resolve_device
+
+    assert numpy_too_new("2.4.6", "0.30.4") is None and numpy_too_new("2.5.2", "0.31.0") is None
+    assert numpy_too_new("2.5.0rc1", "0.30.4") and numpy_too_new("3.0", "0.29")
+    monkeypatch.setattr(cuda, "is_available", lambda: True)
+    monkeypatch.setattr(numba.config, "ENABLE_CUDASIM", False)
+    monkeypatch.setattr(nvvm, "NVVM", lambda: None)
+    monkeypatch.setattr("nevo.nets.kernels.installed_numpy_too_new", lambda: numpy_too_new("2.5.2", "0.30.4"))
+    with pytest.raises(ValueError) as e:
+        resolve_device("cuda")
+    msg = str(e.value)
+    assert "numba-cuda 0.30.4" in msg and "numpy 2.5.2" in msg and "'numpy<2.5'" in msg and "\n" not in msg
+    assert resolve_device("auto") == "cpu" and "numpy 2.5.2" in capsys.readouterr().err
+    monkeypatch.setattr("nevo.nets.kernels.installed_numpy_too_new", lambda: numpy_too_new(numpy.__version__, "0.30.4"))
+    assert resolve_device("cuda") == resolve_device("auto") == "cuda"  # this checkout's numpy is pinned < 2.5
+
+
+def test_small_grids_do_not_warn_on_every_step():
+    """numba-cuda warns for grids under 128 blocks; nevo's steps launch small grids on purpose
+    (few live episodes), so that warning is silenced and any other performance warning is not."""
+    import warnings
+
+    import nevo.nets.kernels.cuda  # noqa: F401 (installs the filter)
+    from numba.cuda.core.errors import NumbaPerformanceWarning
+
+    with warnings.catch_warnings(record=True) as seen:
+        # numba-cuda's message, bold codes included, as it warns at a launch
+        warnings.warn(NumbaPerformanceWarning("Grid size 14 will likely result in GPU under-utilization due to low occupancy."))
+        warnings.warn(NumbaPerformanceWarning("another performance warning"))
+    assert [str(w.message) for w in seen] == [str(NumbaPerformanceWarning("another performance warning"))]
+
+
 def test_run_ga_refuses_cuda_without_a_gpu(monkeypatch, capsys, tmp_path):
     """`run_ga --device cuda` on a machine without a GPU prints one error line and exits 2."""
     if gpu_present():

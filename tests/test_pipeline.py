@@ -218,3 +218,17 @@ def test_weights_built_per_slot_give_the_outcomes_of_one_episode_at_a_time(refer
     np.testing.assert_array_equal(res.returns, ret)
     np.testing.assert_array_equal(res.lengths, steps)
     np.testing.assert_array_equal(res.frames, frames)
+
+
+def test_many_emulators_say_that_they_are_starting(monkeypatch, capsys):
+    """ale-py starts emulators one at a time (~0.1 s each), so a layout of many slots (512 on a
+    16-core GPU machine: about a minute) says so on stderr before it starts them; few stay quiet."""
+    import nevo.evaluation.pipeline as pipeline
+
+    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, threads=1, group_size=2)
+    ev.close()
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(pipeline, "SAY_START_SLOTS", 2)  # 2 slots count as many here
+    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, threads=1, group_size=2)
+    ev.close()
+    assert capsys.readouterr().err.startswith("starting 2 Atari emulators")

@@ -25,6 +25,7 @@ episode's outcome depends only on its individual and its seed, never on the slot
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -40,6 +41,12 @@ from nevo.tasks.envs import NOOP, make_atari, noop_count
 
 # What receive() finds a group to be after its step.
 LIVE, RESETTING, IDLE = range(3)
+
+
+# From this many slots on, starting the emulators takes long enough to say so: ale-py builds a vector
+# env's emulators one after another, holding the GIL (0.11-0.13 s each on a 16-core GPU machine, so
+# about a minute for the GPU layout's 512; docs/performance.md).
+SAY_START_SLOTS = 128
 
 
 def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int, bool]:
@@ -89,6 +96,12 @@ class AtariEvaluator:
         n_groups = -(-slots // self.group)
         self.slots = n_groups * self.group
         self.threads = min(threads, self.group)  # C++ threads per vector env: more would only sleep
+        if self.slots >= SAY_START_SLOTS:
+            print(
+                f"starting {self.slots} Atari emulators (ale-py loads each one's ROM in turn, ~0.1 s each)",
+                file=sys.stderr,
+                flush=True,
+            )
         self.envs = [make_atari(env_cfg, self.group, self.threads) for _ in range(n_groups)]
         self.resetter = ThreadPoolExecutor(max_workers=min(n_groups, cores()), thread_name_prefix="reset")
         # group -> Future of its seeded reset, made when the group went idle at the end of a run

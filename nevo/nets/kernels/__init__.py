@@ -26,6 +26,37 @@ NO_NVVM = (
     "(numba-cuda[cu12]; numba-cuda[cu13] with an NVIDIA driver 580 or newer)"
 )
 
+# numba-cuda 0.30 registers an overload for np.row_stack, which numpy 2.5 removed: with both, the
+# first kernel compile fails (seen on a GPU image with numpy 2.5.2, docs/performance.md).
+NUMPY_TOO_NEW = (
+    "--device cuda: numba-cuda {cuda} cannot compile kernels with numpy {numpy} (it needs numpy < 2.5, "
+    "as nevo pins it): pip install 'numpy<2.5', or {install}"
+)
+
+
+def numpy_too_new(numpy_version: str, numba_cuda_version: str) -> str | None:
+    """NUMPY_TOO_NEW filled in where this numpy breaks this numba-cuda, else None."""
+
+    def major_minor(v):
+        parts = [int("".join(c for c in p if c.isdigit()) or 0) for p in v.split(".")[:2]]
+        return tuple(parts + [0] * (2 - len(parts)))
+
+    if major_minor(numpy_version) >= (2, 5) and major_minor(numba_cuda_version) <= (0, 30):
+        return NUMPY_TOO_NEW.format(cuda=numba_cuda_version, numpy=numpy_version, install=GPU_INSTALL)
+    return None
+
+
+def installed_numpy_too_new() -> str | None:
+    """numpy_too_new for the installed numpy and numba-cuda (None where numba-cuda has no version)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import numpy
+
+    try:
+        return numpy_too_new(numpy.__version__, version("numba-cuda"))
+    except PackageNotFoundError:
+        return None
+
 
 def get_forward(backend):
     """The forward function of a backend by name ("reference", "cpu" or "cuda")."""
@@ -69,8 +100,9 @@ def resolve_device(name):
 
     Under the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) numba.cuda.is_available() is True, but
     "auto" still picks "cpu": the simulator is for tests, only an explicit "cuda" gets it.
-    Raises ValueError (one line, naming requirements-gpu.txt) for "cuda" without a GPU or without
-    NVVM, and for unknown names; "auto" with a GPU but no NVVM says so on stderr and picks "cpu".
+    Raises ValueError (one line, naming requirements-gpu.txt) for "cuda" without a GPU, without
+    NVVM or with a numpy too new for numba-cuda, and for unknown names; "auto" with a GPU that
+    cannot be compiled for says why on stderr and picks "cpu".
     """
     if name in ("cpu", "reference"):
         return name
@@ -83,14 +115,17 @@ def resolve_device(name):
     if name == "auto":
         if not available or numba.config.ENABLE_CUDASIM:
             return "cpu"
-        if not nvvm_found():  # a GPU that cannot be compiled for: the CPU, and say why
-            print(f"note: {NO_NVVM.replace('--device cuda: ', '')}; running on the CPU", file=sys.stderr)
+        blocked = NO_NVVM if not nvvm_found() else installed_numpy_too_new()
+        if blocked:  # a GPU that cannot be compiled for: the CPU, and say why
+            print(f"note: {blocked.replace('--device cuda: ', '')}; running on the CPU", file=sys.stderr)
             return "cpu"
         return "cuda"
     if not available:
         raise ValueError(NO_GPU)
-    if not numba.config.ENABLE_CUDASIM and not nvvm_found():
-        raise ValueError(NO_NVVM)
+    if not numba.config.ENABLE_CUDASIM:
+        blocked = NO_NVVM if not nvvm_found() else installed_numpy_too_new()
+        if blocked:
+            raise ValueError(blocked)
     return "cuda"
 
 
