@@ -6,8 +6,12 @@ what this machine's memory bandwidth and fp32 FMA peak allow, and what an H100 b
     python -m experiments.roofline --nets mlp --rows 4 --seconds 0.05 --bandwidth-mb 64 --json roofline.json
 
 This machine (all Numba threads):
-  bandwidth  a streaming read: the sum of a --bandwidth-mb float32 array, split in chunks over the
-             threads, best of --passes passes; bytes read / time;
+  bandwidth  a streaming read of a --bandwidth-mb float32 array, split in chunks over the threads,
+             read two ways: a sum of each chunk, and as a dense layer reads its weights (rows of
+             512 floats, four at a time, scaled and added into 512 accumulators); bytes read /
+             time, the best of --passes passes of either. (On the 2-core AMD VM the sum reached
+             ~10 GB/s and the rows 17-20: the sum alone made nevo's dense layer look faster than
+             the memory);
   fp32 peak  independent chains of FMAs on 256 floats per thread, 16 dependent FMAs per load and
              store (LLVM vectorises the 256 floats; the core overlaps the chains); 2 FLOP per FMA.
 
@@ -129,21 +133,48 @@ def fma_burn(acc, reps, m, c):
                 x[j] = v
 
 
+ROW = 512  # floats per row of rows_read: a row of large's first dense layer
+
+
+@numba.njit(parallel=True, nogil=True, cache=True, fastmath={"contract"})
+def rows_read(a, n_chunks):
+    """a as rows of ROW floats, each chunk's rows four at a time, each scaled and added into a
+    ROW-float accumulator: the read of nevo's dense layer (four weight rows per pass, one store
+    per 4 FMAs), with every row read; a.shape[0] a multiple of 4 x ROW x n_chunks."""
+    per = a.shape[0] // ROW // n_chunks  # rows per chunk, a multiple of 4
+    parts = np.zeros(n_chunks, np.float32)
+    for k in prange(n_chunks):  # work = one chunk
+        out = np.zeros(ROW, np.float32)
+        b = k * per * ROW
+        for r in range(b, b + per * ROW, 4 * ROW):
+            v0, v1 = a[r : r + ROW], a[r + ROW : r + 2 * ROW]
+            v2, v3 = a[r + 2 * ROW : r + 3 * ROW], a[r + 3 * ROW : r + 4 * ROW]
+            for o in range(ROW):  # speed: slices of constant length vectorise (index sums did not)
+                out[o] = out[o] + v0[o] + np.float32(0.5) * v1[o] + np.float32(0.25) * v2[o] + np.float32(0.125) * v3[o]
+        parts[k] = out.sum()
+    return parts.sum()
+
+
 def memory_bandwidth(nbytes: int, passes: int) -> float:
-    """Bytes/s of a streaming read of nbytes by all Numba threads, best of passes."""
-    a = np.ones(max(nbytes // 4, 1024), np.float32)  # touched: its pages exist before timing
-    n_chunks = 64 * numba.get_num_threads()
-    stream_sum(a, n_chunks)
+    """Bytes/s of a streaming read of nbytes by all Numba threads: the best of passes passes of
+    each of two reads, one sequential sum per chunk (stream_sum) and a dense layer's read of
+    rows (rows_read)."""
+    n_chunks = 8 * numba.get_num_threads()
+    n = max(nbytes // 4 // (4 * ROW * n_chunks), 1) * 4 * ROW * n_chunks
+    a = np.ones(n, np.float32)  # touched: its pages exist before timing
     best = float("inf")
-    for _ in range(passes):
-        t0 = time.perf_counter()
-        stream_sum(a, n_chunks)
-        best = min(best, time.perf_counter() - t0)
+    for read in (stream_sum, rows_read):
+        read(a, n_chunks)  # compiled (or loaded) before timing
+        for _ in range(passes):
+            t0 = time.perf_counter()
+            read(a, n_chunks)
+            best = min(best, time.perf_counter() - t0)
     return a.nbytes / best
 
 
 def fma_peak(seconds: float) -> float:
-    """fp32 FLOP/s of fma_burn on all Numba threads, best of a few timed runs of ~seconds / 3."""
+    """fp32 FLOP/s of fma_burn on all Numba threads, best of 7 timed runs of ~seconds / 3 (the
+    2-core VMs gave 78 to 130 GFLOP/s from one run of 3 to the next: the best is the machine's)."""
     acc = np.ones((numba.get_num_threads(), FMA_WIDTH), np.float32)
     m, c = np.float32(0.999), np.float32(0.001)
     fma_burn(acc, 10, m, c)
@@ -155,7 +186,7 @@ def fma_peak(seconds: float) -> float:
         if dt > seconds / 3:
             break
         reps *= 2
-    for _ in range(3):
+    for _ in range(7):
         t0 = time.perf_counter()
         fma_burn(acc, reps, m, c)
         best = max(best, 2 * FMA_DEPTH * acc.size * reps / (time.perf_counter() - t0))

@@ -75,6 +75,19 @@ def test_roofline_rate_is_the_smaller_of_bandwidth_and_compute():
     assert roofline.roofline_rate(0.0, 1e3, 10e9, 100e9) == (1e7, "mem")
 
 
+def test_both_bandwidth_reads_read_every_element_once():
+    """The two streaming reads the bandwidth is timed with sum every element exactly once (a read
+    that skipped or repeated part of the array would time other bytes than it counts)."""
+    n_chunks, row = 3, roofline.ROW
+    a = np.ones(4 * row * n_chunks * 2, np.float32)
+    assert roofline.stream_sum(a, n_chunks) == a.size
+    # each group of four rows adds 1 + 0.5 + 0.25 + 0.125 to every accumulator: exact in float32
+    assert roofline.rows_read(a, n_chunks) == a.size / 4 * 1.875
+    a[5 * row + 7] = 9  # row 5: the first chunk's second group of four, its second row (x 0.5)
+    assert roofline.rows_read(a, n_chunks) == a.size / 4 * 1.875 + 8 * 0.5
+    assert roofline.memory_bandwidth(1 << 20, 1) > 0
+
+
 def test_rotated_weights_exceed_the_cache_and_cover_the_rows():
     spec = nets.net_spec("mlp", (4, 1, 1), 2, np.float32)
     w = roofline.rotated_weights(spec, 300, 1.0, np.random.default_rng(0))
