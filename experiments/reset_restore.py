@@ -67,13 +67,17 @@ def main(argv=None) -> list:
     p.add_argument("--steps", type=int, default=4000, help="ALE steps (frames) per episode at most")
     p.add_argument("--warm-up", type=int, default=300, help="random steps played before the restore")
     a = p.parse_args(argv)
-    print(f"{'game':>15} {'loadROM ms':>10} {'restore us':>10} {'steps':>6}  same RAM/rewards  screens differ at")
+    head = f"{'game':>15} {'loadROM ms':>10} {'restore us':>10} {'steps':>6}"
+    print(f"{head}  same RAM/rewards  screens differ at")
     out = []
     for game in a.games:
         r = compare(game, a.steps, a.warm_up)
         same = "yes" if not r["ram_or_reward_differs"] else f"no, from step {r['ram_or_reward_differs'][0]}"
         diff = ", ".join(map(str, r["screen_differs"][:5])) or "-"
-        print(f"{game:>15} {r['load_ms']:>10.0f} {r['restore_us']:>10.0f} {r['steps']:>6}  {same:<16}  {diff}", flush=True)
+        print(
+            f"{game:>15} {r['load_ms']:>10.0f} {r['restore_us']:>10.0f} {r['steps']:>6}  {same:<16}  {diff}",
+            flush=True,
+        )
         out.append(r)
     return out
 

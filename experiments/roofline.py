@@ -150,7 +150,13 @@ def rows_read(a, n_chunks):
             v0, v1 = a[r : r + ROW], a[r + ROW : r + 2 * ROW]
             v2, v3 = a[r + 2 * ROW : r + 3 * ROW], a[r + 3 * ROW : r + 4 * ROW]
             for o in range(ROW):  # speed: slices of constant length vectorise (index sums did not)
-                out[o] = out[o] + v0[o] + np.float32(0.5) * v1[o] + np.float32(0.25) * v2[o] + np.float32(0.125) * v3[o]
+                out[o] = (
+                    out[o]
+                    + v0[o]
+                    + np.float32(0.5) * v1[o]
+                    + np.float32(0.25) * v2[o]
+                    + np.float32(0.125) * v3[o]
+                )
         parts[k] = out.sum()
     return parts.sum()
 

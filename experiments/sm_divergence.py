@@ -28,7 +28,7 @@ from nevo import nets, tasks
 from nevo.config import ConfigError
 from nevo.evaluation.episodes import Population
 from nevo.genomes import safe_mutation as sm
-from nevo.genomes.mutation import NAMES
+from nevo.genomes.operators import NAMES
 from nevo.nets.kernels import make_policy
 from nevo.runs.elite import load as load_elite
 from nevo.tasks import envs

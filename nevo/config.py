@@ -368,9 +368,9 @@ def require(ok: bool, name: str, allowed: str, value) -> None:
 
 
 def mutation_of(cfg):
-    """The mutation operator (nevo.genomes.mutation.Mutation) of the GA's (or GA-NS's) --mutation;
+    """The mutation operator (nevo.genomes.operators.Mutation) of the GA's (or GA-NS's) --mutation;
     the ES families' is Gaussian."""
-    from nevo.genomes.mutation import GAUSSIAN, mutation
+    from nevo.genomes.operators import GAUSSIAN, mutation
 
     if cfg.algo not in ("ga", "rs", "ga-ns"):
         return GAUSSIAN
@@ -527,7 +527,7 @@ def _validate_ga(g) -> None:
 
 def _validate_mutation(g, truncation: int) -> None:
     """--mutation and --experiences of the GA and GA-NS."""
-    from nevo.genomes.mutation import NAMES, mutation
+    from nevo.genomes.operators import NAMES, mutation
 
     require(g.mutation in NAMES, "mutation", ", ".join(NAMES), g.mutation)
     require(g.experiences >= 1, "experiences", "an integer >= 1", g.experiences)

@@ -130,7 +130,9 @@ def test_a_numpy_too_new_for_numba_cuda_is_one_line(monkeypatch, capsys):
     msg = str(e.value)
     assert "numba-cuda 0.30.4" in msg and "numpy 2.5.2" in msg and "'numpy<2.5'" in msg and "\n" not in msg
     assert resolve_device("auto") == "cpu" and "numpy 2.5.2" in capsys.readouterr().err
-    monkeypatch.setattr("nevo.nets.kernels.installed_numpy_too_new", lambda: numpy_too_new(numpy.__version__, "0.30.4"))
+    monkeypatch.setattr(
+        "nevo.nets.kernels.installed_numpy_too_new", lambda: numpy_too_new(numpy.__version__, "0.30.4")
+    )
     assert resolve_device("cuda") == resolve_device("auto") == "cuda"  # this checkout's numpy is pinned < 2.5
 
 
@@ -139,13 +141,19 @@ def test_small_grids_do_not_warn_on_every_step():
     (few live episodes), so that warning is silenced and any other performance warning is not."""
     import warnings
 
-    import nevo.nets.kernels.cuda  # noqa: F401 (installs the filter)
     from numba.cuda.core.errors import NumbaPerformanceWarning
+
+    import nevo.nets.kernels.cuda  # noqa: F401 (installs the filter)
 
     with warnings.catch_warnings(record=True) as seen:
         # numba-cuda's message, bold codes included, as it warns at a launch
-        warnings.warn(NumbaPerformanceWarning("Grid size 14 will likely result in GPU under-utilization due to low occupancy."))
-        warnings.warn(NumbaPerformanceWarning("another performance warning"))
+        warnings.warn(
+            NumbaPerformanceWarning(
+                "Grid size 14 will likely result in GPU under-utilization due to low occupancy."
+            ),
+            stacklevel=1,
+        )
+        warnings.warn(NumbaPerformanceWarning("another performance warning"), stacklevel=1)
     assert [str(w.message) for w in seen] == [str(NumbaPerformanceWarning("another performance warning"))]
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from experiments import run_es
-from nevo.algos.es import ES, centered_ranks, weighted_noise_sum, weighted_noise_sum_reference
+from nevo.algos.es import ES, weighted_noise_sum, weighted_noise_sum_reference
+from nevo.algos.ranking import centered_ranks
 from nevo.cli import ES_PRESETS, parse_args
 from nevo.config import ConfigError, ESConfig
 from nevo.evaluation.episodes import Results

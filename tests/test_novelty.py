@@ -4,7 +4,6 @@ import numba
 import numpy as np
 import pytest
 
-from nevo.algos.es import centered_ranks
 from nevo.algos.novelty import (
     Archive,
     NSRAWeight,
@@ -14,6 +13,7 @@ from nevo.algos.novelty import (
     pick_agent,
     sample_for_archive,
 )
+from nevo.algos.ranking import centered_ranks
 from nevo.config import NSConfig
 
 NSRA_DELTA = NSConfig().nsra_delta  # Conti et al.: 0.05

@@ -14,8 +14,8 @@ from nevo.evaluation.episodes import Episodes, Population, Results
 from nevo.evaluation.experiences import ExperienceSample, places
 from nevo.genomes import safe_build
 from nevo.genomes import safe_mutation as sm
-from nevo.genomes.mutation import mutation
 from nevo.genomes.noise import NoiseSource, WeightBuilder, offsets_of
+from nevo.genomes.operators import mutation
 
 SAFE = ("sm-r", "sm-g-sum", "sm-g-abs", "sm-g-so")
 

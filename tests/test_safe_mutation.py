@@ -8,7 +8,7 @@ import pytest
 
 from nevo import nets
 from nevo.genomes import safe_mutation as sm
-from nevo.genomes.mutation import NAMES
+from nevo.genomes.operators import NAMES
 from nevo.nets.kernels import reference
 
 EPS = 1e-6

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from nevo.algos.ga import rng_for
-from nevo.algos.ranking import fitness_order
+from nevo.algos.ranking import centered_ranks
+from nevo.algos.streams import rng_for
 from nevo.evaluation.episodes import Episodes, Population, Results
 from nevo.genomes.noise import SEED_LIMIT, NoiseSource, offsets_of
 
@@ -106,14 +106,6 @@ def weighted_noise_sum_reference(coeffs, offsets, table, n_params) -> np.ndarray
     return out
 
 
-def centered_ranks(x) -> np.ndarray:
-    """(n,) float32 ranks of x scaled to [-0.5, 0.5]: best 0.5, worst -0.5, NaN ranked lowest."""
-    x = np.asarray(x, np.float64).ravel()
-    ranks = np.empty(x.size, np.float64)
-    ranks[fitness_order(x)] = np.arange(x.size - 1, -1, -1)  # best gets n - 1
-    return (ranks / max(x.size - 1, 1) - 0.5).astype(np.float32)
-
-
 class Adam:
     """Adam (Kingma & Ba), as the reference's optimizers.py: step = -a * m / (sqrt(v) + eps)."""
 
@@ -134,8 +126,9 @@ class Adam:
         return (np.float32(-a) * self.m / (np.sqrt(self.v) + np.float32(self.eps))).astype(np.float32)
 
 
-class SGD:
-    """SGD with momentum, as the reference's: v = mu * v + (1 - mu) * g; step = -lr * v."""
+class Momentum:
+    """The optimizer "sgd" (not the SGD algorithm, nevo.algos.sgd): SGD with momentum, as the
+    reference's: v = mu * v + (1 - mu) * g; step = -lr * v."""
 
     def __init__(self, n: int, lr: float, momentum: float):
         self.lr, self.momentum = lr, momentum
@@ -154,7 +147,7 @@ def make_optimizer(es_cfg, n: int):
     if es_cfg.optimizer == "adam":
         return Adam(n, es_cfg.lr)
     if es_cfg.optimizer == "sgd":
-        return SGD(n, es_cfg.lr, es_cfg.momentum)
+        return Momentum(n, es_cfg.lr, es_cfg.momentum)
     raise ValueError(f"--optimizer: got {es_cfg.optimizer!r}, allowed: adam, sgd")
 
 

@@ -33,16 +33,13 @@ from __future__ import annotations
 import numpy as np
 
 from nevo.algos.ranking import fitness_order
+from nevo.algos.streams import rng_for
 from nevo.evaluation.episodes import Episodes, Population, Results
-from nevo.genomes.mutation import mutation
 from nevo.genomes.noise import SEED_LIMIT
+from nevo.genomes.operators import mutation
 
 # Purposes of the per-generation random streams.
 TRAIN_EPISODES, VALIDATION_EPISODES, MUTATION_SEEDS, PARENT_CHOICE, INIT_SEEDS = range(5)
-
-
-def rng_for(seed: int, generation: int, purpose: int) -> np.random.Generator:
-    return np.random.default_rng([seed, generation, purpose])
 
 
 class GA:

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from nevo.algos.es import centered_ranks, weighted_noise_sum
+from nevo.algos.es import weighted_noise_sum
+from nevo.algos.ranking import centered_ranks
 from nevo.algos.sgd import loss_gradient
 from nevo.evaluation.episodes import Episodes, Population
 from nevo.genomes.noise import SEED_LIMIT, offsets_of

@@ -22,7 +22,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from nevo.algos.es import centered_ranks
+from nevo.algos.ranking import centered_ranks
 
 _INT8_MAX_DIM = (2**31 - 1) // (255 * 255)  # 8-bit behaviours: int32 squared distances are exact to here
 _TILE = 16  # queries per work item of _knn_kernel (see there)

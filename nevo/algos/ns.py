@@ -28,9 +28,10 @@ from __future__ import annotations
 import numpy as np
 
 from nevo.algos.es import ES
-from nevo.algos.ga import GA, rng_for
+from nevo.algos.ga import GA
 from nevo.algos.novelty import Archive, NSRAWeight, knn_novelty, mix_ranks, pick_agent, sample_for_archive
 from nevo.algos.ranking import fitness_order
+from nevo.algos.streams import rng_for
 from nevo.config import ESConfig, GAConfig
 from nevo.evaluation.episodes import Episodes, Population, Results
 from nevo.genomes.noise import NoiseSource

@@ -27,7 +27,7 @@ from nevo.algos.es import (
     theta_state,
     vector_norm,
 )
-from nevo.algos.ga import rng_for
+from nevo.algos.streams import rng_for
 from nevo.genomes.noise import SEED_LIMIT
 from nevo.genomes.safe_mutation import trace, vjp
 

@@ -3,7 +3,7 @@
 Every algorithm hands an evaluator `Episodes` and gets `Results` back, whatever runs them (the
 Atari pipeline, the synchronous evaluator of in-process tasks). Both are plain arrays, so they
 can be sent to another process or machine. This module imports nothing of nevo's but the
-mutation operator (nevo.genomes.mutation, which imports nothing): the modules that use these
+mutation operator (nevo.genomes.operators, which imports nothing): the modules that use these
 contracts sit above it.
 """
 
@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from nevo.genomes.mutation import GAUSSIAN, Mutation
+from nevo.genomes.operators import GAUSSIAN, Mutation
 
 
 @dataclass

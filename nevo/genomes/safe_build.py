@@ -32,8 +32,8 @@ import numba
 import numpy as np
 
 from nevo.genomes import safe_mutation as sm
-from nevo.genomes.mutation import NAMES, Mutation
 from nevo.genomes.noise import NoiseSource, offsets_of
+from nevo.genomes.operators import NAMES, Mutation
 from nevo.nets import require_relu
 
 # Row-building work is split in this many pieces per row (as nevo.genomes.noise.build_rows).

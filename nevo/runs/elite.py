@@ -76,7 +76,7 @@ def load(run_dir: str, which: str = "best", fold: bool = True):
     elite_file(run_dir, which), or for an ES run, theta as saved; with --obs-norm 1, folded with
     the observation statistics it was validated with unless fold=False (obs_stats reads them)."""
     from nevo.genomes import noise, safe_build
-    from nevo.genomes.mutation import GAUSSIAN, mutation
+    from nevo.genomes.operators import GAUSSIAN, mutation
     from nevo.nets import obs_norm
 
     for name in (CONFIG, ELITE):

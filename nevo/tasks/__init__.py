@@ -339,12 +339,6 @@ def final_observation(observation, info) -> np.ndarray:
     return np.asarray(observation, np.float32).ravel()
 
 
-def defaults_of(env_cfg: EnvConfig, family: str) -> dict:
-    """The settings the task env_cfg names brings for an algorithm family where the command line
-    is silent."""
-    return kind_of(env_cfg).defaults(env_cfg, family)
-
-
 def kind_of(env_cfg: EnvConfig):
     """The task class an EnvConfig names (without making the task)."""
     if env_cfg.env in ("atari", "maze"):

@@ -47,7 +47,9 @@ from nevo.nets.kernels import common
 # A step launches one block row per live episode, so late in a generation, and for small
 # populations, grids are small on purpose: numba-cuda's warning for grids under 128 blocks would
 # print on most steps of a run (seen on an H200: ~20 distinct warnings in three generations).
-warnings.filterwarnings("ignore", r".*Grid size \d+ will likely result in GPU under-utilization", NumbaPerformanceWarning)
+warnings.filterwarnings(
+    "ignore", r".*Grid size \d+ will likely result in GPU under-utilization", NumbaPerformanceWarning
+)
 
 
 def _shared(f):

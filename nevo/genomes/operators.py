@@ -1,4 +1,4 @@
-"""The mutation operator of a run, one object chosen once from its name (--mutation).
+"""The mutation operators by name: the one object of a run, chosen once from its name (--mutation).
 
 How a child comes from its parent: `gaussian`, parent + sigma * eps (Such et al. 2017), or a safe
 mutation of Lehman et al. 2018 (arXiv 1712.06563) that scales sigma * eps by the parent's output
