@@ -10,7 +10,7 @@
 #   bash experiments/gpu_bench.sh mnist      # ES against SGD at the paper's scale: MNIST's forward, then
 #                                             # NMB-ES with 10,000 offspring on the 28,938-parameter net
 #   bash experiments/gpu_bench.sh all        # all five in order (longer than one device call)
-#   bash experiments/gpu_bench.sh lease      # one call of ~6 minutes for a 15-minute lease: every step
+#   bash experiments/gpu_bench.sh lease      # one call of ~7 minutes for a 15-minute lease: every step
 #                                             # shortened and cut on its own, a failure does not stop
 #                                             # the rest (each step's log in $OUT, the exit codes last)
 #
@@ -76,6 +76,10 @@ print('a tiny kernel ran')"
   # 256 slots, not the default 512: ale-py starts emulators one at a time (~0.12 s each, per layout)
   try bench_pipeline 150 python3 -m experiments.bench_pipeline --nets large --populations 1000 --slots 256 \
     --frame-cap 2000 --limit-seconds 3 --no-plain
+  # A group waits for each of its slots' seeded resets (~0.12 s) while the others step: groups of 16
+  # instead of 64 show what that wait costs (2026-11-26: 40% of the emulator limit at groups of 64)
+  try bench_pipeline_g16 150 python3 -m experiments.bench_pipeline --nets large --populations 1000 --slots 256 \
+    --emulators-per-group 16 --frame-cap 2000 --limit-seconds 3 --no-plain
   try run_ga 90 python3 -m experiments.run_ga --game frostbite --population 64 --frame-budget 300000 \
     --frame-cap 2000 --device cuda --out-dir /tmp/gpu_runs
   echo "== exit codes: ${codes[*]}"
