@@ -2,11 +2,14 @@
 (nevo.algos.contract, nevo.evaluation.episodes), with the same argument names everywhere."""
 
 import inspect
+import os
+import re
 
 import numpy as np
 import pytest
 
-from nevo.algos import NAMES, make_algo
+from nevo import config
+from nevo.algos import NAMES, NOVELTY, REGISTRY, bases_of, declaration, make_algo
 from nevo.algos.contract import Algorithm
 from nevo.evaluation.cluster import ClusterEvaluator
 from nevo.evaluation.episodes import Evaluator
@@ -23,6 +26,42 @@ def test_every_algorithm_meets_the_algorithm_contract(name, source):
     assert inspect.signature(algo.tell).parameters["fitness"].default is None
     assert algo.generation == 0 and isinstance(algo.validation_episodes, int)
     assert np.isnan(algo.elite_score) and algo.best_elite is None
+    d = declaration(name)
+    assert name in d.names and d.script in ("run_ga", "run_es", "run_ns")
+    meta = name in config.NS_ALGOS[1:]  # the NS-ES family: a meta-population of ES agents
+    assert algo.agent_count == (tiny_config(name).ns.meta_population if meta else 1)
+    assert 0 <= algo.elite_agent < algo.agent_count and bases_of(tiny_config(name)) >= 1
+
+
+def test_the_declarations_are_the_settings_names():
+    """Every algorithm the settings accept is declared once, by its own module, and the ones that
+    declare a behaviour are the novelty ones."""
+    assert tuple(REGISTRY) == config.ALGOS and NOVELTY == config.NS_ALGOS
+    with pytest.raises(ValueError, match="unknown algorithm 'cma'"):
+        declaration("cma")
+
+
+# An algorithm's name compared, a family of names, or an algorithm's class asked (reading the name
+# to print it or to name a run folder is fine).
+NAME_SWITCHES = re.compile(
+    r"\.algo\s*(==|!=|\bin\b|\bnot in\b)|NS_ALGOS|NS_ES_FAMILY|FAMILIES|family_section|SCRIPTS"
+    r"|isinstance\([^)]*\b(GA|ES|GANS|NSES|SGD)\b"
+)
+
+
+def test_the_loop_and_the_evaluators_know_no_algorithm_by_name():
+    """Under nevo/runs and nevo/evaluation nothing switches on an algorithm's name: they ask its
+    declaration (nevo.algos.declaration) or the contract. (nevo/runs/sgd.py, the SGD baseline's own
+    loop, is one algorithm's loop.)"""
+    root = os.path.join(os.path.dirname(__file__), "..", "nevo")
+    found = []
+    for sub in ("runs", "evaluation"):
+        for f in sorted(os.listdir(os.path.join(root, sub))):
+            if f.endswith(".py"):
+                for n, line in enumerate(open(os.path.join(root, sub, f)), 1):
+                    if NAME_SWITCHES.search(line.split("#")[0]):
+                        found.append(f"nevo/{sub}/{f}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("cls", [AtariEvaluator, InProcessEvaluator, ClusterEvaluator])

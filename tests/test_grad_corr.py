@@ -11,6 +11,7 @@ import nevo
 from nevo import nets
 from nevo.algos import make_algo
 from nevo.algos.grad_corr import (
+    GradientCorrelation,
     batch_evaluator,
     correlation_curve,
     es_gradient,
@@ -108,7 +109,7 @@ def test_the_refusals_are_one_line():
         name = "frostbite"
 
     with pytest.raises(ConfigError, match="needs a labelled data set") as e:
-        loop.GradientCorrelation.check(cfg, Game())
+        GradientCorrelation.check(cfg, Game())
     assert "\n" not in str(e.value)
     with pytest.raises(ConfigError, match="needs --common-episodes 1") as e:
         loop.plan(replace(cfg, es=replace(es, common_episodes=0)), task)

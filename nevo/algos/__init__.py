@@ -4,22 +4,42 @@ that builds them by name.
 - `ga.py`: the deep GA and random search (Such et al. 2017); `es.py`: OpenAI-ES (Salimans et al.
   2017); `ns.py`: GA-NS and NS-ES, NSR-ES, NSRA-ES (Such et al.; Conti et al. 2018), over
   `novelty.py` (the archive and the k-nearest-neighbour novelty);
-- `ranking.py`: the one fitness rule (higher is better, NaN last); `contract.py`: the contract.
+- `ranking.py`: the one fitness rule (higher is better, NaN last); `contract.py`: the contract;
+  `declaration.py`: what each algorithm module declares of itself (`DECLARATIONS`: its names, its
+  command, how it is made, the rows it builds from, its summary, whether it needs a behaviour),
+  from which the registry here is built: the loop asks `declaration(name)`, never compares names.
 """
 
 from __future__ import annotations
 
+from nevo.algos import es, ga, ns
 from nevo.algos.contract import Algorithm
-from nevo.algos.es import ES
-from nevo.algos.ga import GA
-from nevo.algos.ns import GANS, NSES
+from nevo.algos.declaration import Declaration
 from nevo.algos.ranking import fitness_order
-from nevo.config import ALGOS, NS_ALGOS
+from nevo.config import ALGOS
 
-__all__ = ["NAMES", "NOVELTY", "Algorithm", "bases_of", "fitness_order", "make_algo"]
+__all__ = [
+    "NAMES",
+    "NOVELTY",
+    "Algorithm",
+    "Declaration",
+    "bases_of",
+    "declaration",
+    "fitness_order",
+    "make_algo",
+]
 
+# name -> its Declaration, from each algorithm module's DECLARATIONS
+REGISTRY: dict[str, Declaration] = {name: d for m in (ga, es, ns) for d in m.DECLARATIONS for name in d.names}
 NAMES = ALGOS
-NOVELTY = NS_ALGOS  # those that need a behaviour per episode
+NOVELTY = tuple(name for name, d in REGISTRY.items() if d.needs_behaviour)  # a behaviour per episode
+
+
+def declaration(name: str) -> Declaration:
+    """What algorithm `name` declares of itself (its module's DECLARATIONS)."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown algorithm {name!r}; allowed: {', '.join(NAMES)}")
+    return REGISTRY[name]
 
 
 def make_algo(name: str, cfg, noise, behaviour: tuple[int, type] | None = None) -> Algorithm:
@@ -29,24 +49,13 @@ def make_algo(name: str, cfg, noise, behaviour: tuple[int, type] | None = None) 
     NoiseSource; behaviour: (d, dtype) of an episode's behaviour, for the novelty ones (a task's
     `behaviour`, nevo.tasks).
     """
-    if name not in NAMES:
-        raise ValueError(f"unknown algorithm {name!r}; allowed: {', '.join(NAMES)}")
-    if name in NOVELTY and behaviour is None:
+    d = declaration(name)
+    if d.needs_behaviour and behaviour is None:
         raise ValueError(f"{name}: novelty search needs behaviour=(d, dtype) (a task's `behaviour`)")
-    if name in ("ga", "rs"):
-        return GA(cfg.ga, cfg.run.seed)
-    if name == "es":
-        return ES(cfg.es, cfg.run.seed, noise)
-    if name == "ga-ns":
-        return GANS(cfg.ns, cfg.run.seed, behaviour)
-    return NSES(cfg.ns, cfg.run.seed, noise, behaviour, variant=name)
+    return d.make(name, cfg, noise, behaviour)
 
 
 def bases_of(cfg) -> int:
     """The rows an algorithm's populations are built from (the evaluator caches their weights):
     the GA's parents and elite, ES's theta, the NS-ES family's agents' thetas."""
-    if cfg.algo in ("ga", "rs"):
-        return cfg.ga.truncation + 1
-    if cfg.algo == "ga-ns":
-        return cfg.ns.truncation + 1
-    return cfg.ns.meta_population if cfg.algo in NOVELTY else 1
+    return declaration(cfg.algo).bases(cfg)

@@ -21,7 +21,13 @@ The same things have the same names in every algorithm: `generation` (generation
 `validation_episodes` (episodes behind that mean), `best_elite` ((generation, genome, score) of
 the best elite the run has kept, where the algorithm keeps one: the GA), metrics() ->
 {name: number} for the log line, state() -> plain arrays and load_state(that), so that a resumed
-run repeats an uninterrupted one.
+run repeats an uninterrupted one. A meta-population of agents (the NS-ES family's ES agents) says
+how many it has (`agent_count`), which one this generation updated (`agent_index`) and whose theta
+is the elite (`elite_agent`); every other algorithm is one agent: 1, 0 and 0. Observation
+normalisation keeps its statistics per agent through them.
+
+What an algorithm is for a whole run (its names, its command, how it is made, the rows it builds
+from, whether it needs a behaviour) it declares in its module: nevo.algos.declaration.
 """
 
 from __future__ import annotations
@@ -37,6 +43,9 @@ from nevo.evaluation.episodes import Episodes, Population, Results
 class Algorithm(Protocol):
     generation: int
     validated: bool
+    agent_count: int
+    agent_index: int
+    elite_agent: int
 
     @property
     def elite(self) -> np.ndarray | None: ...

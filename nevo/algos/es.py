@@ -25,6 +25,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from nevo.algos.declaration import Declaration
 from nevo.algos.ranking import centered_ranks
 from nevo.algos.streams import rng_for
 from nevo.evaluation.episodes import Episodes, Population, Results
@@ -153,6 +154,8 @@ def make_optimizer(es_cfg, n: int):
 
 class ES:
     """OpenAI-ES over explicit state: theta, the optimizer's moments, the generation."""
+
+    agent_count, agent_index, elite_agent = 1, 0, 0  # one theta (NSES holds several ES agents)
 
     def __init__(self, es_cfg, seed: int, noise: NoiseSource, agent: int = 0):
         self.cfg = es_cfg
@@ -327,3 +330,30 @@ def load_theta_state(st: dict, opt) -> tuple[int, np.ndarray, float]:
     opt.m, opt.v = np.array(st["opt_m"], np.float32), np.array(st["opt_v"], np.float32)
     opt.t = int(st["opt_t"])
     return int(st["generation"]), np.array(st["theta"], np.float32), float(st["theta_score"])
+
+
+def _es_summary(cfg) -> str:
+    s = cfg.es
+    mirrored = " mirrored" if s.mirrored else ""
+    return f"N={s.population}{mirrored} sigma={s.sigma} {s.optimizer} lr={s.lr} l2={s.l2}"
+
+
+def _es_device(cfg, device: str) -> None:
+    from nevo.config import ConfigError
+
+    if device == "cuda" and cfg.es.bucket:
+        raise ConfigError(
+            "--bucket: limited-perturbation ES builds its rows on the host for now: use --device cpu"
+        )
+
+
+DECLARATIONS = (
+    Declaration(
+        names=("es",),
+        script="run_es",
+        make=lambda name, cfg, noise, behaviour: ES(cfg.es, cfg.run.seed, noise),
+        bases=lambda cfg: 1,  # theta
+        summary=_es_summary,
+        check_device=_es_device,
+    ),
+)

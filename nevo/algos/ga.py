@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nevo.algos.declaration import Declaration
 from nevo.algos.ranking import fitness_order
 from nevo.algos.streams import rng_for
 from nevo.evaluation.episodes import Episodes, Population, Results
@@ -46,6 +47,7 @@ class GA:
     """Truncation selection, Gaussian mutation, elitism; ask/tell over explicit state."""
 
     validated = True  # every generation validates its elite candidates
+    agent_count, agent_index, elite_agent = 1, 0, 0  # one population: no meta-population of agents
 
     def __init__(self, ga_cfg, seed: int):
         self.cfg = ga_cfg
@@ -266,3 +268,14 @@ class GA:
             self.best, self.best_score = self.elite, self.elite_score
             self.best_generation = self.generation - 1 if self.elite is not None else -1
         self._set_population(np.asarray(st["base_idx"], np.int64), np.asarray(st["new_seed"], np.int64))
+
+
+DECLARATIONS = (
+    Declaration(
+        names=("ga", "rs"),  # random search: the GA with truncation 0 (--preset rs)
+        script="run_ga",
+        make=lambda name, cfg, noise, behaviour: GA(cfg.ga, cfg.run.seed),
+        bases=lambda cfg: cfg.ga.truncation + 1,  # the parents and the elite
+        summary=lambda cfg: f"N={cfg.ga.population} T={cfg.ga.truncation} sigma={cfg.ga.sigma}",
+    ),
+)

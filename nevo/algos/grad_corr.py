@@ -133,3 +133,50 @@ def sqrt_fit(offspring, r) -> float:
 def offspring_for(r: float, c: float) -> float:
     """N where c sqrt(N) reaches r."""
     return (r / c) ** 2
+
+
+class GradientCorrelation:
+    """--grad-corr 1 (ES on a labelled data set, one shared mini-batch a generation): Pearson's r
+    between the step's gradient estimate g_ES and the batch's true gradient at theta before the
+    step, es/grad_corr in the row (Zhang, Clune & Stanley 2017's correlation, along a run;
+    nevo.algos.grad_corr). It costs one backward pass a generation."""
+
+    def __init__(self, spec, task, cfg):
+        self.spec, self.data, self.examples = spec, task.data, cfg.env.examples
+        self.theta, self.batch_seed = None, 0
+
+    @staticmethod
+    def wanted(cfg) -> bool:
+        """Whether the run asks for it: ES with --grad-corr 1."""
+        return cfg.algo == "es" and bool(cfg.es.grad_corr)
+
+    @staticmethod
+    def check(cfg, task) -> None:
+        """One ConfigError line where the correlation cannot be computed."""
+        from nevo.config import ConfigError
+        from nevo.tasks.supervised import Supervised
+
+        if not GradientCorrelation.wanted(cfg):
+            return
+        if not isinstance(task, Supervised):
+            raise ConfigError(f"--grad-corr 1: needs a labelled data set (mnist); {task.name} is not one")
+        if cfg.es.common_episodes != 1:
+            raise ConfigError(
+                "--grad-corr 1: needs --common-episodes 1 (one shared mini-batch a generation: the true "
+                f"gradient is that batch's); got {cfg.es.common_episodes}"
+            )
+        if cfg.net.vbn or cfg.es.obs_norm:
+            raise ConfigError(
+                "--grad-corr 1: needs --vbn 0 and --obs-norm 0 (theta is then the net's weights)"
+            )
+
+    def mark(self, algo, episodes) -> None:
+        """Keep theta before the update and the seed of the batch every individual plays."""
+        self.theta, self.batch_seed = algo.theta.copy(), int(episodes.seeds[0])
+
+    def after_generation(self, row: dict, algo) -> None:
+        from nevo.evaluation.supervised import batch_of
+
+        pick = batch_of(self.batch_seed, len(self.data.train_y), self.examples)
+        g_true = -loss_gradient(self.spec, self.theta, self.data.train_x[pick], self.data.train_y[pick])[0]
+        row["es/grad_corr"] = pearson(algo.last_grad, g_true)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nevo.algos.declaration import Declaration
 from nevo.algos.es import ES
 from nevo.algos.ga import GA
 from nevo.algos.novelty import Archive, NSRAWeight, knn_novelty, mix_ranks, pick_agent, sample_for_archive
@@ -55,6 +56,7 @@ class GANS:
     """The deep GA selecting on novelty (Such et al.), with its archive; ask/tell as GA's."""
 
     validated = True  # every generation keeps its elite
+    agent_count, agent_index, elite_agent = 1, 0, 0  # one population: no meta-population of agents
 
     def __init__(self, ns_cfg, seed: int, behaviour: tuple[int, type]):
         self.cfg = ns_cfg
@@ -208,6 +210,11 @@ class NSES:
     best_elite = None  # the elite is the best agent's theta; no other is kept
 
     @property
+    def agent_count(self) -> int:
+        """The meta-population's agents (M)."""
+        return len(self.agents)
+
+    @property
     def validation_episodes(self) -> int:
         return self.cfg.validation_episodes
 
@@ -308,3 +315,27 @@ class NSES:
         self.best_return, self.generation = float(st["best_return"]), int(st["generation"])
         if self.nsra is not None:
             self.nsra.load_state(st)
+
+
+def _ns_summary(cfg) -> str:
+    return f"N={cfg.ns.population} sigma={cfg.ns.sigma} k={cfg.ns.k}"
+
+
+DECLARATIONS = (
+    Declaration(
+        names=("ga-ns",),
+        script="run_ns",
+        make=lambda name, cfg, noise, behaviour: GANS(cfg.ns, cfg.run.seed, behaviour),
+        bases=lambda cfg: cfg.ns.truncation + 1,  # the parents and the elite
+        summary=_ns_summary,
+        needs_behaviour=True,
+    ),
+    Declaration(
+        names=ES_VARIANTS,
+        script="run_ns",
+        make=lambda name, cfg, noise, behaviour: NSES(cfg.ns, cfg.run.seed, noise, behaviour, variant=name),
+        bases=lambda cfg: cfg.ns.meta_population,  # each agent's theta
+        summary=_ns_summary,
+        needs_behaviour=True,
+    ),
+)

@@ -9,9 +9,10 @@ Small extensions plug into it where a run needs them, instead of branches per sc
 `ObservationStatistics` (--obs-norm 1, the ES families: observations normalised by running
 statistics, frozen per generation and sent to the evaluator inside each Population),
 `Experiences` (safe mutations: the parents' observations, kept in the run folder) and
-`GradientCorrelation` (--grad-corr 1, ES on a labelled data set: es/grad_corr in each row). The
-run folder's files are nevo.runs's and nevo.runs.elite's; the algorithms' contract is
-nevo.algos.contract's.
+nevo.algos.grad_corr's `GradientCorrelation` (--grad-corr 1, ES on a labelled data set:
+es/grad_corr in each row). The run folder's files are nevo.runs's and nevo.runs.elite's; the
+algorithms' contract is nevo.algos.contract's, and what each algorithm declares of itself (its
+command, summary, rows, behaviour) nevo.algos.declaration's: the loop compares no algorithm names.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from nevo import config, nets, runs
-from nevo.algos import bases_of, make_algo
+from nevo.algos import bases_of, declaration, make_algo
 from nevo.algos.contract import Algorithm
-from nevo.algos.ns import NSES
+from nevo.algos.grad_corr import GradientCorrelation
 from nevo.config import ConfigError
 from nevo.evaluation import setup
 from nevo.evaluation.cluster import ClusterError, ClusterEvaluator
@@ -35,9 +36,6 @@ from nevo.genomes import noise
 from nevo.nets.obs_norm import ObsNorm
 from nevo.runs import elite as elite_files
 from nevo.runs.progress import Progress
-from nevo.tasks.supervised import Supervised
-
-SCRIPTS = {"ga": "run_ga", "es": "run_es", "ns": "run_ns"}  # each family's command, for "continue with"
 
 
 class RunStopped(RuntimeError):
@@ -76,7 +74,7 @@ def plan(cfg, task, resume_dir: str | None = None, cluster=None) -> Plan:
     spec = setup.net_for(cfg, task)
     config.check_noise_table(cfg, spec.n_params)
     GradientCorrelation.check(cfg, task)
-    if cfg.algo in config.NS_ALGOS and task.behaviour is None:
+    if declaration(cfg.algo).needs_behaviour and task.behaviour is None:
         raise ConfigError(
             f"--env: novelty search needs a behaviour per episode; {task.name} has none here "
             "(use maze, an Atari game, a MuJoCo robot, or nevo.train's behaviour=)"
@@ -115,7 +113,7 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
                 cfg, task, p.spec, p.device, table, ref, run_dir, p.population
             )
         else:
-            behaviours = cfg.algo in config.NS_ALGOS
+            behaviours = declaration(cfg.algo).needs_behaviour
             evaluator = ClusterEvaluator(cluster.address, cfg, task, ref, table, p.population, p.bases,
                                          behaviours, cluster.timeout_s, cluster.chunk, out.say)  # fmt: skip
             facts = evaluator.facts
@@ -133,7 +131,7 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
         algo, stats, experiences, frames, wall = _start(cfg, spec, table, task, p.checkpoint, run_dir, out)
         if resume_dir:  # drop metrics of a generation that was in flight when the run died
             runs.trim_metrics(run_dir, algo.generation, say=out.say)
-        corr = GradientCorrelation(spec, task, cfg) if cfg.algo == "es" and cfg.es.grad_corr else None
+        corr = GradientCorrelation(spec, task, cfg) if GradientCorrelation.wanted(cfg) else None
         frames, wall = _generations(cfg, evaluator, algo, stats, experiences, frames, wall, run_dir,
                                     p.checkpoint is None, fitness, out, corr)  # fmt: skip
     finally:
@@ -214,11 +212,11 @@ def _generations(
                 experiences.prune(algo)
             out.generation_done(row)
     except KeyboardInterrupt:
-        script = SCRIPTS[config.family_section(cfg.algo)]
+        script = declaration(cfg.algo).script
         raise RunStopped(f"interrupted; continue with: python -m experiments.{script} --resume {run_dir}",
                          130, run_dir) from None  # fmt: skip
     except ClusterError as e:  # one line; the last checkpoint is whole
-        script = SCRIPTS[config.family_section(cfg.algo)]
+        script = declaration(cfg.algo).script
         raise RunStopped(
             f"error: {e}; the run folder holds every generation before {algo.generation}: continue with "
             f"python -m experiments.{script} --resume {run_dir} (with --cluster ADDRESS, or on this machine)",
@@ -279,16 +277,9 @@ def main(argv, description: str, presets) -> int:
 
 def header(cfg, task, spec, facts: dict, run_dir: str) -> str:
     """The run's first line: the algorithm, task, net, the family's main settings, the evaluator."""
-    s = config.section(cfg)
     mutation = config.mutation_of(cfg)
     vbn = f", VBN over {cfg.net.vbn} observations" if cfg.net.vbn else ""
-    if cfg.algo in ("ga", "rs"):
-        main = f"N={s.population} T={s.truncation} sigma={s.sigma}"
-    elif cfg.algo == "es":
-        mirrored = " mirrored" if s.mirrored else ""
-        main = f"N={s.population}{mirrored} sigma={s.sigma} {s.optimizer} lr={s.lr} l2={s.l2}"
-    else:
-        main = f"N={s.population} sigma={s.sigma} k={s.k}"
+    main = declaration(cfg.algo).summary(cfg)
     main += f" mutation {mutation}" if mutation.safe else ""
     return (
         f"nevo {cfg.algo} | {task.name} | net {cfg.net.net} ({spec.n_params:,} params{vbn}) | {main} | "
@@ -366,8 +357,7 @@ class ObservationStatistics:
 
     def __init__(self, spec, cfg, algo):
         self.norm, self.seed, self.algo = ObsNorm(spec), cfg.run.seed, algo
-        agents = cfg.ns.meta_population if isinstance(algo, NSES) else 1
-        self.agents = np.stack([self.frozen] * agents)  # (M, 2, n)
+        self.agents = np.stack([self.frozen] * algo.agent_count)  # (M, 2, n)
 
     @property
     def frozen(self) -> np.ndarray:
@@ -389,54 +379,12 @@ class ObservationStatistics:
         """Log the count; the updated agent was validated with the statistics in use; then take
         in the generation's. Returns (2, n): the statistics of the elite agent's validation."""
         row["obs_norm/count"] = self.norm.stat.count
-        updated = self.algo.agent_index if isinstance(self.algo, NSES) else 0
-        self.agents[updated] = self.frozen
+        self.agents[self.algo.agent_index] = self.frozen
         self.norm.advance(train)
-        return self.agents[self.algo.elite_agent if isinstance(self.algo, NSES) else 0].copy()
+        return self.agents[self.algo.elite_agent].copy()
 
     def state(self) -> dict:
         return {**self.norm.stat.state(), "obs_norm/agents": self.agents}
-
-
-class GradientCorrelation:
-    """--grad-corr 1 (ES on a labelled data set, one shared mini-batch a generation): Pearson's r
-    between the step's gradient estimate g_ES and the batch's true gradient at theta before the
-    step, es/grad_corr in the row (Zhang, Clune & Stanley 2017's correlation, along a run;
-    nevo.algos.grad_corr). It costs one backward pass a generation."""
-
-    def __init__(self, spec, task, cfg):
-        self.spec, self.data, self.examples = spec, task.data, cfg.env.examples
-        self.theta, self.batch_seed = None, 0
-
-    @staticmethod
-    def check(cfg, task) -> None:
-        """One ConfigError line where the correlation cannot be computed."""
-        if cfg.algo != "es" or not cfg.es.grad_corr:
-            return
-        if not isinstance(task, Supervised):
-            raise ConfigError(f"--grad-corr 1: needs a labelled data set (mnist); {task.name} is not one")
-        if cfg.es.common_episodes != 1:
-            raise ConfigError(
-                "--grad-corr 1: needs --common-episodes 1 (one shared mini-batch a generation: the true "
-                f"gradient is that batch's); got {cfg.es.common_episodes}"
-            )
-        if cfg.net.vbn or cfg.es.obs_norm:
-            raise ConfigError(
-                "--grad-corr 1: needs --vbn 0 and --obs-norm 0 (theta is then the net's weights)"
-            )
-
-    def mark(self, algo, episodes) -> None:
-        """Keep theta before the update and the seed of the batch every individual plays."""
-        self.theta, self.batch_seed = algo.theta.copy(), int(episodes.seeds[0])
-
-    def after_generation(self, row: dict, algo) -> None:
-        from nevo.algos.grad_corr import pearson
-        from nevo.algos.sgd import loss_gradient
-        from nevo.evaluation.supervised import batch_of
-
-        pick = batch_of(self.batch_seed, len(self.data.train_y), self.examples)
-        g_true = -loss_gradient(self.spec, self.theta, self.data.train_x[pick], self.data.train_y[pick])[0]
-        row["es/grad_corr"] = pearson(algo.last_grad, g_true)
 
 
 class Experiences:
