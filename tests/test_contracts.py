@@ -36,7 +36,7 @@ def test_every_algorithm_meets_the_algorithm_contract(name, source):
 def test_the_declarations_are_the_settings_names():
     """Every algorithm the settings accept is declared once, by its own module, and the ones that
     declare a behaviour are the novelty ones."""
-    assert tuple(REGISTRY) == config.ALGOS and NOVELTY == config.NS_ALGOS
+    assert tuple(REGISTRY) == config.ALGOS + config.GRADIENT and NOVELTY == config.NS_ALGOS
     with pytest.raises(ValueError, match="unknown algorithm 'cma'"):
         declaration("cma")
 
@@ -71,3 +71,22 @@ def test_every_evaluator_meets_the_evaluator_contract(cls):
     assert (
         list(params) == ["self", "population", "episodes", "progress"] and params["progress"].default is None
     )
+
+
+def test_a_runs_extensions_come_from_its_settings():
+    """The loop iterates over EXTENSIONS, each an Extension that says from the settings whether a
+    run has it: none for a plain GA; the experiences for a safe mutation; the statistics for ES
+    with --obs-norm 1; the gradient correlation for ES with --grad-corr 1."""
+    from nevo.algos.contract import Extension
+    from nevo.runs.loop import EXTENSIONS
+
+    assert all(issubclass(e, Extension) for e in EXTENSIONS)
+
+    def has(cfg):
+        return [e.__name__ for e in EXTENSIONS if e.wanted(cfg)]
+
+    ga = config.Config(algo="ga")
+    assert has(ga) == []
+    assert has(config.Config(algo="ga", ga=config.GAConfig(mutation="sm-g-sum"))) == ["Experiences"]
+    assert has(config.Config(algo="es", es=config.ESConfig(obs_norm=1))) == ["ObservationStatistics"]
+    assert has(config.Config(algo="es", es=config.ESConfig(grad_corr=1))) == ["GradientCorrelation"]

@@ -12,7 +12,7 @@ that builds them by name.
 
 from __future__ import annotations
 
-from nevo.algos import es, ga, ns
+from nevo.algos import es, ga, ns, sgd
 from nevo.algos.contract import Algorithm
 from nevo.algos.declaration import Declaration
 from nevo.algos.ranking import fitness_order
@@ -30,8 +30,10 @@ __all__ = [
 ]
 
 # name -> its Declaration, from each algorithm module's DECLARATIONS
-REGISTRY: dict[str, Declaration] = {name: d for m in (ga, es, ns) for d in m.DECLARATIONS for name in d.names}
-NAMES = ALGOS
+REGISTRY: dict[str, Declaration] = {
+    name: d for m in (ga, es, ns, sgd) for d in m.DECLARATIONS for name in d.names
+}
+NAMES = ALGOS  # those of the generation loop (and "sgd", the baseline with its own loop)
 NOVELTY = tuple(name for name, d in REGISTRY.items() if d.needs_behaviour)  # a behaviour per episode
 
 

@@ -76,3 +76,45 @@ class Algorithm(Protocol):
     def state(self) -> dict: ...
 
     def load_state(self, state: dict) -> None: ...
+
+
+class Extension:
+    """A part of a run that only some runs have (observation statistics, safe mutations'
+    experiences, the gradient correlation), chosen by the run's settings (`wanted(cfg)`) and made
+    by `of(cfg, spec, task, algo, run_dir)` once the algorithm is made (and resumed). The loop
+    calls every hook of every extension of the run, in order, and knows none of them; each hook
+    here does nothing.
+
+    A generation: ask -> before -> (prepare, evaluate the training episodes) -> tell -> (prepare,
+    evaluate the validation episodes) -> after (its fields into the metrics row) -> the elite
+    files (with elite()) -> state() into the checkpoint -> checkpointed().
+    """
+
+    @staticmethod
+    def wanted(cfg) -> bool:
+        """Whether a run with these settings has this extension."""
+        return False
+
+    def load_state(self, checkpoint: dict) -> None:
+        """Resume from a checkpoint that state() wrote into."""
+
+    def prepare(self, population: Population) -> Population:
+        """Every population as the evaluator is to receive it."""
+        return population
+
+    def before(self, generation: int, population: Population, episodes: Episodes, algo) -> None:
+        """After ask, before the generation's training episodes run."""
+
+    def after(self, row: dict, train: Results, valid: Results, algo) -> None:
+        """After the generation's validation: its fields into the metrics row."""
+
+    def elite(self) -> dict:
+        """Keyword arguments for the elite files (nevo.runs.elite.write) of this generation."""
+        return {}
+
+    def state(self, algo) -> dict:
+        """Arrays for the checkpoint (files it names are written here, before it)."""
+        return {}
+
+    def checkpointed(self, algo) -> None:
+        """After the checkpoint is written."""

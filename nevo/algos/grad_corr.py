@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nevo.algos.contract import Extension
 from nevo.algos.es import weighted_noise_sum
 from nevo.algos.ranking import centered_ranks
 from nevo.algos.sgd import loss_gradient
@@ -135,7 +136,7 @@ def offspring_for(r: float, c: float) -> float:
     return (r / c) ** 2
 
 
-class GradientCorrelation:
+class GradientCorrelation(Extension):
     """--grad-corr 1 (ES on a labelled data set, one shared mini-batch a generation): Pearson's r
     between the step's gradient estimate g_ES and the batch's true gradient at theta before the
     step, es/grad_corr in the row (Zhang, Clune & Stanley 2017's correlation, along a run;
@@ -144,6 +145,10 @@ class GradientCorrelation:
     def __init__(self, spec, task, cfg):
         self.spec, self.data, self.examples = spec, task.data, cfg.env.examples
         self.theta, self.batch_seed = None, 0
+
+    @classmethod
+    def of(cls, cfg, spec, task, algo, run_dir):
+        return cls(spec, task, cfg)
 
     @staticmethod
     def wanted(cfg) -> bool:
@@ -170,11 +175,11 @@ class GradientCorrelation:
                 "--grad-corr 1: needs --vbn 0 and --obs-norm 0 (theta is then the net's weights)"
             )
 
-    def mark(self, algo, episodes) -> None:
+    def before(self, generation, population, episodes, algo) -> None:
         """Keep theta before the update and the seed of the batch every individual plays."""
         self.theta, self.batch_seed = algo.theta.copy(), int(episodes.seeds[0])
 
-    def after_generation(self, row: dict, algo) -> None:
+    def after(self, row: dict, train, valid, algo) -> None:
         from nevo.evaluation.supervised import batch_of
 
         pick = batch_of(self.batch_seed, len(self.data.train_y), self.examples)

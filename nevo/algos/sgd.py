@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nevo.algos.declaration import Declaration
 from nevo.algos.es import (
     INIT_SEED,
     TRAIN_EPISODES,
@@ -105,3 +106,24 @@ class SGD:
 
     def load_state(self, st: dict) -> None:
         self.generation, self.theta, self.elite_score = load_theta_state(st, self.opt)
+
+
+def _own_loop(name, cfg, noise, behaviour):
+    raise ValueError("sgd: the SGD baseline runs in its own loop (nevo.runs.sgd), not the generation loop")
+
+
+def _sgd_summary(cfg) -> str:
+    s = cfg.sgd
+    rho = f" proxy rho={s.proxy_rho}" if s.proxy_rho else ""
+    return f"batch {cfg.env.examples} {s.optimizer} lr={s.lr} l2={s.l2}{rho}"
+
+
+DECLARATIONS = (
+    Declaration(
+        names=("sgd",),
+        script="run_sgd",
+        make=_own_loop,  # SGD evaluates no population: nevo.runs.sgd steps it
+        bases=lambda cfg: 1,  # theta
+        summary=_sgd_summary,
+    ),
+)

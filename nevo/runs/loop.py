@@ -26,7 +26,7 @@ import numpy as np
 
 from nevo import config, nets, runs
 from nevo.algos import bases_of, declaration, make_algo
-from nevo.algos.contract import Algorithm
+from nevo.algos.contract import Algorithm, Extension
 from nevo.algos.grad_corr import GradientCorrelation
 from nevo.config import ConfigError
 from nevo.evaluation import setup
@@ -128,12 +128,11 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
     out.say(header(cfg, task, spec, facts, run_dir))
 
     try:
-        algo, stats, experiences, frames, wall = _start(cfg, spec, table, task, p.checkpoint, run_dir, out)
+        algo, extensions, frames, wall = _start(cfg, spec, table, task, p.checkpoint, run_dir, out)
         if resume_dir:  # drop metrics of a generation that was in flight when the run died
             runs.trim_metrics(run_dir, algo.generation, say=out.say)
-        corr = GradientCorrelation(spec, task, cfg) if GradientCorrelation.wanted(cfg) else None
-        frames, wall = _generations(cfg, evaluator, algo, stats, experiences, frames, wall, run_dir,
-                                    p.checkpoint is None, fitness, out, corr)  # fmt: skip
+        frames, wall = _generations(cfg, evaluator, algo, extensions, frames, wall, run_dir,
+                                    p.checkpoint is None, fitness, out)  # fmt: skip
     finally:
         evaluator.close()
     best = algo.best_elite
@@ -145,42 +144,46 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
 
 
 def _start(cfg, spec, table, task, checkpoint, run_dir, out):
-    """The algorithm and its extensions, and the counters, from the checkpoint on resume."""
+    """The algorithm and the run's extensions, and the counters, from the checkpoint on resume."""
     sigma = config.section(cfg).sigma
     algo = make_algo(cfg.algo, cfg, noise.NoiseSource(table, nets.init_scale(spec), sigma), task.behaviour)
-    stats = ObservationStatistics(spec, cfg, algo) if config.obs_norm_of(cfg) else None
     frames, wall = 0, 0.0
     if checkpoint is not None:
         algo.load_state(checkpoint)
-        if stats is not None:
-            stats.resume(checkpoint)
         frames, wall = int(checkpoint["frames"]), float(checkpoint["wall_s"])
+    extensions = [e.of(cfg, spec, task, algo, run_dir) for e in EXTENSIONS if e.wanted(cfg)]
+    if checkpoint is not None:
+        for e in extensions:
+            e.load_state(checkpoint)
         out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
-    experiences = Experiences(run_dir, algo) if config.mutation_of(cfg).safe else None
-    return algo, stats, experiences, frames, wall
+    return algo, extensions, frames, wall
 
 
-def _generations(
-    cfg, evaluator, algo, stats, experiences, frames, wall, run_dir, new, fitness, out, corr=None
-):
+def _prepared(extensions, population):
+    """The population as the extensions give it to the evaluator."""
+    for e in extensions:
+        population = e.prepare(population)
+    return population
+
+
+def _generations(cfg, evaluator, algo, extensions, frames, wall, run_dir, new, fitness, out):
     """The loop itself: ask -> evaluate -> tell -> validate -> log -> checkpoint, generation after
-    generation until the frame budget; returns (frames, wall_s)."""
+    generation until the frame budget, each extension's hooks at their places; returns (frames,
+    wall_s)."""
     try:
         asked = algo.ask_start() if new else None
         if asked is not None:  # the NS-ES family's agents' first behaviours start the archive
             population, episodes = asked
-            start = evaluator.run(_with(stats, population), episodes)
+            start = evaluator.run(_prepared(extensions, population), episodes)
             algo.tell_start(start)
             frames += start.total_frames
         while frames < cfg.run.frame_budget:
             gen, t0 = algo.generation, time.monotonic()
             population, episodes = algo.ask()
-            if stats is not None:  # a share of the training episodes feeds the statistics
-                stats.mark(episodes, gen)
-            if corr is not None:  # theta before the update, and the generation's shared batch
-                corr.mark(algo, episodes)
+            for e in extensions:
+                e.before(gen, population, episodes, algo)
             out.start_phase(gen, "train", frames)
-            train = evaluator.run(_with(stats, population), episodes, out.episodes)
+            train = evaluator.run(_prepared(extensions, population), episodes, out.episodes)
             t_tell = time.monotonic()
             algo.tell(train, fitness=None if fitness is None else fitness_of(fitness, train, gen))
             tell_s = time.monotonic() - t_tell
@@ -188,28 +191,26 @@ def _generations(
             last = frames + train.total_frames >= cfg.run.frame_budget  # no more generations
             population, episodes = algo.ask_validation(last=last)
             out.start_phase(gen, "validate", frames + train.total_frames)
-            valid = evaluator.run(_with(stats, population), episodes, out.episodes)
+            valid = evaluator.run(_prepared(extensions, population), episodes, out.episodes)
             algo.tell_validation(valid)
 
             gen_s = time.monotonic() - t0
             frames, wall = frames + train.total_frames + valid.total_frames, wall + gen_s
             row = metrics_row(gen, frames, wall, gen_s, tell_s, train, valid, algo)
-            if experiences is not None:
-                row["perf/mutation_s"] = round(train.mutation_s + valid.mutation_s, 3)
-            if corr is not None:
-                corr.after_generation(row, algo)
-            elite_stats = stats.after_generation(row, train) if stats is not None else None
+            for e in extensions:
+                e.after(row, train, valid, algo)
             runs.append_metrics(run_dir, row)
             if algo.validated:  # a skipped validation leaves the last validated theta's files
-                elite_files.write(run_dir, cfg, gen, algo, elite_stats)
+                kept = {k: v for e in extensions for k, v in e.elite().items()}  # e.g. the obs statistics
+                elite_files.write(run_dir, cfg, gen, algo, **kept)
             if train.behaviours is not None:  # where each training episode ended (maze, MuJoCo)
                 runs.save_array(run_dir, runs.BEHAVIOURS, train.behaviours)
-            if experiences is not None:  # before the checkpoint that names them
-                experiences.save(algo)
-            state = {**algo.state(), **(stats.state() if stats is not None else {})}
+            state = algo.state()
+            for e in extensions:
+                state |= e.state(algo)
             runs.save_checkpoint(run_dir, {**state, "frames": frames, "wall_s": wall})
-            if experiences is not None:
-                experiences.prune(algo)
+            for e in extensions:
+                e.checkpointed(algo)
             out.generation_done(row)
     except KeyboardInterrupt:
         script = declaration(cfg.algo).script
@@ -344,12 +345,7 @@ def write_config(run_dir: str, cfg, task, spec, facts: dict) -> None:
     )
 
 
-def _with(stats, population):
-    """The population with the frozen observation statistics its builder folds in (--obs-norm 1)."""
-    return population if stats is None else replace(population, obs_norm=stats.frozen)
-
-
-class ObservationStatistics:
+class ObservationStatistics(Extension):
     """--obs-norm 1 (OpenAI-ES, the NS-ES family; nevo.nets.obs_norm): running statistics of a
     share of the training episodes' observations, frozen within a generation, sent to the
     evaluator in each Population, and kept per agent (the (mean, std) each agent's theta was
@@ -358,36 +354,52 @@ class ObservationStatistics:
     def __init__(self, spec, cfg, algo):
         self.norm, self.seed, self.algo = ObsNorm(spec), cfg.run.seed, algo
         self.agents = np.stack([self.frozen] * algo.agent_count)  # (M, 2, n)
+        self.elite_stats: np.ndarray | None = None  # (2, n): the elite agent's, this generation
+
+    @staticmethod
+    def wanted(cfg) -> bool:
+        return bool(config.obs_norm_of(cfg))
+
+    @classmethod
+    def of(cls, cfg, spec, task, algo, run_dir):
+        return cls(spec, cfg, algo)
 
     @property
     def frozen(self) -> np.ndarray:
         """(2, n) float64: the mean and std in use this generation."""
         return np.stack([self.norm.mean, self.norm.std])
 
-    def resume(self, checkpoint: dict) -> None:
+    def load_state(self, checkpoint: dict) -> None:
         self.norm.resume(checkpoint)
         if "obs_norm/agents" in checkpoint:
             self.agents = np.array(checkpoint["obs_norm/agents"], np.float64)
         else:  # an ES checkpoint: its one agent was validated with the statistics in use
             self.agents = self.frozen[None]
 
-    def mark(self, episodes, generation: int) -> None:
+    def prepare(self, population):
+        """The population with the frozen statistics its builder folds in."""
+        return replace(population, obs_norm=self.frozen)
+
+    def before(self, generation, population, episodes, algo) -> None:
         """Choose the training episodes whose observations count (from the run's seed and generation)."""
         self.norm.mark(episodes, self.seed, generation)
 
-    def after_generation(self, row: dict, train: Results) -> np.ndarray:
+    def after(self, row: dict, train: Results, valid: Results, algo) -> None:
         """Log the count; the updated agent was validated with the statistics in use; then take
-        in the generation's. Returns (2, n): the statistics of the elite agent's validation."""
+        in the generation's. Keeps the statistics of the elite agent's validation for its files."""
         row["obs_norm/count"] = self.norm.stat.count
         self.agents[self.algo.agent_index] = self.frozen
         self.norm.advance(train)
-        return self.agents[self.algo.elite_agent].copy()
+        self.elite_stats = self.agents[self.algo.elite_agent].copy()
 
-    def state(self) -> dict:
+    def elite(self) -> dict:
+        return {"obs_stats": self.elite_stats}
+
+    def state(self, algo) -> dict:
         return {**self.norm.stat.state(), "obs_norm/agents": self.agents}
 
 
-class Experiences:
+class Experiences(Extension):
     """Safe mutations (Lehman et al. 2018): each parent's sensitivity is measured on its own
     experiences, kept in the run folder (nevo.runs.save_experiences), so that a resumed run and
     a replay rebuild its children; those of genomes no checkpoint needs any more are pruned."""
@@ -398,12 +410,30 @@ class Experiences:
             algo.parent_experiences = [runs.load_experiences(run_dir, g) for g in algo.parents]
         self.living = algo.living_genomes()  # whose experiences the last checkpoint needs
 
-    def save(self, algo) -> None:
-        runs.save_experiences(self.run_dir, algo.parents, algo.parent_experiences)
+    @staticmethod
+    def wanted(cfg) -> bool:
+        return config.mutation_of(cfg).safe
 
-    def prune(self, algo) -> None:
+    @classmethod
+    def of(cls, cfg, spec, task, algo, run_dir):
+        return cls(run_dir, algo)
+
+    def after(self, row: dict, train: Results, valid: Results, algo) -> None:
+        row["perf/mutation_s"] = round(train.mutation_s + valid.mutation_s, 3)
+
+    def state(self, algo) -> dict:
+        """The parents' experiences, saved before the checkpoint that names them."""
+        runs.save_experiences(self.run_dir, algo.parents, algo.parent_experiences)
+        return {}
+
+    def checkpointed(self, algo) -> None:
         """After a checkpoint, drop the experiences no genome needs; the previous checkpoint's
         genomes still count (--resume may fall back to it)."""
         now = algo.living_genomes()
         runs.prune_experiences(self.run_dir, now + self.living)
         self.living = now
+
+
+# The extensions a run may have (nevo.algos.contract.Extension), in the order their hooks run and
+# their fields join a metrics row; each says from the settings whether a run has it.
+EXTENSIONS = (Experiences, GradientCorrelation, ObservationStatistics)

@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from nevo import config, nets, runs
+from nevo.algos import declaration
 from nevo.algos.sgd import SGD
 from nevo.config import ConfigError
 from nevo.evaluation import setup
@@ -45,9 +46,8 @@ def run(cfg, task, resume_dir: str | None = None, out=None) -> Outcome:
     evaluator, facts = setup.local_evaluator(cfg, task, spec, device, table, None, run_dir, 1)
     write_config(run_dir, cfg, task, spec, facts)
     s = cfg.sgd
-    rho = f" proxy rho={s.proxy_rho}" if s.proxy_rho else ""
-    out.say(f"nevo sgd | {task.name} | net {cfg.net.net} ({spec.n_params:,} params) | batch "
-            f"{cfg.env.examples} {s.optimizer} lr={s.lr} l2={s.l2}{rho} | run folder {run_dir}")  # fmt: skip
+    out.say(f"nevo sgd | {task.name} | net {cfg.net.net} ({spec.n_params:,} params) | "
+            f"{declaration(cfg.algo).summary(cfg)} | run folder {run_dir}")  # fmt: skip
     algo = SGD(s, cfg.run.seed, noise.NoiseSource(table, nets.init_scale(spec), 0.0), spec)
     frames, wall = 0, 0.0
     if checkpoint is not None:
@@ -93,7 +93,8 @@ def run(cfg, task, resume_dir: str | None = None, out=None) -> Outcome:
             runs.save_checkpoint(run_dir, {**algo.state(), "frames": frames, "wall_s": wall})
             out.generation_done(row)
     except KeyboardInterrupt:
-        raise RunStopped(f"interrupted; continue with: python -m experiments.run_sgd --resume {run_dir}",
+        script = declaration(cfg.algo).script
+        raise RunStopped(f"interrupted; continue with: python -m experiments.{script} --resume {run_dir}",
                          130, run_dir) from None  # fmt: skip
     finally:
         evaluator.close()
