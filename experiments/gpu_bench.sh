@@ -45,6 +45,22 @@ step() {  # step NAME COMMAND...: run it, cut at $limit, its output in $out/NAME
 { python3 -m pip list 2>/dev/null | grep -i -E "^(numba|numba-cuda|llvmlite|numpy|torch|ale-py|gymnasium) " || true
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || echo "no nvidia-smi"; nproc; date -u; git rev-parse HEAD 2>/dev/null || echo "(no git here)"; } 2>&1 | tee "$out/machine.txt"
 
+DETECT="from numba import cuda; assert cuda.detect(), 'numba.cuda finds no GPU'"
+TINY_KERNEL="
+import numpy as np
+from numba import cuda
+
+@cuda.jit
+def add_one(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += 1
+
+x = cuda.to_device(np.arange(1000, dtype=np.float32))
+add_one[4, 256](x)
+assert (x.copy_to_host() == np.arange(1000) + 1).all(), 'a tiny kernel computed wrong values'
+print('a tiny kernel ran')"
+
 if [[ $part == lease ]]; then
   # Each step cut at its own limit (seconds); one that fails or runs over does not stop the rest.
   codes=()
@@ -57,19 +73,7 @@ if [[ $part == lease ]]; then
     cat "$out/$name.log"
     codes+=("$name=$rc ($((SECONDS - t0)) s)")
   }
-  try smoke 60 python3 -c "
-from numba import cuda
-import numpy as np
-assert cuda.detect(), 'numba.cuda finds no GPU'
-@cuda.jit
-def add_one(x):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += 1
-x = cuda.to_device(np.arange(1000, dtype=np.float32))
-add_one[4, 256](x)
-assert (x.copy_to_host() == np.arange(1000) + 1).all(), 'a tiny kernel computed wrong values'
-print('a tiny kernel ran')"
+  try smoke 60 python3 -c "$DETECT; $TINY_KERNEL"
   try cuda_checks 110 python3 -m tests.cuda_checks --full
   try bench_forward 100 python3 -m experiments.bench_forward --device cuda --seconds 0.5
   try bench_build 45 python3 -m experiments.bench_build --device cuda --repeats 2
@@ -86,21 +90,8 @@ print('a tiny kernel ran')"
   exit 0
 fi
 if [[ $part == smoke || $part == all ]]; then
-  step detect python3 -c "from numba import cuda; assert cuda.detect(), 'numba.cuda finds no GPU'"
-  step tiny_kernel python3 -c "
-import numpy as np
-from numba import cuda
-
-@cuda.jit
-def add_one(x):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] += 1
-
-x = cuda.to_device(np.arange(1000, dtype=np.float32))
-add_one[4, 256](x)
-assert (x.copy_to_host() == np.arange(1000) + 1).all(), 'a tiny kernel computed wrong values'
-print('a tiny kernel ran')"
+  step detect python3 -c "$DETECT"
+  step tiny_kernel python3 -c "$TINY_KERNEL"
   step cuda_checks python3 -m tests.cuda_checks --full
 fi
 if [[ $part == forward || $part == all ]]; then

@@ -108,7 +108,7 @@ class Extension:
     def after(self, row: dict, train: Results, valid: Results, algo) -> None:
         """After the generation's validation: its fields into the metrics row."""
 
-    def elite(self) -> dict:
+    def elite(self, algo) -> dict:
         """Keyword arguments for the elite files (nevo.runs.elite.write) of this generation."""
         return {}
 

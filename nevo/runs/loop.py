@@ -201,7 +201,7 @@ def _generations(cfg, evaluator, algo, extensions, frames, wall, run_dir, new, f
                 e.after(row, train, valid, algo)
             runs.append_metrics(run_dir, row)
             if algo.validated:  # a skipped validation leaves the last validated theta's files
-                kept = {k: v for e in extensions for k, v in e.elite().items()}  # e.g. the obs statistics
+                kept = {k: v for e in extensions for k, v in e.elite(algo).items()}  # e.g. the obs statistics
                 elite_files.write(run_dir, cfg, gen, algo, **kept)
             if train.behaviours is not None:  # where each training episode ended (maze, MuJoCo)
                 runs.save_array(run_dir, runs.BEHAVIOURS, train.behaviours)
@@ -352,9 +352,8 @@ class ObservationStatistics(Extension):
     last validated with, so that the elite file gets its own)."""
 
     def __init__(self, spec, cfg, algo):
-        self.norm, self.seed, self.algo = ObsNorm(spec), cfg.run.seed, algo
+        self.norm, self.seed = ObsNorm(spec), cfg.run.seed
         self.agents = np.stack([self.frozen] * algo.agent_count)  # (M, 2, n)
-        self.elite_stats: np.ndarray | None = None  # (2, n): the elite agent's, this generation
 
     @staticmethod
     def wanted(cfg) -> bool:
@@ -386,14 +385,14 @@ class ObservationStatistics(Extension):
 
     def after(self, row: dict, train: Results, valid: Results, algo) -> None:
         """Log the count; the updated agent was validated with the statistics in use; then take
-        in the generation's. Keeps the statistics of the elite agent's validation for its files."""
+        in the generation's."""
         row["obs_norm/count"] = self.norm.stat.count
-        self.agents[self.algo.agent_index] = self.frozen
+        self.agents[algo.agent_index] = self.frozen
         self.norm.advance(train)
-        self.elite_stats = self.agents[self.algo.elite_agent].copy()
 
-    def elite(self) -> dict:
-        return {"obs_stats": self.elite_stats}
+    def elite(self, algo) -> dict:
+        """The statistics the elite agent was validated with, saved beside it."""
+        return {"obs_stats": self.agents[algo.elite_agent].copy()}
 
     def state(self, algo) -> dict:
         return {**self.norm.stat.state(), "obs_norm/agents": self.agents}

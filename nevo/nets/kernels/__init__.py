@@ -115,18 +115,22 @@ def resolve_device(name):
     if name == "auto":
         if not available or numba.config.ENABLE_CUDASIM:
             return "cpu"
-        blocked = NO_NVVM if not nvvm_found() else installed_numpy_too_new()
+        blocked = compile_blocked()
         if blocked:  # a GPU that cannot be compiled for: the CPU, and say why
             print(f"note: {blocked.replace('--device cuda: ', '')}; running on the CPU", file=sys.stderr)
             return "cpu"
         return "cuda"
     if not available:
         raise ValueError(NO_GPU)
-    if not numba.config.ENABLE_CUDASIM:
-        blocked = NO_NVVM if not nvvm_found() else installed_numpy_too_new()
-        if blocked:
-            raise ValueError(blocked)
+    if not numba.config.ENABLE_CUDASIM and (blocked := compile_blocked()):
+        raise ValueError(blocked)
     return "cuda"
+
+
+def compile_blocked() -> str | None:
+    """Why numba.cuda cannot compile kernels here (no libNVVM, or a numpy too new for numba-cuda),
+    as --device cuda's one line, or None."""
+    return NO_NVVM if not nvvm_found() else installed_numpy_too_new()
 
 
 def nvvm_found() -> bool:
