@@ -34,7 +34,7 @@ from nevo.genomes import noise
 
 def genomes(cfg, generations: int) -> GA:
     """A GA after `generations` generations of made-up scores (its genomes as long as a real run's)."""
-    ga = GA(cfg.ga, cfg.run.seed)
+    ga = GA(cfg.settings, cfg.run.seed)
     rng = np.random.default_rng(0)
     for _ in range(generations):
         _, episodes = ga.ask()
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
             table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
             ga = genomes(cfg, a.generations)
             population, episodes = ga.ask()
-            bases = cfg.ga.truncation + 1
+            bases = cfg.settings.truncation + 1
             local, _ = setup.local_evaluator(cfg, task, spec, "cpu", table, None, None, n)
             try:
                 base = timed(local, population, episodes)

@@ -248,7 +248,7 @@ def es_generation(args, data):
     spec = setup.net_for(cfg, task)
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
     evaluator, _ = setup.local_evaluator(cfg, task, spec, "cpu", table, None, None, args.population)
-    es = ES(cfg.es, cfg.run.seed, noise.NoiseSource(table, nets.init_scale(spec), cfg.es.sigma))
+    es = ES(cfg.settings, cfg.run.seed, noise.NoiseSource(table, nets.init_scale(spec), cfg.settings.sigma))
 
     def generation():
         t0 = time.perf_counter()

@@ -86,7 +86,7 @@ def nets_to_measure(a, data):
         from nevo.runs.elite import load
 
         cfg, _, spec, theta = load(a.run, "last")
-        sigma = cfg.es.sigma if cfg.algo == "es" else a.sigma
+        sigma = cfg.settings.sigma if cfg.algo == "es" else a.sigma
         table = make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
         noise = NoiseSource(table, nets.init_scale(spec), sigma)
         theta_0 = SGD(SGDConfig(), cfg.run.seed, noise, spec).theta  # ES's and SGD's theta_0

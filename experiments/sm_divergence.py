@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    sigma = a.sigma or float(elite.get("sigma", 0.0)) or cfg.ga.sigma
+    sigma = a.sigma or float(elite.get("sigma", 0.0)) or cfg.settings.sigma
     rng = np.random.default_rng([a.seed, 0xD17])
     seen = record(cfg, spec, weights, a.record, a.seed)
     exp = seen[rng.choice(len(seen), min(a.experiences, len(seen)), replace=False)]

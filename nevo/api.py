@@ -16,11 +16,12 @@ experiments.run_ga`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from nevo import cli, config, nets, runs
+from nevo.algos import declared
 from nevo.config import ConfigError
 from nevo.runs import elite as elite_files
 from nevo.runs import loop
@@ -75,7 +76,7 @@ class TrainResult:
 
 
 def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None = None, fitness=None,
-          behaviour=None, seed: int = 0, out_dir: str = "runs", progress: bool = True,
+          behaviour=None, seed: int = 0, out_dir: str = "runs", progress: bool = True, algo_module: str = "",
           **settings) -> TrainResult:  # fmt: skip
     """Train with `algo` (ga, rs, es, ga-ns, ns-es, nsr-es, nsra-es, or sgd on a labelled data
     set) on `env` and return a TrainResult.
@@ -90,8 +91,10 @@ def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None =
     where the algorithm would use the returns (default: the returns).
     behaviour: novelty search on a gymnasium task, a function of (observation, info) at an
     episode's last step (default: the final observation).
+    algo_module: an algorithm of one's own: the module (a .py file's path, or a module name) whose
+    DECLARATIONS declare `algo` (nevo.algos.declaration; docs/architecture.md, "Add an algorithm").
     settings: any other setting by its name (population=, sigma=, truncation=, lr=, ...; see
-    `python -m experiments.run_ga --help`); they apply to `algo`'s family.
+    `python -m experiments.run_ga --help`); they apply to `algo`'s own section.
 
     Bad input is a ConfigError of one line naming the argument: a setting's type or range (as
     the command line says it), an env that cannot be made or whose reset or step raises, and a
@@ -103,8 +106,8 @@ def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None =
     make_env = None if isinstance(env, (str, DataSet)) else env
     _check_arguments(env if data is None else "data", net, frames, fitness, behaviour, progress)
     name = "data" if data is not None else env if isinstance(env, str) else getattr(env, "__name__", "env")
-    cfg = replace(config.Config(algo=algo), env=replace(config.EnvConfig(), env=name))
-    config.family_section(algo)  # an unknown name: one line listing the algorithms
+    # an unknown name: one line listing the algorithms
+    cfg = config.Config(env=config.EnvConfig(env=name), algo=algo, algo_module=algo_module)
     given = dict(settings, seed=seed, out_dir=out_dir)
     if net is not None:
         given["net"] = net if isinstance(net, str) else "dense:" + ",".join(str(int(w)) for w in net)
@@ -117,7 +120,7 @@ def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None =
     else:
         cfg, task = cli.check(cfg, make_env, behaviour)
     out = None if progress else _Quiet()
-    if cfg.algo in config.GRADIENT:  # the SGD baseline: its own loop, the same run folder
+    if declared(cfg).own_loop:  # the SGD baseline: its own loop, the same run folder
         from nevo.runs import sgd
 
         outcome = sgd.run(cfg, task, out=out)

@@ -15,8 +15,8 @@ import os
 from dataclasses import dataclass, replace
 
 from nevo import tasks
+from nevo.algos import OWN, REGISTRY, declaration, declared
 from nevo.config import (
-    FAMILIES,
     RESUMABLE,
     Config,
     ConfigError,
@@ -27,10 +27,10 @@ from nevo.config import (
     NSConfig,
     RunConfig,
     all_fields,
-    family_section,
     flag,
     load,
     override,
+    part,
     require,
     section,
     validate,
@@ -42,7 +42,7 @@ PRESETS: dict[str, Config] = {
     # sigma=0.002, the top 10 re-evaluated on 30 episodes each.
     "paper": Config(preset="paper"),
     # Random search: the same loop with T=0, every offspring a fresh random network.
-    "rs": Config(ga=GAConfig(truncation=0), preset="rs", algo="rs"),
+    "rs": Config(settings=GAConfig(truncation=0), preset="rs", algo="rs"),
     # The Deep GA on a MuJoCo robot: the Deep GA's loop with the 2 x 64 tanh policy; the values
     # are our pick (Such et al. 2017 evolve Humanoid too, but their settings for it are not
     # restated here): N 1,000, T 20, sigma 0.02 (a tanh policy's useful step, OpenAI-ES's), the
@@ -50,13 +50,13 @@ PRESETS: dict[str, Config] = {
     "mujoco": Config(
         env=EnvConfig(env="Humanoid-v5"),
         net=NetConfig(net="mlp-tanh"),
-        ga=GAConfig(sigma=0.02),
+        settings=GAConfig(sigma=0.02),
         preset="mujoco",
     ),
     # About 10 minutes on 2 cores: the small net, a small population, short validation.
     "quick": Config(
         net=NetConfig(net="small"),
-        ga=GAConfig(population=64, truncation=8, elite_candidates=3, validation_episodes=5),
+        settings=GAConfig(population=64, truncation=8, elite_candidates=3, validation_episodes=5),
         run=RunConfig(frame_budget=3_000_000, noise_table_size=32_000_000),
         preset="quick",
     ),
@@ -76,14 +76,14 @@ ES_PRESETS: dict[str, Config] = {
     "mujoco": Config(
         env=EnvConfig(env="Humanoid-v5"),
         net=NetConfig(net="mlp-tanh"),
-        es=ESConfig(population=10_000, obs_norm=1),
+        settings=ESConfig(population=10_000, obs_norm=1),
         preset="mujoco",
         algo="es",
     ),
     # Minutes on 2 cores: a small population, short validation.
     "quick": Config(
         net=NetConfig(net="small", vbn=128),
-        es=ESConfig(population=64, validation_episodes=5),
+        settings=ESConfig(population=64, validation_episodes=5),
         run=RunConfig(frame_budget=3_000_000, noise_table_size=32_000_000),
         preset="quick",
         algo="es",
@@ -98,7 +98,7 @@ NS_PRESETS: dict[str, Config] = {
     "quick": Config(
         env=_MAZE,
         net=_SMALL,
-        ns=NSConfig(population=64, truncation=10, sigma=0.005, validation_episodes=1),
+        settings=NSConfig(population=64, truncation=10, sigma=0.005, validation_episodes=1),
         run=RunConfig(frame_budget=1_000_000, noise_table_size=32_000_000),
         preset="quick",
         algo="ga-ns",
@@ -107,7 +107,7 @@ NS_PRESETS: dict[str, Config] = {
     "paper": Config(
         env=_MAZE,
         net=_SMALL,
-        ns=NSConfig(sigma=0.005),
+        settings=NSConfig(sigma=0.005),
         run=RunConfig(frame_budget=200_000_000),
         preset="paper",
         algo="ga-ns",
@@ -120,7 +120,7 @@ NS_PRESETS: dict[str, Config] = {
     "humanoid": Config(
         env=EnvConfig(env="HumanoidTrap-v5"),
         net=NetConfig(net="mlp-tanh-256"),
-        ns=NSConfig(population=1000, sigma=0.02, meta_population=5, obs_norm=1),
+        settings=NSConfig(population=1000, sigma=0.02, meta_population=5, obs_norm=1),
         preset="humanoid",
         algo="nsr-es",
     ),
@@ -140,31 +140,30 @@ SGD_PRESETS: dict[str, Config] = {
         algo="sgd",
     ),
 }
-# The presets of each family's command (run_ga, run_es, run_ns, run_sgd), by its settings section.
-PRESETS_OF = {"ga": PRESETS, "es": ES_PRESETS, "ns": NS_PRESETS, "sgd": SGD_PRESETS}
-# What an algorithm brings where the command line is silent: random search has no parents; the
-# ES family of novelty search steps with OpenAI-ES's sigma 0.02, and NSRA-ES starts with all
-# weight on reward (Conti et al. 2018; NSR-ES keeps 0.5).
-ALGORITHM_DEFAULTS = {
-    "rs": {"truncation": 0},
-    "ns-es": {"sigma": 0.02},
-    "nsr-es": {"sigma": 0.02},
-    "nsra-es": {"sigma": 0.02, "reward_weight": 1.0},
-}
+
+
+def script_of(presets: dict) -> str:
+    """The command whose presets these are (run_ga, run_es, run_ns, run_sgd): its algorithms are
+    those that declare it as theirs."""
+    return declaration(next(iter(presets.values())).algo).script
 
 
 def apply_defaults(cfg, given=(), task_defaults=True, kind=None):
     """cfg with the defaults of its task (tasks' DEFAULTS; not with task_defaults=False, for a
-    preset made for its task) and of its algorithm (ALGORITHM_DEFAULTS) for every setting not
+    preset made for its task) and of its algorithm (its declaration's `defaults`) for every setting not
     named in `given` (the names set explicitly); `--env frostbite` becomes `--env atari --game
     frostbite` first. kind: the task's class where its name does not say it (a data set of
     one's own)."""
     cfg = replace(cfg, env=tasks.normalize_env(cfg.env))
-    name = cfg.algo
-    family = "ga" if name == "rs" else name  # random search is the GA's loop
+    name, d = cfg.algo, declared(cfg)
     kind = kind or tasks.kind_of(cfg.env)
-    by_task = kind.defaults(cfg.env, family) if task_defaults else {}
-    for defaults in (by_task, ALGORITHM_DEFAULTS.get(name, {})):
+    like = d.like.get(name, name)
+    by_task = kind.defaults(cfg.env, like) if task_defaults else {}
+    if like != name:  # another's defaults: those of the settings it has too
+        by_task = {
+            k: v for k, v in by_task.items() if k in {f.name for _, f in all_fields(name, cfg.algo_module)}
+        }
+    for defaults in (by_task, d.defaults.get(name, {})):
         cfg = override(cfg, {k: v for k, v in defaults.items() if k not in given})
     return fit_defaults(cfg, given)
 
@@ -206,11 +205,13 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(message)
 
 
-def build_parser(description: str, presets=None) -> argparse.ArgumentParser:
-    """A parser with --preset, --resume, --algo where the family has several, and one flag per
-    setting its algorithms read (default: the preset's)."""
+def build_parser(
+    description: str, presets=None, algo: str | None = None, algo_module: str = ""
+) -> argparse.ArgumentParser:
+    """A parser with --preset, --resume, --algo and --algo-module, and one flag per setting the
+    algorithm reads (algo: the one given, else the presets'; default: the preset's)."""
     presets = presets or PRESETS
-    section = family_section(next(iter(presets.values())).algo)
+    script = script_of(presets)
     p = _Parser(
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -238,27 +239,38 @@ def build_parser(description: str, presets=None) -> argparse.ArgumentParser:
         metavar="N",
         help="with --cluster: episodes per chunk handed to a worker (default: 0, 2 chunks per worker)",
     )
-    algos = FAMILIES[section]
-    if len(algos) > 1:
-        p.add_argument("--algo", choices=algos, default=None,
-                       help=f"the algorithm ({_preset_defaults(presets, None, 'algo')})")  # fmt: skip
-    for group, f in all_fields(algos[0]):
+    algos = algorithms_of(script)
+    p.add_argument("--algo", default=None, metavar="NAME",
+                   help=f"the algorithm: {', '.join(algos)}, or one that --algo-module declares "
+                        f"({_preset_defaults(presets, None, 'algo')})")  # fmt: skip
+    p.add_argument("--algo-module", default="", metavar="MODULE",
+                   help="an algorithm of one's own: a .py file (or a module name) whose DECLARATIONS "
+                        "declare --algo (docs/architecture.md, 'Add an algorithm')")  # fmt: skip
+    shown = algo or next(iter(presets.values())).algo
+    own = declaration(shown, algo_module).section
+    family = [shown] if algo_module else [a for a in algos if declaration(a).section == own]  # one section
+    for group, f in all_fields(shown, algo_module):
         kind = {"int": int, "float": float, "str": str}[f.type]
+        where = _preset_defaults(presets, group, f.name) if not algo_module else f"default: {f.default}"
         p.add_argument(
             flag(f.name),
             dest=f.name,
             type=lambda s, k=kind, n=f.name: _convert(k, n, s),
             default=None,
             metavar=kind.__name__.upper(),
-            help=f"{f.metadata['help']} ({_preset_defaults(presets, group, f.name)}"
-            f"{_brought(algos, f.name)})",
+            help=f"{f.metadata['help']} ({where}{_brought(family, f.name)})",
         )
     return p
 
 
+def algorithms_of(script: str) -> tuple[str, ...]:
+    """The algorithms a command runs: those whose declaration names it as theirs."""
+    return tuple(name for name in OWN if REGISTRY[name].script == script)
+
+
 def _preset_defaults(presets: dict, group: str, name: str) -> str:
     """'paper: 1000, rs: 1000, quick: 64' or, where all presets agree, 'default: 1000'."""
-    values = {p: getattr(getattr(c, group) if group else c, name) for p, c in presets.items()}
+    values = {p: getattr(part(c, group) if group else c, name) for p, c in presets.items()}
     if len(set(values.values())) == 1:
         return f"default: {next(iter(values.values()))}"
     return ", ".join(f"{p}: {v}" for p, v in values.items())
@@ -267,14 +279,18 @@ def _preset_defaults(presets: dict, group: str, name: str) -> str:
 def _brought(algos, name: str) -> str:
     """'; where not set: gymnasium tasks 64, maze 0.005' (the task and algorithm defaults of a
     setting that apply to these algorithms), or ''."""
-    sources = [(kind.LABEL, kind.DEFAULTS) for kind in tasks.KINDS] + [("", ALGORITHM_DEFAULTS)]
-    algos = [a for a in algos if a != "rs"]  # random search is the GA's loop: its defaults are "ga"'s
+    sources = [(kind.LABEL, kind.DEFAULTS) for kind in tasks.KINDS]
+    own = [a for a in algos if REGISTRY[a].like.get(a, a) == a]  # random search takes the GA's
     said = []
     for label, defaults in sources:
-        for algo in algos:
+        for algo in own:
             if name in defaults.get(algo, {}):
-                who = " ".join(w for w in (label, algo if len(algos) > 1 or not label else "") if w)
+                who = " ".join(w for w in (label, algo if len(own) > 1 or not label else "") if w)
                 said.append(f"{who} {defaults[algo][name]}")
+    for algo in algos:  # what an algorithm itself brings
+        brings = REGISTRY[algo].defaults.get(algo, {})
+        if name in brings:
+            said.append(f"{algo} {brings[name]}")
     return f"; where not set: {', '.join(dict.fromkeys(said))}" if said else ""
 
 
@@ -300,10 +316,27 @@ class ClusterSettings:
 
 def parse_args(argv, description: str, presets=None) -> tuple:
     """Parse argv into (checked config, resume dir or None, ClusterSettings or None); presets:
-    PRESETS, ES_PRESETS or NS_PRESETS. On resume the run folder's config is taken as it was written."""
+    PRESETS, ES_PRESETS, NS_PRESETS or SGD_PRESETS. On resume the run folder's config is taken as
+    it was written. The flags are the algorithm's: --algo and --algo-module are read first (on
+    resume only the run's settings may change, which every algorithm has)."""
     presets = presets or PRESETS
-    args = build_parser(description, presets).parse_args(argv)
-    cfg, resume = _config_of(args, presets, family_section(next(iter(presets.values())).algo))
+    first = _Parser(add_help=False)
+    first.add_argument("--algo", default=None)
+    first.add_argument("--algo-module", default="")
+    first.add_argument("--resume", default=None)
+    known, _ = first.parse_known_args(argv)
+    algo, module = (None, "") if known.resume else (known.algo, known.algo_module)
+    if module and algo is None:
+        raise ConfigError("--algo-module: name the algorithm it declares with --algo")
+    script = script_of(presets)
+    if algo is not None and not module and (algo not in OWN or declaration(algo).script != script):
+        elsewhere = f" (python -m experiments.{declaration(algo).script} runs {algo})" if algo in OWN else ""
+        raise ConfigError(
+            f"--algo: got {algo!r}, allowed: {', '.join(algorithms_of(script))}, or one that --algo-module "
+            f"declares{elsewhere}"
+        )
+    args = build_parser(description, presets, algo, module).parse_args(argv)
+    cfg, resume = _config_of(args, presets, _saved_config(args.resume) if args.resume else None)
     cluster = None
     if args.cluster:
         require(args.cluster_timeout > 0, "cluster_timeout", "> 0", args.cluster_timeout)
@@ -312,21 +345,31 @@ def parse_args(argv, description: str, presets=None) -> tuple:
     return cfg, resume, cluster
 
 
-def _config_of(args, presets, section: str) -> tuple:
-    """(checked config, resume dir or None) of parsed args; section: the family's (ga, es, ns)."""
-    algo = getattr(args, "algo", None)
-    fields_ = all_fields(FAMILIES[section][0])
-    given = {f.name: getattr(args, f.name) for _, f in fields_ if getattr(args, f.name) is not None}
-    if args.resume:
-        path = os.path.join(args.resume, "config.json")
-        if not os.path.isfile(path):
-            raise ConfigError(f"--resume: {args.resume!r} is not a run folder (no config.json)")
-        cfg = load(path)
-        if family_section(cfg.algo) != section:
+def _saved_config(run_dir: str):
+    """The config of run folder run_dir (--resume), or a ConfigError of one line."""
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.isfile(path):
+        raise ConfigError(f"--resume: {run_dir!r} is not a run folder (no config.json)")
+    return load(path)
+
+
+def _config_of(args, presets, saved=None) -> tuple:
+    """(checked config, resume dir or None) of parsed args; saved: the run folder's config, on
+    resume."""
+    algo, module = args.algo, args.algo_module
+    fields_ = all_fields(
+        *((saved.algo, saved.algo_module) if saved else (algo or next(iter(presets.values())).algo, module))
+    )
+    given = {f.name: getattr(args, f.name) for _, f in fields_ if getattr(args, f.name, None) is not None}
+    if saved is not None:
+        cfg = saved
+        if declared(cfg).script != script_of(presets):
             raise ConfigError(
-                f"--resume: {args.resume!r} is a run of {cfg.algo!r}; resume it with its own command"
+                f"--resume: {args.resume!r} is a run of {cfg.algo!r}; resume it with its own command "
+                f"(python -m experiments.{declared(cfg).script})"
             )
-        changed = (set(given) | ({"algo"} if algo not in (None, cfg.algo) else set())) - RESUMABLE
+        changed = set(given) | ({"algo"} if algo not in (None, cfg.algo) else set())
+        changed = (changed | ({"algo_module"} if module not in ("", cfg.algo_module) else set())) - RESUMABLE
         if changed:
             raise ConfigError(
                 f"--resume: only {', '.join(flag(n) for n in sorted(RESUMABLE))} may change on "
@@ -338,6 +381,6 @@ def _config_of(args, presets, section: str) -> tuple:
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ConfigError(f"--preset: unknown preset {args.preset!r}{hint}; allowed: {', '.join(presets)}")
     by_task = args.preset not in TASK_PRESETS
-    start = presets[args.preset] if algo is None else replace(presets[args.preset], algo=algo)
+    start = presets[args.preset] if algo is None else presets[args.preset].with_algo(algo, module)
     cfg = apply_defaults(override(start, given), given, task_defaults=by_task)
     return check(cfg)[0], None

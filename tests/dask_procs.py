@@ -95,7 +95,8 @@ class DaskProcesses:
         w = self._start(
             ["distributed.cli.dask_worker", self.address, "--host", "127.0.0.1", "--nthreads", "1",
              "--nanny" if nanny else "--no-nanny", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
-             "--lifetime", f"{LIMIT_S}s", "--name", f"w{len(self.workers)}"],
+             "--lifetime", f"{LIMIT_S}s", "--name", f"w{len(self.workers)}",
+             "--memory-limit", "0"],  # no pause by a memory monitor whose limit depends on the host
             cwd or self.worker_cwd, f"worker{len(self.workers)}", nevo)  # fmt: skip
         self.workers.append(w)
         return w

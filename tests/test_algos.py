@@ -6,7 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from nevo.algos import NAMES, make_algo
+from nevo.algos import NAMES, declaration, make_algo
 from nevo.algos.es import ES
 from nevo.algos.ga import GA
 from nevo.algos.novelty import mix_ranks
@@ -26,7 +26,7 @@ def tiny_config(name):
     es = ESConfig(population=6, sigma=0.01, validation_episodes=2)
     ga = GAConfig(population=6, truncation=0 if name == "rs" else 2, sigma=0.01, elite_candidates=2,
                   validation_episodes=2)  # fmt: skip
-    return Config(ga=ga, es=es, ns=ns, algo=name)
+    return Config(settings={"ga": ga, "es": es, "ns": ns}[declaration(name).section], algo=name)
 
 
 class FakeEvaluator:
@@ -162,7 +162,7 @@ def test_nsr_es_steps_along_the_mixed_ranks_of_reward_and_novelty(source):
     """The agent's update is the ES step on mix_ranks(returns, novelty, reward_weight), with
     reward and novelty ranking the perturbations differently."""
     cfg = tiny_config("nsr-es")
-    cfg = replace(cfg, ns=replace(cfg.ns, meta_population=1, validation_episodes=1))
+    cfg = replace(cfg, settings=replace(cfg.settings, meta_population=1, validation_episodes=1))
     algo = make_algo("nsr-es", cfg, source, BEHAVIOUR)
     algo.tell_start(results([0.0], [[0.5, 0.5]]))  # the archive: one behaviour at (0.5, 0.5)
     algo.ask()

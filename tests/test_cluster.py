@@ -53,7 +53,8 @@ def test_a_run_on_a_cluster_gives_the_metrics_of_one_machine(name, recorded, two
     rows = runs.read_metrics(folder)
     with open(os.path.join(folder, runs.CONFIG)) as f:
         n_params = json.load(f)["n_params"]
-    assert all(r["cluster/workers"] == 2 and r["cluster/workers_lost"] == 0 for r in rows)
+    seen = [(r["generation"], r["cluster/workers"], r["cluster/workers_lost"]) for r in rows]
+    assert all(w == 2 and lost == 0 for _, w, lost in seen), seen
     if name.startswith("ga"):  # less than one individual's weights out
         assert all(0 < r["cluster/bytes_sent"] < 4 * n_params for r in rows)
     else:
@@ -313,6 +314,27 @@ def test_a_worker_with_other_code_joining_mid_run_is_refused_and_the_run_goes_on
     assert sum(line.startswith("refused worker tcp://127.0.0.1") for line in out.splitlines()) == 1
     alone = run_folder(run_ga.main, argv, tmp_path / "alone")
     assert metrics_without_clock(folder) == metrics_without_clock(alone)
+
+
+def test_a_paused_worker_is_present_and_a_gone_one_lost():
+    """A worker whose memory monitor paused it takes no new task but is still the cluster's: it
+    is not counted in cluster/workers_lost (only a worker gone from the scheduler is), nor one
+    that refused."""
+
+    class Client:
+        status = "running"
+
+        def scheduler_info(self, n_workers):
+            statuses = {"a": "running", "b": "paused", "c": "closing_gracefully", "d": "running"}
+            return {"workers": {w: {"status": s} for w, s in statuses.items()}}
+
+        def get_events(self, topic):
+            return [(0.0, {"worker": "d", "why": "other nevo code"})]
+
+    ev = ClusterEvaluator.__new__(ClusterEvaluator)
+    ev.client, ev.reported, ev.say = Client(), set(), lambda line: None
+    assert ev._workers() == ({"a"}, {"a", "b"})
+    assert ev.reported == {"d"}
 
 
 def test_fingerprints_name_what_differs():

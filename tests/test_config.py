@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from nevo import cli, config
+from nevo.algos import OWN
 from nevo.cli import parse_args
 from nevo.config import ConfigError
 
@@ -13,8 +14,8 @@ from nevo.config import ConfigError
 def test_paper_preset_is_the_reference_deep_ga():
     """`paper` is exactly the reference Deep GA of Such et al. 2017 as Uber's GPU code runs it."""
     c = cli.PRESETS["paper"]
-    assert (c.ga.population, c.ga.truncation, c.ga.sigma) == (1000, 20, 0.002)
-    assert (c.ga.elite_candidates, c.ga.validation_episodes) == (10, 30)
+    assert (c.settings.population, c.settings.truncation, c.settings.sigma) == (1000, 20, 0.002)
+    assert (c.settings.elite_candidates, c.settings.validation_episodes) == (10, 30)
     assert (c.env.frame_cap, c.net.net, c.run.frame_budget) == (20_000, "large", 1_000_000_000)
     assert (c.env.noop_max, c.env.frameskip) == (30, 4)
 
@@ -22,7 +23,7 @@ def test_paper_preset_is_the_reference_deep_ga():
 def test_rs_preset_is_the_ga_loop_with_no_parents():
     """Random search differs from `paper` only in T = 0 and its name."""
     rs, paper = cli.PRESETS["rs"], cli.PRESETS["paper"]
-    assert rs.ga.truncation == 0 and rs.ga.population == paper.ga.population
+    assert rs.settings.truncation == 0 and rs.settings.population == paper.settings.population
 
 
 def test_no_arguments_runs_quick_on_frostbite():
@@ -37,8 +38,8 @@ def test_every_field_has_a_flag_and_overrides_its_preset():
     cfg, _, _ = parse_args(
         ["--preset", "paper", "--population", "50", "--sigma", "0.01", "--game", "pong"], ""
     )
-    assert (cfg.ga.population, cfg.ga.sigma, cfg.env.game) == (50, 0.01, "pong")
-    assert cfg.ga.truncation == 20  # untouched fields keep the preset's value
+    assert (cfg.settings.population, cfg.settings.sigma, cfg.env.game) == (50, 0.01, "pong")
+    assert cfg.settings.truncation == 20  # untouched fields keep the preset's value
     cfg, _, _ = parse_args(["--frame-budget", "2e6"], "")
     assert cfg.run.frame_budget == 2_000_000
 
@@ -104,7 +105,9 @@ def test_a_config_built_in_python_gets_the_command_lines_defaults():
         parsed, _, _ = cli.parse_args(["--preset", "paper", "--env", env], "")
         assert built == parsed, env
     built, _ = cli.check(cli.apply_defaults(Config(env=EnvConfig(env="CartPole-v1")), given={"sigma"}))
-    assert built.ga.sigma == Config().ga.sigma and built.ga.population == 64  # sigma was set, population not
+    assert (
+        built.settings.sigma == Config().settings.sigma and built.settings.population == 64
+    )  # sigma was set, population not
 
 
 def _unlike_default(value):
@@ -114,7 +117,7 @@ def _unlike_default(value):
     return value + 3 if isinstance(value, int) else value * 1.5 + 0.25
 
 
-@pytest.mark.parametrize("algo", config.ALGOS + config.GRADIENT)
+@pytest.mark.parametrize("algo", OWN)
 def test_every_setting_of_every_algorithm_survives_config_json(algo, tmp_path):
     """A config whose every field (taken from the dataclasses, so a section or field added later
     is covered) differs from its default is saved as config.json and loads back equal."""
@@ -122,10 +125,11 @@ def test_every_setting_of_every_algorithm_survives_config_json(algo, tmp_path):
 
     cfg = config.Config(algo=algo, preset="quick")
     for group in config.groups(algo):
-        section = getattr(cfg, group)
+        section = config.part(cfg, group)
         changed = {f.name: _unlike_default(getattr(section, f.name)) for f in dataclasses.fields(section)}
-        cfg = dataclasses.replace(cfg, **{group: dataclasses.replace(section, **changed)})
-        assert all(getattr(getattr(cfg, group), n) != getattr(section, n) for n in changed)
+        attribute = group if group in ("env", "net", "run") else "settings"
+        cfg = dataclasses.replace(cfg, **{attribute: dataclasses.replace(section, **changed)})
+        assert all(getattr(config.part(cfg, group), n) != getattr(section, n) for n in changed)
     path = str(tmp_path / "config.json")
     config.save(cfg, path, {"git_commit": "abc", "shapes": {"obs": [4, 1, 1]}})
     assert config.load(path) == cfg
@@ -142,13 +146,13 @@ def test_every_setting_of_every_algorithm_survives_config_json(algo, tmp_path):
 def test_defaults_follow_the_population_the_user_set(argv, fitted):
     """A truncation or elite count the user did not set never exceeds the population they did."""
     cfg, _, _ = parse_args(argv, "")
-    assert {k: getattr(cfg.ga, k) for k in fitted} == fitted
+    assert {k: getattr(cfg.settings, k) for k in fitted} == fitted
 
 
 def test_run_ns_quick_with_a_small_population_fits_its_truncation():
     """run_ns --algo ga-ns --env maze --population 8: the quick truncation 10 becomes 8."""
     cfg, _, _ = parse_args(["--algo", "ga-ns", "--env", "maze", "--population", "8"], "", cli.NS_PRESETS)
-    assert (cfg.ns.population, cfg.ns.truncation) == (8, 8)
+    assert (cfg.settings.population, cfg.settings.truncation) == (8, 8)
 
 
 def test_an_explicit_impossible_value_is_still_refused():
@@ -163,7 +167,7 @@ def test_an_explicit_impossible_value_is_still_refused():
 def test_es_defaults_drop_virtual_batch_norm_where_it_cannot_fold():
     """ES's quick preset (vbn 128) with --obs-norm 1: no virtual batch norm; set explicitly, refused."""
     cfg, _, _ = parse_args(["--obs-norm", "1"], "", cli.ES_PRESETS)
-    assert (cfg.net.vbn, cfg.es.obs_norm) == (0, 1)
+    assert (cfg.net.vbn, cfg.settings.obs_norm) == (0, 1)
     with pytest.raises(ConfigError, match="--vbn: got 128, allowed: 0 with --obs-norm 1"):
         parse_args(["--obs-norm", "1", "--vbn", "128"], "", cli.ES_PRESETS)
 
@@ -181,14 +185,14 @@ def test_settings_given_to_override_are_checked_for_their_type():
     import numpy as np
 
     cfg = config.override(config.Config(), {"population": np.int64(12), "sigma": 1})
-    assert (cfg.ga.population, cfg.ga.sigma) == (12, 1.0) and type(cfg.ga.population) is int
+    assert (cfg.settings.population, cfg.settings.sigma) == (12, 1.0) and type(cfg.settings.population) is int
 
 
 def test_grad_corr_brings_the_shared_batch_and_the_plain_net_it_needs():
     """--grad-corr 1 alone (common episodes 0 and ES's preset vbn 128 by default) fits them; set
     explicitly against it, they stay, and the run's check refuses them."""
-    es = config.Config(algo="es", net=config.NetConfig(vbn=128), es=config.ESConfig(grad_corr=1))
+    es = config.Config(algo="es", net=config.NetConfig(vbn=128), settings=config.ESConfig(grad_corr=1))
     fitted = cli.fit_defaults(es, given={"grad_corr"})
-    assert (fitted.es.common_episodes, fitted.net.vbn) == (1, 0)
+    assert (fitted.settings.common_episodes, fitted.net.vbn) == (1, 0)
     kept = cli.fit_defaults(es, given={"grad_corr", "common_episodes", "vbn"})
-    assert (kept.es.common_episodes, kept.net.vbn) == (0, 128)
+    assert (kept.settings.common_episodes, kept.net.vbn) == (0, 128)

@@ -72,7 +72,7 @@ def test_tanh_nets_refuse_vbn_and_safe_mutations_in_one_line():
     with pytest.raises(ConfigError, match="--vbn.*mlp-tanh"):
         validate(Config(net=NetConfig(net="mlp-tanh", vbn=8), algo="es"))
     with pytest.raises(ConfigError, match="--mutation.*mlp-tanh"):
-        validate(Config(net=NetConfig(net="mlp-tanh"), ga=GAConfig(mutation="sm-g-sum")))
+        validate(Config(net=NetConfig(net="mlp-tanh"), settings=GAConfig(mutation="sm-g-sum")))
     with pytest.raises(ValueError, match="activation"):
         nets.make_spec([("dense", 4, "sigmoid")], (3, 1, 1), 2, obs_dtype=np.float32)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nevo import config
-from nevo.algos import NAMES, NOVELTY, REGISTRY, bases_of, declaration, make_algo
+from nevo.algos import NAMES, NOVELTY, OWN, REGISTRY, bases_of, declaration, make_algo
 from nevo.algos.contract import Algorithm
 from nevo.evaluation.cluster import ClusterEvaluator
 from nevo.evaluation.episodes import Evaluator
@@ -28,16 +28,22 @@ def test_every_algorithm_meets_the_algorithm_contract(name, source):
     assert np.isnan(algo.elite_score) and algo.best_elite is None
     d = declaration(name)
     assert name in d.names and d.script in ("run_ga", "run_es", "run_ns")
-    meta = name in config.NS_ALGOS[1:]  # the NS-ES family: a meta-population of ES agents
-    assert algo.agent_count == (tiny_config(name).ns.meta_population if meta else 1)
+    meta = name in ("ns-es", "nsr-es", "nsra-es")  # the NS-ES family: a meta-population of ES agents
+    assert algo.agent_count == (tiny_config(name).settings.meta_population if meta else 1)
     assert 0 <= algo.elite_agent < algo.agent_count and bases_of(tiny_config(name)) >= 1
 
 
 def test_the_declarations_are_the_settings_names():
     """Every algorithm the settings accept is declared once, by its own module, and the ones that
     declare a behaviour are the novelty ones."""
-    assert tuple(REGISTRY) == config.ALGOS + config.GRADIENT and NOVELTY == config.NS_ALGOS
-    with pytest.raises(ValueError, match="unknown algorithm 'cma'"):
+    assert OWN == ("ga", "rs", "es", "ga-ns", "ns-es", "nsr-es", "nsra-es", "sgd")
+    assert NOVELTY == ("ga-ns", "ns-es", "nsr-es", "nsra-es") and NAMES == OWN[:-1]
+    for name in OWN:  # each its own section, whose dataclass is in its own module
+        d = REGISTRY[name]
+        assert (
+            d.settings.__module__ == d.make.__module__ and config.Config(algo=name).settings == d.settings()
+        )
+    with pytest.raises(ValueError, match="--algo: got 'cma', allowed: ga, rs, es"):
         declaration("cma")
 
 
@@ -87,6 +93,6 @@ def test_a_runs_extensions_come_from_its_settings():
 
     ga = config.Config(algo="ga")
     assert has(ga) == []
-    assert has(config.Config(algo="ga", ga=config.GAConfig(mutation="sm-g-sum"))) == ["Experiences"]
-    assert has(config.Config(algo="es", es=config.ESConfig(obs_norm=1))) == ["ObservationStatistics"]
-    assert has(config.Config(algo="es", es=config.ESConfig(grad_corr=1))) == ["GradientCorrelation"]
+    assert has(config.Config(algo="ga", settings=config.GAConfig(mutation="sm-g-sum"))) == ["Experiences"]
+    assert has(config.Config(algo="es", settings=config.ESConfig(obs_norm=1))) == ["ObservationStatistics"]
+    assert has(config.Config(algo="es", settings=config.ESConfig(grad_corr=1))) == ["GradientCorrelation"]

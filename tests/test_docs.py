@@ -144,10 +144,10 @@ def check_settings(module: str, argv: list[str]) -> None:
 
     presets = getattr(cli, CLI_PRESETS[module])
     description = importlib.import_module(module).__doc__
-    args = cli.build_parser(description, presets).parse_args(argv)
-    if args.resume:
+    if "--resume" in argv:
+        args = cli.build_parser(description, presets).parse_args(argv)
         given = {a[2:].replace("-", "_") for a in argv if a.startswith("--") and a != "--resume"}
-        assert given <= config.RESUMABLE, f"not allowed on resume: {sorted(given - config.RESUMABLE)}"
+        assert args.resume and given <= config.RESUMABLE, f"not allowed on resume: {sorted(given - config.RESUMABLE)}"
     else:
         cli.parse_args(argv, description, presets)
 

@@ -118,14 +118,14 @@ def test_state_round_trip_gives_the_same_next_generation(table):
 
 def test_paper_preset_is_the_reference_atari_es():
     c = ES_PRESETS["paper"]
-    assert (c.es.population, c.es.sigma, c.es.optimizer, c.es.lr, c.es.l2) == (
+    assert (c.settings.population, c.settings.sigma, c.settings.optimizer, c.settings.lr, c.settings.l2) == (
         5000,
         0.02,
         "adam",
         0.01,
         0.005,
     )
-    assert (c.es.mirrored, c.es.fitness_shaping, c.net.vbn) == (1, "centered_ranks", 128)
+    assert (c.settings.mirrored, c.settings.fitness_shaping, c.net.vbn) == (1, "centered_ranks", 128)
 
 
 @pytest.mark.parametrize(
@@ -148,7 +148,7 @@ def test_bad_es_settings_name_the_field_and_what_is_allowed(argv, words):
 
 def test_an_odd_population_is_fine_without_mirroring():
     cfg, _, _ = parse_args(["--env", "CartPole-v1", "--population", "63", "--mirrored", "0"], "", ES_PRESETS)
-    assert cfg.es.population == 63 and cfg.net.net == "mlp"
+    assert cfg.settings.population == 63 and cfg.net.net == "mlp"
 
 
 results = metrics_without_clock

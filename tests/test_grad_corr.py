@@ -42,7 +42,7 @@ def tiny(widths: str = "dense:4", sigma: float = 0.01):
 def test_the_estimate_is_es_steps_gradient_bit_for_bit(shaping):
     """From the same returns and seeds, es_gradient gives exactly the g that ES.step kept."""
     spec, source, theta, _, _ = tiny()
-    cfg = Config(algo="es", es=ESConfig(population=30, common_episodes=1, fitness_shaping=shaping))
+    cfg = Config(algo="es", settings=ESConfig(population=30, common_episodes=1, fitness_shaping=shaping))
     es = make_algo("es", cfg, source)
     returns = np.random.default_rng(1).normal(size=30)
     seeds = es._seeds()
@@ -55,7 +55,7 @@ def test_the_offspring_are_es_population_on_the_batch():
     estimate at N = ES's population is the g of ES's step there."""
     spec, source, theta, x, y = tiny()
     data = small_data()
-    cfg = Config(algo="es", es=ESConfig(population=24, common_episodes=1), env=EnvConfig(examples=40))
+    cfg = Config(algo="es", settings=ESConfig(population=24, common_episodes=1), env=EnvConfig(examples=40))
     es = make_algo("es", cfg, source)
     es.theta = theta.copy()
     population, episodes = es.ask()
@@ -101,7 +101,7 @@ def test_a_run_logs_the_correlation_only_when_asked(tmp_path):
 
 def test_the_refusals_are_one_line():
     es = ESConfig(grad_corr=1, common_episodes=1, population=4)
-    cfg = Config(algo="es", es=es, net=NetConfig(net="dense:4"), env=EnvConfig(env="data"),
+    cfg = Config(algo="es", settings=es, net=NetConfig(net="dense:4"), env=EnvConfig(env="data"),
                  run=RunConfig(noise_table_size=200_000))  # fmt: skip
     task = Supervised(cfg.env, small_data())
 
@@ -112,10 +112,10 @@ def test_the_refusals_are_one_line():
         GradientCorrelation.check(cfg, Game())
     assert "\n" not in str(e.value)
     with pytest.raises(ConfigError, match="needs --common-episodes 1") as e:
-        loop.plan(replace(cfg, es=replace(es, common_episodes=0)), task)
+        loop.plan(replace(cfg, settings=replace(es, common_episodes=0)), task)
     assert "\n" not in str(e.value)
     with pytest.raises(ConfigError, match="--grad-corr: got 2, allowed: 0 or 1"):
-        validate(replace(cfg, es=replace(es, grad_corr=2)))
+        validate(replace(cfg, settings=replace(es, grad_corr=2)))
     loop.plan(cfg, task)  # a supervised task with one shared batch: accepted
 
 

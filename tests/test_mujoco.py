@@ -33,7 +33,7 @@ def test_mujoco_robots_are_their_own_kind_of_task():
 
 def test_where_the_command_line_is_silent_a_robot_gets_openai_es_s_policy_and_normalisation():
     cfg, _, _ = cli.parse_args(["--env", "HalfCheetah-v5"], "", cli.ES_PRESETS)
-    assert (cfg.net.net, cfg.es.obs_norm, cfg.es.sigma, cfg.es.lr, cfg.es.l2) == (
+    assert (cfg.net.net, cfg.settings.obs_norm, cfg.settings.sigma, cfg.settings.lr, cfg.settings.l2) == (
         "mlp-tanh",
         1,
         0.02,
@@ -42,7 +42,12 @@ def test_where_the_command_line_is_silent_a_robot_gets_openai_es_s_policy_and_no
     )
     assert cfg.net.actions == "auto"
     cfg, _, _ = cli.parse_args(["--env", "Hopper-v5", "--sigma", "0.05"], "", cli.PRESETS)
-    assert (cfg.net.net, cfg.ga.sigma, cfg.ga.population, cfg.net.actions) == ("mlp-tanh", 0.05, 64, "auto")
+    assert (cfg.net.net, cfg.settings.sigma, cfg.settings.population, cfg.net.actions) == (
+        "mlp-tanh",
+        0.05,
+        64,
+        "auto",
+    )
     # ES on the hopping and swimming robots: binned actions, as Salimans et al. ran them
     for argv, presets in ((["--env", "Hopper-v5"], cli.ES_PRESETS),
                           (["--env", "Swimmer-v5", "--algo", "nsr-es"], cli.NS_PRESETS)):  # fmt: skip
@@ -54,22 +59,38 @@ def test_where_the_command_line_is_silent_a_robot_gets_openai_es_s_policy_and_no
 def test_the_papers_presets_are_kept_over_the_task_defaults():
     """--preset mujoco and --preset humanoid are the papers' values, not the 2-core defaults."""
     es, _, _ = cli.parse_args(["--preset", "mujoco"], "", cli.ES_PRESETS)
-    assert es.env.env == "Humanoid-v5" and es.net.net == "mlp-tanh" and es.es.obs_norm == 1
-    assert (es.es.population, es.es.sigma, es.es.lr, es.es.l2, es.es.mirrored) == (
+    assert es.env.env == "Humanoid-v5" and es.net.net == "mlp-tanh" and es.settings.obs_norm == 1
+    assert (
+        es.settings.population,
+        es.settings.sigma,
+        es.settings.lr,
+        es.settings.l2,
+        es.settings.mirrored,
+    ) == (
         10_000,
         0.02,
         0.01,
         0.005,
         1,
     )
-    assert es.es.fitness_shaping == "centered_ranks" and es.run.frame_budget == 1_000_000_000
+    assert es.settings.fitness_shaping == "centered_ranks" and es.run.frame_budget == 1_000_000_000
     ga, _, _ = cli.parse_args(["--preset", "mujoco", "--env", "Walker2d-v5"], "", cli.PRESETS)
-    assert (ga.env.env, ga.ga.population, ga.ga.truncation, ga.ga.sigma) == ("Walker2d-v5", 1000, 20, 0.02)
+    assert (ga.env.env, ga.settings.population, ga.settings.truncation, ga.settings.sigma) == (
+        "Walker2d-v5",
+        1000,
+        20,
+        0.02,
+    )
     ns, _, _ = cli.parse_args(["--preset", "humanoid"], "", cli.NS_PRESETS)
     assert (ns.env.env, ns.algo, ns.net.net) == (trap.ENV_ID, "nsr-es", "mlp-tanh-256")
-    assert (ns.ns.population, ns.ns.meta_population, ns.ns.k, ns.ns.sigma) == (1000, 5, 10, 0.02)
+    assert (ns.settings.population, ns.settings.meta_population, ns.settings.k, ns.settings.sigma) == (
+        1000,
+        5,
+        10,
+        0.02,
+    )
     nsra, _, _ = cli.parse_args(["--preset", "humanoid", "--algo", "nsra-es"], "", cli.NS_PRESETS)
-    assert nsra.ns.reward_weight == 1.0  # the algorithm's own default still applies
+    assert nsra.settings.reward_weight == 1.0  # the algorithm's own default still applies
 
 
 def _push_forward(env_id: str) -> float:

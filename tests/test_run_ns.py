@@ -55,9 +55,9 @@ def test_bad_ns_settings_name_the_field_and_what_is_allowed(argv, words):
 
 def test_es_family_defaults_to_the_es_sigma():
     cfg, _, _ = parse_args(["--algo", "nsr-es"], "", NS_PRESETS)
-    assert cfg.ns.sigma == 0.02 and cfg.env.env == "maze"
+    assert cfg.settings.sigma == 0.02 and cfg.env.env == "maze"
     cfg, _, _ = parse_args(["--algo", "ga-ns"], "", NS_PRESETS)
-    assert cfg.ns.sigma == 0.005
+    assert cfg.settings.sigma == 0.005
 
 
 @pytest.mark.slow
@@ -68,7 +68,9 @@ def test_nsra_es_starts_at_the_reward_weight_given_and_else_at_1(tmp_path, monke
         ns_run(tmp_path, "--algo", "nsra-es", "--reward-weight", "0.3", "--frame-budget", "500")
     )
     assert rows[0]["generation"] == 0 and rows[0]["ns/reward_weight"] == 0.3
-    weights = [parse_args(["--algo", a], "", NS_PRESETS)[0].ns.reward_weight for a in ("nsra-es", "nsr-es")]
+    weights = [
+        parse_args(["--algo", a], "", NS_PRESETS)[0].settings.reward_weight for a in ("nsra-es", "nsr-es")
+    ]
     assert weights == [1.0, 0.5]
     monkeypatch.setenv("COLUMNS", "400")  # one line per flag: argparse would break NSRA-ES at its hyphen
     assert "NSRA-ES: its start (1.0 unless set)" in build_parser("", NS_PRESETS).format_help()
@@ -142,9 +144,9 @@ def test_ns_es_runs_on_atari(tmp_path):
 def test_atari_defaults_follow_the_papers():
     """GA-NS on Atari: the Deep GA's large net and sigma; the ES family: the small net with VBN."""
     cfg, _, _ = parse_args(["--env", "frostbite"], "", NS_PRESETS)
-    assert (cfg.net.net, cfg.ns.sigma, cfg.net.vbn) == ("large", 0.002, 0)
+    assert (cfg.net.net, cfg.settings.sigma, cfg.net.vbn) == ("large", 0.002, 0)
     cfg, _, _ = parse_args(["--env", "frostbite", "--algo", "nsra-es"], "", NS_PRESETS)
-    assert (cfg.net.net, cfg.ns.sigma, cfg.net.vbn) == ("small", 0.02, 128)
+    assert (cfg.net.net, cfg.settings.sigma, cfg.net.vbn) == ("small", 0.02, 128)
 
 
 @pytest.mark.slow

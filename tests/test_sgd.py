@@ -38,7 +38,7 @@ def test_the_loss_gradient_is_the_finite_difference_of_the_mean_cross_entropy():
 def test_sgd_sees_the_batches_mini_batch_es_shares_and_starts_from_es_theta(table):
     """Iteration g's batch seed is generation g's shared episode seed of mini-batch ES with the
     same run seed, and theta_0 is ES's."""
-    cfg = Config(algo="es", es=ESConfig(population=6, common_episodes=1), run=RunConfig(seed=5))
+    cfg = Config(algo="es", settings=ESConfig(population=6, common_episodes=1), run=RunConfig(seed=5))
     source = NoiseSource(table, np.ones(40, np.float32), 0.01)
     es = make_algo("es", cfg, source)
     sgd = SGD(SGDConfig(), 5, source, spec=None)
@@ -60,7 +60,7 @@ def test_an_sgd_run_learns_and_resumes_exactly(tmp_path):
     """On a small data set: the test accuracy climbs well above chance; a run resumed from its
     previous checkpoint ends with the same metrics and theta."""
     cfg = Config(algo="sgd", env=EnvConfig(env="stripes", examples=20), net=NetConfig(net="dense:16"),
-                 sgd=SGDConfig(lr=0.01, validate_every=50),
+                 settings=SGDConfig(lr=0.01, validate_every=50),
                  run=RunConfig(frame_budget=6_000, noise_table_size=200_000,
                                out_dir=str(tmp_path / "a")))  # fmt: skip
     task = Supervised(cfg.env, small_data())
@@ -78,7 +78,7 @@ def test_an_sgd_run_learns_and_resumes_exactly(tmp_path):
 
 def test_sgd_settings_are_checked_in_one_line():
     with pytest.raises(config.ConfigError, match="--proxy-rho: got 1.5"):
-        config.validate(Config(algo="sgd", sgd=SGDConfig(proxy_rho=1.5)))
+        config.validate(Config(algo="sgd", settings=SGDConfig(proxy_rho=1.5)))
 
 
 def _resumed_from_its_folder_equals_the_whole_run(cfg, task, run, tmp_path):
@@ -100,7 +100,7 @@ def test_sgd_and_the_proxy_resume_with_the_settings_they_started_with(rho, tmp_p
     """Every SGD setting off its default (step, L2, momentum, the proxy's rho, validate_every):
     config.json gives them back, and the resumed run equals the uninterrupted one."""
     cfg = Config(algo="sgd", env=EnvConfig(env="stripes", examples=20), net=NetConfig(net="dense:16"),
-                 sgd=SGDConfig(optimizer="sgd", lr=0.02, momentum=0.5, l2=0.001, proxy_rho=rho,
+                 settings=SGDConfig(optimizer="sgd", lr=0.02, momentum=0.5, l2=0.001, proxy_rho=rho,
                                validate_every=40),
                  run=RunConfig(frame_budget=3_200, noise_table_size=200_000,
                                out_dir=str(tmp_path / "a")))  # fmt: skip
@@ -114,7 +114,7 @@ def test_es_on_a_data_set_resumes_with_the_settings_it_started_with(tmp_path):
     from nevo.runs import loop
 
     cfg = Config(algo="es", env=EnvConfig(env="stripes", examples=10), net=NetConfig(net="dense:8"),
-                 es=ESConfig(population=8, sigma=0.01, lr=0.02, l2=0.001, validation_episodes=1,
+                 settings=ESConfig(population=8, sigma=0.01, lr=0.02, l2=0.001, validation_episodes=1,
                              validate_every=2, common_episodes=1),
                  run=RunConfig(frame_budget=480, noise_table_size=200_000,
                                out_dir=str(tmp_path / "a")))  # fmt: skip

@@ -71,7 +71,7 @@ def test_an_episode_scores_minus_the_mean_cross_entropy_of_its_batch():
 def test_mini_batch_es_shares_one_batch_and_nmb_es_gives_each_perturbation_its_own(common, table):
     """common_episodes 1: every individual of a generation one episode seed (a shared mini-batch);
     0: one per mirrored pair (NMB-ES), each drawn again the same from the run's seed."""
-    cfg = Config(algo="es", es=ESConfig(population=8, common_episodes=common))
+    cfg = Config(algo="es", settings=ESConfig(population=8, common_episodes=common))
     source = NoiseSource(table, np.ones(50, np.float32), 0.01)
     _, episodes = make_algo("es", cfg, source).ask()
     _, again = make_algo("es", cfg, source).ask()
@@ -89,7 +89,7 @@ def test_es_learns_a_small_data_set_through_the_one_loop(tmp_path):
                         lr=0.03, examples=30, noise_table_size=1_000_000, out_dir=str(tmp_path),
                         progress=False)  # fmt: skip
     rows = result.metrics
-    assert result.settings.es.common_episodes == 1 and result.settings.env.examples == 30
+    assert result.settings.settings.common_episodes == 1 and result.settings.env.examples == 30
     assert rows[-1]["score/test_accuracy"] >= 0.9 > rows[0]["score/test_accuracy"]
     assert all(0 <= r["score/train_accuracy"] <= 1 for r in rows)
     data = small_data()
@@ -155,7 +155,7 @@ def test_es_with_a_data_sets_defaults_learns_toy_glyphs(tmp_path):
 
     result = nevo.train("es", env=data_set("glyphs"), net=[64], frames=1_500_000, out_dir=str(tmp_path),
                         progress=False)  # fmt: skip
-    assert result.settings.es.lr == Supervised.OWN["es"]["lr"]
+    assert result.settings.settings.lr == Supervised.OWN["es"]["lr"]
     assert result.metrics[-1]["score/test_accuracy"] >= 0.45
 
 
@@ -207,7 +207,7 @@ def test_limited_perturbation_es_perturbs_one_bucket_per_offspring_and_steps_alo
 
     edges = bucket_edges(40, 7)
     assert len(edges) == 7 and np.diff(edges).max() <= 7 and edges[0] == 0 and edges[-1] == 40
-    cfg = Config(algo="es", es=ESConfig(population=8, bucket=7, fitness_shaping="none", optimizer="sgd",
+    cfg = Config(algo="es", settings=ESConfig(population=8, bucket=7, fitness_shaping="none", optimizer="sgd",
                                         momentum=0.0, lr=1.0, l2=0.0))  # fmt: skip
     source = NoiseSource(table, np.ones(40, np.float32), 0.1)
     es = make_algo("es", cfg, source)

@@ -3,55 +3,127 @@ that builds them by name.
 
 - `ga.py`: the deep GA and random search (Such et al. 2017); `es.py`: OpenAI-ES (Salimans et al.
   2017); `ns.py`: GA-NS and NS-ES, NSR-ES, NSRA-ES (Such et al.; Conti et al. 2018), over
-  `novelty.py` (the archive and the k-nearest-neighbour novelty);
+  `novelty.py` (the archive and the k-nearest-neighbour novelty); `sgd.py`: the SGD baseline of
+  ES against SGD (Zhang, Clune & Stanley 2017);
 - `ranking.py`: the one fitness rule (higher is better, NaN last); `contract.py`: the contract;
   `declaration.py`: what each algorithm module declares of itself (`DECLARATIONS`: its names, its
-  command, how it is made, the rows it builds from, its summary, whether it needs a behaviour),
-  from which the registry here is built: the loop asks `declaration(name)`, never compares names.
+  command, how it is made, its settings, the rows it builds from, its summary, whether it needs a
+  behaviour), from which the registry here is built: the loop asks `declaration(name)`, never
+  compares names.
+
+An algorithm of one's own is a module with the same `DECLARATIONS` (a file, `path/to/mine.py`, or
+an importable module, `package.mine`): `declaration(name, module)` imports it once and adds its
+names; a run saves the module in config.json (`algo_module`), so that --resume, replay and a
+cluster's workers find it again.
 """
 
 from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
 
 from nevo.algos import es, ga, ns, sgd
 from nevo.algos.contract import Algorithm
 from nevo.algos.declaration import Declaration
 from nevo.algos.ranking import fitness_order
-from nevo.config import ALGOS
+from nevo.settings import ConfigError
 
 __all__ = [
     "NAMES",
     "NOVELTY",
+    "OWN",
     "Algorithm",
     "Declaration",
     "bases_of",
     "declaration",
+    "declared",
     "fitness_order",
+    "load_module",
     "make_algo",
 ]
 
-# name -> its Declaration, from each algorithm module's DECLARATIONS
+# name -> its Declaration, from each algorithm module's DECLARATIONS (nevo's own here; a user's
+# module's join on first use)
 REGISTRY: dict[str, Declaration] = {
     name: d for m in (ga, es, ns, sgd) for d in m.DECLARATIONS for name in d.names
 }
-NAMES = ALGOS  # those of the generation loop (and "sgd", the baseline with its own loop)
+OWN = tuple(REGISTRY)  # nevo's own algorithms (one of one's own is named with its module)
+NAMES = tuple(name for name, d in REGISTRY.items() if not d.own_loop)  # those of the generation loop
 NOVELTY = tuple(name for name, d in REGISTRY.items() if d.needs_behaviour)  # a behaviour per episode
+_LOADED: dict[str, tuple[str, ...]] = {}  # a user's module as given -> the names it declared
 
 
-def declaration(name: str) -> Declaration:
-    """What algorithm `name` declares of itself (its module's DECLARATIONS)."""
-    if name not in REGISTRY:
-        raise ValueError(f"unknown algorithm {name!r}; allowed: {', '.join(NAMES)}")
+def is_path(module: str) -> bool:
+    """Whether --algo-module names a file (path/to/mine.py) rather than an importable module."""
+    return module.endswith(".py") or os.sep in module
+
+
+def load_module(module: str) -> tuple[str, ...]:
+    """Import a module of one's own (a .py file's path, or a dotted module name) once and add its
+    DECLARATIONS to the registry; returns the names it declares. ConfigError, in one line, when
+    it cannot be imported, declares nothing, or declares a name nevo (or another module) has."""
+    module = os.path.abspath(module) if is_path(module) else module  # one module, however it is named
+    if module in _LOADED:
+        return _LOADED[module]
+    try:
+        if is_path(module):
+            path = module
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"no file {path}")
+            # one module name per file, so that two files of the same name do not meet
+            name = f"nevo_user_{os.path.basename(path)[:-3]}_{hashlib.sha1(path.encode()).hexdigest()[:8]}"
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod  # dataclasses and pickle look classes up by their module
+            try:
+                spec.loader.exec_module(mod)
+            except BaseException:
+                del sys.modules[name]
+                raise
+        else:
+            mod = importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 (every reason is said in one line)
+        raise ConfigError(f"--algo-module: cannot import {module!r} ({type(e).__name__}: {e})") from None
+    declared = getattr(mod, "DECLARATIONS", None)
+    if not declared or not all(isinstance(d, Declaration) for d in declared):
+        raise ConfigError(
+            f"--algo-module: {module!r} declares no algorithm (a tuple DECLARATIONS of "
+            f"nevo.algos.Declaration)"
+        )
+    names = tuple(n for d in declared for n in d.names)
+    for n in names:
+        if n in REGISTRY and REGISTRY[n] not in declared:
+            raise ConfigError(f"--algo-module: {module!r} declares {n!r}, which is already an algorithm")
+    REGISTRY.update({n: d for d in declared for n in d.names})
+    _LOADED[module] = names
+    return names
+
+
+def declaration(name: str, module: str = "") -> Declaration:
+    """What algorithm `name` declares of itself (its module's DECLARATIONS); module: a user's
+    module that declares it (imported once), "" for nevo's own."""
+    if module:
+        names = load_module(module)
+        if name not in names:
+            raise ConfigError(f"--algo: got {name!r}, allowed for {module!r}: {', '.join(names)}")
+    if name not in (REGISTRY if module else OWN):  # one's own only with its module, as config.json has it
+        raise ConfigError(
+            f"--algo: got {name!r}, allowed: {', '.join(OWN)}, or one that --algo-module declares"
+        )
     return REGISTRY[name]
 
 
 def make_algo(name: str, cfg, noise, behaviour: tuple[int, type] | None = None) -> Algorithm:
     """The registry: algorithm name -> its object (GA and random search share one class).
 
-    cfg: the run's nevo.config.Config (its section of `name`'s family is read); noise: its
+    cfg: the run's nevo.config.Config (cfg.settings: its algorithm's section); noise: its
     NoiseSource; behaviour: (d, dtype) of an episode's behaviour, for the novelty ones (a task's
     `behaviour`, nevo.tasks).
     """
-    d = declaration(name)
+    d = declaration(name, getattr(cfg, "algo_module", ""))
     if d.needs_behaviour and behaviour is None:
         raise ValueError(f"{name}: novelty search needs behaviour=(d, dtype) (a task's `behaviour`)")
     return d.make(name, cfg, noise, behaviour)
@@ -60,4 +132,9 @@ def make_algo(name: str, cfg, noise, behaviour: tuple[int, type] | None = None) 
 def bases_of(cfg) -> int:
     """The rows an algorithm's populations are built from (the evaluator caches their weights):
     the GA's parents and elite, ES's theta, the NS-ES family's agents' thetas."""
-    return declaration(cfg.algo).bases(cfg)
+    return declared(cfg).bases(cfg)
+
+
+def declared(cfg) -> Declaration:
+    """The declaration of cfg's algorithm (from its module of one's own, where it names one)."""
+    return declaration(cfg.algo, cfg.algo_module)

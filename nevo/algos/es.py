@@ -22,6 +22,8 @@ repeats an uninterrupted one exactly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numba
 import numpy as np
 
@@ -30,6 +32,70 @@ from nevo.algos.ranking import centered_ranks
 from nevo.algos.streams import rng_for
 from nevo.evaluation.episodes import Episodes, Population, Results
 from nevo.genomes.noise import SEED_LIMIT, NoiseSource, offsets_of
+from nevo.settings import OPTIMIZERS, SHAPINGS, ConfigError, require, setting
+
+
+@dataclass(frozen=True)
+class ESConfig:
+    population: int = setting(5000, "perturbations evaluated per generation (pairs x 2 when mirrored)")
+    sigma: float = setting(0.02, "noise standard deviation: theta + sigma * eps")
+    optimizer: str = setting("adam", "adam or sgd (with momentum)")
+    lr: float = setting(0.01, "optimizer step size")
+    l2: float = setting(0.005, "L2 weight decay coefficient")
+    momentum: float = setting(0.9, "sgd momentum (adam: unused)")
+    mirrored: int = setting(1, "1: antithetic pairs theta +- sigma*eps on one episode seed; 0: independent")
+    fitness_shaping: str = setting("centered_ranks", "centered_ranks (ranks scaled to [-0.5, 0.5]) or none")
+    validation_episodes: int = setting(30, "episodes theta is evaluated on after each update")
+    validate_every: int = setting(
+        1,
+        "generations between validations of theta (its score, test accuracy and elite files); a run's "
+        "last generation always validates",
+    )
+    obs_norm: int = setting(
+        0, "1: observations normalised by running mean and std, folded into the first layer (MuJoCo)"
+    )
+    bucket: int = setting(
+        0,
+        "limited-perturbation ES (Zhang, Clune & Stanley 2017): 0 off; else the parameters in contiguous "
+        "buckets of at most this many (the paper: 5,000), each perturbation noise in one bucket alone",
+    )
+    common_episodes: int = setting(
+        0,
+        "1: every individual of a generation plays one episode seed (on mnist: one shared mini-batch, "
+        "mini-batch ES); 0: one per perturbation (on mnist: each its own subset, NMB-ES)",
+    )
+    grad_corr: int = setting(
+        0, "1: log es/grad_corr, the correlation of g_ES with the batch's true gradient (a backward pass)"
+    )
+
+
+def validate_es(s, name: str = "es") -> None:
+    require(s.population >= 2, "population", "an integer >= 2", s.population)
+    require(s.sigma > 0, "sigma", "a number > 0", s.sigma)
+    validate_es_step(s)
+    require(s.fitness_shaping in SHAPINGS, "fitness_shaping", ", ".join(SHAPINGS), s.fitness_shaping)
+    require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
+    require(s.validate_every >= 1, "validate_every", "an integer >= 1", s.validate_every)
+    require(s.obs_norm in (0, 1), "obs_norm", "0 or 1", s.obs_norm)
+    require(s.common_episodes in (0, 1), "common_episodes", "0 or 1", s.common_episodes)
+    require(s.bucket >= 0, "bucket", "0 (off) or a bucket size >= 1", s.bucket)
+    require(s.grad_corr in (0, 1), "grad_corr", "0 or 1", s.grad_corr)
+
+
+def validate_es_step(s) -> None:
+    """The ES settings that OpenAI-ES and the novelty-search ES family share (ESConfig, NSConfig)."""
+    require(s.mirrored in (0, 1), "mirrored", "0 or 1", s.mirrored)
+    require(
+        not s.mirrored or s.population % 2 == 0,
+        "population",
+        "an even number with --mirrored 1 (pairs theta +- sigma*eps)",
+        s.population,
+    )
+    require(s.optimizer in OPTIMIZERS, "optimizer", ", ".join(OPTIMIZERS), s.optimizer)
+    require(s.lr > 0, "lr", "a number > 0", s.lr)
+    require(s.l2 >= 0, "l2", "a number >= 0", s.l2)
+    require(0 <= s.momentum < 1, "momentum", "a number in [0, 1)", s.momentum)
+
 
 # Purposes of the per-generation random streams (distinct from the GA's by value, not needed).
 TRAIN_EPISODES, VALIDATION_EPISODES, NOISE_SEEDS, INIT_SEED, BUCKETS = range(5)
@@ -297,9 +363,10 @@ class ES:
     best_elite = None  # ES keeps no elite but theta
 
     def metrics(self) -> dict:
-        """theta's validation mean (the elite of ES is theta) and the last step's sizes, for the log line."""
+        """theta's validation mean (the elite of ES is theta; none where this generation skipped its
+        validation) and the last step's sizes, for the log line."""
         return {
-            "score/elite_mean": self.theta_score,
+            **({"score/elite_mean": self.theta_score} if self.validated else {}),
             "es/grad_norm": self.grad_norm,
             "es/step_norm": self.step_norm,
             "es/theta_norm": float(vector_norm(self.theta)),
@@ -333,15 +400,13 @@ def load_theta_state(st: dict, opt) -> tuple[int, np.ndarray, float]:
 
 
 def _es_summary(cfg) -> str:
-    s = cfg.es
+    s = cfg.settings
     mirrored = " mirrored" if s.mirrored else ""
     return f"N={s.population}{mirrored} sigma={s.sigma} {s.optimizer} lr={s.lr} l2={s.l2}"
 
 
 def _es_device(cfg, device: str) -> None:
-    from nevo.config import ConfigError
-
-    if device == "cuda" and cfg.es.bucket:
+    if device == "cuda" and cfg.settings.bucket:
         raise ConfigError(
             "--bucket: limited-perturbation ES builds its rows on the host for now: use --device cpu"
         )
@@ -351,9 +416,12 @@ DECLARATIONS = (
     Declaration(
         names=("es",),
         script="run_es",
-        make=lambda name, cfg, noise, behaviour: ES(cfg.es, cfg.run.seed, noise),
+        make=lambda name, cfg, noise, behaviour: ES(cfg.settings, cfg.run.seed, noise),
         bases=lambda cfg: 1,  # theta
         summary=_es_summary,
+        settings=ESConfig,
+        section="es",
+        validate=validate_es,
         check_device=_es_device,
     ),
 )

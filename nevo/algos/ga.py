@@ -30,6 +30,8 @@ whoever evaluates builds each row where it is used. Every random choice is drawn
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from nevo.algos.declaration import Declaration
@@ -37,7 +39,52 @@ from nevo.algos.ranking import fitness_order
 from nevo.algos.streams import rng_for
 from nevo.evaluation.episodes import Episodes, Population, Results
 from nevo.genomes.noise import SEED_LIMIT
+from nevo.genomes.operators import NAMES as MUTATIONS
 from nevo.genomes.operators import mutation
+from nevo.settings import require, setting
+
+
+@dataclass(frozen=True)
+class GAConfig:
+    population: int = setting(1000, "individuals evaluated per generation (N)")
+    truncation: int = setting(20, "top individuals that may be parents (T); 0 = random search")
+    sigma: float = setting(0.002, "mutation power: child = parent + sigma * N(0, I)")
+    elite_candidates: int = setting(10, "top individuals re-evaluated to pick the elite")
+    validation_episodes: int = setting(30, "episodes each elite candidate is re-evaluated on")
+    mutation: str = setting(
+        "gaussian",
+        "gaussian (parent + sigma*eps), or a safe mutation of Lehman et al. 2018: sm-r, sm-g-sum, "
+        "sm-g-abs, sm-g-so (sigma*eps scaled by the parent's output sensitivity)",
+    )
+    experiences: int = setting(100, "safe mutations: observations kept per individual to measure it on")
+
+
+def validate_ga(g, name: str = "ga") -> None:
+    require(g.population >= 2, "population", "an integer >= 2", g.population)
+    require(
+        0 <= g.truncation <= g.population,
+        "truncation",
+        f"0 (random search) .. population ({g.population})",
+        g.truncation,
+    )
+    require(g.sigma > 0, "sigma", "a number > 0", g.sigma)
+    require(
+        1 <= g.elite_candidates <= g.population,
+        "elite_candidates",
+        f"1 .. population ({g.population})",
+        g.elite_candidates,
+    )
+    require(g.validation_episodes >= 1, "validation_episodes", "an integer >= 1", g.validation_episodes)
+    validate_mutation(g, g.truncation)
+
+
+def validate_mutation(g, truncation: int) -> None:
+    """--mutation and --experiences of the GA and GA-NS."""
+    require(g.mutation in MUTATIONS, "mutation", ", ".join(MUTATIONS), g.mutation)
+    require(g.experiences >= 1, "experiences", "an integer >= 1", g.experiences)
+    if mutation(g.mutation).safe:
+        require(truncation > 0, "mutation", "gaussian for random search (it has no parents)", g.mutation)
+
 
 # Purposes of the per-generation random streams.
 TRAIN_EPISODES, VALIDATION_EPISODES, MUTATION_SEEDS, PARENT_CHOICE, INIT_SEEDS = range(5)
@@ -274,8 +321,15 @@ DECLARATIONS = (
     Declaration(
         names=("ga", "rs"),  # random search: the GA with truncation 0 (--preset rs)
         script="run_ga",
-        make=lambda name, cfg, noise, behaviour: GA(cfg.ga, cfg.run.seed),
-        bases=lambda cfg: cfg.ga.truncation + 1,  # the parents and the elite
-        summary=lambda cfg: f"N={cfg.ga.population} T={cfg.ga.truncation} sigma={cfg.ga.sigma}",
+        make=lambda name, cfg, noise, behaviour: GA(cfg.settings, cfg.run.seed),
+        bases=lambda cfg: cfg.settings.truncation + 1,  # the parents and the elite
+        summary=lambda cfg: (
+            f"N={cfg.settings.population} T={cfg.settings.truncation} sigma={cfg.settings.sigma}"
+        ),
+        settings=GAConfig,
+        section="ga",
+        validate=validate_ga,
+        defaults={"rs": {"truncation": 0}},  # random search has no parents
+        like={"rs": "ga"},  # random search is the GA's loop: a task brings it the GA's defaults
     ),
 )

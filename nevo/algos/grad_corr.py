@@ -34,6 +34,7 @@ from nevo.algos.ranking import centered_ranks
 from nevo.algos.sgd import loss_gradient
 from nevo.evaluation.episodes import Episodes, Population
 from nevo.genomes.noise import SEED_LIMIT, offsets_of
+from nevo.settings import ConfigError
 
 NOISE_STREAM = 0x6C0  # the study's perturbation seeds: default_rng([seed, NOISE_STREAM])
 
@@ -153,24 +154,23 @@ class GradientCorrelation(Extension):
     @staticmethod
     def wanted(cfg) -> bool:
         """Whether the run asks for it: ES with --grad-corr 1."""
-        return cfg.algo == "es" and bool(cfg.es.grad_corr)
+        return bool(getattr(cfg.settings, "grad_corr", 0))
 
     @staticmethod
     def check(cfg, task) -> None:
         """One ConfigError line where the correlation cannot be computed."""
-        from nevo.config import ConfigError
         from nevo.tasks.supervised import Supervised
 
         if not GradientCorrelation.wanted(cfg):
             return
         if not isinstance(task, Supervised):
             raise ConfigError(f"--grad-corr 1: needs a labelled data set (mnist); {task.name} is not one")
-        if cfg.es.common_episodes != 1:
+        if cfg.settings.common_episodes != 1:
             raise ConfigError(
                 "--grad-corr 1: needs --common-episodes 1 (one shared mini-batch a generation: the true "
-                f"gradient is that batch's); got {cfg.es.common_episodes}"
+                f"gradient is that batch's); got {cfg.settings.common_episodes}"
             )
-        if cfg.net.vbn or cfg.es.obs_norm:
+        if cfg.net.vbn or cfg.settings.obs_norm:
             raise ConfigError(
                 "--grad-corr 1: needs --vbn 0 and --obs-norm 0 (theta is then the net's weights)"
             )

@@ -25,17 +25,72 @@ resumed run repeats an uninterrupted one exactly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from nevo.algos.declaration import Declaration
-from nevo.algos.es import ES
-from nevo.algos.ga import GA
+from nevo.algos.es import ES, ESConfig, validate_es_step
+from nevo.algos.ga import GA, GAConfig, validate_mutation
 from nevo.algos.novelty import Archive, NSRAWeight, knn_novelty, mix_ranks, pick_agent, sample_for_archive
 from nevo.algos.ranking import fitness_order
 from nevo.algos.streams import rng_for
-from nevo.config import ESConfig, GAConfig
 from nevo.evaluation.episodes import Episodes, Population, Results
 from nevo.genomes.noise import NoiseSource
+from nevo.settings import require, setting
+
+
+@dataclass(frozen=True)
+class NSConfig:
+    population: int = setting(1000, "individuals (GA-NS) or perturbations (ES family) per generation")
+    sigma: float = setting(0.002, "mutation power (GA-NS) or ES noise std (ES family: 0.02 unless set)")
+    truncation: int = setting(20, "GA-NS: top individuals by novelty that may be parents")
+    k: int = setting(
+        10, "novelty: mean distance to the k nearest behaviours (archive + population; Conti et al.: 10)"
+    )
+    archive_prob: float = setting(0.01, "GA-NS: chance that each individual's behaviour joins the archive")
+    meta_population: int = setting(3, "ES family: agents, the one to update drawn with probability ~ novelty")
+    optimizer: str = setting("adam", "ES family: adam or sgd (with momentum)")
+    lr: float = setting(0.01, "ES family: optimizer step size")
+    l2: float = setting(0.005, "ES family: L2 weight decay coefficient")
+    momentum: float = setting(0.9, "ES family: sgd momentum")
+    mirrored: int = setting(1, "ES family: 1 antithetic pairs on one episode seed; 0 independent")
+    reward_weight: float = setting(
+        0.5, "NSR-ES: weight of reward's ranks vs novelty's; NSRA-ES: its start (1.0 unless set)"
+    )
+    nsra_patience: int = setting(
+        10, "NSRA-ES: generations without a better reward before the weight drops (our pick)"
+    )
+    nsra_delta: float = setting(0.05, "NSRA-ES: step of the reward weight (Conti et al.: 0.05)")
+    validation_episodes: int = setting(1, "ES family: episodes the updated agent is evaluated on")
+    obs_norm: int = setting(0, "ES family: 1 normalises observations as OpenAI-ES does (as run_es's)")
+    mutation: str = setting("gaussian", "GA-NS: gaussian, sm-r, sm-g-sum, sm-g-abs or sm-g-so (as run_ga's)")
+    experiences: int = setting(100, "GA-NS, safe mutations: observations kept per individual")
+
+
+def validate_ns(s, algo: str) -> None:
+    require(s.population >= 2, "population", "an integer >= 2", s.population)
+    require(s.sigma > 0, "sigma", "a number > 0", s.sigma)
+    require(1 <= s.k, "k", "an integer >= 1", s.k)
+    require(0 <= s.archive_prob <= 1, "archive_prob", "a probability in [0, 1]", s.archive_prob)
+    require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
+    if algo == "ga-ns":
+        require(
+            1 <= s.truncation <= s.population, "truncation", f"1 .. population ({s.population})", s.truncation
+        )
+        validate_mutation(s, 1)
+        require(s.obs_norm == 0, "obs_norm", "0 for GA-NS (observation normalisation is the ES family's)",
+                s.obs_norm)  # fmt: skip
+        return
+    require(s.obs_norm in (0, 1), "obs_norm", "0 or 1", s.obs_norm)
+    only = "gaussian (safe mutations are GA-NS's, not the ES family's)"
+    require(s.mutation == "gaussian", "mutation", only, s.mutation)  # the setting's text, as given
+    require(s.meta_population >= 1, "meta_population", "an integer >= 1", s.meta_population)
+    validate_es_step(s)
+    require(0 <= s.reward_weight <= 1, "reward_weight", "a number in [0, 1]", s.reward_weight)
+    require(s.nsra_patience >= 1, "nsra_patience", "an integer >= 1", s.nsra_patience)
+    require(0 < s.nsra_delta <= 1, "nsra_delta", "a number in (0, 1]", s.nsra_delta)
+
 
 # Purposes of the novelty-search random streams (apart from the GA's and the agents' by value).
 ARCHIVE_PICK, AGENT_PICK = 100, 101
@@ -318,24 +373,43 @@ class NSES:
 
 
 def _ns_summary(cfg) -> str:
-    return f"N={cfg.ns.population} sigma={cfg.ns.sigma} k={cfg.ns.k}"
+    s = cfg.settings
+    return f"N={s.population} sigma={s.sigma} k={s.k}"
+
+
+# The ES family steps with OpenAI-ES's sigma 0.02, and NSRA-ES starts with all weight on reward
+# (Conti et al. 2018; NSR-ES keeps 0.5).
+_ES_FAMILY_DEFAULTS = {
+    "ns-es": {"sigma": 0.02},
+    "nsr-es": {"sigma": 0.02},
+    "nsra-es": {"sigma": 0.02, "reward_weight": 1.0},
+}
 
 
 DECLARATIONS = (
     Declaration(
         names=("ga-ns",),
         script="run_ns",
-        make=lambda name, cfg, noise, behaviour: GANS(cfg.ns, cfg.run.seed, behaviour),
-        bases=lambda cfg: cfg.ns.truncation + 1,  # the parents and the elite
+        make=lambda name, cfg, noise, behaviour: GANS(cfg.settings, cfg.run.seed, behaviour),
+        bases=lambda cfg: cfg.settings.truncation + 1,  # the parents and the elite
         summary=_ns_summary,
+        settings=NSConfig,
+        section="ns",
+        validate=validate_ns,
         needs_behaviour=True,
     ),
     Declaration(
         names=ES_VARIANTS,
         script="run_ns",
-        make=lambda name, cfg, noise, behaviour: NSES(cfg.ns, cfg.run.seed, noise, behaviour, variant=name),
-        bases=lambda cfg: cfg.ns.meta_population,  # each agent's theta
+        make=lambda name, cfg, noise, behaviour: NSES(
+            cfg.settings, cfg.run.seed, noise, behaviour, variant=name
+        ),
+        bases=lambda cfg: cfg.settings.meta_population,  # each agent's theta
         summary=_ns_summary,
+        settings=NSConfig,
+        section="ns",
+        validate=validate_ns,
+        defaults=_ES_FAMILY_DEFAULTS,
         needs_behaviour=True,
     ),
 )

@@ -17,6 +17,8 @@ so SGD, the proxy and mini-batch ES see the same sequence of batches. State is p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from nevo.algos.declaration import Declaration
@@ -31,6 +33,7 @@ from nevo.algos.es import (
 from nevo.algos.streams import rng_for
 from nevo.genomes.noise import SEED_LIMIT
 from nevo.genomes.safe_mutation import trace, vjp
+from nevo.settings import OPTIMIZERS, require, setting
 
 PROXY_NOISE = 200  # the purpose of the proxy's noise stream (ES's streams are below 64)
 
@@ -69,6 +72,7 @@ class SGD:
         self.loss = self.accuracy = self.grad_norm = self.step_norm = float("nan")
 
     validation_episodes = 1  # the whole test set
+    validated = True  # every step ends on the test set
     best_elite = None
 
     @property
@@ -108,12 +112,35 @@ class SGD:
         self.generation, self.theta, self.elite_score = load_theta_state(st, self.opt)
 
 
+@dataclass(frozen=True)
+class SGDConfig:
+    optimizer: str = setting("adam", "adam or sgd (with momentum, as ES's)")
+    lr: float = setting(0.001, "step size (our pick: Zhang et al. 2017 do not say theirs)")
+    momentum: float = setting(0.9, "sgd momentum (adam: unused)")
+    l2: float = setting(0.0002, "L2 weight decay coefficient (Zhang et al.'s 99% net: 0.0002)")
+    proxy_rho: float = setting(
+        0.0,
+        "0: SGD on the true gradient; in (0, 1): the SGD proxy g_True + m g_Noise, whose correlation "
+        "with g_True is this (Zhang et al. 2017: 0.04 tracks ES with 10,000 offspring)",
+    )
+    validate_every: int = setting(100, "iterations between evaluations of theta on the whole test set")
+
+
+def validate_sgd(s, name: str = "sgd") -> None:
+    require(s.optimizer in OPTIMIZERS, "optimizer", ", ".join(OPTIMIZERS), s.optimizer)
+    require(s.lr > 0, "lr", "a number > 0", s.lr)
+    require(0 <= s.momentum < 1, "momentum", "a number in [0, 1)", s.momentum)
+    require(s.l2 >= 0, "l2", "a number >= 0", s.l2)
+    require(0 <= s.proxy_rho < 1, "proxy_rho", "0 (SGD) or a correlation in (0, 1)", s.proxy_rho)
+    require(s.validate_every >= 1, "validate_every", "an integer >= 1", s.validate_every)
+
+
 def _own_loop(name, cfg, noise, behaviour):
     raise ValueError("sgd: the SGD baseline runs in its own loop (nevo.runs.sgd), not the generation loop")
 
 
 def _sgd_summary(cfg) -> str:
-    s = cfg.sgd
+    s = cfg.settings
     rho = f" proxy rho={s.proxy_rho}" if s.proxy_rho else ""
     return f"batch {cfg.env.examples} {s.optimizer} lr={s.lr} l2={s.l2}{rho}"
 
@@ -125,5 +152,9 @@ DECLARATIONS = (
         make=_own_loop,  # SGD evaluates no population: nevo.runs.sgd steps it
         bases=lambda cfg: 1,  # theta
         summary=_sgd_summary,
+        settings=SGDConfig,
+        section="sgd",
+        validate=validate_sgd,
+        own_loop=True,
     ),
 )

@@ -234,17 +234,22 @@ class ClusterEvaluator:
     def _accepted(self) -> set:
         """Addresses of the running workers that have not refused; a ClusterError when the
         scheduler is gone (any call to it may find that out first)."""
+        return self._workers()[0]
+
+    def _workers(self) -> tuple[set, set]:
+        """(running, present): the workers that have not refused and run tasks now, and those
+        still known to the scheduler at all (a worker paused by its memory monitor is present,
+        not lost); a ClusterError when the scheduler is gone."""
         try:
             if self.client.status != "running":
                 raise OSError(f"the client is {self.client.status}")
-            info = self.client.scheduler_info(n_workers=-1)
-            running = {
-                a for a, w in info.get("workers", {}).items() if w.get("status", "running") == "running"
-            }
+            info = self.client.scheduler_info(n_workers=-1).get("workers", {})
             self._refusals()
         except OSError:  # Dask's CommClosedError and connection timeouts included
             raise ClusterError(self._lost()) from None
-        return running - self.reported
+        running = {a for a, w in info.items() if w.get("status", "running") == "running"}
+        present = {a for a, w in info.items() if w.get("status", "running") in ("running", "paused", "init")}
+        return running - self.reported, present - self.reported
 
     def _wait_for_workers(self, gone: bool = False) -> set:
         """The accepted workers, once there is one; a ClusterError after timeout_s without any.
@@ -344,8 +349,8 @@ class ClusterEvaluator:
             if progress is not None and finished:
                 progress(done, n_ep, frames)
             if pending:  # is anyone still working on them?
-                now_workers = self._accepted()
-                lost |= seen - now_workers
+                now_workers, present = self._workers()
+                lost |= seen - present
                 seen |= now_workers
                 if now_workers:
                     empty_since = None

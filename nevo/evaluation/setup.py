@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from nevo import machine, nets, runs
-from nevo.algos import declaration
+from nevo.algos import declared
 from nevo.config import ConfigError, mutation_of, obs_norm_of, section
 from nevo.genomes.noise import WeightBuilder
 from nevo.nets.kernels import resolve_device
@@ -88,7 +88,7 @@ def check_machine(cfg, task, spec, population: int, bases: int) -> str:
     naming the setting to lower)."""
     check_settings(cfg, task, spec)
     device = device_for(cfg, task)
-    declaration(cfg.algo).check_device(cfg, device)
+    declared(cfg).check_device(cfg, device)
     rows = weight_rows(cfg, device, population, bases)
     check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population",
                  experience_bytes(cfg, task, population), population, builds_on_gpu(cfg))  # fmt: skip
@@ -132,7 +132,7 @@ def local_evaluator(cfg, task, spec, device: str, table, ref_batch, run_dir: str
     from nevo.nets.kernels import make_policy
 
     builder = builder_for(cfg, spec, table, ref_batch, run_dir)  # genomes -> weights
-    behaviours = declaration(cfg.algo).needs_behaviour
+    behaviours = declared(cfg).needs_behaviour
     ev, facts = task.evaluator(cfg.run, make_policy(device, spec), builder, device, population, behaviours)
     return ev, {"device": device, **facts}
 

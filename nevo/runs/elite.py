@@ -18,6 +18,7 @@ import os
 import numpy as np
 
 from nevo import config, nets, runs, tasks
+from nevo.algos import declared
 from nevo.config import ConfigError
 from nevo.runs import BEST, CONFIG, ELITE, OBS_NORM, THETA, DamagedFile, read_array, read_json
 
@@ -35,7 +36,7 @@ def write(run_dir: str, cfg, generation: int, algo, obs_stats: np.ndarray | None
         if elite.dtype == np.int64:  # a seed list: what rebuilds its weights
             record |= {
                 "seeds": [int(s) for s in elite],
-                "sigma": config.section(cfg).sigma,
+                "sigma": declared(cfg).sigma(cfg),
                 "noise_table_size": cfg.run.noise_table_size,
                 "noise_seed": cfg.run.noise_seed,
             }

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from nevo import config, nets, runs
-from nevo.algos import bases_of, declaration, make_algo
+from nevo.algos import bases_of, declared, make_algo
 from nevo.algos.contract import Algorithm, Extension
 from nevo.algos.grad_corr import GradientCorrelation
 from nevo.config import ConfigError
@@ -74,12 +74,12 @@ def plan(cfg, task, resume_dir: str | None = None, cluster=None) -> Plan:
     spec = setup.net_for(cfg, task)
     config.check_noise_table(cfg, spec.n_params)
     GradientCorrelation.check(cfg, task)
-    if declaration(cfg.algo).needs_behaviour and task.behaviour is None:
+    if declared(cfg).needs_behaviour and task.behaviour is None:
         raise ConfigError(
             f"--env: novelty search needs a behaviour per episode; {task.name} has none here "
             "(use maze, an Atari game, a MuJoCo robot, or nevo.train's behaviour=)"
         )
-    population, bases = config.section(cfg).population, bases_of(cfg)
+    population, bases = declared(cfg).population(cfg), bases_of(cfg)
     if cluster is None:
         device = setup.check_machine(cfg, task, spec, population, bases)
     else:  # only the noise table is checked here: each worker checks its own machine when it joins
@@ -113,7 +113,7 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
                 cfg, task, p.spec, p.device, table, ref, run_dir, p.population
             )
         else:
-            behaviours = declaration(cfg.algo).needs_behaviour
+            behaviours = declared(cfg).needs_behaviour
             evaluator = ClusterEvaluator(cluster.address, cfg, task, ref, table, p.population, p.bases,
                                          behaviours, cluster.timeout_s, cluster.chunk, out.say)  # fmt: skip
             facts = evaluator.facts
@@ -131,13 +131,13 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
         algo, extensions, frames, wall = _start(cfg, spec, table, task, p.checkpoint, run_dir, out)
         if resume_dir:  # drop metrics of a generation that was in flight when the run died
             runs.trim_metrics(run_dir, algo.generation, say=out.say)
-        frames, wall = _generations(cfg, evaluator, algo, extensions, frames, wall, run_dir,
-                                    p.checkpoint is None, fitness, out)  # fmt: skip
+        frames, wall, last = _generations(cfg, evaluator, algo, extensions, frames, wall, run_dir,
+                                          p.checkpoint is None, fitness, out)  # fmt: skip
     finally:
         evaluator.close()
     best = algo.best_elite
     also = f", best {best[2]:.1f} (generation {best[0]})" if best is not None else ""
-    accuracy = getattr(out, "accuracy", float("nan"))  # a labelled data set's last validation
+    accuracy = last.get("score/test_accuracy", float("nan"))  # a labelled data set's last validation
     also += f", test accuracy {100 * accuracy:.2f}%" if accuracy == accuracy else ""
     out.say(f"done: {frames:,} frames in {wall / 60:.1f} min; elite {algo.elite_score:.1f}{also}; {run_dir}")
     return Outcome(run_dir, algo, frames, wall)
@@ -145,7 +145,7 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
 
 def _start(cfg, spec, table, task, checkpoint, run_dir, out):
     """The algorithm and the run's extensions, and the counters, from the checkpoint on resume."""
-    sigma = config.section(cfg).sigma
+    sigma = declared(cfg).sigma(cfg)
     algo = make_algo(cfg.algo, cfg, noise.NoiseSource(table, nets.init_scale(spec), sigma), task.behaviour)
     frames, wall = 0, 0.0
     if checkpoint is not None:
@@ -159,72 +159,116 @@ def _start(cfg, spec, table, task, checkpoint, run_dir, out):
     return algo, extensions, frames, wall
 
 
-def _prepared(extensions, population):
-    """The population as the extensions give it to the evaluator."""
-    for e in extensions:
-        population = e.prepare(population)
-    return population
-
-
 def _generations(cfg, evaluator, algo, extensions, frames, wall, run_dir, new, fitness, out):
-    """The loop itself: ask -> evaluate -> tell -> validate -> log -> checkpoint, generation after
-    generation until the frame budget, each extension's hooks at their places; returns (frames,
-    wall_s)."""
+    """The generation loop's step in the run skeleton; returns (frames, wall_s, last row)."""
+    step = GenerationStep(cfg, evaluator, algo, extensions, run_dir, fitness, out)
+    if new:
+        frames = step.start(frames)
+    return skeleton(cfg, algo, step, frames, wall, run_dir, out)
+
+
+class GenerationStep:
+    """One generation of the generation loop: ask -> evaluate -> tell -> ask_validation ->
+    evaluate -> tell_validation, each extension's hooks at their places."""
+
+    def __init__(self, cfg, evaluator, algo, extensions, run_dir, fitness, out):
+        self.cfg, self.evaluator, self.algo, self.extensions = cfg, evaluator, algo, extensions
+        self.run_dir, self.fitness, self.out = run_dir, fitness, out
+
+    def _prepared(self, population):
+        """The population as the extensions give it to the evaluator."""
+        for e in self.extensions:
+            population = e.prepare(population)
+        return population
+
+    def start(self, frames: int) -> int:
+        """Before the first generation of a new run: the algorithm's start evaluation, if it asks
+        one (the NS-ES family's agents' first behaviours start the archive); the frames after it."""
+        asked = self.algo.ask_start()
+        if asked is None:
+            return frames
+        population, episodes = asked
+        start = self.evaluator.run(self._prepared(population), episodes)
+        self.algo.tell_start(start)
+        return frames + start.total_frames
+
+    def __call__(self, frames: int) -> tuple[dict, int]:
+        """One generation from `frames`: (its fields of the metrics row, the frames it took)."""
+        algo, ev, out, gen, t0 = self.algo, self.evaluator, self.out, self.algo.generation, time.monotonic()
+        population, episodes = algo.ask()
+        for e in self.extensions:
+            e.before(gen, population, episodes, algo)
+        out.start_phase(gen, "train", frames)
+        train = ev.run(self._prepared(population), episodes, out.episodes)
+        t_tell = time.monotonic()
+        fitness = None if self.fitness is None else fitness_of(self.fitness, train, gen)
+        algo.tell(train, fitness=fitness)
+        tell_s = time.monotonic() - t_tell
+        last = frames + train.total_frames >= self.cfg.run.frame_budget  # no more generations
+        population, episodes = algo.ask_validation(last=last)
+        out.start_phase(gen, "validate", frames + train.total_frames)
+        valid = ev.run(self._prepared(population), episodes, out.episodes)
+        algo.tell_validation(valid)
+        self.train, self.valid = train, valid
+        gen_s = time.monotonic() - t0
+        return metrics_row(gen, gen_s, tell_s, train, valid, algo), train.total_frames + valid.total_frames
+
+    def finish(self, row: dict) -> None:
+        """The extensions' fields into the row; where each training episode ended (the maze, MuJoCo)."""
+        for e in self.extensions:
+            e.after(row, self.train, self.valid, self.algo)
+        if self.train.behaviours is not None:
+            runs.save_array(self.run_dir, runs.BEHAVIOURS, self.train.behaviours)
+
+    def elite(self) -> dict:
+        """Keyword arguments for the elite files from the extensions (e.g. the obs statistics)."""
+        return {k: v for e in self.extensions for k, v in e.elite(self.algo).items()}
+
+    def state(self) -> dict:
+        return {k: v for e in self.extensions for k, v in e.state(self.algo).items()}
+
+    def checkpointed(self) -> None:
+        for e in self.extensions:
+            e.checkpointed(self.algo)
+
+
+def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tuple[int, float, dict]:
+    """What every loop of nevo shares, generation after generation until the frame budget (the
+    generation loop's GenerationStep; the SGD baseline's steps, nevo.runs.sgd): step(frames) gives
+    its fields of the metrics row and the frames it took; the skeleton adds the counters and the
+    timing, step.finish its extensions' fields; then the row, the elite files (where the algorithm
+    validated), the checkpoint and the progress line. Returns (frames, wall_s, the last row); a
+    RunStopped where the run is interrupted or its cluster lost (the last checkpoint whole)."""
+    row: dict = {}
     try:
-        asked = algo.ask_start() if new else None
-        if asked is not None:  # the NS-ES family's agents' first behaviours start the archive
-            population, episodes = asked
-            start = evaluator.run(_prepared(extensions, population), episodes)
-            algo.tell_start(start)
-            frames += start.total_frames
         while frames < cfg.run.frame_budget:
-            gen, t0 = algo.generation, time.monotonic()
-            population, episodes = algo.ask()
-            for e in extensions:
-                e.before(gen, population, episodes, algo)
-            out.start_phase(gen, "train", frames)
-            train = evaluator.run(_prepared(extensions, population), episodes, out.episodes)
-            t_tell = time.monotonic()
-            algo.tell(train, fitness=None if fitness is None else fitness_of(fitness, train, gen))
-            tell_s = time.monotonic() - t_tell
-
-            last = frames + train.total_frames >= cfg.run.frame_budget  # no more generations
-            population, episodes = algo.ask_validation(last=last)
-            out.start_phase(gen, "validate", frames + train.total_frames)
-            valid = evaluator.run(_prepared(extensions, population), episodes, out.episodes)
-            algo.tell_validation(valid)
-
+            t0 = time.monotonic()
+            fields, step_frames = step(frames)
             gen_s = time.monotonic() - t0
-            frames, wall = frames + train.total_frames + valid.total_frames, wall + gen_s
-            row = metrics_row(gen, frames, wall, gen_s, tell_s, train, valid, algo)
-            for e in extensions:
-                e.after(row, train, valid, algo)
+            frames, wall = frames + step_frames, wall + gen_s
+            row = {"generation": fields.pop("generation"), "frames": frames, "wall_s": round(wall, 3),
+                   "perf/gen_s": round(gen_s, 3), "perf/frames_per_s": round(step_frames / gen_s, 1),
+                   **fields}  # fmt: skip
+            step.finish(row)
             runs.append_metrics(run_dir, row)
             if algo.validated:  # a skipped validation leaves the last validated theta's files
-                kept = {k: v for e in extensions for k, v in e.elite(algo).items()}  # e.g. the obs statistics
-                elite_files.write(run_dir, cfg, gen, algo, **kept)
-            if train.behaviours is not None:  # where each training episode ended (maze, MuJoCo)
-                runs.save_array(run_dir, runs.BEHAVIOURS, train.behaviours)
-            state = algo.state()
-            for e in extensions:
-                state |= e.state(algo)
-            runs.save_checkpoint(run_dir, {**state, "frames": frames, "wall_s": wall})
-            for e in extensions:
-                e.checkpointed(algo)
+                elite_files.write(run_dir, cfg, row["generation"], algo, **step.elite())
+            runs.save_checkpoint(run_dir, {**algo.state(), **step.state(), "frames": frames, "wall_s": wall})
+            step.checkpointed()
             out.generation_done(row)
     except KeyboardInterrupt:
-        script = declaration(cfg.algo).script
+        script = declared(cfg).script
         raise RunStopped(f"interrupted; continue with: python -m experiments.{script} --resume {run_dir}",
                          130, run_dir) from None  # fmt: skip
     except ClusterError as e:  # one line; the last checkpoint is whole
-        script = declaration(cfg.algo).script
+        script = declared(cfg).script
         raise RunStopped(
             f"error: {e}; the run folder holds every generation before {algo.generation}: continue with "
             f"python -m experiments.{script} --resume {run_dir} (with --cluster ADDRESS, or on this machine)",
             3,
             run_dir,
         ) from None
-    return frames, wall
+    return frames, wall, row
 
 
 def fitness_of(fitness, train: Results, generation: int) -> np.ndarray:
@@ -280,7 +324,7 @@ def header(cfg, task, spec, facts: dict, run_dir: str) -> str:
     """The run's first line: the algorithm, task, net, the family's main settings, the evaluator."""
     mutation = config.mutation_of(cfg)
     vbn = f", VBN over {cfg.net.vbn} observations" if cfg.net.vbn else ""
-    main = declaration(cfg.algo).summary(cfg)
+    main = declared(cfg).summary(cfg)
     main += f" mutation {mutation}" if mutation.safe else ""
     return (
         f"nevo {cfg.algo} | {task.name} | net {cfg.net.net} ({spec.n_params:,} params{vbn}) | {main} | "
@@ -289,20 +333,16 @@ def header(cfg, task, spec, facts: dict, run_dir: str) -> str:
     )
 
 
-def metrics_row(gen, frames, wall, gen_s, tell_s, train: Results, valid: Results, algo) -> dict:
-    """One generation's metrics.jsonl line, the same fields for every algorithm: counters, speed,
-    the population's game scores (returns, whatever the algorithm ranked by), the algorithm's own
-    metrics(), episode length, and on a cluster what it moved."""
-    gen_frames = train.total_frames + valid.total_frames
+def metrics_row(gen, gen_s, tell_s, train: Results, valid: Results, algo) -> dict:
+    """A generation's fields of its metrics.jsonl line (the skeleton adds frames, wall_s and the
+    generation's timing), the same for every algorithm: the episodes' counters and timing, the
+    population's game scores (returns, whatever the algorithm ranked by), the algorithm's own
+    metrics(), episode length, a labelled data set's accuracies, and on a cluster what it moved."""
     row = {
         "generation": gen,
-        "frames": frames,
-        "wall_s": round(wall, 3),
         "frames_train": train.total_frames,
         "frames_validation": valid.total_frames,
         "episodes": len(train.returns) + len(valid.returns),
-        "perf/gen_s": round(gen_s, 3),
-        "perf/frames_per_s": round(gen_frames / gen_s, 1),
         "perf/tail_fraction": round((train.tail_s + valid.tail_s) / gen_s, 4),
         "perf/forward_fraction": round((train.forward_s + valid.forward_s) / gen_s, 4),
         "perf/update_s": round(tell_s, 4),
@@ -311,24 +351,24 @@ def metrics_row(gen, frames, wall, gen_s, tell_s, train: Results, valid: Results
         "score/pop_median": float(np.median(train.returns)),
         **algo.metrics(),
         "episode/mean_length": float(np.mean(train.lengths)),
-        **accuracy_row(train.accuracy, valid.accuracy),
+        **accuracy_row(train.accuracy, valid.accuracy, algo.validated),
         **runs.cluster_row(train, valid),
     }
-    if not algo.validated:  # nothing was validated: no elite score, no test accuracy
-        row.pop("score/elite_mean", None)
-        row.pop("score/test_accuracy", None)
     return row
 
 
-def accuracy_row(train_accuracy, test_accuracy) -> dict:
+def accuracy_row(train_accuracy, test_accuracy, validated: bool = True) -> dict:
     """A supervised task's accuracies (Results.accuracy of the training and the validation
     evaluations): the training batches' mean and the validation's (ES: theta on the test set; the
-    GA: its elite candidates' mean); {} for every other task (None)."""
+    GA: its elite candidates' mean; none where the algorithm skipped this generation's
+    validation); {} for every other task (None)."""
     if train_accuracy is None:
         return {}
-    tested = test_accuracy is not None and len(test_accuracy) > 0
-    test = float(np.mean(test_accuracy)) if tested else float("nan")
-    return {"score/train_accuracy": float(np.mean(train_accuracy)), "score/test_accuracy": test}
+    row = {"score/train_accuracy": float(np.mean(train_accuracy))}
+    if validated:
+        tested = test_accuracy is not None and len(test_accuracy) > 0
+        row["score/test_accuracy"] = float(np.mean(test_accuracy)) if tested else float("nan")
+    return row
 
 
 def write_config(run_dir: str, cfg, task, spec, facts: dict) -> None:

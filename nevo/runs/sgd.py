@@ -19,15 +19,14 @@ import time
 import numpy as np
 
 from nevo import config, nets, runs
-from nevo.algos import declaration
+from nevo.algos import declared
 from nevo.algos.sgd import SGD
 from nevo.config import ConfigError
 from nevo.evaluation import setup
 from nevo.evaluation.episodes import Episodes, Population
 from nevo.evaluation.supervised import batch_of
 from nevo.genomes import noise
-from nevo.runs import elite as elite_files
-from nevo.runs.loop import Outcome, RunStopped, accuracy_row, write_config
+from nevo.runs.loop import Outcome, RunStopped, accuracy_row, skeleton, write_config
 from nevo.runs.progress import Progress
 from nevo.tasks.supervised import Supervised
 
@@ -45,9 +44,9 @@ def run(cfg, task, resume_dir: str | None = None, out=None) -> Outcome:
     device = setup.device_for(cfg, task)
     evaluator, facts = setup.local_evaluator(cfg, task, spec, device, table, None, run_dir, 1)
     write_config(run_dir, cfg, task, spec, facts)
-    s = cfg.sgd
+    s = cfg.settings
     out.say(f"nevo sgd | {task.name} | net {cfg.net.net} ({spec.n_params:,} params) | "
-            f"{declaration(cfg.algo).summary(cfg)} | run folder {run_dir}")  # fmt: skip
+            f"{declared(cfg).summary(cfg)} | run folder {run_dir}")  # fmt: skip
     algo = SGD(s, cfg.run.seed, noise.NoiseSource(table, nets.init_scale(spec), 0.0), spec)
     frames, wall = 0, 0.0
     if checkpoint is not None:
@@ -55,54 +54,65 @@ def run(cfg, task, resume_dir: str | None = None, out=None) -> Outcome:
         frames, wall = int(checkpoint["frames"]), float(checkpoint["wall_s"])
         runs.trim_metrics(run_dir, algo.generation, say=out.say)
         out.say(f"resumed at iteration {algo.generation}, {frames:,} examples")
-    data, n = task.data, cfg.env.examples
+    step = SGDStep(cfg, task, evaluator, algo, out)
     try:
-        while frames < cfg.run.frame_budget:
-            t0, first = time.monotonic(), algo.generation
-            out.start_phase(first, "train", frames)
-            losses, hits = [], []
-            for _ in range(s.validate_every):
-                pick = batch_of(algo.batch_seed(), len(data.train_y), n)
-                algo.step(data.train_x[pick], data.train_y[pick])
-                losses.append(algo.loss)
-                hits.append(algo.accuracy)
-                frames += len(pick)
-                if frames >= cfg.run.frame_budget:
-                    break
-            train_s = time.monotonic() - t0
-            test = Episodes(np.zeros(1, np.int64), np.zeros(1, np.int64), validation=True)  # the test set
-            valid = evaluator.run(Population.of_weights(algo.theta[None]), test)
-            algo.elite_score = float(valid.returns[0])
-            gen_s = time.monotonic() - t0
-            wall += gen_s
-            row = {
-                "generation": algo.generation - 1,
-                "frames": frames,
-                "wall_s": round(wall, 3),
-                "iterations": algo.generation - first,
-                "perf/gen_s": round(gen_s, 3),
-                "perf/update_s": round(train_s, 4),
-                "perf/frames_per_s": round((algo.generation - first) * n / gen_s, 1),
-                "score/pop_max": -float(np.min(losses)),  # the iterations' batch scores
-                "score/pop_mean": -float(np.mean(losses)),
-                **algo.metrics(),
-                **accuracy_row(hits, valid.accuracy),
-            }
-            runs.append_metrics(run_dir, row)
-            elite_files.write(run_dir, cfg, algo.generation - 1, algo)
-            runs.save_checkpoint(run_dir, {**algo.state(), "frames": frames, "wall_s": wall})
-            out.generation_done(row)
-    except KeyboardInterrupt:
-        script = declaration(cfg.algo).script
-        raise RunStopped(f"interrupted; continue with: python -m experiments.{script} --resume {run_dir}",
-                         130, run_dir) from None  # fmt: skip
+        frames, wall, last = skeleton(cfg, algo, step, frames, wall, run_dir, out)
     finally:
         evaluator.close()
-    accuracy = getattr(out, "accuracy", float("nan"))  # the last validation's
+    accuracy = last.get("score/test_accuracy", float("nan"))  # the last validation's
     tested = f", accuracy {100 * accuracy:.2f}%" if accuracy == accuracy else ""
     out.say(f"done: {frames:,} examples in {wall / 60:.1f} min; test cross-entropy {-algo.elite_score:.4f}"
             f"{tested}; {run_dir}")  # fmt: skip
     return Outcome(run_dir, algo, frames, wall)
+
+
+class SGDStep:
+    """One step of the run skeleton (nevo.runs.loop.skeleton): --validate-every mini-batches, then
+    theta on the whole test set. Its row: the iterations' batch scores, SGD's metrics, the
+    accuracies."""
+
+    def __init__(self, cfg, task, evaluator, algo, out):
+        self.cfg, self.data, self.evaluator, self.algo, self.out = cfg, task.data, evaluator, algo, out
+
+    def __call__(self, frames: int) -> tuple[dict, int]:
+        algo, n, t0 = self.algo, self.cfg.env.examples, time.monotonic()
+        first, start = algo.generation, frames
+        self.out.start_phase(first, "train", frames)
+        losses, hits = [], []
+        for _ in range(self.cfg.settings.validate_every):
+            pick = batch_of(algo.batch_seed(), len(self.data.train_y), n)
+            algo.step(self.data.train_x[pick], self.data.train_y[pick])
+            losses.append(algo.loss)
+            hits.append(algo.accuracy)
+            frames += len(pick)
+            if frames >= self.cfg.run.frame_budget:
+                break
+        train_s = time.monotonic() - t0
+        test = Episodes(np.zeros(1, np.int64), np.zeros(1, np.int64), validation=True)  # the test set
+        valid = self.evaluator.run(Population.of_weights(algo.theta[None]), test)
+        algo.elite_score = float(valid.returns[0])
+        fields = {
+            "generation": algo.generation - 1,
+            "iterations": algo.generation - first,
+            "perf/update_s": round(train_s, 4),
+            "score/pop_max": -float(np.min(losses)),  # the iterations' batch scores
+            "score/pop_mean": -float(np.mean(losses)),
+            **algo.metrics(),
+            **accuracy_row(hits, valid.accuracy),
+        }
+        return fields, frames - start
+
+    def finish(self, row: dict) -> None:
+        """No extensions."""
+
+    def elite(self) -> dict:
+        return {}
+
+    def state(self) -> dict:
+        return {}
+
+    def checkpointed(self) -> None:
+        pass
 
 
 def main(argv, description: str) -> int:

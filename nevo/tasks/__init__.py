@@ -27,9 +27,14 @@ from dataclasses import replace
 
 import numpy as np
 
-from nevo.config import NS_ES_FAMILY, ConfigError, EnvConfig, require
+from nevo.settings import ConfigError, EnvConfig, require
 from nevo.tasks import envs, supervised
 from nevo.tasks.supervised import Supervised
+
+# Novelty search's ES algorithms (Conti et al. 2018): a task brings them ES's kind of defaults.
+# A task's DEFAULTS are keyed by the algorithm (or the one whose defaults it takes: its
+# declaration's `like`, nevo.algos.declaration).
+NS_ES_FAMILY = ("ns-es", "nsr-es", "nsra-es")
 
 
 def atari_games() -> list[str]:

@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from nevo.config import ConfigError, EnvConfig, as_numbers, raised, shown
 from nevo.genomes.noise import splitmix64
+from nevo.settings import ConfigError, EnvConfig, as_numbers, raised, shown
 
 NOOP = 0  # index 0 of every minimal action set is NOOP
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nevo.config import ConfigError, DamagedFile
+from nevo.settings import ConfigError, DamagedFile
 
 GET = "python -m experiments.get_mnist"
 CACHE_FILE = "mnist.npz"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nevo.config import ConfigError, EnvConfig
+from nevo.settings import ConfigError, EnvConfig
 
 NAMES = ("mnist",)  # the data sets --env names
 MNIST_SHAPE = (1, 28, 28)  # (C, H, W) of MNIST's images

@@ -1,0 +1,172 @@
+"""Settings: what every run has, below the algorithms that declare the rest.
+
+Every setting is a field with a one-line help text (`setting`; the command line's --help, nevo.cli,
+lists them all) and is checked once for its range, raising `ConfigError` with a message naming its
+flag and what is allowed (`require`; the command line prints it on one line). Here: the task's
+(`EnvConfig`), the net's (`NetConfig`) and the run's (`RunConfig`) sections, with their checks,
+and the readers of run files (`read_json`, `DamagedFile`). Each algorithm's own section is a
+dataclass of these `setting`s in its module (nevo.algos), named by its declaration; the root,
+`Config`, and its JSON load/save are nevo.config's.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class ConfigError(ValueError):
+    """A setting with a value that is not allowed; the message names the field."""
+
+
+def shown(value) -> str:
+    """A value as a short phrase for a one-line error (what a user's function returned)."""
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape} and dtype {value.dtype}"
+    text = repr(value)
+    return text if len(text) < 80 else text[:77] + "..."
+
+
+def raised(e: Exception) -> str:
+    """An exception as "KeyError: 'pos'", on one line, for a one-line error."""
+    text = " ".join(str(e).split())
+    text = text if len(text) < 200 else text[:197] + "..."
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def as_numbers(value) -> np.ndarray | None:
+    """What a user's function returned as a numeric array (ints, floats or bools), or None where it
+    is not numbers (a string, an object, a ragged list)."""
+    try:
+        array = np.asarray(value)
+    except ValueError:  # a ragged list
+        return None
+    return array if array.dtype.kind in "biuf" else None
+
+
+def setting(default, help: str):
+    """A dataclass field with its one-line help text."""
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    env: str = setting(
+        "atari",
+        "atari (the game of --game), an Atari game id, or a gymnasium task with vector observations "
+        "and discrete or bounded continuous actions (CartPole-v1, Acrobot-v1, Pendulum-v1, ...)",
+    )
+    game: str = setting("frostbite", "Atari game (ale-py ROM id, e.g. frostbite, space_invaders)")
+    frame_cap: int = setting(20_000, "episode cap in game frames (frameskip included)")
+    noop_max: int = setting(30, "each episode starts with 1..noop_max no-op steps, drawn from its seed")
+    frameskip: int = setting(4, "game frames per agent step (rewards summed, max over last two)")
+    examples: int = setting(
+        100,
+        "supervised tasks (mnist): training examples per evaluation, the mini-batch (our pick; the "
+        "paper's is not known)",
+    )
+
+
+@dataclass(frozen=True)
+class NetConfig:
+    net: str = setting(
+        "large",
+        "network: large (Nature DQN, 4.05M params), small (1.0M), mlp (2 x 64 ReLU, vector tasks), "
+        "mlp-tanh (2 x 64 tanh, OpenAI-ES's MuJoCo policy), mlp-tanh-256 (2 x 256 tanh) or deep "
+        "(16 x 32 ReLU)",
+    )
+    vbn: int = setting(0, "virtual batch norm: reference batch size (0 = off; the ES preset: 128)")
+    actions: str = setting(
+        "auto",
+        "auto (discrete actions: the argmax; a Box: tanh of each output) or bins (a Box: each component "
+        "one of 10 evenly spaced values, the largest of 10 outputs, as Salimans et al. ran Hopper)",
+    )
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    seed: int = setting(0, "run seed: fixes every random choice of the run")
+    frame_budget: int = setting(1_000_000_000, "stop after this many game frames (all episodes)")
+    noise_table_size: int = setting(250_000_000, "float32 N(0,1) numbers in the shared noise table")
+    noise_seed: int = setting(42, "seed of the shared noise table")
+    env_slots: int = setting(0, "episodes run at once (emulators); 0 = chosen from the machine")
+    emulators_per_group: int = setting(
+        0, "emulators per group; 0 = env_slots/4 (overlap), env_slots/32 (lockstep)"
+    )
+    pipeline: str = setting(
+        "auto", "overlap (a group's forward runs while others step), lockstep, or auto (overlap on GPU)"
+    )
+    threads: int = setting(
+        0,
+        "emulator threads per group (at most its emulators); gymnasium tasks: threads stepping the envs; "
+        "0 = one per core (gymnasium: 1 or one per core, whichever a short timing finds faster)",
+    )
+    out_dir: str = setting("runs", "folder under which run folders are made")
+    device: str = setting(
+        "auto", "inference backend: auto (cuda if a GPU is present), cpu (numba) or cuda (numba.cuda)"
+    )
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a field name."""
+    return "--" + name.replace("_", "-")
+
+
+def typed(name: str, value, kind: str):
+    """value as a setting of type kind ("int", "float" or "str"), or ConfigError naming its flag.
+    An int where a float belongs is fine (JSON and Python write 1 for 1.0), as are NumPy's
+    numbers; a bool is no number here."""
+    ok = {"int": numbers.Integral, "float": numbers.Real, "str": str}[kind]
+    if not isinstance(value, ok) or isinstance(value, (bool, np.bool_)):
+        article = "an" if kind == "int" else "a"
+        raise ConfigError(f"{flag(name)}: got {value!r}, allowed: {article} {kind}")
+    return {"int": int, "float": float, "str": str}[kind](value)
+
+
+def require(ok: bool, name: str, allowed: str, value) -> None:
+    """ConfigError naming the setting's flag and what is allowed, unless ok."""
+    if not ok:
+        raise ConfigError(f"{flag(name)}: got {value!r}, allowed: {allowed}")
+
+
+class DamagedFile(ConfigError):
+    """A run file that cannot be read as what it should be; the message is one line naming it."""
+
+
+def read_json(path: str) -> dict:
+    """A run folder's JSON file (config.json, elite.json, ...); DamagedFile naming it if it is
+    not a JSON object."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DamagedFile(f"{path}: damaged, not valid JSON ({' '.join(str(e).split())})") from None
+    if not isinstance(data, dict):
+        raise DamagedFile(f"{path}: damaged, a JSON {type(data).__name__} where an object belongs")
+    return data
+
+
+def validate_run(r) -> None:
+    require(r.frame_budget > 0, "frame_budget", "an integer > 0 (game frames)", r.frame_budget)
+    require(r.seed >= 0, "seed", "an integer >= 0", r.seed)
+    require(r.noise_seed >= 0, "noise_seed", "an integer >= 0", r.noise_seed)
+    require(r.env_slots >= 0, "env_slots", "0 (auto) or an integer >= 1", r.env_slots)
+    require(r.threads >= 0, "threads", "0 (auto) or an integer >= 1", r.threads)
+    require(
+        r.emulators_per_group >= 0,
+        "emulators_per_group",
+        "0 (auto) or an integer >= 1",
+        r.emulators_per_group,
+    )
+    require(r.pipeline in PIPELINES, "pipeline", ", ".join(PIPELINES), r.pipeline)
+    require(r.device in ("auto", "cpu", "cuda"), "device", "auto, cpu or cuda", r.device)
+
+
+# Settings that do not change a run's results, so a resumed run may set them anew.
+RESUMABLE = {"frame_budget", "env_slots", "emulators_per_group", "pipeline", "threads", "device", "out_dir"}
+PIPELINES = ("auto", "overlap", "lockstep")
+OPTIMIZERS = ("adam", "sgd")
+SHAPINGS = ("centered_ranks", "none")
