@@ -147,7 +147,8 @@ def check_settings(module: str, argv: list[str]) -> None:
     if "--resume" in argv:
         args = cli.build_parser(description, presets).parse_args(argv)
         given = {a[2:].replace("-", "_") for a in argv if a.startswith("--") and a != "--resume"}
-        assert args.resume and given <= config.RESUMABLE, f"not allowed on resume: {sorted(given - config.RESUMABLE)}"
+        assert args.resume, argv
+        assert given <= config.RESUMABLE, f"not allowed on resume: {sorted(given - config.RESUMABLE)}"
     else:
         cli.parse_args(argv, description, presets)
 
