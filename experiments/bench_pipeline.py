@@ -37,6 +37,7 @@ from nevo import machine, nets
 from nevo.config import EnvConfig, RunConfig
 from nevo.evaluation.episodes import Episodes, Population
 from nevo.evaluation.pipeline import AtariEvaluator, layout
+from nevo.evaluation.setup import evaluator_for
 from nevo.evaluation.slot_weights import for_device
 from nevo.genomes import noise
 from nevo.nets.kernels import make_policy
@@ -215,7 +216,7 @@ def bench_task(a) -> None:
         for n in a.populations or [64]:
             builder = noise.WeightBuilder(noise.make_table(spec.n_params + 100_000, 0), nets.init_scale(spec))
             run_cfg = RunConfig(env_slots=a.slots, threads=a.threads)
-            ev, facts = task.evaluator(run_cfg, make_policy("cpu", spec), builder, "cpu", n)
+            ev, facts = evaluator_for(task, run_cfg, make_policy("cpu", spec), builder, "cpu", n)
             limit = task_limit(ev.task, a.limit_seconds)
             if a.processes:  # the same envs in processes instead of threads
                 workers = machine.cores()

@@ -32,6 +32,7 @@ import numpy as np
 from nevo import config, runs, tasks
 from nevo.evaluation import setup
 from nevo.evaluation.episodes import Episodes, Population
+from nevo.evaluation.setup import evaluator_for
 from nevo.genomes import noise
 from nevo.nets.kernels import make_policy
 from nevo.runs import elite as elite_files
@@ -251,7 +252,7 @@ def main(argv=None) -> int:
 
     # ---- the test episodes ---------------------------------------------------------------
     t0, status = time.monotonic(), Status()
-    evaluator, _ = task.evaluator(run_cfg, policy, builder, device, args.episodes)
+    evaluator, _ = evaluator_for(task, run_cfg, policy, builder, device, args.episodes)
     try:
         res = evaluator.run(elite_only, Episodes(np.zeros(args.episodes, np.int64), seeds), status)
     except KeyboardInterrupt:
@@ -299,7 +300,7 @@ def test_accuracy(args, task, run_cfg, policy, builder, device, elite_only, elit
     """A supervised run's elite on its data set's whole test set: accuracy and minus the mean
     cross-entropy, into RUN_DIR/test.json."""
     t0 = time.monotonic()
-    evaluator, _ = task.evaluator(run_cfg, policy, builder, device, 1)
+    evaluator, _ = evaluator_for(task, run_cfg, policy, builder, device, 1)
     try:
         res = evaluator.run(
             elite_only, Episodes(np.zeros(1, np.int64), np.zeros(1, np.int64), validation=True)

@@ -31,6 +31,7 @@ import numpy as np
 from nevo import config, tasks
 from nevo.evaluation import setup
 from nevo.evaluation.episodes import Episodes, Population
+from nevo.evaluation.setup import evaluator_for
 from nevo.genomes import noise
 from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy
@@ -88,7 +89,7 @@ def measure(run_dir: str, a) -> dict:
     policy = make_policy("cpu", spec)
     builder = setup.weight_builder(cfg, task, spec, run_dir, None)
     n = len(rows) * a.episodes
-    evaluator, _ = task.evaluator(cfg.run, policy, builder, "cpu", n)
+    evaluator, _ = evaluator_for(task, cfg.run, policy, builder, "cpu", n)
     ind = np.repeat(np.arange(len(rows)), a.episodes)
     seeds = np.random.default_rng([a.seed, 0xE915]).integers(0, noise.SEED_LIMIT, n).astype(np.int64)
     try:

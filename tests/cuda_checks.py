@@ -24,6 +24,7 @@ import numpy as np
 # tiny test grids are meant: no "under-utilization" warnings on a real GPU (read at numba's import)
 os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
 
+from nevo.evaluation.setup import evaluator_for
 from nevo.nets import init_scale, make_spec, net_spec  # noqa: E402
 from nevo.nets.kernels import reference  # noqa: E402
 
@@ -240,7 +241,7 @@ def evaluator_builds_its_rows_on_the_device(rng, full):
     spec = nets.net_spec("mlp", task.obs_shape, task.n_actions, task.obs_dtype)
     table = rng.standard_normal(3 * spec.n_params).astype(np.float32)
     builder = WeightBuilder(table, nets.init_scale(spec))
-    ev, _ = task.evaluator(RunConfig(env_slots=3), make_policy("cuda", spec), builder, "cuda", 3)
+    ev, _ = evaluator_for(task, RunConfig(env_slots=3), make_policy("cuda", spec), builder, "cuda", 3)
     try:
         assert isinstance(ev.weights, DeviceWeights)
         pop = Population(

@@ -13,6 +13,7 @@ from nevo import config, runs, tasks
 from nevo.algos import NAMES
 from nevo.config import ConfigError, EnvConfig, RunConfig
 from nevo.evaluation.episodes import Episodes, Population
+from nevo.evaluation.setup import evaluator_for
 from nevo.genomes.noise import WeightBuilder
 from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy
@@ -112,7 +113,7 @@ def test_the_policy_plays_an_obs_norm_es_elite_as_the_runs_evaluator_does(tmp_pa
     task = tasks.task_for(EnvConfig(env="Pendulum-v1"))
     spec = policy.spec
     builder = WeightBuilder(None, np.zeros(spec.n_params, np.float32), fold=obs_norm.fold_population(spec))
-    evaluator, _ = task.evaluator(RunConfig(env_slots=3), make_policy("cpu", spec), builder, "cpu", 1)
+    evaluator, _ = evaluator_for(task, RunConfig(env_slots=3), make_policy("cpu", spec), builder, "cpu", 1)
     population = Population.of_weights(theta[None])
     population.obs_norm = stats
     seeds = np.array([11, 12, 13])

@@ -92,3 +92,61 @@ def test_the_circle_finder_finds_a_circle_of_three():
     deps = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(deps) == [["a", "b", "c", "a"]]
     assert circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+# The layers of docs/architecture.md, lowest first: a module imports its own layer and those below,
+# never one above (a name matches a module and everything under it, the longest name winning;
+# `nevo.runs` is the run folder's own module, nevo/runs/__init__.py, alone).
+LAYERS = [
+    ("nevo.version", "nevo.machine", "nevo.settings"),
+    ("nevo.nets",),
+    ("nevo.genomes",),
+    ("nevo.tasks",),
+    ("nevo.evaluation.episodes",),
+    ("nevo.algos",),
+    ("nevo.config",),
+    ("nevo.runs",),
+    ("nevo.evaluation",),
+    ("nevo.algos.grad_corr",),
+    ("nevo.cli",),
+    ("nevo.runs.loop", "nevo.runs.elite", "nevo.runs.sgd", "nevo.runs.progress"),
+    ("nevo.api", "nevo"),
+]
+EXACT = ("nevo", "nevo.runs")  # names that stand for their own module only
+
+
+def layer_of(module: str) -> int | None:
+    """The index in LAYERS of the longest name that covers module; None where none does."""
+    best = None
+    for i, names in enumerate(LAYERS):
+        for n in names:
+            if module == n or (n not in EXACT and module.startswith(n + ".")):
+                if best is None or len(n) > best[1]:
+                    best = (i, len(n))
+    return None if best is None else best[0]
+
+
+def upward(deps: dict[str, set[str]]) -> list[str]:
+    """Every import of a module above the importer's layer, as 'a (layer) -> b (layer)'."""
+    return [
+        f"{m} ({layer_of(m)}) -> {d} ({layer_of(d)})"
+        for m in sorted(deps)
+        for d in sorted(deps[m])
+        if layer_of(d) > layer_of(m)
+    ]
+
+
+def test_every_module_has_a_layer_and_imports_none_above_it():
+    deps = nevo_imports()
+    assert [m for m in deps if layer_of(m) is None] == []
+    assert upward(deps) == []
+
+
+def test_the_layer_check_sees_an_import_upwards():
+    """tasks building an evaluator (as they did before nevo.evaluation.setup.evaluator_for) is
+    caught; the run folder's module is not the loop's layer."""
+    assert upward({"nevo.tasks": {"nevo.evaluation.pipeline"}, "nevo.evaluation.pipeline": set()}) == [
+        "nevo.tasks (3) -> nevo.evaluation.pipeline (8)"
+    ]
+    assert layer_of("nevo.runs") < layer_of("nevo.evaluation.setup") < layer_of("nevo.runs.loop")
+    assert layer_of("nevo.evaluation.episodes") < layer_of("nevo.algos.ga") < layer_of("nevo.config")

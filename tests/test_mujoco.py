@@ -12,6 +12,7 @@ from experiments import replay, robustness, run_es, run_ga, run_ns
 from nevo import cli, runs, tasks
 from nevo.config import ConfigError, EnvConfig
 from nevo.evaluation.episodes import Episodes, Population
+from nevo.evaluation.setup import evaluator_for
 from nevo.genomes import noise
 from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy
@@ -171,7 +172,7 @@ def test_robustness_perturbs_theta_then_folds_the_run_s_observation_statistics(t
     want = obs_norm.fold(spec, rows.copy(), stats[0], stats[1])
     np.testing.assert_array_equal(want[0], folded)
     task = tasks.task_for(cfg.env)
-    evaluator, _ = task.evaluator(cfg.run, make_policy("cpu", spec),
+    evaluator, _ = evaluator_for(task, cfg.run, make_policy("cpu", spec),
                                   *_plain(cfg, task, spec, es), "cpu", 4)  # fmt: skip
     seeds = np.random.default_rng([0, 0xE915]).integers(0, noise.SEED_LIMIT, 4).astype(np.int64)
     res = evaluator.run(Population.of_weights(want), Episodes(np.arange(4, dtype=np.int64), seeds))

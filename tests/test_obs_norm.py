@@ -13,6 +13,7 @@ from nevo import nets, runs, tasks
 from nevo.cli import parse_args
 from nevo.config import ConfigError, EnvConfig, RunConfig
 from nevo.evaluation.episodes import Episodes, Population
+from nevo.evaluation.setup import evaluator_for
 from nevo.genomes.noise import WeightBuilder
 from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy, reference
@@ -55,7 +56,7 @@ def test_the_evaluator_counts_the_observations_of_the_chosen_episodes_only():
     spec = nets.net_spec("mlp", task.obs_shape, task.n_actions, task.obs_dtype, task.action)
     table = np.random.default_rng(0).normal(size=20_000).astype(np.float32)
     builder = WeightBuilder(table, nets.init_scale(spec))
-    ev, _ = task.evaluator(RunConfig(env_slots=2), make_policy("cpu", spec), builder, "cpu", 2)
+    ev, _ = evaluator_for(task, RunConfig(env_slots=2), make_policy("cpu", spec), builder, "cpu", 2)
     pop = Population([np.array([3])], np.array([0, 0]), np.array([4, 5]), np.full(2, 0.1, np.float32), 0.1)
     mask = np.array([True, False, True, False])
     res = ev.run(pop, Episodes(np.array([0, 1, 0, 1]), np.arange(4), obs_stats=mask))
@@ -76,7 +77,7 @@ def test_the_statistics_do_not_depend_on_how_many_episodes_run_at_once():
     got = []
     for slots in (1, 3):
         builder = WeightBuilder(table, nets.init_scale(spec))
-        ev, _ = task.evaluator(RunConfig(env_slots=slots), make_policy("cpu", spec), builder, "cpu", 2)
+        ev, _ = evaluator_for(task, RunConfig(env_slots=slots), make_policy("cpu", spec), builder, "cpu", 2)
         got.append(ev.run(pop, episodes).obs_stats)
         ev.close()
     for a, b in zip(*got):

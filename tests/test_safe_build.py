@@ -12,6 +12,7 @@ from nevo.algos.ga import GA
 from nevo.config import GAConfig
 from nevo.evaluation.episodes import Episodes, Population, Results
 from nevo.evaluation.experiences import ExperienceSample, places
+from nevo.evaluation.setup import evaluator_for
 from nevo.genomes import safe_build
 from nevo.genomes import safe_mutation as sm
 from nevo.genomes.noise import NoiseSource, WeightBuilder, offsets_of
@@ -79,7 +80,7 @@ def test_the_in_process_evaluator_keeps_each_episodes_observations_whatever_the_
     out = []
     for slots in (1, 5):
         builder = WeightBuilder(source.table, source.init_scale)
-        ev, _ = task.evaluator(RunConfig(env_slots=slots), make_policy("cpu", spec), builder, "cpu", 4)
+        ev, _ = evaluator_for(task, RunConfig(env_slots=slots), make_policy("cpu", spec), builder, "cpu", 4)
         out.append(ev.run(pop, episodes))
         ev.close()
     a, b = out

@@ -17,8 +17,12 @@ import numpy as np
 from nevo import machine, nets, runs
 from nevo.algos import declared
 from nevo.config import ConfigError, mutation_of, obs_norm_of, section
+from nevo.evaluation.in_process import InProcessEvaluator
+from nevo.evaluation.slot_weights import for_device
+from nevo.evaluation.supervised import SupervisedEvaluator
 from nevo.genomes.noise import WeightBuilder
 from nevo.nets.kernels import resolve_device
+from nevo.tasks.envs import pick_threads
 
 REF_BATCH = "ref_batch.npy"  # VBN's reference observations, in the run folder
 
@@ -133,8 +137,52 @@ def local_evaluator(cfg, task, spec, device: str, table, ref_batch, run_dir: str
 
     builder = builder_for(cfg, spec, table, ref_batch, run_dir)  # genomes -> weights
     behaviours = declared(cfg).needs_behaviour
-    ev, facts = task.evaluator(cfg.run, make_policy(device, spec), builder, device, population, behaviours)
+    ev, facts = evaluator_for(
+        task, cfg.run, make_policy(device, spec), builder, device, population, behaviours
+    )
     return ev, {"device": device, **facts}
+
+
+def evaluator_for(task, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
+    """(the evaluator a task's kind of episodes needs, facts for config.json): a task says which
+    (`task.evaluation`), nevo.evaluation builds it. "pipeline": Atari's emulator groups (each
+    episode's final RAM, replayed, with behaviours); "in_process": the synchronous evaluator over
+    --env-slots slots (default min(population, 256)); "supervised": batches of a data set's
+    examples. The pipeline's module is imported on use: ale-py loads only for Atari."""
+    weights = for_device(builder, device)
+    if task.evaluation == "pipeline":
+        from nevo.evaluation.pipeline import AtariEvaluator, layout
+
+        threads = run_cfg.threads or machine.cores()
+        slots, group, overlap = layout(device, machine.cores(), population, run_cfg)
+        evaluator = AtariEvaluator(task.cfg, policy, weights, slots, threads, group, overlap, ram=behaviours)
+        facts = {
+            "env_slots": evaluator.slots,
+            "emulators_per_group": evaluator.group,
+            "threads": evaluator.threads,
+            "pipeline": "overlap" if overlap else "lockstep",
+            **({"behaviour": "final RAM, replayed"} if behaviours else {}),
+        }
+        return evaluator, facts
+    if task.evaluation == "in_process":
+        n = run_cfg.env_slots or min(population, 256)
+        slots = task.make_slots(n, behaviours)
+        facts = {"env_slots": n, "pipeline": "sync"}
+        if hasattr(slots, "use_threads"):  # envs whose step may free the GIL: threads where they pay
+            if run_cfg.threads:
+                slots.use_threads(run_cfg.threads)
+            else:
+                pick_threads(slots, machine.cores())
+            facts["threads"] = slots.threads
+        return InProcessEvaluator(slots, policy, weights, task.cfg.frame_cap), facts
+    if task.evaluation == "supervised":
+        facts = {
+            "examples": task.cfg.examples,
+            "train": len(task.data.train_y),
+            "test": len(task.data.test_y),
+        }
+        return SupervisedEvaluator(task.data, policy, weights, task.cfg.examples), facts
+    raise ValueError(f"{task.name}: no evaluator for {task.evaluation!r} episodes")
 
 
 def builds_on_gpu(cfg) -> bool:

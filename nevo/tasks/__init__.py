@@ -76,6 +76,7 @@ class AtariGame(_Kind):
     obs_dtype = np.uint8
     behaviour = None  # set in __init__: (128, uint8), the final RAM
     device = "auto"  # a GPU where there is one
+    evaluation = "pipeline"  # its evaluator (nevo.evaluation.setup.evaluator_for): emulator groups
     action = "argmax"  # the net's outputs choose one of the minimal action set
     action_box = None  # discrete actions
 
@@ -103,26 +104,6 @@ class AtariGame(_Kind):
             hint = f"did you mean {', '.join(close)}?" if close else "see ale_py.roms.get_all_rom_ids()"
             raise ConfigError(f"--game: unknown Atari game {self.cfg.game!r}; {hint}")
 
-    def evaluator(self, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
-        """(the pipeline of emulator groups, facts for config.json); behaviours: each episode's
-        final RAM, found by replaying its actions (nevo.tasks.atari_ram)."""
-        from nevo.evaluation.pipeline import AtariEvaluator, layout
-        from nevo.evaluation.slot_weights import for_device
-        from nevo.machine import cores
-
-        threads = run_cfg.threads or cores()
-        slots, group, overlap = layout(device, cores(), population, run_cfg)
-        weights = for_device(builder, device)
-        evaluator = AtariEvaluator(self.cfg, policy, weights, slots, threads, group, overlap, ram=behaviours)
-        facts = {
-            "env_slots": evaluator.slots,
-            "emulators_per_group": evaluator.group,
-            "threads": evaluator.threads,
-            "pipeline": "overlap" if overlap else "lockstep",
-            **({"behaviour": "final RAM, replayed"} if behaviours else {}),
-        }
-        return evaluator, facts
-
     def reference_batch(self, size: int, seed: int) -> np.ndarray:
         return envs.atari_reference_batch(self.cfg, size, seed)
 
@@ -132,26 +113,7 @@ class _InProcess(_Kind):
     make_slots(n) makes (nevo.evaluation.in_process's interface), frames = agent steps."""
 
     device = "cpu"  # a GPU launch costs more than a step of these tasks' small nets
-
-    def evaluator(self, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
-        """(the synchronous evaluator over --env-slots slots, or min(population, 256), facts)."""
-        from nevo.evaluation.in_process import InProcessEvaluator
-        from nevo.evaluation.slot_weights import for_device
-
-        n = run_cfg.env_slots or min(population, 256)
-        weights = for_device(builder, device)
-        slots = self.make_slots(n, behaviours)
-        facts = {"env_slots": n, "pipeline": "sync"}
-        if hasattr(slots, "use_threads"):  # envs whose step may free the GIL: threads where they pay
-            from nevo.machine import cores
-            from nevo.tasks.envs import pick_threads
-
-            if run_cfg.threads:
-                slots.use_threads(run_cfg.threads)
-            else:
-                pick_threads(slots, cores())
-            facts["threads"] = slots.threads
-        return InProcessEvaluator(slots, policy, weights, self.cfg.frame_cap), facts
+    evaluation = "in_process"  # its evaluator (nevo.evaluation.setup.evaluator_for): synchronous slots
 
     def reference_batch(self, size: int, seed: int) -> np.ndarray:
         return envs.task_reference_batch(self.make_slots(1), self.n_actions, self.cfg.frame_cap, size, seed)

@@ -92,6 +92,7 @@ class Supervised:
     obs_dtype = np.uint8
     behaviour = None  # no behaviour for novelty search
     device = "auto"  # a GPU where there is one: every example is a forward pass
+    evaluation = "supervised"  # its evaluator (nevo.evaluation.setup.evaluator_for): batches of examples
     action = "argmax"  # the predicted class
     action_box = None
 
@@ -126,19 +127,6 @@ class Supervised:
 
     def check(self, net_cfg) -> None:
         """Every net reads images (a dense one flattens them): nothing to refuse."""
-
-    def evaluator(self, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
-        """(the supervised evaluator, facts for config.json)."""
-        from nevo.evaluation.slot_weights import for_device
-        from nevo.evaluation.supervised import SupervisedEvaluator
-
-        weights = for_device(builder, device)
-        facts = {
-            "examples": self.cfg.examples,
-            "train": len(self.data.train_y),
-            "test": len(self.data.test_y),
-        }
-        return SupervisedEvaluator(self.data, policy, weights, self.cfg.examples), facts
 
     def reference_batch(self, size: int, seed: int) -> np.ndarray:
         """(size, C, H, W) training images drawn from seed: virtual batch norm's reference."""
