@@ -23,8 +23,13 @@ import numpy as np
 from nevo import cli, config, nets, runs
 from nevo.algos import declared
 from nevo.config import ConfigError
+from nevo.evaluation.setup import REF_BATCH
+from nevo.nets import vbn
+from nevo.nets.kernels import make_policy
 from nevo.runs import elite as elite_files
-from nevo.runs import loop
+from nevo.runs import loop, sgd
+from nevo.tasks.envs import box_action
+from nevo.tasks.supervised import DataSet, Supervised
 
 
 class Policy:
@@ -33,7 +38,6 @@ class Policy:
     norm folded into its weights, and a continuous action mapped onto the env's bounds."""
 
     def __init__(self, spec: nets.NetSpec, weights: np.ndarray, action_box=None, score: float = float("nan")):
-        from nevo.nets.kernels import make_policy
 
         self.spec = spec
         self.weights = np.ascontiguousarray(weights, np.float32).reshape(1, spec.n_params)
@@ -55,8 +59,6 @@ class Policy:
         self._forward.load(self.weights)
         actions = self._forward(np.zeros(len(batch), np.int64), batch)
         if self.spec.action != "argmax" and self.action_box is not None:
-            from nevo.tasks.envs import box_action
-
             actions = box_action(actions, *self.action_box)
         if single:
             return int(actions[0]) if self.spec.action == "argmax" else actions[0]
@@ -100,7 +102,6 @@ def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None =
     the command line says it), an env that cannot be made or whose reset or step raises, and a
     fitness or behaviour that raises or returns anything but numbers of the right shape.
     """
-    from nevo.tasks.supervised import DataSet, Supervised
 
     data = env if isinstance(env, DataSet) else None  # a labelled data set of one's own
     make_env = None if isinstance(env, (str, DataSet)) else env
@@ -121,8 +122,6 @@ def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None =
         cfg, task = cli.check(cfg, make_env, behaviour)
     out = None if progress else _Quiet()
     if declared(cfg).own_loop:  # the SGD baseline: its own loop, the same run folder
-        from nevo.runs import sgd
-
         outcome = sgd.run(cfg, task, out=out)
     else:
         outcome = loop.run(cfg, task, loop.plan(cfg, task), fitness=fitness, out=out)
@@ -170,13 +169,10 @@ def load_policy(run_dir: str, which: str = "best") -> Policy:
     cfg, elite, spec, weights = elite_files.load(run_dir, which)
     weights = np.ascontiguousarray(weights, np.float32)[None]
     if cfg.net.vbn:  # virtual batch norm over the run's reference batch, as its evaluator folded it
-        from nevo.evaluation.setup import REF_BATCH
-        from nevo.nets.vbn import fold
-
         path = os.path.join(run_dir, REF_BATCH)
         if not os.path.isfile(path):
             raise ConfigError(f"{run_dir}: no {REF_BATCH}: virtual batch norm's reference batch is missing")
-        weights = fold(spec, weights, runs.read_array(path), out=weights)
+        weights = vbn.fold(spec, weights, runs.read_array(path), out=weights)
     facts = runs.read_json(os.path.join(run_dir, runs.CONFIG))
     return Policy(spec, weights[0], facts.get("action_box"), float(elite["validation_mean"]))
 

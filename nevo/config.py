@@ -30,6 +30,8 @@ from nevo.algos.es import ESConfig
 from nevo.algos.ga import GAConfig
 from nevo.algos.ns import NSConfig
 from nevo.algos.sgd import SGDConfig
+from nevo.genomes.operators import mutation
+from nevo.nets import NAMED_LAYERS, layers_of
 from nevo.settings import (  # noqa: F401 (the settings' primitives, also here for nevo.config's readers)
     OPTIMIZERS,
     PIPELINES,
@@ -202,7 +204,6 @@ def override(cfg, values: dict):
 def mutation_of(cfg):
     """The mutation operator (nevo.genomes.operators.Mutation) of the algorithm's --mutation, where
     its settings have one (the GA's, GA-NS's); Gaussian for the others."""
-    from nevo.genomes.operators import mutation
 
     try:
         return mutation(getattr(cfg.settings, "mutation", "gaussian"))
@@ -223,7 +224,6 @@ def _tanh(layers) -> bool:
 def vbn_conflict(cfg) -> str | None:
     """Why virtual batch norm cannot fold into cfg's net ("with a safe mutation (...)"), or None
     where it can (a net name that is no net: None, validate says so)."""
-    from nevo.nets import layers_of
 
     try:
         tanh = _tanh(layers_of(cfg.net.net))
@@ -242,7 +242,6 @@ def validate(cfg):
     """Check every value's range once; raise ConfigError naming the field and what is allowed.
     What depends on the environment (a game's name, a net that needs images) its task checks
     (nevo.tasks)."""
-    from nevo.nets import NAMED_LAYERS, layers_of
 
     e, n, r = cfg.env, cfg.net, cfg.run
     require(e.frame_cap > 0, "frame_cap", "an integer > 0", e.frame_cap)

@@ -33,8 +33,12 @@ from nevo.algos.es import weighted_noise_sum
 from nevo.algos.ranking import centered_ranks
 from nevo.algos.sgd import loss_gradient
 from nevo.evaluation.episodes import Episodes, Population
-from nevo.genomes.noise import SEED_LIMIT, offsets_of
+from nevo.evaluation.slot_weights import for_device
+from nevo.evaluation.supervised import SupervisedEvaluator, batch_of
+from nevo.genomes.noise import SEED_LIMIT, WeightBuilder, offsets_of
+from nevo.nets.kernels import make_policy
 from nevo.settings import ConfigError
+from nevo.tasks.supervised import DataSet, Supervised
 
 NOISE_STREAM = 0x6C0  # the study's perturbation seeds: default_rng([seed, NOISE_STREAM])
 
@@ -80,11 +84,6 @@ def offspring(theta: np.ndarray, seeds: np.ndarray, sigma: float, mirrored: bool
 
 def batch_evaluator(spec, noise, x, y, device: str = "cpu"):
     """A supervised evaluator whose every training episode is the batch (x (B, C, H, W) uint8, y (B,))."""
-    from nevo.evaluation.slot_weights import for_device
-    from nevo.evaluation.supervised import SupervisedEvaluator
-    from nevo.genomes.noise import WeightBuilder
-    from nevo.nets.kernels import make_policy
-    from nevo.tasks.supervised import DataSet
 
     data = DataSet.of(x, y, x[:1], y[:1])
     weights = for_device(WeightBuilder(noise.table, noise.init_scale), device)
@@ -159,7 +158,6 @@ class GradientCorrelation(Extension):
     @staticmethod
     def check(cfg, task) -> None:
         """One ConfigError line where the correlation cannot be computed."""
-        from nevo.tasks.supervised import Supervised
 
         if not GradientCorrelation.wanted(cfg):
             return
@@ -180,7 +178,6 @@ class GradientCorrelation(Extension):
         self.theta, self.batch_seed = algo.theta.copy(), int(episodes.seeds[0])
 
     def after(self, row: dict, train, valid, algo) -> None:
-        from nevo.evaluation.supervised import batch_of
 
         pick = batch_of(self.batch_seed, len(self.data.train_y), self.examples)
         g_true = -loss_gradient(self.spec, self.theta, self.data.train_x[pick], self.data.train_y[pick])[0]

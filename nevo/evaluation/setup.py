@@ -21,7 +21,9 @@ from nevo.evaluation.in_process import InProcessEvaluator
 from nevo.evaluation.slot_weights import for_device
 from nevo.evaluation.supervised import SupervisedEvaluator
 from nevo.genomes.noise import WeightBuilder
-from nevo.nets.kernels import resolve_device
+from nevo.genomes.safe_build import SafeMutation
+from nevo.nets import obs_norm, vbn
+from nevo.nets.kernels import make_policy, resolve_device
 from nevo.tasks.envs import pick_threads
 
 REF_BATCH = "ref_batch.npy"  # VBN's reference observations, in the run folder
@@ -57,11 +59,8 @@ def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | Non
     safe mutation, one that builds safe children, reading ancestors' experiences from run_dir;
     with --obs-norm 1, one that folds the statistics each Population carries into its rows."""
     if obs_norm_of(cfg):  # never with --vbn or a safe mutation (config.validate: the ES families only)
-        from nevo.nets.obs_norm import fold_population
-
-        return WeightBuilder(table, nets.init_scale(spec), fold=fold_population(spec))
+        return WeightBuilder(table, nets.init_scale(spec), fold=obs_norm.fold_population(spec))
     if mutation_of(cfg).safe:  # never with --vbn (config.validate)
-        from nevo.genomes.safe_build import SafeMutation
 
         def experiences_of(genome):
             if run_dir is None:
@@ -71,9 +70,10 @@ def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | Non
         return WeightBuilder(table, nets.init_scale(spec), safe=SafeMutation(spec, table, experiences_of))
     if not cfg.net.vbn:
         return WeightBuilder(table, nets.init_scale(spec))
-    from nevo.nets.vbn import fold
 
-    return WeightBuilder(table, nets.init_scale(spec), lambda w, population: fold(spec, w, ref_batch, out=w))
+    return WeightBuilder(
+        table, nets.init_scale(spec), lambda w, population: vbn.fold(spec, w, ref_batch, out=w)
+    )
 
 
 def reference_batch(cfg, task, run_dir: str) -> np.ndarray:
@@ -103,10 +103,8 @@ def check_settings(cfg, task, spec) -> None:
     """What the net and the task say of the settings, wherever the run evaluates: observation
     statistics need a foldable first layer, safe mutations a discrete policy."""
     if obs_norm_of(cfg):
-        from nevo.nets.obs_norm import check
-
         try:
-            check(spec, task.name)
+            obs_norm.check(spec, task.name)
         except ValueError as e:
             raise ConfigError(str(e)) from None
     if mutation_of(cfg).safe and spec.action != "argmax":
@@ -133,7 +131,6 @@ def local_evaluator(cfg, task, spec, device: str, table, ref_batch, run_dir: str
     machine's device, its weight builder over the noise table (and the reference batch with --vbn),
     each episode's behaviour kept for novelty search. The driver on one machine and every cluster
     worker make theirs here."""
-    from nevo.nets.kernels import make_policy
 
     builder = builder_for(cfg, spec, table, ref_batch, run_dir)  # genomes -> weights
     behaviours = declared(cfg).needs_behaviour
@@ -151,7 +148,7 @@ def evaluator_for(task, run_cfg, policy, builder, device: str, population: int, 
     examples. The pipeline's module is imported on use: ale-py loads only for Atari."""
     weights = for_device(builder, device)
     if task.evaluation == "pipeline":
-        from nevo.evaluation.pipeline import AtariEvaluator, layout
+        from nevo.evaluation.pipeline import AtariEvaluator, layout  # on use: ale-py loads for Atari only
 
         threads = run_cfg.threads or machine.cores()
         slots, group, overlap = layout(device, machine.cores(), population, run_cfg)
@@ -222,7 +219,7 @@ def check_memory(n_params: int, rows: int, noise_table_size: int, device: str, f
     if device == "cuda":
         from numba import cuda
 
-        from nevo.nets.kernels.cuda import check_fits
+        from nevo.nets.kernels.cuda import check_fits  # on use: numba.cuda loads for a GPU only
 
         free, _ = cuda.current_context().get_memory_info()
         on_gpu = rows if device_rows is None else device_rows

@@ -20,6 +20,10 @@ import numpy as np
 from nevo import config, nets, runs, tasks
 from nevo.algos import declared
 from nevo.config import ConfigError
+from nevo.evaluation import setup
+from nevo.genomes import noise, safe_build
+from nevo.genomes.operators import GAUSSIAN, mutation
+from nevo.nets import obs_norm
 from nevo.runs import BEST, CONFIG, ELITE, OBS_NORM, THETA, DamagedFile, read_array, read_json
 
 
@@ -63,7 +67,6 @@ def net_of(run_dir: str, cfg) -> nets.NetSpec:
     """The NetSpec a run's config.json says it trained (from the observation and action facts it
     wrote, so that a user's own environment need not be made again; older run folders: from its
     task)."""
-    from nevo.evaluation import setup
 
     facts = read_json(os.path.join(run_dir, CONFIG))
     if "obs_shape" in facts:
@@ -76,9 +79,6 @@ def load(run_dir: str, which: str = "best", fold: bool = True):
     """(config, elite dict, NetSpec, (P,) float32 weights): rebuilt from the seed list of
     elite_file(run_dir, which), or for an ES run, theta as saved; with --obs-norm 1, folded with
     the observation statistics it was validated with unless fold=False (obs_stats reads them)."""
-    from nevo.genomes import noise, safe_build
-    from nevo.genomes.operators import GAUSSIAN, mutation
-    from nevo.nets import obs_norm
 
     for name in (CONFIG, ELITE):
         if not os.path.isfile(os.path.join(run_dir, name)):

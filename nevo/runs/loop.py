@@ -24,13 +24,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from nevo import config, nets, runs
+from nevo import cli, config, nets, runs, tasks
 from nevo.algos import bases_of, declared, make_algo
 from nevo.algos.contract import Algorithm, Extension
 from nevo.algos.grad_corr import GradientCorrelation
 from nevo.config import ConfigError
 from nevo.evaluation import setup
-from nevo.evaluation.cluster import ClusterError, ClusterEvaluator
+from nevo.evaluation.cluster import ClusterError, ClusterEvaluator, check_address
 from nevo.evaluation.episodes import Results
 from nevo.genomes import noise
 from nevo.nets.obs_norm import ObsNorm
@@ -83,8 +83,6 @@ def plan(cfg, task, resume_dir: str | None = None, cluster=None) -> Plan:
     if cluster is None:
         device = setup.check_machine(cfg, task, spec, population, bases)
     else:  # only the noise table is checked here: each worker checks its own machine when it joins
-        from nevo.evaluation.cluster import check_address
-
         if config.mutation_of(cfg).safe:
             raise ConfigError(
                 f"--cluster: safe mutations (--mutation {config.mutation_of(cfg)}) run on one machine for "
@@ -297,7 +295,6 @@ def main(argv, description: str, presets) -> int:
     """A family's command line (run_ga, run_es, run_ns): parse, plan, run; one line and an exit
     code for every way it can stop (2: bad settings or no cluster; 3: the cluster lost; 130:
     interrupted)."""
-    from nevo import cli, tasks
 
     try:
         cfg, resume_dir, cluster = cli.parse_args(argv, description, presets)

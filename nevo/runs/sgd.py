@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from nevo import config, nets, runs
+from nevo import cli, config, nets, runs, tasks
 from nevo.algos import declared
 from nevo.algos.sgd import SGD
 from nevo.config import ConfigError
@@ -117,7 +117,6 @@ class SGDStep:
 
 def main(argv, description: str) -> int:
     """run_sgd's command line: parse, run; one line and an exit code for every way it stops."""
-    from nevo import cli, tasks
 
     try:
         cfg, resume_dir, _ = cli.parse_args(argv, description, cli.SGD_PRESETS)
