@@ -23,8 +23,9 @@ from nevo.config import (
     EnvConfig,
     ESConfig,
     GAConfig,
+    GANSConfig,
     NetConfig,
-    NSConfig,
+    NSESConfig,
     RunConfig,
     all_fields,
     flag,
@@ -98,7 +99,7 @@ NS_PRESETS: dict[str, Config] = {
     "quick": Config(
         env=_MAZE,
         net=_SMALL,
-        settings=NSConfig(population=64, truncation=10, sigma=0.005, validation_episodes=1),
+        settings=GANSConfig(population=64, truncation=10),
         run=RunConfig(frame_budget=1_000_000, noise_table_size=32_000_000),
         preset="quick",
         algo="ga-ns",
@@ -107,7 +108,7 @@ NS_PRESETS: dict[str, Config] = {
     "paper": Config(
         env=_MAZE,
         net=_SMALL,
-        settings=NSConfig(sigma=0.005),
+        settings=GANSConfig(),
         run=RunConfig(frame_budget=200_000_000),
         preset="paper",
         algo="ga-ns",
@@ -120,7 +121,7 @@ NS_PRESETS: dict[str, Config] = {
     "humanoid": Config(
         env=EnvConfig(env="HumanoidTrap-v5"),
         net=NetConfig(net="mlp-tanh-256"),
-        settings=NSConfig(population=1000, sigma=0.02, meta_population=5, obs_norm=1),
+        settings=NSESConfig(meta_population=5, obs_norm=1),
         preset="humanoid",
         algo="nsr-es",
     ),
@@ -240,13 +241,14 @@ def build_parser(
         help="with --cluster: episodes per chunk handed to a worker (default: 0, 2 chunks per worker)",
     )
     algos = algorithms_of(script)
+    shown = algo or next(iter(presets.values())).algo
     p.add_argument("--algo", default=None, metavar="NAME",
                    help=f"the algorithm: {', '.join(algos)}, or one that --algo-module declares "
-                        f"({_preset_defaults(presets, None, 'algo')})")  # fmt: skip
+                        f"({_preset_defaults(presets, None, 'algo')}); the flags below are {shown}'s: "
+                        f"--algo NAME --help lists another's")  # fmt: skip
     p.add_argument("--algo-module", default="", metavar="MODULE",
                    help="an algorithm of one's own: a .py file (or a module name) whose DECLARATIONS "
                         "declare --algo (docs/architecture.md, 'Add an algorithm')")  # fmt: skip
-    shown = algo or next(iter(presets.values())).algo
     own = declaration(shown, algo_module).section
     family = [shown] if algo_module else [a for a in algos if declaration(a).section == own]  # one section
     for group, f in all_fields(shown, algo_module):
@@ -270,7 +272,8 @@ def algorithms_of(script: str) -> tuple[str, ...]:
 
 def _preset_defaults(presets: dict, group: str, name: str) -> str:
     """'paper: 1000, rs: 1000, quick: 64' or, where all presets agree, 'default: 1000'."""
-    values = {p: getattr(part(c, group) if group else c, name) for p, c in presets.items()}
+    values = {p: getattr(part(c, group) if group else c, name) for p, c in presets.items()
+              if hasattr(part(c, group) if group else c, name)}  # fmt: skip
     if len(set(values.values())) == 1:
         return f"default: {next(iter(values.values()))}"
     return ", ".join(f"{p}: {v}" for p, v in values.items())

@@ -28,7 +28,7 @@ from typing import Any
 from nevo.algos import declaration, declared, is_path
 from nevo.algos.es import ESConfig
 from nevo.algos.ga import GAConfig
-from nevo.algos.ns import NSConfig
+from nevo.algos.ns import GANSConfig, NoveltyConfig, NSESConfig
 from nevo.algos.sgd import SGDConfig
 from nevo.genomes.operators import mutation
 from nevo.nets import NAMED_LAYERS, layers_of
@@ -53,7 +53,7 @@ from nevo.settings import (  # noqa: F401 (the settings' primitives, also here f
     validate_run,
 )
 
-__all__ = ["Config", "ESConfig", "GAConfig", "NSConfig", "SGDConfig"]
+__all__ = ["Config", "ESConfig", "GAConfig", "GANSConfig", "NSESConfig", "NoveltyConfig", "SGDConfig"]
 
 
 @dataclass(frozen=True)
@@ -87,10 +87,16 @@ class Config:
         return from_dict, (to_dict(self),)
 
     def with_algo(self, algo: str, algo_module: str = "") -> Config:
-        """This config for another algorithm: its settings kept where the two share a section's
-        kind (ga and rs), else that algorithm's defaults."""
+        """This config for another algorithm: a section of the same kind kept whole (ga and rs);
+        of another kind (ga-ns and ns-es), that algorithm's defaults, with the values this one
+        set (those unlike its own kind's defaults) where it has the same setting: a preset's
+        population, say."""
         kind = declaration(algo, algo_module).settings
-        settings = self.settings if type(self.settings) is kind else None
+        settings = self.settings
+        if type(settings) is not kind:
+            mine, plain = dataclasses.asdict(settings), dataclasses.asdict(type(settings)())
+            theirs = {f.name for f in fields(kind)}
+            settings = kind(**{n: v for n, v in mine.items() if n in theirs and v != plain[n]})
         return replace(self, algo=algo, algo_module=algo_module, settings=settings)
 
 
@@ -143,6 +149,8 @@ def from_dict(d: dict):
     for group in groups(algo, module):
         cls = kinds.get(group) or declaration(algo, module).settings
         values = dict(d.get(group, {}))
+        if group not in kinds:  # an older run folder's settings this section no longer has
+            values = {k: v for k, v in values.items() if k not in declaration(algo, module).retired}
         if group == "run" and "batch_size" in values:  # its name in run folders before 2026-11-22
             values["emulators_per_group"] = values.pop("batch_size")
         types = {f.name: f.type for f in fields(cls)}

@@ -11,6 +11,7 @@ dataclass of these `setting`s in its module (nevo.algos), named by its declarati
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import numbers
 from dataclasses import dataclass, field
@@ -50,6 +51,23 @@ def as_numbers(value) -> np.ndarray | None:
 def setting(default, help: str):
     """A dataclass field with its one-line help text."""
     return field(default=default, metadata={"help": help})
+
+
+def compose(name: str, module: str, *parts, defaults: dict | None = None) -> type:
+    """A frozen settings dataclass made of other sections' fields, by reference rather than by
+    copy: each part is (a settings dataclass, the names of its fields to take); each field keeps
+    its help text and type, and its default unless `defaults` gives another. module: the
+    defining module's __name__ (where the class is then found by its name)."""
+    specs = []
+    for cls, names in parts:
+        of = {f.name: f for f in dataclasses.fields(cls)}
+        for n in names:
+            f = of[n]
+            default = (defaults or {}).get(n, f.default)
+            specs.append((n, f.type, field(default=default, metadata=f.metadata)))
+    made = dataclasses.make_dataclass(name, specs, frozen=True)
+    made.__module__ = module
+    return made
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from nevo.algos.es import ES
 from nevo.algos.ga import GA
 from nevo.algos.novelty import mix_ranks
 from nevo.algos.ns import GANS, NSES
-from nevo.config import Config, ESConfig, GAConfig, NSConfig
+from nevo.config import Config, ESConfig, GAConfig, GANSConfig, NSESConfig
 from nevo.evaluation.episodes import Results
 from nevo.genomes.noise import WeightBuilder
 
@@ -21,12 +21,15 @@ BEHAVIOUR = (2, np.float32)  # the maze's: final (x, y)
 def tiny_config(name):
     """One root config for every algorithm, only `algo` changing: 6 individuals, 2 parents or
     agents, 2 validation episodes."""
-    ns = NSConfig(population=6, truncation=2, sigma=0.01, k=2, archive_prob=0.5, meta_population=2,
-                  reward_weight=0.3, validation_episodes=2)  # fmt: skip
-    es = ESConfig(population=6, sigma=0.01, validation_episodes=2)
-    ga = GAConfig(population=6, truncation=0 if name == "rs" else 2, sigma=0.01, elite_candidates=2,
-                  validation_episodes=2)  # fmt: skip
-    return Config(settings={"ga": ga, "es": es, "ns": ns}[declaration(name).section], algo=name)
+    settings = {
+        GAConfig: GAConfig(population=6, truncation=0 if name == "rs" else 2, sigma=0.01, elite_candidates=2,
+                           validation_episodes=2),
+        ESConfig: ESConfig(population=6, sigma=0.01, validation_episodes=2),
+        GANSConfig: GANSConfig(population=6, truncation=2, sigma=0.01, k=2, archive_prob=0.5),
+        NSESConfig: NSESConfig(population=6, sigma=0.01, k=2, meta_population=2, reward_weight=0.3,
+                               validation_episodes=2),
+    }  # fmt: skip
+    return Config(settings=settings[declaration(name).settings], algo=name)
 
 
 class FakeEvaluator:

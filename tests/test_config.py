@@ -1,5 +1,7 @@
 """Settings: presets, CLI parsing, validation with clear one-line errors."""
 
+import dataclasses
+import json
 import subprocess
 import sys
 
@@ -196,3 +198,28 @@ def test_grad_corr_brings_the_shared_batch_and_the_plain_net_it_needs():
     assert (fitted.settings.common_episodes, fitted.net.vbn) == (1, 0)
     kept = cli.fit_defaults(es, given={"grad_corr", "common_episodes", "vbn"})
     assert (kept.settings.common_episodes, kept.net.vbn) == (0, 128)
+
+
+OLD_NS = {  # the one "ns" section every novelty-search run folder wrote before each kind had its own
+    "population": 64, "sigma": 0.005, "truncation": 10, "k": 7, "archive_prob": 0.2, "meta_population": 4,
+    "optimizer": "adam", "lr": 0.02, "l2": 0.001, "momentum": 0.9, "mirrored": 1, "reward_weight": 0.4,
+    "nsra_patience": 3, "nsra_delta": 0.1, "validation_episodes": 2, "obs_norm": 0, "mutation": "gaussian",
+    "experiences": 100,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("algo", ["ga-ns", "nsra-es"])
+def test_a_novelty_run_folder_from_before_its_own_section_loads(algo, tmp_path):
+    """GA-NS takes the GA's settings and the archive's, the ES family ES's and the meta-population's
+    (nevo.settings.compose): an older config.json's shared "ns" section loads into either, the
+    values it reads kept, the others dropped; saved again, only its own remain."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"algo": algo, "ns": OLD_NS, "preset": "quick", "git_commit": "abc"}))
+    cfg = config.load(str(path))
+    kind = {"ga-ns": config.GANSConfig, "nsra-es": config.NSESConfig}[algo]
+    assert type(cfg.settings) is kind
+    mine = {f.name for f in dataclasses.fields(kind)}
+    assert dataclasses.asdict(cfg.settings) == {k: v for k, v in OLD_NS.items() if k in mine}
+    assert ("truncation" in mine) == (algo == "ga-ns") and ("lr" in mine) == (algo != "ga-ns")
+    config.save(cfg, str(path))
+    assert set(json.loads(path.read_text())["ns"]) == mine and config.load(str(path)) == cfg

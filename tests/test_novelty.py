@@ -14,9 +14,9 @@ from nevo.algos.novelty import (
     sample_for_archive,
 )
 from nevo.algos.ranking import centered_ranks
-from nevo.config import NSConfig
+from nevo.config import NoveltyConfig
 
-NSRA_DELTA = NSConfig().nsra_delta  # Conti et al.: 0.05
+NSRA_DELTA = NoveltyConfig().nsra_delta  # Conti et al.: 0.05
 
 
 def positions(n, seed):

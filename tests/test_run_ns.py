@@ -11,20 +11,27 @@ from nevo import runs
 from nevo.cli import NS_PRESETS, build_parser, parse_args
 from nevo.config import ConfigError
 from tests.conftest import metrics_without_clock, run_folder
-from tests.tiny import MAZE
+from tests.tiny import MAZE, MAZE_ES
 
 results = metrics_without_clock
+ES_FAMILY = ("ns-es", "nsr-es", "nsra-es")
 
 
 def ns_run(out, *extra):
-    return run_folder(run_ns.main, [*MAZE, *extra], out)
+    """A run on the tiny maze: 3 parents for GA-NS (the ES family has none)."""
+    return run_folder(run_ns.main, [*(MAZE_ES if set(extra) & set(ES_FAMILY) else MAZE), *extra], out)
+
+
+def archive_prob(algo: str) -> list[str]:
+    """GA-NS's archive that really grows (the ES family adds each update's agent)."""
+    return [] if algo in ES_FAMILY else ["--archive-prob", "0.5"]
 
 
 @pytest.mark.parametrize("algo", ["ga-ns", "nsra-es"])
 @pytest.mark.slow
 def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path, algo):
     """The archive, the agents and NSRA's weight are in the checkpoint: resume repeats the run."""
-    args = ["--algo", algo, "--archive-prob", "0.5"]  # (GA-NS: an archive that really grows)
+    args = ["--algo", algo, *archive_prob(algo)]
     whole = ns_run(tmp_path / "a", *args, "--frame-budget", "7000")
     part = ns_run(tmp_path / "b", *args, "--frame-budget", "3000")
     assert run_ns.main(["--resume", part, "--frame-budget", "7000"]) == 0
@@ -73,15 +80,16 @@ def test_nsra_es_starts_at_the_reward_weight_given_and_else_at_1(tmp_path, monke
     ]
     assert weights == [1.0, 0.5]
     monkeypatch.setenv("COLUMNS", "400")  # one line per flag: argparse would break NSRA-ES at its hyphen
-    assert "NSRA-ES: its start (1.0 unless set)" in build_parser("", NS_PRESETS).format_help()
+    assert "NSRA-ES: its start (1.0 unless set)" in build_parser("", NS_PRESETS, "nsra-es").format_help()
+    assert "--reward-weight" not in build_parser("", NS_PRESETS).format_help()  # GA-NS's flags: none of it
 
 
 @pytest.fixture(scope="module")
 def maze_runs(tmp_path_factory):
     """A finished GA-NS and NS-ES run on the maze, a few generations each: {algo: run folder}."""
     out = tmp_path_factory.mktemp("maze_runs")
-    args = ["--archive-prob", "0.5", "--frame-budget", "3000"]
-    return {algo: ns_run(out / algo, "--algo", algo, *args) for algo in ("ga-ns", "ns-es")}
+    return {algo: ns_run(out / algo, "--algo", algo, *archive_prob(algo), "--frame-budget", "3000")
+            for algo in ("ga-ns", "ns-es")}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -113,8 +121,9 @@ def test_replay_plays_a_novelty_search_runs_elite(maze_runs, algo):
     assert elite["validation_mean"] == runs.read_metrics(folder)[-1]["score/elite_mean"]
 
 
-ATARI = ["--env", "frostbite", "--frame-cap", "400", "--population", "4", "--truncation", "2"]
-ATARI += ["--net", "small", "--noise-table-size", "1100000", "--env-slots", "4"]
+ATARI_ES = ["--env", "frostbite", "--frame-cap", "400", "--population", "4"]
+ATARI_ES += ["--net", "small", "--noise-table-size", "1100000", "--env-slots", "4"]
+ATARI = [*ATARI_ES, "--truncation", "2"]  # GA-NS's parents
 
 
 @pytest.mark.slow
@@ -135,7 +144,7 @@ def test_ga_ns_on_atari_resumes_with_its_ram_archive(tmp_path):
 @pytest.mark.slow
 def test_ns_es_runs_on_atari(tmp_path):
     """The ES family on Atari: the agents' RAM behaviours start the archive, each update adds one."""
-    argv = [*ATARI, "--algo", "ns-es", "--meta-population", "2", "--frame-budget", "2000"]
+    argv = [*ATARI_ES, "--algo", "ns-es", "--meta-population", "2", "--frame-budget", "2000"]
     folder = run_folder(run_ns.main, argv, tmp_path)
     rows = runs.read_metrics(folder)
     assert len(rows) >= 1 and rows[-1]["ns/archive_size"] == 2 + len(rows)

@@ -13,11 +13,10 @@ ATARI = [
     "--noise-table-size", "1100000", "--env-slots", "4", "--threads", "1",
 ]  # fmt: skip
 
-# The maze (run_ga, and run_ns with --algo): 6 individuals, all in flight at once.
-MAZE = [
-    "--env", "maze", "--population", "6", "--truncation", "3", "--noise-table-size", "1100000",
-    "--env-slots", "6",
-]  # fmt: skip
+# The maze (run_ga, and run_ns with --algo): 6 individuals, all in flight at once; 3 parents where
+# the algorithm has parents (MAZE_ES: novelty search's ES family, which has none).
+MAZE_ES = ["--env", "maze", "--population", "6", "--noise-table-size", "1100000", "--env-slots", "6"]
+MAZE = [*MAZE_ES, "--truncation", "3"]
 
 # ES on CartPole-v1: 32 individuals (16 mirrored pairs), a small noise table.
 CARTPOLE = [

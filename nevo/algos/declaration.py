@@ -52,6 +52,8 @@ class Declaration:
     # cfg -> the mutation power its seed lists are built with (the noise source's, elite.json's);
     # default: the settings' `sigma`
     sigma: Callable = _sigma_setting
+    # names its section in an older config.json may hold that it no longer reads: dropped on load
+    retired: tuple[str, ...] = ()
     needs_behaviour: bool = False  # novelty search: a behaviour per episode
     check_device: Callable = _no_check  # (cfg, device) -> None, or a ConfigError of one line
     own_loop: bool = False  # runs in a loop of its own (the SGD baseline), not the generation loop

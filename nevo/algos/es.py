@@ -83,7 +83,7 @@ def validate_es(s, name: str = "es") -> None:
 
 
 def validate_es_step(s) -> None:
-    """The ES settings that OpenAI-ES and the novelty-search ES family share (ESConfig, NSConfig)."""
+    """The ES step settings of OpenAI-ES (ESConfig) and of the novelty-search ES family (NSESConfig)."""
     require(s.mirrored in (0, 1), "mirrored", "0 or 1", s.mirrored)
     require(
         not s.mirrored or s.population % 2 == 0,
