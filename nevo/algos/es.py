@@ -22,16 +22,18 @@ repeats an uninterrupted one exactly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
 
+from nevo.algos.contract import Extension
 from nevo.algos.declaration import Declaration
 from nevo.algos.ranking import centered_ranks
 from nevo.algos.streams import rng_for
 from nevo.evaluation.episodes import Episodes, Population, Results
 from nevo.genomes.noise import SEED_LIMIT, NoiseSource, offsets_of
+from nevo.nets.obs_norm import ObsNorm
 from nevo.settings import OPTIMIZERS, SHAPINGS, ConfigError, require, setting
 
 
@@ -397,6 +399,59 @@ def load_theta_state(st: dict, opt) -> tuple[int, np.ndarray, float]:
     opt.m, opt.v = np.array(st["opt_m"], np.float32), np.array(st["opt_v"], np.float32)
     opt.t = int(st["opt_t"])
     return int(st["generation"]), np.array(st["theta"], np.float32), float(st["theta_score"])
+
+
+class ObservationStatistics(Extension):
+    """--obs-norm 1 (OpenAI-ES, the NS-ES family; nevo.nets.obs_norm): running statistics of a
+    share of the training episodes' observations, frozen within a generation, sent to the
+    evaluator in each Population, and kept per agent (the (mean, std) each agent's theta was
+    last validated with, so that the elite file gets its own)."""
+
+    def __init__(self, spec, cfg, algo):
+        self.norm, self.seed = ObsNorm(spec), cfg.run.seed
+        self.agents = np.stack([self.frozen] * algo.agent_count)  # (M, 2, n)
+
+    @staticmethod
+    def wanted(cfg) -> bool:
+        return bool(getattr(cfg.settings, "obs_norm", 0))
+
+    @classmethod
+    def of(cls, cfg, spec, task, algo, run_dir):
+        return cls(spec, cfg, algo)
+
+    @property
+    def frozen(self) -> np.ndarray:
+        """(2, n) float64: the mean and std in use this generation."""
+        return np.stack([self.norm.mean, self.norm.std])
+
+    def load_state(self, checkpoint: dict) -> None:
+        self.norm.resume(checkpoint)
+        if "obs_norm/agents" in checkpoint:
+            self.agents = np.array(checkpoint["obs_norm/agents"], np.float64)
+        else:  # an ES checkpoint: its one agent was validated with the statistics in use
+            self.agents = self.frozen[None]
+
+    def prepare(self, population):
+        """The population with the frozen statistics its builder folds in."""
+        return replace(population, obs_norm=self.frozen)
+
+    def before(self, generation, population, episodes, algo) -> None:
+        """Choose the training episodes whose observations count (from the run's seed and generation)."""
+        self.norm.mark(episodes, self.seed, generation)
+
+    def after(self, row: dict, train: Results, valid: Results, algo) -> None:
+        """Log the count; the updated agent was validated with the statistics in use; then take
+        in the generation's."""
+        row["obs_norm/count"] = self.norm.stat.count
+        self.agents[algo.agent_index] = self.frozen
+        self.norm.advance(train)
+
+    def elite(self, algo) -> dict:
+        """The statistics the elite agent was validated with, saved beside it."""
+        return {"obs_stats": self.agents[algo.elite_agent].copy()}
+
+    def state(self, algo) -> dict:
+        return {**self.norm.stat.state(), "obs_norm/agents": self.agents}
 
 
 def _es_summary(cfg) -> str:

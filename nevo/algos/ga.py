@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nevo import runs
+from nevo.algos.contract import Extension
 from nevo.algos.declaration import Declaration
 from nevo.algos.ranking import fitness_order
 from nevo.algos.streams import rng_for
@@ -315,6 +317,41 @@ class GA:
             self.best, self.best_score = self.elite, self.elite_score
             self.best_generation = self.generation - 1 if self.elite is not None else -1
         self._set_population(np.asarray(st["base_idx"], np.int64), np.asarray(st["new_seed"], np.int64))
+
+
+class Experiences(Extension):
+    """Safe mutations (Lehman et al. 2018): each parent's sensitivity is measured on its own
+    experiences, kept in the run folder (nevo.runs.save_experiences), so that a resumed run and
+    a replay rebuild its children; those of genomes no checkpoint needs any more are pruned."""
+
+    def __init__(self, run_dir: str, algo):
+        self.run_dir = run_dir
+        if algo.parents:  # a resumed run: the parents' experiences, from the run folder
+            algo.parent_experiences = [runs.load_experiences(run_dir, g) for g in algo.parents]
+        self.living = algo.living_genomes()  # whose experiences the last checkpoint needs
+
+    @staticmethod
+    def wanted(cfg) -> bool:
+        return mutation(getattr(cfg.settings, "mutation", "gaussian")).safe
+
+    @classmethod
+    def of(cls, cfg, spec, task, algo, run_dir):
+        return cls(run_dir, algo)
+
+    def after(self, row: dict, train: Results, valid: Results, algo) -> None:
+        row["perf/mutation_s"] = round(train.mutation_s + valid.mutation_s, 3)
+
+    def state(self, algo) -> dict:
+        """The parents' experiences, saved before the checkpoint that names them."""
+        runs.save_experiences(self.run_dir, algo.parents, algo.parent_experiences)
+        return {}
+
+    def checkpointed(self, algo) -> None:
+        """After a checkpoint, drop the experiences no genome needs; the previous checkpoint's
+        genomes still count (--resume may fall back to it)."""
+        now = algo.living_genomes()
+        runs.prune_experiences(self.run_dir, now + self.living)
+        self.living = now
 
 
 DECLARATIONS = (

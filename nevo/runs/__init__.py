@@ -31,8 +31,7 @@ import time
 
 import numpy as np
 
-from nevo import config as config_mod
-from nevo.config import DamagedFile, read_json  # noqa: F401 (run files' readers, here with the rest)
+from nevo.settings import DamagedFile, read_json  # noqa: F401 (run files' readers, here with the rest)
 
 CHECKPOINT = "checkpoint.npz"
 PREVIOUS = "checkpoint.prev.npz"  # the checkpoint before the last
@@ -75,9 +74,12 @@ def new_run_dir(cfg, task_name: str) -> str:
     return path
 
 
-def write_config(run_dir: str, cfg, extra: dict) -> None:
+def write_config(run_dir: str, settings: dict, extra: dict) -> None:
+    """config.json: the settings (nevo.config.to_dict), the git commit, and extra facts."""
     tmp = os.path.join(run_dir, CONFIG + ".tmp")
-    config_mod.save(cfg, tmp, {"git_commit": git_commit(), **extra})
+    with open(tmp, "w") as f:
+        json.dump({**settings, "git_commit": git_commit(), **extra}, f, indent=2)
+        f.write("\n")
     _commit(tmp, os.path.join(run_dir, CONFIG))
 
 

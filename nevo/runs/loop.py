@@ -5,14 +5,16 @@ NSR-ES, NSRA-ES): `experiments/run_ga.py`, `run_es.py`, `run_ns.py` and `nevo.tr
     ask -> evaluate -> tell -> ask_validation -> evaluate -> tell_validation
         -> one metrics row -> progress line -> elite files -> checkpoint
 
-Small extensions plug into it where a run needs them, instead of branches per script:
-`ObservationStatistics` (--obs-norm 1, the ES families: observations normalised by running
-statistics, frozen per generation and sent to the evaluator inside each Population),
-`Experiences` (safe mutations: the parents' observations, kept in the run folder) and
-nevo.algos.grad_corr's `GradientCorrelation` (--grad-corr 1, ES on a labelled data set:
-es/grad_corr in each row). The run folder's files are nevo.runs's and nevo.runs.elite's; the
-algorithms' contract is nevo.algos.contract's, and what each algorithm declares of itself (its
-command, summary, rows, behaviour) nevo.algos.declaration's: the loop compares no algorithm names.
+Small extensions plug into it where a run's settings want them (EXTENSIONS, each an
+nevo.algos.contract.Extension), instead of branches per script, each beside the algorithm it
+serves: nevo.algos.es's `ObservationStatistics` (--obs-norm 1, the ES families: observations
+normalised by running statistics, frozen per generation and sent to the evaluator inside each
+Population), nevo.algos.ga's `Experiences` (safe mutations: the parents' observations, kept in
+the run folder) and nevo.algos.grad_corr's `GradientCorrelation` (--grad-corr 1, ES on a
+labelled data set: es/grad_corr in each row). The run folder's files are nevo.runs's and
+nevo.runs.elite's; the algorithms' contract is nevo.algos.contract's, and what each algorithm
+declares of itself (its command, summary, rows, behaviour) nevo.algos.declaration's: the loop
+compares no algorithm names.
 """
 
 from __future__ import annotations
@@ -20,20 +22,21 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from nevo import cli, config, nets, runs, tasks
 from nevo.algos import bases_of, declared, make_algo
-from nevo.algos.contract import Algorithm, Extension
+from nevo.algos.contract import Algorithm
+from nevo.algos.es import ObservationStatistics
+from nevo.algos.ga import Experiences
 from nevo.algos.grad_corr import GradientCorrelation
 from nevo.config import ConfigError
 from nevo.evaluation import setup
 from nevo.evaluation.cluster import ClusterError, ClusterEvaluator, check_address
 from nevo.evaluation.episodes import Results
 from nevo.genomes import noise
-from nevo.nets.obs_norm import ObsNorm
 from nevo.runs import elite as elite_files
 from nevo.runs.progress import Progress
 
@@ -378,96 +381,10 @@ def write_config(run_dir: str, cfg, task, spec, facts: dict) -> None:
         "action_box": task.action_box,  # a continuous action's bounds, or None
     }
     runs.write_config(
-        run_dir, cfg, {"n_params": spec.n_params, "n_actions": spec.n_actions, **shapes, **facts}
+        run_dir,
+        config.to_dict(cfg),
+        {"n_params": spec.n_params, "n_actions": spec.n_actions, **shapes, **facts},
     )
-
-
-class ObservationStatistics(Extension):
-    """--obs-norm 1 (OpenAI-ES, the NS-ES family; nevo.nets.obs_norm): running statistics of a
-    share of the training episodes' observations, frozen within a generation, sent to the
-    evaluator in each Population, and kept per agent (the (mean, std) each agent's theta was
-    last validated with, so that the elite file gets its own)."""
-
-    def __init__(self, spec, cfg, algo):
-        self.norm, self.seed = ObsNorm(spec), cfg.run.seed
-        self.agents = np.stack([self.frozen] * algo.agent_count)  # (M, 2, n)
-
-    @staticmethod
-    def wanted(cfg) -> bool:
-        return bool(config.obs_norm_of(cfg))
-
-    @classmethod
-    def of(cls, cfg, spec, task, algo, run_dir):
-        return cls(spec, cfg, algo)
-
-    @property
-    def frozen(self) -> np.ndarray:
-        """(2, n) float64: the mean and std in use this generation."""
-        return np.stack([self.norm.mean, self.norm.std])
-
-    def load_state(self, checkpoint: dict) -> None:
-        self.norm.resume(checkpoint)
-        if "obs_norm/agents" in checkpoint:
-            self.agents = np.array(checkpoint["obs_norm/agents"], np.float64)
-        else:  # an ES checkpoint: its one agent was validated with the statistics in use
-            self.agents = self.frozen[None]
-
-    def prepare(self, population):
-        """The population with the frozen statistics its builder folds in."""
-        return replace(population, obs_norm=self.frozen)
-
-    def before(self, generation, population, episodes, algo) -> None:
-        """Choose the training episodes whose observations count (from the run's seed and generation)."""
-        self.norm.mark(episodes, self.seed, generation)
-
-    def after(self, row: dict, train: Results, valid: Results, algo) -> None:
-        """Log the count; the updated agent was validated with the statistics in use; then take
-        in the generation's."""
-        row["obs_norm/count"] = self.norm.stat.count
-        self.agents[algo.agent_index] = self.frozen
-        self.norm.advance(train)
-
-    def elite(self, algo) -> dict:
-        """The statistics the elite agent was validated with, saved beside it."""
-        return {"obs_stats": self.agents[algo.elite_agent].copy()}
-
-    def state(self, algo) -> dict:
-        return {**self.norm.stat.state(), "obs_norm/agents": self.agents}
-
-
-class Experiences(Extension):
-    """Safe mutations (Lehman et al. 2018): each parent's sensitivity is measured on its own
-    experiences, kept in the run folder (nevo.runs.save_experiences), so that a resumed run and
-    a replay rebuild its children; those of genomes no checkpoint needs any more are pruned."""
-
-    def __init__(self, run_dir: str, algo):
-        self.run_dir = run_dir
-        if algo.parents:  # a resumed run: the parents' experiences, from the run folder
-            algo.parent_experiences = [runs.load_experiences(run_dir, g) for g in algo.parents]
-        self.living = algo.living_genomes()  # whose experiences the last checkpoint needs
-
-    @staticmethod
-    def wanted(cfg) -> bool:
-        return config.mutation_of(cfg).safe
-
-    @classmethod
-    def of(cls, cfg, spec, task, algo, run_dir):
-        return cls(run_dir, algo)
-
-    def after(self, row: dict, train: Results, valid: Results, algo) -> None:
-        row["perf/mutation_s"] = round(train.mutation_s + valid.mutation_s, 3)
-
-    def state(self, algo) -> dict:
-        """The parents' experiences, saved before the checkpoint that names them."""
-        runs.save_experiences(self.run_dir, algo.parents, algo.parent_experiences)
-        return {}
-
-    def checkpointed(self, algo) -> None:
-        """After a checkpoint, drop the experiences no genome needs; the previous checkpoint's
-        genomes still count (--resume may fall back to it)."""
-        now = algo.living_genomes()
-        runs.prune_experiences(self.run_dir, now + self.living)
-        self.living = now
 
 
 # The extensions a run may have (nevo.algos.contract.Extension), in the order their hooks run and
