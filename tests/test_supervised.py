@@ -14,11 +14,11 @@ from nevo.algos import make_algo
 from nevo.config import Config, EnvConfig, ESConfig
 from nevo.evaluation.episodes import Episodes, Population
 from nevo.evaluation.slot_weights import PooledWeights
-from nevo.evaluation.supervised import SupervisedEvaluator, batch_of, log_softmax
+from nevo.evaluation.supervised import SupervisedEvaluator, log_softmax
 from nevo.genomes.noise import NoiseSource, WeightBuilder
 from nevo.nets.kernels import make_policy, reference
 from nevo.tasks import mnist_data
-from nevo.tasks.supervised import DataSet, Supervised
+from nevo.tasks.supervised import DataSet, Supervised, batch_of
 
 
 def stripes(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -34,11 +34,11 @@ from nevo.algos.ranking import centered_ranks
 from nevo.algos.sgd import loss_gradient
 from nevo.evaluation.episodes import Episodes, Population
 from nevo.evaluation.slot_weights import for_device
-from nevo.evaluation.supervised import SupervisedEvaluator, batch_of
+from nevo.evaluation.supervised import SupervisedEvaluator
 from nevo.genomes.noise import SEED_LIMIT, WeightBuilder, offsets_of
 from nevo.nets.kernels import make_policy
 from nevo.settings import ConfigError
-from nevo.tasks.supervised import DataSet, Supervised
+from nevo.tasks.supervised import DataSet, Supervised, batch_of
 
 NOISE_STREAM = 0x6C0  # the study's perturbation seeds: default_rng([seed, NOISE_STREAM])
 

@@ -17,10 +17,12 @@ so SGD, the proxy and mini-batch ES see the same sequence of batches. State is p
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from nevo import runs
 from nevo.algos.declaration import Declaration
 from nevo.algos.es import (
     INIT_SEED,
@@ -31,9 +33,11 @@ from nevo.algos.es import (
     vector_norm,
 )
 from nevo.algos.streams import rng_for
+from nevo.evaluation.episodes import Episodes, Population
 from nevo.genomes.noise import SEED_LIMIT
 from nevo.genomes.safe_mutation import trace, vjp
 from nevo.settings import OPTIMIZERS, require, setting
+from nevo.tasks.supervised import batch_of
 
 PROXY_NOISE = 200  # the purpose of the proxy's noise stream (ES's streams are below 64)
 
@@ -110,6 +114,55 @@ class SGD:
 
     def load_state(self, st: dict) -> None:
         self.generation, self.theta, self.elite_score = load_theta_state(st, self.opt)
+
+
+class SGDStep:
+    """One step of the run skeleton (nevo.runs.loop.skeleton): --validate-every mini-batches, then
+    theta on the whole test set. Its row: the iterations' batch scores, SGD's metrics, the
+    accuracies."""
+
+    def __init__(self, cfg, task, evaluator, algo, out):
+        self.cfg, self.data, self.evaluator, self.algo, self.out = cfg, task.data, evaluator, algo, out
+
+    def __call__(self, frames: int) -> tuple[dict, int]:
+        algo, n, t0 = self.algo, self.cfg.env.examples, time.monotonic()
+        first, start = algo.generation, frames
+        self.out.start_phase(first, "train", frames)
+        losses, hits = [], []
+        for _ in range(self.cfg.settings.validate_every):
+            pick = batch_of(algo.batch_seed(), len(self.data.train_y), n)
+            algo.step(self.data.train_x[pick], self.data.train_y[pick])
+            losses.append(algo.loss)
+            hits.append(algo.accuracy)
+            frames += len(pick)
+            if frames >= self.cfg.run.frame_budget:
+                break
+        train_s = time.monotonic() - t0
+        test = Episodes(np.zeros(1, np.int64), np.zeros(1, np.int64), validation=True)  # the test set
+        valid = self.evaluator.run(Population.of_weights(algo.theta[None]), test)
+        algo.elite_score = float(valid.returns[0])
+        fields = {
+            "generation": algo.generation - 1,
+            "iterations": algo.generation - first,
+            "perf/update_s": round(train_s, 4),
+            "score/pop_max": -float(np.min(losses)),  # the iterations' batch scores
+            "score/pop_mean": -float(np.mean(losses)),
+            **algo.metrics(),
+            **runs.accuracy_row(hits, valid.accuracy),
+        }
+        return fields, frames - start
+
+    def finish(self, row: dict) -> None:
+        """No extensions."""
+
+    def elite(self) -> dict:
+        return {}
+
+    def state(self) -> dict:
+        return {}
+
+    def checkpointed(self) -> None:
+        pass
 
 
 @dataclass(frozen=True)

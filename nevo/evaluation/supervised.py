@@ -22,17 +22,11 @@ import time
 import numpy as np
 
 from nevo.evaluation.episodes import Episodes, Results
+from nevo.tasks.supervised import batch_of
 
 # Examples a forward pass takes at once: the (rows, C, H, W) batch and the activations of a
 # conv net stay a few tens of MB (speed: larger batches gain little once BLAS is busy).
 ROWS_PER_PASS = 4096
-
-
-def batch_of(seed: int, n_train: int, examples: int) -> np.ndarray:
-    """(examples,) int64 training-set indices of the episode with this seed, drawn without
-    replacement from the seed alone."""
-    rng = np.random.default_rng([int(seed), 0x5EED])
-    return rng.choice(n_train, size=min(examples, n_train), replace=False).astype(np.int64)
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:

@@ -351,23 +351,9 @@ def metrics_row(gen, gen_s, tell_s, train: Results, valid: Results, algo) -> dic
         "score/pop_median": float(np.median(train.returns)),
         **algo.metrics(),
         "episode/mean_length": float(np.mean(train.lengths)),
-        **accuracy_row(train.accuracy, valid.accuracy, algo.validated),
+        **runs.accuracy_row(train.accuracy, valid.accuracy, algo.validated),
         **runs.cluster_row(train, valid),
     }
-    return row
-
-
-def accuracy_row(train_accuracy, test_accuracy, validated: bool = True) -> dict:
-    """A supervised task's accuracies (Results.accuracy of the training and the validation
-    evaluations): the training batches' mean and the validation's (ES: theta on the test set; the
-    GA: its elite candidates' mean; none where the algorithm skipped this generation's
-    validation); {} for every other task (None)."""
-    if train_accuracy is None:
-        return {}
-    row = {"score/train_accuracy": float(np.mean(train_accuracy))}
-    if validated:
-        tested = test_accuracy is not None and len(test_accuracy) > 0
-        row["score/test_accuracy"] = float(np.mean(test_accuracy)) if tested else float("nan")
     return row
 
 

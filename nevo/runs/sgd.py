@@ -14,19 +14,14 @@ ask/evaluate/tell has nothing to do here; everything it writes goes through the 
 from __future__ import annotations
 
 import sys
-import time
-
-import numpy as np
 
 from nevo import cli, config, nets, runs, tasks
 from nevo.algos import declared
-from nevo.algos.sgd import SGD
+from nevo.algos.sgd import SGD, SGDStep
 from nevo.config import ConfigError
 from nevo.evaluation import setup
-from nevo.evaluation.episodes import Episodes, Population
-from nevo.evaluation.supervised import batch_of
 from nevo.genomes import noise
-from nevo.runs.loop import Outcome, RunStopped, accuracy_row, skeleton, write_config
+from nevo.runs.loop import Outcome, RunStopped, skeleton, write_config
 from nevo.runs.progress import Progress
 from nevo.tasks.supervised import Supervised
 
@@ -64,55 +59,6 @@ def run(cfg, task, resume_dir: str | None = None, out=None) -> Outcome:
     out.say(f"done: {frames:,} examples in {wall / 60:.1f} min; test cross-entropy {-algo.elite_score:.4f}"
             f"{tested}; {run_dir}")  # fmt: skip
     return Outcome(run_dir, algo, frames, wall)
-
-
-class SGDStep:
-    """One step of the run skeleton (nevo.runs.loop.skeleton): --validate-every mini-batches, then
-    theta on the whole test set. Its row: the iterations' batch scores, SGD's metrics, the
-    accuracies."""
-
-    def __init__(self, cfg, task, evaluator, algo, out):
-        self.cfg, self.data, self.evaluator, self.algo, self.out = cfg, task.data, evaluator, algo, out
-
-    def __call__(self, frames: int) -> tuple[dict, int]:
-        algo, n, t0 = self.algo, self.cfg.env.examples, time.monotonic()
-        first, start = algo.generation, frames
-        self.out.start_phase(first, "train", frames)
-        losses, hits = [], []
-        for _ in range(self.cfg.settings.validate_every):
-            pick = batch_of(algo.batch_seed(), len(self.data.train_y), n)
-            algo.step(self.data.train_x[pick], self.data.train_y[pick])
-            losses.append(algo.loss)
-            hits.append(algo.accuracy)
-            frames += len(pick)
-            if frames >= self.cfg.run.frame_budget:
-                break
-        train_s = time.monotonic() - t0
-        test = Episodes(np.zeros(1, np.int64), np.zeros(1, np.int64), validation=True)  # the test set
-        valid = self.evaluator.run(Population.of_weights(algo.theta[None]), test)
-        algo.elite_score = float(valid.returns[0])
-        fields = {
-            "generation": algo.generation - 1,
-            "iterations": algo.generation - first,
-            "perf/update_s": round(train_s, 4),
-            "score/pop_max": -float(np.min(losses)),  # the iterations' batch scores
-            "score/pop_mean": -float(np.mean(losses)),
-            **algo.metrics(),
-            **accuracy_row(hits, valid.accuracy),
-        }
-        return fields, frames - start
-
-    def finish(self, row: dict) -> None:
-        """No extensions."""
-
-    def elite(self) -> dict:
-        return {}
-
-    def state(self) -> dict:
-        return {}
-
-    def checkpointed(self) -> None:
-        pass
 
 
 def main(argv, description: str) -> int:

@@ -19,6 +19,13 @@ NAMES = ("mnist",)  # the data sets --env names
 MNIST_SHAPE = (1, 28, 28)  # (C, H, W) of MNIST's images
 
 
+def batch_of(seed: int, n_train: int, examples: int) -> np.ndarray:
+    """(examples,) int64 training-set indices of the episode with this seed, drawn without
+    replacement from the seed alone."""
+    rng = np.random.default_rng([int(seed), 0x5EED])
+    return rng.choice(n_train, size=min(examples, n_train), replace=False).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class DataSet:
     """Images (N, C, H, W) uint8 (pixels, scaled to [0, 1] by the nets) and labels (N,) int64."""
