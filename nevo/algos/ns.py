@@ -422,9 +422,9 @@ DECLARATIONS = (
         section="ns",
         validate=validate_nses,
         retired=_retired(NSESConfig),
-        defaults={
-            "nsra-es": {"reward_weight": 1.0}
-        },  # NSRA-ES starts with all weight on reward (Conti et al.)
+        # NSRA-ES starts with all weight on reward (Conti et al.)
+        defaults={"nsra-es": {"reward_weight": 1.0}},
+        like={"nsr-es": "ns-es", "nsra-es": "ns-es"},  # a task brings the three the same defaults
         needs_behaviour=True,
     ),
 )

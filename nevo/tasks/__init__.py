@@ -31,10 +31,9 @@ from nevo.settings import ConfigError, EnvConfig, require
 from nevo.tasks import envs, supervised
 from nevo.tasks.supervised import Supervised
 
-# Novelty search's ES algorithms (Conti et al. 2018): a task brings them ES's kind of defaults.
-# A task's DEFAULTS are keyed by the algorithm (or the one whose defaults it takes: its
-# declaration's `like`, nevo.algos.declaration).
-NS_ES_FAMILY = ("ns-es", "nsr-es", "nsra-es")
+# A task's DEFAULTS are keyed by the algorithm, or by the one whose defaults it takes (its
+# declaration's `like`, nevo.algos.declaration: random search takes the GA's, NSR-ES and NSRA-ES
+# take NS-ES's).
 
 
 def atari_games() -> list[str]:
@@ -71,7 +70,7 @@ class AtariGame(_Kind):
     # norm, which Conti et al. 2018 build on.
     DEFAULTS = {
         "ga-ns": {"net": "large", "sigma": 0.002},
-        **{es: {"net": "small", "vbn": 128} for es in NS_ES_FAMILY},
+        "ns-es": {"net": "small", "vbn": 128},
     }
     obs_dtype = np.uint8
     behaviour = None  # set in __init__: (128, uint8), the final RAM
@@ -182,8 +181,9 @@ class GymTask(_InProcess):
 
     LABEL = "gymnasium tasks"
     # The mlp net, and a population and sigma that solve CartPole-v1 in about a minute; novelty
-    # search as the GA (GA-NS) or as ES (its ES family) on the same task.
-    DEFAULTS = {"ga": _GYM_GA, "es": _GYM_ES, "ga-ns": _GYM_GA, **dict.fromkeys(NS_ES_FAMILY, _GYM_ES)}
+    # search as the GA (GA-NS) or as ES (its ES family, with OpenAI-ES's sigma 0.02, as it has
+    # run here since novelty search came to gymnasium tasks) on the same task.
+    DEFAULTS = {"ga": _GYM_GA, "es": _GYM_ES, "ga-ns": _GYM_GA, "ns-es": {**_GYM_ES, "sigma": 0.02}}
     obs_dtype = np.float32
     behaviour = None  # (d, float32), set in __init__
 
@@ -263,7 +263,7 @@ class MuJoCo(GymTask):
         "es": {**_MUJOCO_ES, "obs_norm": 1, "validation_episodes": 5},
         "ga": {**_MUJOCO, "population": 64, "truncation": 8, "elite_candidates": 3, "validation_episodes": 5},
         "ga-ns": {**_MUJOCO, "population": 64, "truncation": 8},
-        **{es: {**_MUJOCO_ES, "obs_norm": 1} for es in NS_ES_FAMILY},
+        "ns-es": {**_MUJOCO_ES, "obs_norm": 1},
     }
     # Salimans et al. 2017 discretised the actions of the hopping and swimming tasks for ES, for
     # exploration (their section 4.1): with tanh actions ES stalls on Hopper-v5 at standing still
@@ -273,7 +273,7 @@ class MuJoCo(GymTask):
 
     @classmethod
     def defaults(cls, env_cfg: EnvConfig, family: str) -> dict:
-        binned = env_cfg.env in cls.BINNED and family in ("es", *NS_ES_FAMILY)
+        binned = env_cfg.env in cls.BINNED and family in ("es", "ns-es")  # the ES kinds
         return {**cls.DEFAULTS.get(family, {}), **({"actions": "bins"} if binned else {})}
 
     def make_slots(self, slots: int, behaviours: bool = False):
