@@ -2,6 +2,7 @@
 
     python -m experiments.bench_forward [--net large|small] [--rows 1 8 64] [--individuals N]
     python -m experiments.bench_forward --device cuda [--net large|small] [--rows 64 1000 4096]
+    python -m experiments.bench_forward --weights fp32 fp16 ...   # both weight formats, in turn
 
 CPU: "distinct": every row has its own individual, and each timed call uses individuals the previous
 calls did not (rotating through all N), so the weights come from memory, not from a warm cache.
@@ -47,23 +48,37 @@ parser.add_argument("--per-ind", type=int, default=30, help="shared case: rows p
 parser.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
 parser.add_argument("--max-gb", type=float, default=4.0, help="cpu: cap on the weights array")
 parser.add_argument("--no-torch", action="store_true", help="cuda: skip the PyTorch comparison")
+parser.add_argument(
+    "--weights",
+    nargs="+",
+    default=["fp32"],
+    choices=["fp32", "fp16"],
+    help="weight formats to measure, in turn (fp16: rows rounded once, read as 16 bits)",
+)
 
 
 def bench_cpu(args):
+    for fmt in args.weights:
+        bench_cpu_format(args, fmt)
+
+
+def bench_cpu_format(args, fmt):
+    from nevo.nets import half
     from nevo.nets.kernels.cpu import forward
 
     spec = net_spec(args.net or "large")
     rows_list = args.rows or [1, 2, 8, 32, 64, 128, 256]
-    bytes_per_ind = spec.n_params * 4
+    dtype = half.dtype_of(fmt)
+    bytes_per_ind = spec.n_params * dtype.itemsize
     cap = max(1, int(args.max_gb * 1e9 // bytes_per_ind))
     n_ind = min(args.individuals or max(max(rows_list), args.groups), cap)
     rng = np.random.default_rng(0)
-    weights = np.empty((n_ind, spec.n_params), np.float32)  # (n_individuals, n_params)
+    weights = np.empty((n_ind, spec.n_params), dtype)  # (n_individuals, n_params)
     scale = init_scale(spec)
     for k in range(n_ind):
-        weights[k] = rng.standard_normal(spec.n_params, dtype=np.float32) * scale
+        weights[k] = half.rounded(rng.standard_normal(spec.n_params, dtype=np.float32) * scale, fmt)
     print(
-        f"net {spec.name}: {spec.n_params:,} params, {n_ind} individuals "
+        f"net {spec.name}, {fmt} weights: {spec.n_params:,} params, {n_ind} individuals "
         f"({weights.nbytes / 1e9:.2f} GB of weights), {numba.get_num_threads()} Numba threads"
     )
 
@@ -116,7 +131,8 @@ def bench_cpu(args):
     n = min(64, n_ind)
     obs = rng.integers(0, 256, (n, *spec.obs_shape), dtype=np.uint8)
     ours, _ = measure(lambda k: (np.arange(n) + k * n) % n_ind, n)
-    theirs, logits = torch_vmap(spec, torch.from_numpy(weights[:n]), n, 1, obs, args.seconds, "cpu")
+    flat = torch.from_numpy(weights[:n].astype(np.float32))
+    theirs, logits = torch_vmap(spec, flat, n, 1, obs, args.seconds, "cpu")
     _, mine = forward(spec, weights, np.arange(n), obs)
     same = np.mean(np.argmax(logits, axis=1) == np.argmax(mine, axis=1))
     print(
@@ -143,8 +159,9 @@ def copy_bandwidth(nbytes=2 * 2**30, reps=10):
     return 2 * nbytes * reps / (start.elapsed_time(end) / 1e3)
 
 
-def device_weights(spec, n_ind, seed):
-    """(n_ind, n_params) float32 on the device, ~N(0,1) x the reference init scale, made there.
+def device_weights(spec, n_ind, seed, dtype=np.float32):
+    """(n_ind, n_params) of dtype (float32, or float16: rounded as stored) on the device, ~N(0,1)
+    x the reference init scale, made there.
 
     speed: the `large` population is 16 GB; a kernel fills it in milliseconds, an upload from the
     host would first need it in host memory. N(0,1) is approximated by 4 uniforms (Irwin-Hall).
@@ -165,8 +182,9 @@ def device_weights(spec, n_ind, seed):
             z = (u / numba.float32(65535.0) - numba.float32(2.0)) * numba.float32(1.7320508)
             w[i, k] = z * scale[k]
 
-    check_fits(4 * n_ind * spec.n_params, cuda.current_context().get_memory_info().free, "the population")
-    w = cuda.device_array((n_ind, spec.n_params), np.float32)
+    size = np.dtype(dtype).itemsize
+    check_fits(size * n_ind * spec.n_params, cuda.current_context().get_memory_info().free, "the population")
+    w = cuda.device_array((n_ind, spec.n_params), dtype)
     fill[(-(-spec.n_params // 256), n_ind), 256](w, cuda.to_device(init_scale(spec)), seed)
     cuda.synchronize()
     return w
@@ -180,14 +198,15 @@ def bytes_per_call(spec, policy, rows_ind):
     act = int(np.prod(spec.obs_shape)) + 4 * sum(
         lay.cin * lay.in_hw[0] * lay.in_hw[1] for lay in spec.layers[1:]
     )
-    nominal = n_dist * 4 * spec.n_params + rows * act
+    size = policy.weights.dtype.itemsize  # 4, or 2 for fp16 weights
+    nominal = n_dist * size * spec.n_params + rows * act
     read = nominal
     order, tile_start, tile_count = tiles(rows_ind)
     for i, lay in enumerate(spec.layers[:-1]):
         if lay.kind == "dense" and i > 0:  # the kernel reads the weight rows of nonzero inputs only
             x = policy.activations(i - 1).reshape(rows, -1) != 0  # (rows, n_in)
             kept = sum(x[order[s : s + c]].any(axis=0).sum() for s, c in zip(tile_start, tile_count))
-            read -= 4 * lay.cout * (lay.cin * n_dist - kept)
+            read -= size * lay.cout * (lay.cin * n_dist - kept)
     return nominal, read
 
 
@@ -321,11 +340,12 @@ def bench_cuda(args):
         f"{'kernel f/s':>10} {'GB/s nominal':>12} {'% copy':>6} {'GB/s read':>9} {'torch f/s':>9} "
         f"{'x torch':>7}"
     )
-    for net in [args.net] if args.net else ["large", "small"]:
+    for net, fmt in [(n, f) for n in ([args.net] if args.net else ["large", "small"]) for f in args.weights]:
         spec = net_spec(net)
-        weights = device_weights(spec, n_ind, seed=1)
+        weights = device_weights(spec, n_ind, seed=1, dtype=np.float16 if fmt == "fp16" else np.float32)
         gb = weights.nbytes / 1e9
-        print(f"\nnet {net}: {spec.n_params:,} params, {n_ind} individuals ({gb:.1f} GB on the device)")
+        print(f"\nnet {net}, {fmt} weights: {spec.n_params:,} params, {n_ind} individuals ({gb:.1f} GB on "
+              "the device)")  # fmt: skip
         print(head)
         policy = CudaPolicy(spec)
         policy.load(weights)
@@ -354,7 +374,7 @@ def bench_cuda(args):
             nominal, read = bytes_per_call(spec, policy, rows_for(0))
 
             torch_fps, ratio = float("nan"), float("nan")
-            if has_torch:
+            if has_torch and fmt == "fp32":  # (torch would compute in half precision on fp16 weights)
                 n, m = (rows, 1) if rows <= n_ind else (n_ind, rows // n_ind)
                 flat = torch.as_tensor(weights, device="cuda")
                 torch_fps, torch_logits = torch_vmap(spec, flat, n, m, obs[: n * m], args.seconds)
@@ -371,7 +391,8 @@ def bench_cuda(args):
                 f"{kernel_s * 1e3:>9.2f} {rows / kernel_s:>10,.0f} {nominal_bw / 1e9:>12,.0f} "
                 f"{100 * nominal_bw / copy:>6.0f} {read_bw / 1e9:>9,.0f} {torch_fps:>9,.0f} {ratio:>7.2f}"
             )
-            summary[(net, rows)] = (nominal / kernel_s / copy, ratio)
+            if fmt == "fp32":
+                summary[(net, rows)] = (nominal / kernel_s / copy, ratio)
         policy.release()
         del policy, weights
         if hasattr(cuda.current_context(), "deallocations"):  # (not the simulator's)

@@ -66,11 +66,12 @@ def emulator_limit(env_cfg, slots: int, group: int, threads: int, seconds: float
     return (sum(end.values()) - start) / dt
 
 
-def population(spec, n: int, seed: int):
-    """(Population of n fresh networks, as in a GA's first generation; its WeightBuilder)."""
+def population(spec, n: int, seed: int, dtype=np.float32):
+    """(Population of n fresh networks, as in a GA's first generation; its WeightBuilder, whose rows
+    are of dtype: float32, or float16 for --weights fp16)."""
     table = noise.make_table(spec.n_params + 1_000_000, seed=seed)
     fresh = Population([], np.full(n, -1, np.int64), np.arange(n, dtype=np.int64), np.zeros(n, np.float32))
-    return fresh, noise.WeightBuilder(table, nets.init_scale(spec))
+    return fresh, noise.WeightBuilder(table, nets.init_scale(spec), dtype=dtype)
 
 
 def replay_limit(env_cfg, workers: int, episodes: int, n_actions: int) -> float:

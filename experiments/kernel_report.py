@@ -37,17 +37,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# The nets a run can build: (layers, obs shape, actions, obs dtype).
+# The nets a run can build: (layers, obs shape, actions, obs dtype, weights' dtype: --weights).
 NETS = {
-    "large, Atari": ("large", (4, 84, 84), 18, np.uint8),
-    "small, Atari": ("small", (4, 84, 84), 18, np.uint8),
-    "large, maze": ("large", (4, 84, 84), 5, np.uint8),
-    "small, maze": ("small", (4, 84, 84), 5, np.uint8),
-    "mlp, vector task": ("mlp", (8, 1, 1), 4, np.float32),
-    "deep, vector task": ("deep", (8, 1, 1), 4, np.float32),
-    "mlp-tanh, MuJoCo": ("mlp-tanh", (376, 1, 1), 17, np.float32),  # Humanoid-v5: 376 in, 17 out
-    "mnist, MNIST": ("mnist", (1, 28, 28), 10, np.uint8),  # 28x28 digits, 10 classes
-    "mnist-large, MNIST": ("mnist-large", (1, 28, 28), 10, np.uint8),
+    "large, Atari": ("large", (4, 84, 84), 18, np.uint8, np.float32),
+    "small, Atari": ("small", (4, 84, 84), 18, np.uint8, np.float32),
+    "large, maze": ("large", (4, 84, 84), 5, np.uint8, np.float32),
+    "small, maze": ("small", (4, 84, 84), 5, np.uint8, np.float32),
+    "mlp, vector task": ("mlp", (8, 1, 1), 4, np.float32, np.float32),
+    "deep, vector task": ("deep", (8, 1, 1), 4, np.float32, np.float32),
+    "mlp-tanh, MuJoCo": ("mlp-tanh", (376, 1, 1), 17, np.float32, np.float32),  # Humanoid-v5: 376 in, 17 out
+    "mnist, MNIST": ("mnist", (1, 28, 28), 10, np.uint8, np.float32),  # 28x28 digits, 10 classes
+    "mnist-large, MNIST": ("mnist-large", (1, 28, 28), 10, np.uint8, np.float32),
+    # 16-bit weight rows: the same kernels reading halves (each widened as it is loaded)
+    "large, Atari, fp16": ("large", (4, 84, 84), 18, np.uint8, np.float16),
+    "small, Atari, fp16": ("small", (4, 84, 84), 18, np.uint8, np.float16),
+    "mlp-tanh, MuJoCo, fp16": ("mlp-tanh", (376, 1, 1), 17, np.float32, np.float16),
 }
 MAX_ROWS = 10_000  # populations and slot counts checked up to this many rows
 # The first conv's hot loop on sm_90 before it summed raw pixels in a shared-memory window
@@ -80,11 +84,12 @@ def kernels(net: str) -> list[Kernel]:
     from nevo import nets
     from nevo.nets.kernels import cuda as ck
 
-    layers, obs_shape, n_actions, obs_dtype = NETS[net]
+    layers, obs_shape, n_actions, obs_dtype, w_dtype = NETS[net]
     spec = nets.net_spec(layers, obs_shape, n_actions, obs_dtype)
     f32 = types.float32
     obs = types.Array(types.uint8 if obs_dtype == np.uint8 else f32, 4, "C")  # (rows, C, H, W)
-    w, idx = types.Array(f32, 2, "C"), types.Array(types.int32, 1, "C")
+    w = types.Array(types.float16 if w_dtype == np.float16 else f32, 2, "C")
+    idx = types.Array(types.int32, 1, "C")
     act2, act3, act4 = (types.Array(f32, d, "C") for d in (2, 3, 4))
     out, src, flat = [], obs, obs
     for i, lay in enumerate(spec.layers):
@@ -160,16 +165,20 @@ def hot_loop(sass: str) -> tuple[int, int]:
 
 
 def build_kernels() -> list[Kernel]:
-    """The kernel that builds a population's rows on the GPU (nevo.genomes.cuda_build), any net."""
+    """The kernel that builds a population's rows on the GPU (nevo.genomes.cuda_build), any net:
+    float32 rows, and float16 ones (--weights fp16: rounded as they are stored)."""
     from numba import types
 
     from nevo.genomes import cuda_build
 
     f32, i64 = types.float32, types.int64
     a2, a1, i1 = types.Array(f32, 2, "C"), types.Array(f32, 1, "C"), types.Array(i64, 1, "C")
-    args = (a2, a2, i1, i1, a1, a1, a1)
-    return [Kernel("any net", "build_rows", cuda_build.build_rows_kernel, args, cuda_build.BUILD_THREADS,
-                   MAX_ROWS, unfused=True)]  # fmt: skip
+    h2 = types.Array(types.float16, 2, "C")
+    return [
+        Kernel(f"any net{suffix}", "build_rows", cuda_build.build_rows_kernel, (out, a2, i1, i1, a1, a1, a1),
+               cuda_build.BUILD_THREADS, MAX_ROWS, unfused=True)
+        for suffix, out in (("", a2), (", fp16", h2))
+    ]  # fmt: skip
 
 
 class _TargetDevice:

@@ -4,6 +4,7 @@ what this machine's memory bandwidth and fp32 FMA peak allow, and what an H100 b
     python -m experiments.roofline                                   # every named net, then Frostbite
     python -m experiments.roofline --nets large small --rows 64 --seconds 1 --skip-end-to-end
     python -m experiments.roofline --nets mlp --rows 4 --seconds 0.05 --bandwidth-mb 64 --json roofline.json
+    python -m experiments.roofline --weights fp16                    # 16-bit rows: half the bytes
 
 This machine (all Numba threads):
   bandwidth  a streaming read of a --bandwidth-mb float32 array, split in chunks over the threads,
@@ -20,8 +21,9 @@ Counts per forward (one row run by its own individual's weights), from the layer
              2 x nonzero inputs x out (nevo never reads, nor multiplies, a zero input's weight row);
              pool one per window cell (comparisons); biases and activations not counted;
   bytes      what a forward reads from memory: the observation (uint8 or float32), then each
-             layer's float32 weights and bias; a dense layer reads only its nonzero inputs' weight
-             rows (nominal x kept + bias); activations stay in the core's caches, not counted;
+             layer's weights and bias (float32, or 2 bytes each with --weights fp16); a dense
+             layer reads only its nonzero inputs' weight rows (nominal x kept + bias); activations
+             stay in the core's caches, not counted;
   kept       the share of a dense layer's inputs that are nonzero, measured on real observations
              through random networks of the reference initialisation: Frostbite frames (random
              play) for large and small, MNIST test images (synthetic digit-like strokes where
@@ -69,7 +71,8 @@ import numpy as np
 from numba import prange
 
 from nevo import machine, nets
-from nevo.nets import CIN, COUT, DENSE, KIND
+from nevo.nets import CIN, COUT, DENSE, KIND, W_OFF, half
+from nevo.nets.half import as_f32
 from nevo.nets.kernels import cpu  # (it sets OpenMP's wait policy before Numba's first parallel call)
 
 H100 = {  # (HBM bytes/s, fp32 FLOP/s), the datasheets' dense figures
@@ -237,16 +240,16 @@ def layer_name(lay) -> str:
     return f"dense {lay.cin}x{lay.cout}"
 
 
-def layer_counts(spec, kept) -> list[dict]:
+def layer_counts(spec, kept, itemsize: int = 4) -> list[dict]:
     """Per forward of one row, the input's load then each layer: FLOP, bytes read and nominal
     bytes (see the module docstring). kept[i]: the nonzero share of dense layer i's inputs (read
-    for dense layers only)."""
+    for dense layers only); itemsize: a weight's bytes (2 for --weights fp16)."""
     obs_bytes = int(np.prod(spec.obs_shape)) * np.dtype(spec.obs_dtype).itemsize
     out = [{"layer": "input", "flops": 0.0, "bytes": float(obs_bytes), "nominal_bytes": float(obs_bytes),
             "kept": None}]  # fmt: skip
     for i, lay in enumerate(spec.layers):
         oh, ow = lay.out_hw
-        w_bytes, b_bytes = 4.0 * (lay.b_offset - lay.w_offset), 4.0 * lay.n_bias
+        w_bytes, b_bytes = float(itemsize * (lay.b_offset - lay.w_offset)), float(itemsize * lay.n_bias)
         if lay.kind == "conv":
             flops, nbytes, share = 2.0 * oh * ow * lay.fan_in * lay.cout, w_bytes + b_bytes, None
         elif lay.kind == "pool":
@@ -289,15 +292,18 @@ def layer_inputs(table, weights, rows_ind, obs, div):
     full = np.zeros((rows, seg[n + 1]), np.float32)
     cols = np.empty(cpu.cols_size(table), np.float32)
     order = np.arange(rows)
+    n_spatial = table[first_dense(table), W_OFF]
+    wide = np.empty(n_spatial, np.float32)  # 16-bit rows: the convs' weights widened, as nevo does
     for r in range(rows):
         w = weights[rows_ind[r]]
+        w_conv = as_f32(w, wide, n_spatial)
         cpu.load_obs(table, obs, r, full[r], div)
         for i in range(n):
             if table[i, KIND] == DENSE:
                 nz = np.empty((1, table[i, CIN]), np.int32)
                 cpu.dense_block(table, i, w, full, seg[i], seg[i + 1], order, r, r + 1, 0, table[i, COUT], nz)
             else:
-                cpu.spatial_rows(table, i, w, full[r, seg[i] : seg[i + 1]], full[r, seg[i + 1] :], cols)
+                cpu.spatial_rows(table, i, w_conv, full[r, seg[i] : seg[i + 1]], full[r, seg[i + 1] :], cols)
     return full
 
 
@@ -309,11 +315,11 @@ def one_layer(table, i, weights, rows_ind, obs, div, work, n_threads):
     work (rows, segments(table)[-1]) as layer_inputs filled it. Returns 0."""
     seg = cpu.segments(table)
     rows = rows_ind.shape[0]
-    n_conv = 0
-    while n_conv < table.shape[0] and table[n_conv, KIND] != DENSE:
-        n_conv += 1
+    n_conv = first_dense(table)
+    n_spatial = table[n_conv, W_OFF]
     scr = np.zeros((n_threads, seg[n_conv]), np.float32)
     cols = np.empty((n_threads, cpu.cols_size(table)), np.float32)
+    wide = np.empty((n_threads, n_spatial), np.float32)  # 16-bit rows: as layer_inputs
     order = np.arange(rows)
     for t in prange(n_threads):
         if t < rows:
@@ -326,9 +332,19 @@ def one_layer(table, i, weights, rows_ind, obs, div, work, n_threads):
                 nz = np.empty((1, table[i, CIN]), np.int32)
                 cpu.dense_block(table, i, w, work, seg[i], seg[i + 1], order, q, q + 1, 0, table[i, COUT], nz)
             else:
+                w_conv = as_f32(w, wide[t], n_spatial)  # once per row: each row is its own individual
                 dst = scr[t, seg[i + 1] :] if i + 1 < n_conv else work[q, seg[i + 1] :]
-                cpu.spatial_rows(table, i, w, scr[t, seg[i] : seg[i + 1]], dst, cols[t])
+                cpu.spatial_rows(table, i, w_conv, scr[t, seg[i] : seg[i + 1]], dst, cols[t])
     return 0
+
+
+@numba.njit(nogil=True, cache=True)
+def first_dense(table) -> int:
+    """The index of the first dense layer (the convs and pools come before it)."""
+    i = 0
+    while i < table.shape[0] and table[i, KIND] != DENSE:
+        i += 1
+    return i
 
 
 def kept_shares(spec, full) -> list:
@@ -340,10 +356,11 @@ def kept_shares(spec, full) -> list:
     ]
 
 
-def rotated_weights(spec, rows: int, max_gb: float, rng) -> np.ndarray:
-    """(n, n_params) float32: n individuals whose weights exceed 8 x the last-level cache (at
-    least rows, at most max_gb), their values those of VALUE_SOURCES random ones, repeated."""
-    per = 4 * spec.n_params
+def rotated_weights(spec, rows: int, max_gb: float, rng, weights: str = "fp32") -> np.ndarray:
+    """(n, n_params) float32: n individuals whose weights (in the format `weights`) exceed 8 x the
+    last-level cache (at least rows, at most max_gb), their values those of VALUE_SOURCES random
+    ones, repeated."""
+    per = half.dtype_of(weights).itemsize * spec.n_params
     n = max(rows, -(-8 * llc_bytes() // per), VALUE_SOURCES)
     n = max(1, min(n, int(max_gb * 1e9 // per)))
     scale = nets.init_scale(spec)
@@ -450,15 +467,16 @@ def measure_net(name: str, a, bandwidth: float, peak: float, gpu) -> dict:
     rng = np.random.default_rng(0)
     n_obs = max(a.rows)
     spec, obs, source = observations(name, n_obs, a.game, rng)
-    weights = rotated_weights(spec, max(a.rows), a.max_gb, rng)
+    weights = half.rounded(rotated_weights(spec, max(a.rows), a.max_gb, rng, a.weights), a.weights)
+    bits = half.kernel_view(weights)  # what the Numba pieces read (fp16: the halves' bits)
     n_ind = len(weights)
     n_threads = numba.get_num_threads()
     probe = np.arange(n_obs) % VALUE_SOURCES
-    full = layer_inputs(spec.table, weights, probe, obs, spec.obs_div)  # (n_obs, segments)
-    counts = layer_counts(spec, kept_shares(spec, full))
+    full = layer_inputs(spec.table, bits, probe, obs, spec.obs_div)  # (n_obs, segments)
+    counts = layer_counts(spec, kept_shares(spec, full), weights.dtype.itemsize)
     counts.append(total_counts(counts))
     print(f"\n{name}: {spec.n_params:,} params, obs {spec.obs_shape} from {source}; {n_ind} individuals "
-          f"rotated ({weights.nbytes / 1e9:.2f} GB)", flush=True)  # fmt: skip
+          f"rotated ({weights.nbytes / 1e9:.2f} GB of {a.weights} weights)", flush=True)  # fmt: skip
     results = []
     for rows in a.rows:
         o = np.ascontiguousarray(obs[np.arange(rows) % n_obs])
@@ -474,7 +492,7 @@ def measure_net(name: str, a, bandwidth: float, peak: float, gpu) -> dict:
                 layer, work = i - 1, inputs.copy()  # a copy: the timed layer overwrites the next's
                 rate = rate_of(
                     lambda k, layer=layer, o=o, work=work: one_layer(
-                        spec.table, layer, weights, inds(k), o, spec.obs_div, work, n_threads
+                        spec.table, layer, bits, inds(k), o, spec.obs_div, work, n_threads
                     ),
                     rows,
                     a.seconds,
@@ -486,7 +504,7 @@ def measure_net(name: str, a, bandwidth: float, peak: float, gpu) -> dict:
                     c["flops"], c["bytes"], bw, pk
                 )
             if gpu is not None and c["layer"] == "forward":
-                row["gpu_per_s"] = gpu.forward_rate(spec, rows, o, a.seconds)
+                row["gpu_per_s"] = gpu.forward_rate(spec, rows, o, a.seconds, a.weights)
             results.append(row)
             print_row(row, gpu is not None)
     return {"net": name, "n_params": spec.n_params, "obs": source, "individuals": n_ind, "rows": results}
@@ -530,10 +548,10 @@ class GpuForward:
 
         self.name, self.max_gb = device_name(), max_gb
 
-    def forward_rate(self, spec, rows: int, obs, seconds: float) -> float:
+    def forward_rate(self, spec, rows: int, obs, seconds: float, fmt: str = "fp32") -> float:
         from nevo.nets.kernels import make_policy
 
-        weights = rotated_weights(spec, rows, self.max_gb, np.random.default_rng(1))
+        weights = half.rounded(rotated_weights(spec, rows, self.max_gb, np.random.default_rng(1), fmt), fmt)
         policy = make_policy("cuda", spec)
         policy.load(weights)
         try:
@@ -626,7 +644,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
     per_core = limit / cores
     reset_frames = reset_s * per_core  # a seeded reset, in frames of one core's emulation
 
-    fresh, builder = population(spec, a.population, seed=a.population)
+    fresh, builder = population(spec, a.population, seed=a.population, dtype=half.dtype_of(a.weights))
     weights = for_device(builder, "cpu")
     policy = CountedPolicy(make_policy("cpu", spec))
     ev = pipeline.AtariEvaluator(env_cfg, policy, weights, slots, threads, group_size=group, overlap=overlap)
@@ -709,6 +727,7 @@ def main(argv=None) -> dict:
     p.add_argument("--frame-cap", type=int, default=2000, help="end to end: game frames per episode at most")
     p.add_argument("--limit-seconds", type=float, default=5.0, help="end to end: emulator limit's time")
     p.add_argument("--json", default=None, help="write every figure to this file")
+    p.add_argument("--weights", default="fp32", choices=list(half.FORMATS), help="the weight rows' format")
     a = p.parse_args(argv)
     for name in a.nets:
         nets.layers_of(name)  # ValueError naming the valid nets, before any measurement
@@ -742,6 +761,7 @@ def main(argv=None) -> dict:
                     "fma_peak_flops": peak, "nominal_peak_flops": nominal, "llc_bytes": llc_bytes(),
                     "gpu": gpu.name if gpu else None},
         "h100_model": {box: {"hbm_Bps": bw, "fp32_flops": pk} for box, (bw, pk) in H100.items()},
+        "weights": a.weights,
         "nets": [],
     }  # fmt: skip
     for name in a.nets:

@@ -24,7 +24,7 @@ from nevo import cli, config, nets, runs
 from nevo.algos import declared
 from nevo.config import ConfigError
 from nevo.evaluation.setup import REF_BATCH
-from nevo.nets import vbn
+from nevo.nets import half, vbn
 from nevo.nets.kernels import make_policy
 from nevo.runs import elite as elite_files
 from nevo.runs import loop, sgd
@@ -40,7 +40,9 @@ class Policy:
     def __init__(self, spec: nets.NetSpec, weights: np.ndarray, action_box=None, score: float = float("nan")):
 
         self.spec = spec
-        self.weights = np.ascontiguousarray(weights, np.float32).reshape(1, spec.n_params)
+        weights = np.asarray(weights)  # float16 where the run's forward read fp16 (--weights fp16)
+        dtype = np.float16 if weights.dtype == np.float16 else np.float32
+        self.weights = np.ascontiguousarray(weights, dtype).reshape(1, spec.n_params)
         self.action_box = None if action_box is None else tuple(np.asarray(b, np.float32) for b in action_box)
         self.score = score  # the elite's validation mean
         self._forward = make_policy("cpu", spec)
@@ -174,6 +176,7 @@ def load_policy(run_dir: str, which: str = "best") -> Policy:
             raise ConfigError(f"{run_dir}: no {REF_BATCH}: virtual batch norm's reference batch is missing")
         weights = vbn.fold(spec, weights, runs.read_array(path), out=weights)
     facts = runs.read_json(os.path.join(run_dir, runs.CONFIG))
+    weights = half.rounded(weights, cfg.net.weights)  # the weights the run's forward read
     return Policy(spec, weights[0], facts.get("action_box"), float(elite["validation_mean"]))
 
 

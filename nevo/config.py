@@ -32,6 +32,7 @@ from nevo.algos.ns import GANSConfig, NoveltyConfig, NSESConfig
 from nevo.algos.sgd import SGDConfig
 from nevo.genomes.operators import mutation
 from nevo.nets import NAMED_LAYERS, layers_of
+from nevo.nets.half import FORMATS as WEIGHT_FORMATS
 from nevo.settings import (  # noqa: F401 (the settings' primitives, also here for nevo.config's readers)
     OPTIMIZERS,
     PIPELINES,
@@ -264,6 +265,7 @@ def validate(cfg):
     require(layers is not None, "net", allowed, n.net)
     require(n.vbn == 0 or n.vbn >= 2, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
     require(n.actions in ("auto", "bins"), "actions", "auto or bins", n.actions)
+    require(n.weights in WEIGHT_FORMATS, "weights", " or ".join(WEIGHT_FORMATS), n.weights)
     mutation = mutation_of(cfg)
     conflict = vbn_conflict(cfg)
     require(n.vbn == 0 or conflict is None, "vbn", f"0 {conflict}", n.vbn)

@@ -102,6 +102,11 @@ class NetConfig:
         "auto (discrete actions: the argmax; a Box: tanh of each output) or bins (a Box: each component "
         "one of 10 evenly spaced values, the largest of 10 outputs, as Salimans et al. ran Hopper)",
     )
+    weights: str = setting(
+        "fp32",
+        "the weights the forward reads: fp32, or fp16 (each row built in float32 from its genome, as "
+        "with fp32, then rounded once to half precision; sums stay float32; half the bytes a forward reads)",
+    )
 
 
 @dataclass(frozen=True)

@@ -257,6 +257,42 @@ def evaluator_builds_its_rows_on_the_device(rng, full):
         ev.close()
 
 
+def fp16_weights_match_reference(rng, full):
+    """16-bit weight rows (--weights fp16): the CUDA forward reads the halves, sums in float32 and
+    matches the reference on the same halves, for every layer kind; rows built on the device in
+    fp16 are the host's float32 build rounded once (nevo.nets.half.round_rows), bit for bit, in
+    rows padded to 128 bytes."""
+    from nevo.evaluation.episodes import Population
+    from nevo.genomes.cuda_build import DeviceWeights
+    from nevo.genomes.noise import WeightBuilder
+    from nevo.nets import half
+    from nevo.nets.kernels.cuda import CudaPolicy
+
+    for name, spec in small_specs().items():
+        weights, rows_ind, obs = random_case(spec, rng, 4, 9 if full else 3)
+        w16 = half.rounded(weights, "fp16")
+        policy = CudaPolicy(spec)
+        policy.load(w16)
+        try:
+            assert_matches(spec, *run_poisoned(policy, rows_ind, obs), w16, rows_ind, obs)
+        except AssertionError as e:
+            raise AssertionError(f"net {name} with fp16 weights, rows_ind {rows_ind.tolist()}: {e}") from None
+
+    p = 1000 if full else 150
+    table = rng.standard_normal(20 * p).astype(np.float32)
+    init = (0.1 + rng.random(p)).astype(np.float32)
+    seeds = rng.integers(0, 2**31, 6)
+    new = np.array([seeds[1], -1, seeds[2], seeds[3]])  # a fresh row, a copy, children, a fresh row
+    pop = Population([np.array(seeds[:1])], np.array([-1, 0, 0, -1]), new, np.full(4, 0.02, np.float32), 0.02)
+    device = DeviceWeights(WeightBuilder(table, init, dtype=np.float16))
+    got = device.start(pop, np.arange(4), 4).copy_to_host()
+    assert got.dtype == np.float16 and got.shape[1] % 64 == 0 and got.shape[1] >= p, (got.dtype, got.shape)
+    host = WeightBuilder(table, init, dtype=np.float16)
+    host.use(pop)
+    want = host.build(np.arange(4), np.empty((4, p), np.float16))
+    np.testing.assert_array_equal(got[:, :p].view(np.uint16), want.view(np.uint16))
+
+
 def continuous_actions_match_reference(rng, full):
     """A net with continuous actions (NetSpec.action "tanh") and tanh hidden units (OpenAI-ES's
     MuJoCo policy) gives the reference's action vectors, tanh of its logits, (rows, n_actions)
@@ -469,15 +505,20 @@ def memory_error_is_clear(rng, full):
 
 def full_size_matches_reference(rng, full):
     """At full size (4x84x84, 18 actions; the MNIST nets on 1x28x28, 10 classes; hundreds of
-    rows) the CUDA forward matches the reference, as the active rows shrink and grow within one
-    load (random subsets of the rows)."""
+    rows; large and small with fp16 weights too) the CUDA forward matches the reference, as the
+    active rows shrink and grow within one load (random subsets of the rows)."""
     from nevo.nets.kernels.cuda import CudaPolicy
 
     mnist = ((1, 28, 28), 10)
-    for name, rows, shape in (("small", 400, ()), ("large", 300, ()), ("mnist", 400, mnist),
-                              ("mnist-large", 300, mnist)):  # fmt: skip
+    from nevo.nets import half
+
+    for name, rows, shape, fmt in (("small", 400, (), "fp32"), ("large", 300, (), "fp32"),
+                                   ("mnist", 400, mnist, "fp32"), ("mnist-large", 300, mnist, "fp32"),
+                                   ("large", 300, (), "fp16"),
+                                   ("small", 400, (), "fp16")):  # fmt: skip
         spec = net_spec(name, *shape)
         weights, rows_ind, obs = random_case(spec, rng, 40, rows, shared=30)
+        weights = half.rounded(weights, fmt)
         policy = CudaPolicy(spec)
         policy.load(weights)
         for keep in (len(rows_ind), 37, len(rows_ind)):
@@ -493,6 +534,7 @@ SMALL = [
     conv_tiles_match_reference,
     conv_tiles_bound_threads_per_block,
     device_build_matches_host_build,
+    fp16_weights_match_reference,
     continuous_actions_match_reference,
     evaluator_builds_its_rows_on_the_device,
     float32_vectors_match_reference,

@@ -22,7 +22,7 @@ from nevo.evaluation.slot_weights import for_device
 from nevo.evaluation.supervised import SupervisedEvaluator
 from nevo.genomes.noise import WeightBuilder
 from nevo.genomes.safe_build import SafeMutation
-from nevo.nets import obs_norm, vbn
+from nevo.nets import half, obs_norm, vbn
 from nevo.nets.kernels import make_policy, resolve_device
 from nevo.tasks.envs import pick_threads
 
@@ -58,8 +58,9 @@ def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | Non
     """weight_builder's WeightBuilder, given the reference batch (None without --vbn); with a
     safe mutation, one that builds safe children, reading ancestors' experiences from run_dir;
     with --obs-norm 1, one that folds the statistics each Population carries into its rows."""
+    dtype = half.dtype_of(cfg.net.weights)  # what the forward reads: rows rounded once (fp16) or not
     if obs_norm_of(cfg):  # never with --vbn or a safe mutation (config.validate: the ES families only)
-        return WeightBuilder(table, nets.init_scale(spec), fold=obs_norm.fold_population(spec))
+        return WeightBuilder(table, nets.init_scale(spec), fold=obs_norm.fold_population(spec), dtype=dtype)
     if mutation_of(cfg).safe:  # never with --vbn (config.validate)
 
         def experiences_of(genome):
@@ -67,12 +68,13 @@ def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | Non
                 raise KeyError("no run folder to read a parent's experiences from")
             return runs.load_experiences(run_dir, genome)
 
-        return WeightBuilder(table, nets.init_scale(spec), safe=SafeMutation(spec, table, experiences_of))
+        safe = SafeMutation(spec, table, experiences_of)
+        return WeightBuilder(table, nets.init_scale(spec), safe=safe, dtype=dtype)
     if not cfg.net.vbn:
-        return WeightBuilder(table, nets.init_scale(spec))
+        return WeightBuilder(table, nets.init_scale(spec), dtype=dtype)
 
     return WeightBuilder(
-        table, nets.init_scale(spec), lambda w, population: vbn.fold(spec, w, ref_batch, out=w)
+        table, nets.init_scale(spec), lambda w, population: vbn.fold(spec, w, ref_batch, out=w), dtype=dtype
     )
 
 
@@ -206,7 +208,8 @@ def check_memory(n_params: int, rows: int, noise_table_size: int, device: str, f
     """Stop before starting if `rows` weight rows plus the noise table (plus `extra` bytes: the
     experiences of safe mutations) cannot fit in memory, or on a GPU `device_rows` rows (default:
     rows), plus the table where individuals are built there; the message names `flag`, the
-    setting to lower."""
+    setting to lower. Rows count as float32 whatever --weights is: 16-bit rows need less (a run
+    that fits in fp32 fits in fp16; their float32 build scratch is a few rows)."""
     need = 4 * n_params * rows + 4 * noise_table_size + extra
     avail = machine.available_memory()
     if avail is not None and need > 0.9 * avail:

@@ -22,7 +22,7 @@ class PooledWeights:
 
     def __init__(self, builder):
         self.builder = builder  # nevo.genomes.noise.WeightBuilder
-        self.pool = np.empty((0, builder.n_params), np.float32)  # (rows, P), kept between evaluations
+        self.pool = np.empty((0, builder.n_params), builder.dtype)  # (rows, P), kept between evaluations
 
     def start(self, population, ind: np.ndarray, slots: int) -> np.ndarray:
         """Begin an evaluation of these episodes' individuals (ind (E,) rows of population) on
@@ -31,7 +31,7 @@ class PooledWeights:
         self.builder.use(population)
         n = len(population)
         if self.pool.shape[0] < min(slots + 1, n):
-            self.pool = np.empty((min(slots + 1, n), self.builder.n_params), np.float32)
+            self.pool = np.empty((min(slots + 1, n), self.builder.n_params), self.builder.dtype)
         self.left = np.bincount(ind, minlength=n)  # (N,) episodes of each individual not yet ended
         self.live = np.zeros(n, np.int64)  # (N,) episodes of each individual in a slot now
         self.row_of = np.full(n, -1, np.int64)  # (N,) its pool row, -1: not built
@@ -53,7 +53,7 @@ class PooledWeights:
                 self.builder.build(missing, self.pool[rows[0] : rows[-1] + 1])
             else:
                 self.pool[rows] = self.builder.build(
-                    missing, np.empty((missing.size, self.pool.shape[1]), np.float32)
+                    missing, np.empty((missing.size, self.pool.shape[1]), self.pool.dtype)
                 )
         return self.row_of[inds]
 
@@ -85,18 +85,19 @@ class AllWeights:
     def __init__(self, builder, max_rows: int):
         self.builder = builder
         self.max_rows = max(1, int(max_rows))
-        self.rows = np.empty((0, builder.n_params), np.float32)
+        self.rows = np.empty((0, builder.n_params), builder.dtype)
 
     def start(self, population, ind: np.ndarray, slots: int) -> np.ndarray:
         self.builder.use(population)
         n = len(population)
         if self.rows.shape[0] != n:
-            self.rows = np.empty((n, self.builder.n_params), np.float32)
+            self.rows = np.empty((n, self.builder.n_params), self.builder.dtype)
         used = np.unique(ind)
         if used.size == n:
             self.builder.build(used, self.rows)
         elif used.size:
-            self.rows[used] = self.builder.build(used, np.empty((used.size, self.rows.shape[1]), np.float32))
+            part = np.empty((used.size, self.rows.shape[1]), self.rows.dtype)
+            self.rows[used] = self.builder.build(used, part)
         return self.rows
 
     def take(self, inds) -> np.ndarray:
@@ -130,12 +131,13 @@ def in_parts(run, population, episodes, max_rows):
     return Results.concat(parts).select(back)
 
 
-def rows_that_fit(n_params: int) -> int:
-    """Weight rows of n_params floats that a quarter of the free memory holds (at least 2)."""
+def rows_that_fit(n_params: int, itemsize: int = 4) -> int:
+    """Weight rows of n_params numbers of itemsize bytes that a quarter of the free memory holds
+    (at least 2)."""
     from nevo.machine import available_memory
 
     avail = available_memory() or 8 * 2**30
-    return max(2, int(0.25 * avail) // (4 * n_params))
+    return max(2, int(0.25 * avail) // (itemsize * n_params))
 
 
 def builds_on_device(builder) -> bool:
@@ -154,7 +156,7 @@ def for_device(builder, device: str, max_rows: int = 0):
 
         return DeviceWeights(builder)
     if device == "cuda":
-        return AllWeights(builder, max_rows or rows_that_fit(builder.n_params))
+        return AllWeights(builder, max_rows or rows_that_fit(builder.n_params, builder.dtype.itemsize))
     return PooledWeights(builder)
 
 

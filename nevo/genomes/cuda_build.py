@@ -33,15 +33,16 @@ else:
 
 BUILD_THREADS = 256  # threads per block, over a row's elements
 ROW_BLOCKS = 64  # at most this many blocks per row (each thread then strides over the row)
-PITCH = 32  # a row's length in memory is a multiple of this many float32: 128 bytes
+LINE = 128  # bytes: a row's length in memory is a multiple of this
 
 
-def pitch(n_params: int) -> int:
-    """Floats between the starts of two individuals' rows on the device: n_params rounded up to
+def pitch(n_params: int, itemsize: int = 4) -> int:
+    """Numbers between the starts of two individuals' rows on the device: n_params rounded up to
     128 bytes, so that every row, and the 128-byte lines its kernels read, start aligned (the
     large net's 4,052,658 parameters are 18 mod 32: unpadded, most rows start mid-line and a
     warp's 128-byte load of a weight row touches two lines)."""
-    return ceil_div(n_params, PITCH) * PITCH
+    per_line = LINE // itemsize
+    return ceil_div(n_params, per_line) * per_line
 
 
 @cuda.jit
@@ -49,7 +50,9 @@ def build_rows_kernel(out, base, base_idx, offsets, init_scale, scale, table):
     """Write each out row i as nevo.genomes.noise.build_rows does:
     base_idx[i] < 0   fresh network: init_scale * eps(offsets[i])
     offsets[i] < 0    copy of base[base_idx[i]]
-    otherwise         child: base[base_idx[i]] + scale[i] * eps(offsets[i])."""
+    otherwise         child: base[base_idx[i]] + scale[i] * eps(offsets[i]).
+    out float16 (--weights fp16): each element computed in float32 as above, then rounded to
+    nearest (ties to even) as it is stored, as nevo.nets.half.round_rows rounds on the host."""
     # Threads: grid (blocks per row, rows), block (BUILD_THREADS,). Block (q, i) writes row i's
     # elements q*BUILD_THREADS + t, then a grid-row stride on: consecutive threads write, and
     # read the table and the base at, consecutive elements (coalesced).
@@ -88,7 +91,7 @@ class DeviceWeights:
         self._table = self._init = None  # device copies, uploaded on first use
         self._bases = None  # device (K, P) of the host bases last uploaded ...
         self._bases_of = None  # ... which host array they are
-        self.rows = None  # device (capacity, pitch(P)) float32
+        self.rows = None  # device (capacity, pitch(P)) of the builder's dtype (--weights)
 
     @property
     def max_rows(self) -> int:
@@ -96,7 +99,8 @@ class DeviceWeights:
         free = cuda.current_context().get_memory_info().free
         held = 0 if self.rows is None else self.rows.nbytes
         table = 0 if self._table is not None else self.builder.table.nbytes
-        row = 4 * pitch(self.builder.n_params)
+        size = self.builder.dtype.itemsize
+        row = size * pitch(self.builder.n_params, size)
         return max(1, int(0.9 * (free + held - table)) // row - 2 * len(self.builder.bases))
 
     def start(self, population, ind: np.ndarray, slots: int):
@@ -113,12 +117,13 @@ class DeviceWeights:
             self._bases = cuda.to_device(np.ascontiguousarray(b.bases), stream=s) if len(b.bases) else None
             self._bases_of = b.bases
         n = len(population)
+        size = b.dtype.itemsize
         if self.rows is None or self.rows.shape[0] < n:
             self.rows = None
-            need = 4 * n * pitch(b.n_params)
+            need = size * n * pitch(b.n_params, size)
             check_fits(need, cuda.current_context().get_memory_info().free,
                        f"the weights of {n:,} individuals", device_name())  # fmt: skip
-            self.rows = cuda.device_array((n, pitch(b.n_params)), np.float32)
+            self.rows = cuda.device_array((n, pitch(b.n_params, size)), b.dtype)
         base_idx, offsets, scale = b.plan(np.arange(n))
         bases = self._bases if self._bases is not None else self.rows  # no base: fresh rows only (unread)
         up = [cuda.to_device(a, stream=s) for a in (base_idx, offsets, scale)]  # a few KB

@@ -21,9 +21,12 @@ import numba
 import numpy as np
 
 from nevo.machine import cores
+from nevo.nets.half import round_rows
 
 # Fixed chunking: the table's content depends on (size, seed) only, never on thread count.
 TABLE_CHUNKS = 64
+# 16-bit weights (--weights fp16): rows are built in float32 this many at a time, then rounded
+ROUND_ROWS = 16
 # Seeds are drawn from [0, SEED_LIMIT): genomes fit in int64 arrays and JSON.
 SEED_LIMIT = 2**31
 
@@ -161,9 +164,12 @@ class WeightBuilder:
     is a safe mutation, `use` also measures each base's sensitivity, once, and `build` makes the
     children with it. `fold(rows, population)`, when given, changes built rows in place (virtual
     batch norm, or the population's frozen observation statistics, folded into the weights).
+    `dtype` is what the forward reads (--weights): float32, or float16, each row built in float32
+    as always, then rounded once (nevo.nets.half).
     """
 
-    def __init__(self, table: np.ndarray | None, init_scale: np.ndarray, fold=None, safe=None):
+    def __init__(self, table: np.ndarray | None, init_scale: np.ndarray, fold=None, safe=None,
+                 dtype=np.float32):  # fmt: skip
         # table None: only copies of weights given as they are (a replay of ES's theta)
         self.table = table if table is not None else np.zeros(0, np.float32)
         self.init_scale = np.ascontiguousarray(init_scale, dtype=np.float32)
@@ -176,6 +182,8 @@ class WeightBuilder:
         self._pop = None
         self._bases = np.zeros((0, self.n_params), np.float32)  # (K, P) of the population in use
         self._offsets = np.zeros(0, np.int64)
+        self.dtype = np.dtype(dtype)  # of the rows `build` writes
+        self._wide = np.zeros((0, self.n_params), np.float32)  # float32 rows before rounding (fp16)
 
     def use(self, pop) -> None:
         """Make pop the population whose rows `build` builds."""
@@ -241,7 +249,16 @@ class WeightBuilder:
         return base, np.ascontiguousarray(self._offsets[rows]), scale
 
     def build(self, rows, out: np.ndarray) -> np.ndarray:
-        """out (len(rows), P) float32 = the weights of these rows of the population in use."""
+        """out (len(rows), P) = the weights of these rows of the population in use, built in
+        float32 and, for float16 rows, rounded once."""
+        if out.dtype == np.float16:  # a few rows at a time: float32 scratch of ROUND_ROWS rows at most
+            rows = np.asarray(rows, np.int64)
+            if not len(self._wide):
+                self._wide = np.empty((ROUND_ROWS, self.n_params), np.float32)
+            for a in range(0, len(rows), ROUND_ROWS):
+                part = rows[a : a + ROUND_ROWS]
+                round_rows(self.build(part, self._wide[: len(part)]), out[a : a + len(part)])
+            return out
         rows = np.asarray(rows, np.int64)
         pop = self._pop
         base, offsets, scale = self.plan(rows)

@@ -21,7 +21,11 @@ first dense layer is memory bound (every row generally has different weights; `l
   compositions;
 - the dense layers take the rows of one individual together, so shared weights are read once;
 - with enough individuals per thread, one parallel pass per individual runs its convs then its
-  dense layers: no barrier between layers, and one thread's convs overlap the other's dense reads.
+  dense layers: no barrier between layers, and one thread's convs overlap the other's dense reads;
+- 16-bit weight rows (--weights fp16, nevo/nets/half.py) arrive as their uint16 bits: a dense layer
+  widens each weight as it reads it (F16C converts 8 at once), the convs' weights are widened once
+  per individual into float32 scratch for BLAS; the sums are the fp32 forward's, so the result is
+  the fp32 forward's on the widened weights, bit for bit, from half the bytes.
 Scratch is allocated once per call: the conv buffers and im2col patches per thread, the dense
 layers' inputs and outputs per row.
 Every function here releases the GIL (nogil), so an emulator thread runs beside the forward.
@@ -62,6 +66,7 @@ from nevo.nets import (
     STRIDE,
     W_OFF,
 )
+from nevo.nets.half import as_f32, kernel_view, widen
 from nevo.nets.kernels.actions import actions_of
 from nevo.nets.kernels.common import activate, argmax_row, scale_input
 
@@ -214,7 +219,8 @@ def dense_block(table, i, w, act, x0, y0, order, g0, g1, o0, o1, nz):
 
     Work = (group of rows sharing an individual, block of outputs). act[r, x0:] is row r's
     input, act[r, y0:] its output.
-    nz is (g1 - g0, n_in) int32 scratch for the indices of each row's nonzero inputs.
+    nz is (g1 - g0, n_in) int32 scratch for the indices of each row's nonzero inputs. w is
+    float32, or a float16 row's uint16 bits (--weights fp16), each weight widened as it is read.
     """
     n_in, n_out = table[i, CIN], table[i, COUT]
     w0 = table[i, W_OFF] + o0  # weight (k, o0) sits at w0 + k * n_out
@@ -230,7 +236,9 @@ def dense_block(table, i, w, act, x0, y0, order, g0, g1, o0, o1, nz):
             if x[k] != 0:  # speed: a zero input's weight row is never read from memory
                 nz[g, count[g]] = k
                 count[g] += 1
-        act[r, y0 + o0 : y0 + o1] = bias
+        out = act[r, y0 + o0 : y0 + o1]
+        for o in range(n):
+            out[o] = widen(bias[o])
     # speed: inputs in chunks of _K_CHUNK, every row of the group per chunk: the chunk's weights
     # (256 x 512 floats = 512 KB) come from memory once and from L2 for the group's other rows
     for k_end in range(_K_CHUNK, n_in + _K_CHUNK, _K_CHUNK):
@@ -248,12 +256,14 @@ def dense_block(table, i, w, act, x0, y0, order, g0, g1, o0, o1, nz):
                 v2 = w[w0 + k2 * n_out : w0 + k2 * n_out + n]
                 v3 = w[w0 + k3 * n_out : w0 + k3 * n_out + n]
                 for o in range(n):
-                    out[o] = out[o] + a0 * v0[o] + a1 * v1[o] + a2 * v2[o] + a3 * v3[o]
+                    out[o] = (
+                        out[o] + a0 * widen(v0[o]) + a1 * widen(v1[o]) + a2 * widen(v2[o]) + a3 * widen(v3[o])
+                    )
                 q += 4
             while q < count[g] and nz[g, q] < k_end:
                 a, v = x[nz[g, q]], w[w0 + nz[g, q] * n_out : w0 + nz[g, q] * n_out + n]
                 for o in range(n):
-                    out[o] += a * v[o]
+                    out[o] += a * widen(v[o])
                 q += 1
             done[g] = q
     code = table[i, ACT]
@@ -274,6 +284,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
     while n_conv < n_layers and table[n_conv, KIND] != DENSE:
         n_conv += 1
     base = seg[n_conv]  # dense inputs, outputs and logits of a row: act[r, seg[i] - base]
+    n_spatial = table[n_conv, W_OFF]  # the convs' weights and biases: a row's first parameters
     act = np.empty((rows, seg[n_layers + 1] - base), np.float32)
 
     # Rows of one individual form a group (stable order): the dense layers share its weights.
@@ -297,10 +308,12 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
         # thread's convs (compute bound) overlap the other's dense layers (memory bound).
         scr = np.zeros((n_threads, base), np.float32)
         cols = np.empty((n_threads, cols_size(table)), np.float32)
+        wide = np.empty((n_threads, n_spatial), np.float32)  # 16-bit rows: the convs' weights widened
         for t in prange(n_threads):
             for g in range(t, n_groups, n_threads):  # static round robin
                 g0, g1 = starts[g], starts[g + 1]
                 w = weights[rows_ind[order[g0]]]
+                w_conv = as_f32(w, wide[t], n_spatial)  # once per group
                 for q in range(g0, g1):
                     r = order[q]
                     if n_conv == 0:
@@ -310,7 +323,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
                     for i in range(n_conv):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
                         src = scr[t, seg[i] : seg[i + 1]]
-                        spatial_rows(table, i, w, src, dst, cols[t])
+                        spatial_rows(table, i, w_conv, src, dst, cols[t])
                 for i in range(n_conv, n_layers):
                     nz = np.empty((g1 - g0, table[i, CIN]), np.int32)
                     x0, y0 = seg[i] - base, seg[i + 1] - base
@@ -329,9 +342,10 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
             # batch it ran in. Steps with that few live rows are under 1% of a generation.
             scr = np.zeros((n_threads, base), np.float32)
             cols = np.empty((n_threads, cols_size(table)), np.float32)
+            wide = np.empty((n_threads, n_spatial), np.float32)  # as above
             for t in prange(n_threads):
                 for r in range(t, rows, n_threads):  # all rows cost the same: static round robin
-                    w = weights[rows_ind[r]]
+                    w = as_f32(weights[rows_ind[r]], wide[t], n_spatial)
                     load_obs(table, obs, r, scr[t, : seg[1]], div)
                     for i in range(n_conv):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
@@ -368,13 +382,14 @@ def forward(spec, weights, rows_ind, obs):
     """(actions, logits (rows, n_actions) float32) for a batch of rows; actions: greedy (rows,)
     int64, or tanh(logits) for continuous actions (nevo.nets.kernels.actions_of).
 
-    weights (n_individuals, n_params) float32 C-contiguous; rows_ind (rows,) int64, each row's
+    weights (n_individuals, n_params) float32 or float16 (--weights fp16: read as 16 bits, summed in
+    float32) C-contiguous; rows_ind (rows,) int64, each row's
     individual; obs (rows, C, H, W) of spec.obs_dtype (uint8 as AtariVectorEnv returns it, or
     float32 vectors as (rows, n, 1, 1)). Only checks happen here:
     the work runs in `_forward`, which releases the GIL.
     """
-    if weights.dtype != np.float32 or weights.ndim != 2 or not weights.flags.c_contiguous:
-        raise TypeError("weights must be a C-contiguous (n_individuals, n_params) float32 array")
+    if weights.dtype not in (np.float32, np.float16) or weights.ndim != 2 or not weights.flags.c_contiguous:
+        raise TypeError("weights must be a C-contiguous (n_individuals, n_params) float32 or float16 array")
     if weights.shape[1] != spec.n_params:
         raise ValueError(f"weights have {weights.shape[1]} params, the spec {spec.n_params}")
     rows_ind = np.ascontiguousarray(rows_ind, dtype=np.int64)
@@ -387,5 +402,6 @@ def forward(spec, weights, rows_ind, obs):
     if len(rows_ind) and (rows_ind.min() < 0 or rows_ind.max() >= weights.shape[0]):
         raise IndexError(f"rows_ind must lie in [0, {weights.shape[0]})")
     # numba.get_num_threads() is read here: inside _forward it would stop cache=True working.
-    greedy, logits = _forward(spec.table, weights, rows_ind, obs, spec.obs_div, numba.get_num_threads())
+    threads = numba.get_num_threads()
+    greedy, logits = _forward(spec.table, kernel_view(weights), rows_ind, obs, spec.obs_div, threads)
     return actions_of(spec, greedy, logits), logits

@@ -52,6 +52,9 @@ warnings.filterwarnings(
 )
 
 
+WEIGHT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))  # --weights fp32 or fp16
+
+
 def _shared(f):
     """A common.py helper as a kernel calls it: compiled for the GPU, its Python under the simulator.
 
@@ -217,9 +220,10 @@ def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, act,
                 tap = w_off + (ky * kw + kx) * cin * cout + tx
                 shift = int32((ky * win_w + kx) * cin)
                 for ci in range(cin):
+                    at_ci = tap + ci * cout
                     for j in range(cg):
                         co = tx + j * co_t
-                        wv[j] = w[U(tap + ci * cout + j * co_t)] if exact or co < cout else float32(0)
+                        wv[j] = float32(w[U(at_ci + j * co_t)]) if exact or co < cout else float32(0)
                     for i in range(PX):
                         a = window[U(at[i] + shift + ci)]
                         for j in range(cg):
@@ -232,7 +236,8 @@ def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, act,
                 for j in range(cg):
                     co = tx + j * co_t
                     if exact or co < cout:
-                        v = acc[i, j] * inv_div + w[b_off + co] if first else acc[i, j] + w[b_off + co]
+                        bias = float32(w[b_off + co])
+                        v = acc[i, j] * inv_div + bias if first else acc[i, j] + bias
                         dst[r, oy, ox, co] = activate(v, act)
 
     return conv, n_tiles, (co_t, pg_t)
@@ -356,7 +361,7 @@ def dense_kernel(n_in, n_out, w_off, obs_div):
             for v in range(UNROLL):
                 for u in range(per_t):
                     if exact or t + u * threads < n_out:
-                        wv[v, u] = w[U(base + ks[q + v] * n_out + u * threads)]
+                        wv[v, u] = float32(w[U(base + ks[q + v] * n_out + u * threads)])
             for v in range(UNROLL):
                 k = ks[q + v]
                 for j in range(TILE_ROWS):
@@ -368,7 +373,7 @@ def dense_kernel(n_in, n_out, w_off, obs_div):
             k = ks[q]
             for u in range(per_t):
                 if exact or t + u * threads < n_out:
-                    wv[0, u] = w[U(base + k * n_out + u * threads)]
+                    wv[0, u] = float32(w[U(base + k * n_out + u * threads)])
             for j in range(TILE_ROWS):
                 if j < count:
                     for u in range(per_t):
@@ -397,7 +402,7 @@ def dense_finish_kernel(n_out, b_off, act, n_chunks):
         o = cuda.blockIdx.x * threads + cuda.threadIdx.x
         r = cuda.blockIdx.y
         if o < n_out:
-            v = weights[rows_ind[r], b_off + o]
+            v = float32(weights[rows_ind[r], b_off + o])
             for c in range(n_chunks):
                 v += partial[c, r, o]
             dst[r, o] = activate(v, act)
@@ -428,11 +433,11 @@ def output_kernel(n_in, n_out, w_off, b_off, act, obs_div):
         acc = float32(0)
         if o < n_out:
             for k in range(sl, n_in, split):
-                acc += read(src, r, k) * weights[ind, w_off + k * n_out + o]
+                acc += read(src, r, k) * float32(weights[ind, w_off + k * n_out + o])
         part[sl, o] = acc
         cuda.syncthreads()
         if sl == 0 and o < n_out:
-            v = weights[ind, b_off + o]
+            v = float32(weights[ind, b_off + o])
             for q in range(split):
                 v += part[q, o]
             logits[r, o] = activate(v, act)
@@ -543,7 +548,8 @@ class CudaPolicy:
             self.partial.append(cuda.device_array((max(n_chunks, 1), cap, lay.cout), np.float32))
 
     def load(self, weights):
-        """Use these (n_individuals, n_params) float32 weights until the next load.
+        """Use these (n_individuals, n_params) float32 or float16 (--weights fp16) weights until
+        the next load; the kernels widen 16-bit weights as they read them and sum in float32.
 
         A host array is copied to the device here, once per evaluation, into memory kept from the
         previous load when it fits; a device array (numba or __cuda_array_interface__) is used as
@@ -554,17 +560,18 @@ class CudaPolicy:
         on_device = _device_array(weights)
         if on_device is not None:
             weights = on_device
-            if weights.dtype != np.float32 or weights.ndim != 2 or weights.shape[1] < n_params:
-                raise ValueError(f"device weights must be (n_individuals, >= {n_params}) float32")
+            if weights.dtype not in WEIGHT_DTYPES or weights.ndim != 2 or weights.shape[1] < n_params:
+                raise ValueError(f"device weights must be (n_individuals, >= {n_params}) float32 or float16")
             self.weights, self.n_ind = weights, weights.shape[0]
             return
         weights = np.ascontiguousarray(weights)
-        if weights.dtype != np.float32 or weights.ndim != 2 or weights.shape[1] != n_params:
+        if weights.dtype not in WEIGHT_DTYPES or weights.ndim != 2 or weights.shape[1] != n_params:
             raise ValueError(
-                f"weights must be (n_individuals, {n_params}) float32, got {weights.dtype} {weights.shape}"
+                f"weights must be (n_individuals, {n_params}) float32 or float16, got {weights.dtype} "
+                f"{weights.shape}"
             )
         n = weights.shape[0]
-        if self._owned is None or self._owned.shape[0] < n:
+        if self._owned is None or self._owned.shape[0] < n or self._owned.dtype != weights.dtype:
             self.weights = self._owned = None
             ctx = cuda.current_context()
             if hasattr(ctx, "deallocations"):  # (the simulator has none)
@@ -573,10 +580,10 @@ class CudaPolicy:
             check_fits(
                 weights.nbytes + rows_later,
                 ctx.get_memory_info().free,
-                f"the population's weights ({n:,} x {n_params:,} float32) and the row buffers",
+                f"the population's weights ({n:,} x {n_params:,} {weights.dtype}) and the row buffers",
                 device_name(),
             )
-            self._owned = cuda.device_array((n, n_params), np.float32)
+            self._owned = cuda.device_array((n, n_params), weights.dtype)
         self._owned[:n].copy_to_device(weights, stream=self.stream)
         self.stream.synchronize()
         self.weights, self.n_ind = self._owned, n

@@ -1,0 +1,161 @@
+"""16-bit weight rows (--weights fp16): rounding, the forwards that read them, the builds that make
+them, and a run that uses them (resumed exactly, its elite played with the weights it was run with)."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from nevo import config
+from nevo.evaluation.episodes import Population
+from nevo.evaluation.slot_weights import AllWeights, PooledWeights
+from nevo.genomes.noise import ROUND_ROWS, WeightBuilder
+from nevo.nets import half, init_scale
+from nevo.nets.kernels import cpu, reference
+from tests.test_forward import SPECS, assert_matches_reference
+from tests.tiny import ATARI
+
+
+def test_rounding_is_numpys_round_to_nearest_even_bit_for_bit():
+    """round_rows gives astype(np.float16)'s bits on ordinary weights, ties, subnormals, the
+    largest half, zeros of both signs, infinities and NaN."""
+    rng = np.random.default_rng(0)
+    ordinary = rng.standard_normal(5000).astype(np.float32) * np.float32(0.02)
+    ties = (np.arange(1, 200, dtype=np.float16).astype(np.float32) + np.float32(2**-11)) / 64  # halfway
+    edge = np.array([0.0, -0.0, 6e-8, 3e-8, -5.96e-8, 6.1e-5, 65504.0, 65519.0, -65519.0, np.inf, -np.inf,
+                     np.nan, 1e-30, 1.0009765625, 1.00048828125], np.float32)  # fmt: skip
+    src = np.concatenate([ordinary, ties, edge]).reshape(1, -1)
+    got = half.round_rows(src, np.empty(src.shape, np.float16))
+    np.testing.assert_array_equal(got.view(np.uint16), src.astype(np.float16).view(np.uint16))
+
+
+def test_a_weight_too_large_for_fp16_is_one_line():
+    src = np.array([[0.5, 70000.0, -1.0]], np.float32)
+    with pytest.raises(ValueError, match=r"--weights fp16: 1 weight\(s\) up to 7e\+04 .* use --weights fp32"):
+        half.round_rows(src, np.empty(src.shape, np.float16))
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+@pytest.mark.parametrize("rows", [1, 9])
+def test_cpu_forward_on_fp16_is_the_fp32_forward_of_the_widened_weights(name, rows):
+    """The Numba forward reading 16-bit weights gives exactly (bit for bit) what it gives on the
+    same weights widened to float32: a weight is widened, never approximated, and the sums are the
+    fp32 forward's; so it matches the NumPy reference (which reads the halves exactly) too."""
+    spec = SPECS[name]
+    rng = np.random.default_rng(rows)
+    w16 = half.rounded(rng.standard_normal((4, spec.n_params), dtype=np.float32) * init_scale(spec), "fp16")
+    assert w16.dtype == np.float16
+    rows_ind = rng.integers(0, 4, rows)
+    if spec.obs_dtype == np.uint8:
+        obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)
+    else:
+        obs = rng.standard_normal((rows, *spec.obs_shape)).astype(np.float32)
+    actions, logits = cpu.forward(spec, w16, rows_ind, obs)
+    wide_actions, wide_logits = cpu.forward(spec, w16.astype(np.float32), rows_ind, obs)
+    np.testing.assert_array_equal(logits, wide_logits)
+    np.testing.assert_array_equal(actions, wide_actions)
+    assert_matches_reference(spec, w16, rows_ind, obs)
+    _, ref = reference.forward(spec, w16, rows_ind, obs)
+    _, ref_wide = reference.forward(spec, w16.astype(np.float32), rows_ind, obs)
+    np.testing.assert_array_equal(ref, ref_wide)
+
+
+def test_cpu_forward_on_fp16_with_many_groups_matches_few():
+    """Both of the forward's paths (a parallel pass per individual, and rows then blocks of
+    outputs) read the 16-bit weights alike: the same logits bit for bit."""
+    spec = SPECS["large-tiny"]
+    rng = np.random.default_rng(3)
+    w16 = half.rounded(rng.standard_normal((12, spec.n_params), dtype=np.float32) * init_scale(spec), "fp16")
+    obs = rng.integers(0, 256, (12, *spec.obs_shape), dtype=np.uint8)
+    _, many = cpu.forward(spec, w16, np.arange(12), obs)  # 12 groups: one pass per individual
+    _, few = cpu.forward(spec, w16, np.zeros(12, np.int64), obs)  # one group
+    for r in range(12):
+        _, alone = cpu.forward(spec, w16[r : r + 1], np.zeros(1, np.int64), obs[r : r + 1])
+        np.testing.assert_array_equal(many[r], alone[0])
+    _, one = cpu.forward(spec, w16[:1], np.zeros(12, np.int64), obs)
+    np.testing.assert_array_equal(few, one)
+
+
+def _population(rng, n_params, n):
+    """A GA-like population: two seed-list parents, fresh rows, copies and children."""
+    seeds = rng.integers(0, 2**31, 3 + n)
+    base = rng.integers(-1, 2, n)
+    new = np.where((rng.random(n) < 0.2) & (base >= 0), -1, seeds[3:])  # -1: a copy of its base
+    parents = [np.array(seeds[:1]), np.array(seeds[1:3])]
+    return Population(parents, base, new, np.full(n, 0.002, np.float32), 0.002)
+
+
+def test_a_16_bit_build_is_the_float32_build_rounded_once():
+    """WeightBuilder(dtype=float16) builds each row in float32, as the fp32 builder does, and
+    rounds it once, in parts of ROUND_ROWS rows (more rows than that here); PooledWeights and
+    AllWeights hold such rows."""
+    rng = np.random.default_rng(1)
+    p = 300
+    table = rng.standard_normal(40 * p).astype(np.float32)
+    scale = (0.05 + rng.random(p)).astype(np.float32)
+    pop = _population(rng, p, ROUND_ROWS + 7)
+    exact = WeightBuilder(table, scale)
+    exact.use(pop)
+    want = exact.build(np.arange(len(pop)), np.empty((len(pop), p), np.float32)).astype(np.float16)
+    b16 = WeightBuilder(table, scale, dtype=np.float16)
+    b16.use(pop)
+    got = b16.build(np.arange(len(pop)), np.empty((len(pop), p), np.float16))
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+    assert b16._wide.shape[0] == ROUND_ROWS  # the float32 scratch stays a few rows
+    pooled = PooledWeights(b16)
+    rows = pooled.start(pop, np.arange(len(pop)), slots=4)
+    assert rows.dtype == np.float16
+    r = pooled.take([5, 2])
+    np.testing.assert_array_equal(rows[r].view(np.uint16), want[[5, 2]].view(np.uint16))
+    every = AllWeights(b16, max_rows=100).start(pop, np.arange(len(pop)), 4)
+    np.testing.assert_array_equal(every.view(np.uint16), want.view(np.uint16))
+
+
+def test_weights_is_a_setting_with_a_one_line_error():
+    from nevo.cli import parse_args
+
+    cfg, _, _ = parse_args(["--env", "CartPole-v1", "--weights", "fp16"], "")
+    assert cfg.net.weights == "fp16"
+    with pytest.raises(config.ConfigError, match=r"--weights: got 'bf8', allowed: fp32 or fp16"):
+        config.validate(config.override(cfg, {"weights": "bf8"}))
+
+
+RUN = [*ATARI, "--frame-budget", "9000"]  # 3 generations of the tiny Frostbite run
+
+
+@pytest.mark.slow
+def test_a_16_bit_run_differs_from_fp32_resumes_exactly_and_plays_its_own_weights(tmp_path):
+    """--weights fp16 is kept in config.json and gives every evaluator 16-bit rows, a run resumed
+    from its previous checkpoint ends the same, and load_policy plays the elite with the 16-bit
+    weights the run evaluated. (On runs this short the rounding changes no action: the fp32 run's
+    metrics are the same.)"""
+    from experiments import run_ga
+    from nevo import api, nets, runs
+    from nevo.evaluation import setup
+    from nevo.runs import elite as elite_files
+    from nevo.tasks import task_for
+    from tests.conftest import metrics_without_clock, run_folder
+
+    r16 = run_folder(run_ga.main, [*RUN, "--weights", "fp16"], tmp_path / "fp16")
+    cfg = config.load(f"{r16}/config.json")
+    assert cfg.net.weights == "fp16"
+    spec = nets.net_spec(cfg.net.net, nets.OBS_SHAPE, 18)
+    assert setup.builder_for(cfg, spec, None, None).dtype == np.float16  # what every evaluator builds
+    m16 = metrics_without_clock(r16)
+    assert len(m16) == 3
+
+    copy = str(tmp_path / "copy")
+    shutil.copytree(r16, copy)
+    shutil.copy(os.path.join(copy, runs.PREVIOUS), os.path.join(copy, runs.CHECKPOINT))
+    assert run_ga.main(["--resume", copy]) == 0
+    assert metrics_without_clock(copy) == m16
+
+    policy = api.load_policy(r16)
+    assert policy.weights.dtype == np.float16
+    _, _, _, w = elite_files.load(r16)
+    np.testing.assert_array_equal(policy.weights[0].view(np.uint16), w.astype(np.float16).view(np.uint16))
+    task = task_for(cfg.env)
+    obs = np.random.default_rng(0).integers(0, 256, (5, *task.obs_shape), dtype=np.uint8)
+    want, _ = reference.forward(spec, w.astype(np.float16)[None], np.zeros(5, np.int64), obs)
+    np.testing.assert_array_equal(policy.act(obs), want)
