@@ -280,20 +280,20 @@ def main(argv=None) -> int:
           f"{'fp64':>4} {'div':>4} {'ptx lines':>9} {'threads':>7} {'loop':>5} {'FFMA':>4} {'i/FFMA':>6}"
           "  problems")  # fmt: skip
     with tempfile.TemporaryDirectory() as folder:
-        every = [(net, kernels(net)) for net in a.nets] + [("any net", build_kernels())]
-        for net, net_kernels in every:
-            for kernel in net_kernels:
-                for arch in a.arch:
-                    r = compile_report(kernel, arch, a.ptxas, folder, nvdisasm)
-                    if kernel.name == "conv1" and arch == "sm_90" and r["loop_ffma"] and not r["divisions"]:
-                        firsts[net] = r["loop"] / r["loop_ffma"]  # no division: every FFMA is a MAC
-                    bad = problems(kernel, r)
-                    failed += bool(bad)
-                    print(f"{net:<18} {kernel.name:<14} {arch:<6} {r['registers']:>4} {r['smem']:>6} "
-                          f"{r['stack']:>5} {r['spill_stores'] + r['spill_loads']:>5} {r['fp64']:>4} "
-                          f"{r['divisions']:>4} {r['instructions']:>9} {kernel.threads:>7} {r['loop']:>5} "
-                          f"{r['loop_ffma']:>4} {r['loop'] / max(r['loop_ffma'], 1):>6.1f}  "
-                          f"{'; '.join(bad) or 'ok'}", flush=True)  # fmt: skip
+        every = [kernel for net in a.nets for kernel in kernels(net)] + build_kernels()
+        for kernel in every:
+            net = kernel.net
+            for arch in a.arch:
+                r = compile_report(kernel, arch, a.ptxas, folder, nvdisasm)
+                if kernel.name == "conv1" and arch == "sm_90" and r["loop_ffma"] and not r["divisions"]:
+                    firsts[net] = r["loop"] / r["loop_ffma"]  # no division: every FFMA is a MAC
+                bad = problems(kernel, r)
+                failed += bool(bad)
+                print(f"{net:<18} {kernel.name:<14} {arch:<6} {r['registers']:>4} {r['smem']:>6} "
+                      f"{r['stack']:>5} {r['spill_stores'] + r['spill_loads']:>5} {r['fp64']:>4} "
+                      f"{r['divisions']:>4} {r['instructions']:>9} {kernel.threads:>7} {r['loop']:>5} "
+                      f"{r['loop_ffma']:>4} {r['loop'] / max(r['loop_ffma'], 1):>6.1f}  "
+                      f"{'; '.join(bad) or 'ok'}", flush=True)  # fmt: skip
     for net, before in FIRST_CONV_BEFORE.items():
         if net in firsts:
             print(f"{net} conv1 (sm_90): {firsts[net]:.1f} instructions per multiply-add in its hot loop, "
