@@ -80,21 +80,6 @@ def test_observation_statistics_on_a_cluster_give_one_machines_run(two_workers, 
 
 
 @pytest.mark.slow
-def test_a_16_bit_run_on_a_cluster_gives_one_machines_run(two_workers, tmp_path):
-    """--weights fp16 travels in the Config the workers get: each rounds the rows it builds as one
-    machine does, so the run's metrics and elite equal one machine's."""
-    module, argv = RUNS["ga-maze"]
-    argv = [*argv, "--weights", "fp16"]
-    here = run_folder(MAIN[module], argv, tmp_path / "here")
-    there = run_folder(MAIN[module], [*argv, "--cluster", two_workers.address], tmp_path / "there")
-    assert metrics_without_clock(there) == metrics_without_clock(here)
-    assert (
-        json.load(open(os.path.join(there, runs.ELITE)))["seeds"]
-        == json.load(open(os.path.join(here, runs.ELITE)))["seeds"]
-    )
-
-
-@pytest.mark.slow
 def test_a_local_cluster_in_chunks_of_one_episode_gives_the_same_metrics(recorded, tmp_path):
     """local:2 starts its own workers on 127.0.0.1 (and stops them); one episode per chunk puts
     every episode's result back in its place."""
