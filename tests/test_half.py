@@ -159,3 +159,27 @@ def test_a_16_bit_run_differs_from_fp32_resumes_exactly_and_plays_its_own_weight
     obs = np.random.default_rng(0).integers(0, 256, (5, *task.obs_shape), dtype=np.uint8)
     want, _ = reference.forward(spec, w.astype(np.float16)[None], np.zeros(5, np.int64), obs)
     np.testing.assert_array_equal(policy.act(obs), want)
+
+
+def test_the_comparison_reads_finished_runs_only(tmp_path):
+    """experiments.weights_compare takes a run whose last row reached its frame budget, skips an
+    unfinished one, and tabulates each run's last and best validated elite and the medians."""
+    from experiments import weights_compare
+    from nevo import runs
+
+    def fake(name, budget, elites):
+        folder = tmp_path / name / "run"
+        folder.mkdir(parents=True)
+        runs.write_json(str(folder), "config.json", {"run": {"frame_budget": budget}})
+        for g, e in enumerate(elites):
+            row = {"generation": g, "frames": 100 * (g + 1), "score/elite_mean": e}
+            runs.append_metrics(str(folder), row)
+        return str(tmp_path / name)
+
+    done = fake("done", 300, [5.0, 9.0, 7.0])
+    assert weights_compare.finished(fake("cut", 1000, [1.0, 2.0])) is None
+    rows = [weights_compare.row("frostbite", "fp16", 0, weights_compare.finished(done))]
+    assert (rows[0]["final"], rows[0]["best"], rows[0]["frames"]) == (7.0, 9.0, 300)
+    lines = weights_compare.table(rows)
+    assert "| frostbite | fp16 | 0 | 300 | 7.0 | 9.0 |" in lines
+    assert "| frostbite | fp16 | median of 1 | | 7.0 | 9.0 |" in lines
