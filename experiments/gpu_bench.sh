@@ -75,7 +75,9 @@ if [[ $part == lease ]]; then
   }
   try smoke 60 python3 -c "$DETECT; $TINY_KERNEL"
   try cuda_checks 110 python3 -m tests.cuda_checks --full
-  try bench_forward 100 python3 -m experiments.bench_forward --device cuda --seconds 0.5
+  # fp32 and 16-bit weight rows (--weights fp16: half the bytes of a memory-bound forward)
+  try bench_forward 120 python3 -m experiments.bench_forward --device cuda --seconds 0.5 --rows 256 1000 \
+    --weights fp32 fp16
   try bench_build 45 python3 -m experiments.bench_build --device cuda --repeats 2
   # 256 slots, not the default 512: ale-py starts emulators one at a time (~0.12 s each, per layout)
   try bench_pipeline 150 python3 -m experiments.bench_pipeline --nets large --populations 1000 --slots 256 \
@@ -95,7 +97,7 @@ if [[ $part == smoke || $part == all ]]; then
   step cuda_checks python3 -m tests.cuda_checks --full
 fi
 if [[ $part == forward || $part == all ]]; then
-  step bench_forward python3 -m experiments.bench_forward --device cuda
+  step bench_forward python3 -m experiments.bench_forward --device cuda --weights fp32 fp16
   step bench_build python3 -m experiments.bench_build --device cuda
 fi
 if [[ $part == pipeline || $part == all ]]; then
