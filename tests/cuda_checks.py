@@ -109,17 +109,21 @@ def run_poisoned(policy, rows_ind, obs):
 # ---- the checks ---------------------------------------------------------------------------------
 
 
-def check_case(name, spec, rng, n_individuals, rows, shared):
-    """One random case (see random_case) on a fresh CudaPolicy, poisoned, against the reference."""
+def check_case(name, spec, rng, n_individuals, rows, shared, fmt="fp32"):
+    """One random case (see random_case) on a fresh CudaPolicy, poisoned, against the reference;
+    its weights in the --weights format fmt (fp16: rounded once, and the reference reads the same
+    halves)."""
+    from nevo.nets import half
     from nevo.nets.kernels.cuda import CudaPolicy
 
     weights, rows_ind, obs = random_case(spec, rng, n_individuals, rows, shared)
+    weights = half.rounded(weights, fmt)
     policy = CudaPolicy(spec)
     policy.load(weights)
     try:
         assert_matches(spec, *run_poisoned(policy, rows_ind, obs), weights, rows_ind, obs)
     except AssertionError as e:
-        raise AssertionError(f"net {name}, rows_ind {rows_ind.tolist()}: {e}") from None
+        raise AssertionError(f"net {name} ({fmt} weights), rows_ind {rows_ind.tolist()}: {e}") from None
 
 
 def forward_matches_reference(rng, full):
@@ -265,18 +269,9 @@ def fp16_weights_match_reference(rng, full):
     from nevo.evaluation.episodes import Population
     from nevo.genomes.cuda_build import DeviceWeights
     from nevo.genomes.noise import WeightBuilder
-    from nevo.nets import half
-    from nevo.nets.kernels.cuda import CudaPolicy
 
     for name, spec in small_specs().items():
-        weights, rows_ind, obs = random_case(spec, rng, 4, 9 if full else 3)
-        w16 = half.rounded(weights, "fp16")
-        policy = CudaPolicy(spec)
-        policy.load(w16)
-        try:
-            assert_matches(spec, *run_poisoned(policy, rows_ind, obs), w16, rows_ind, obs)
-        except AssertionError as e:
-            raise AssertionError(f"net {name} with fp16 weights, rows_ind {rows_ind.tolist()}: {e}") from None
+        check_case(name, spec, rng, 4, 9 if full else 3, 0, "fp16")
 
     p = 1000 if full else 150
     table = rng.standard_normal(20 * p).astype(np.float32)
