@@ -1,6 +1,6 @@
 """fp32 against 16-bit weight rows (--weights fp16): the same runs in both formats, curves and a table.
 
-    python -m experiments.weights_compare                      # both tasks, every seed: ~2.5 hours on 2 cores
+    python -m experiments.weights_compare                      # both tasks, every seed: ~1.7 h on 2 cores
     python -m experiments.weights_compare --tasks frostbite --seeds 1
     python -m experiments.weights_compare --table-only         # the page from the runs there are
     python -m experiments.weights_compare --resolution         # the rounding against sigma, per layer
@@ -10,7 +10,7 @@ HalfCheetah-v5 (run_es's defaults, 2 seeds), each in fp32 and in fp16, every oth
 With fp16 every row is built in float32 from its genome, as with fp32, and rounded once to half
 precision before the forward reads it (nevo/nets/half.py), so a pair of runs differs only in what
 the forward computes with. Finished runs are reused, unfinished ones resumed; --table-only writes
-the page from the finished runs alone. Writes <out>/weights16_table.md (per task and format: each
+the page from the finished runs alone. Writes <runs-dir>/weights16_table.md (per task and format: each
 seed's final and best elite, and the medians) and <out>/weights16.png (the best elite against
 frames, each seed a line, per task). Speed is measured apart (bracketed runs on a quiet machine:
 docs/performance.md), since these runs may share the machine.
@@ -190,11 +190,12 @@ def main(argv=None) -> int:
     lines = table(rows)
     print("\n".join(lines))
     os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "weights16_table.md"), "w") as f:
+    table_path = os.path.join(a.runs_dir, "weights16_table.md")  # beside the runs: the page quotes it
+    with open(table_path, "w") as f:
         f.write("\n".join(lines) + "\n")
     path = os.path.join(a.out, "weights16.png")
     figure(rows, path)
-    print(f"wrote {path} and {os.path.join(a.out, 'weights16_table.md')}")
+    print(f"wrote {path} and {table_path}")
     return 0
 
 
