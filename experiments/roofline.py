@@ -292,7 +292,7 @@ def layer_inputs(table, weights, rows_ind, obs, div):
     full = np.zeros((rows, seg[n + 1]), np.float32)
     cols = np.empty(cpu.cols_size(table), np.float32)
     order = np.arange(rows)
-    n_spatial = table[first_dense(table), W_OFF]
+    n_spatial = table[cpu.first_dense(table), W_OFF]
     wide = np.empty(n_spatial, np.float32)  # 16-bit rows: the convs' weights widened, as nevo does
     for r in range(rows):
         w = weights[rows_ind[r]]
@@ -315,7 +315,7 @@ def one_layer(table, i, weights, rows_ind, obs, div, work, n_threads):
     work (rows, segments(table)[-1]) as layer_inputs filled it. Returns 0."""
     seg = cpu.segments(table)
     rows = rows_ind.shape[0]
-    n_conv = first_dense(table)
+    n_conv = cpu.first_dense(table)
     n_spatial = table[n_conv, W_OFF]
     scr = np.zeros((n_threads, seg[n_conv]), np.float32)
     cols = np.empty((n_threads, cpu.cols_size(table)), np.float32)
@@ -336,15 +336,6 @@ def one_layer(table, i, weights, rows_ind, obs, div, work, n_threads):
                 dst = scr[t, seg[i + 1] :] if i + 1 < n_conv else work[q, seg[i + 1] :]
                 cpu.spatial_rows(table, i, w_conv, scr[t, seg[i] : seg[i + 1]], dst, cols[t])
     return 0
-
-
-@numba.njit(nogil=True, cache=True)
-def first_dense(table) -> int:
-    """The index of the first dense layer (the convs and pools come before it)."""
-    i = 0
-    while i < table.shape[0] and table[i, KIND] != DENSE:
-        i += 1
-    return i
 
 
 def kept_shares(spec, full) -> list:

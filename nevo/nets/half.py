@@ -6,12 +6,12 @@ IEEE half precision (round to nearest, ties to even: NumPy's astype(np.float16))
 accumulates in float32. Genomes, checkpoints and elites stay exact: only what the forward reads is
 rounded, so a run's weights in either format come from the same genomes.
 
-Why fp16 and not bfloat16 (docs/performance.md measures both): the same 2 bytes a weight, the same
-speed on the CPU (one F16C instruction widens 8 halves; bf16 is a shift), and 3 more bits of
-mantissa. A weight w is rounded to within 2^-11 |w| (bf16: 2^-8 |w|): for the large net's dense
-layer (|w| ~ 1/sqrt(7,744) = 0.011) that is 4e-6, 500 times below the Deep GA's mutation step
-sigma = 0.002 (bf16: 60 times). fp16's range (|w| < 65,520) holds any weight a run makes; a
-larger one is refused when its row is rounded.
+Why fp16 and not bfloat16 (docs/weights16.md): the same 2 bytes a weight, no slower on the CPU
+(one F16C instruction widens 8 halves; bf16 is a shift, and was not faster in a scratch copy of
+the dense loop), and 3 more bits of mantissa. A weight w is rounded to within 2^-11 |w| (bf16:
+2^-8 |w|): for the large net's dense layer (|w| ~ 1/sqrt(7,744) = 0.011) that is 4e-6, 500 times
+below the Deep GA's mutation step sigma = 0.002 (bf16: 60 times). fp16's range (|w| < 65,520)
+holds any weight a run makes; a larger one is refused when its row is rounded.
 
 Numba has no float16 type on the CPU, so its kernels read a float16 array's bits as uint16 and
 widen each weight with `widen` (the LLVM conversion the F16C instructions implement).
@@ -24,6 +24,7 @@ from numba import prange, types
 from numba.core.extending import intrinsic, overload
 
 FORMATS = {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16)}
+DTYPES = tuple(FORMATS.values())  # the dtypes a forward takes its weights in
 FP16_MAX = 65504.0  # the largest finite half; anything from 65,520 up rounds to inf
 
 

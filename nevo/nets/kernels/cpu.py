@@ -66,7 +66,7 @@ from nevo.nets import (
     STRIDE,
     W_OFF,
 )
-from nevo.nets.half import as_f32, kernel_view, widen
+from nevo.nets.half import DTYPES, as_f32, kernel_view, widen
 from nevo.nets.kernels.actions import actions_of
 from nevo.nets.kernels.common import activate, argmax_row, scale_input
 
@@ -102,6 +102,16 @@ def segments(table):
             seg[i + 1] = seg[i] + table[i, CIN]
     seg[n + 1] = seg[n] + table[n - 1, COUT]
     return seg
+
+
+@numba.njit(nogil=True, cache=True)
+def first_dense(table):
+    """The index of the first dense layer: the convs and pools before it run row by row in a
+    thread's scratch, the dense layers after it on rows kept per row."""
+    i = 0
+    while i < table.shape[0] and table[i, KIND] != DENSE:
+        i += 1
+    return i
 
 
 @numba.njit(nogil=True, cache=True)
@@ -280,9 +290,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
     rows, n_layers = rows_ind.shape[0], table.shape[0]
     n_actions = table[n_layers - 1, COUT]
     seg = segments(table)
-    n_conv = 0  # the convs and pools, before the first dense layer
-    while n_conv < n_layers and table[n_conv, KIND] != DENSE:
-        n_conv += 1
+    n_conv = first_dense(table)  # the convs and pools, before the first dense layer
     base = seg[n_conv]  # dense inputs, outputs and logits of a row: act[r, seg[i] - base]
     n_spatial = table[n_conv, W_OFF]  # the convs' weights and biases: a row's first parameters
     act = np.empty((rows, seg[n_layers + 1] - base), np.float32)
@@ -388,7 +396,7 @@ def forward(spec, weights, rows_ind, obs):
     float32 vectors as (rows, n, 1, 1)). Only checks happen here:
     the work runs in `_forward`, which releases the GIL.
     """
-    if weights.dtype not in (np.float32, np.float16) or weights.ndim != 2 or not weights.flags.c_contiguous:
+    if weights.dtype not in DTYPES or weights.ndim != 2 or not weights.flags.c_contiguous:
         raise TypeError("weights must be a C-contiguous (n_individuals, n_params) float32 or float16 array")
     if weights.shape[1] != spec.n_params:
         raise ValueError(f"weights have {weights.shape[1]} params, the spec {spec.n_params}")

@@ -41,7 +41,7 @@ import numpy as np
 from numba import cuda, float32, int32
 from numba.cuda.core.errors import NumbaPerformanceWarning
 
-from nevo.nets import ACT_CODES
+from nevo.nets import ACT_CODES, half
 from nevo.nets.kernels import common
 
 # A step launches one block row per live episode, so late in a generation, and for small
@@ -50,9 +50,6 @@ from nevo.nets.kernels import common
 warnings.filterwarnings(
     "ignore", r".*Grid size \d+ will likely result in GPU under-utilization", NumbaPerformanceWarning
 )
-
-
-WEIGHT_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))  # --weights fp32 or fp16
 
 
 def _shared(f):
@@ -560,12 +557,12 @@ class CudaPolicy:
         on_device = _device_array(weights)
         if on_device is not None:
             weights = on_device
-            if weights.dtype not in WEIGHT_DTYPES or weights.ndim != 2 or weights.shape[1] < n_params:
+            if weights.dtype not in half.DTYPES or weights.ndim != 2 or weights.shape[1] < n_params:
                 raise ValueError(f"device weights must be (n_individuals, >= {n_params}) float32 or float16")
             self.weights, self.n_ind = weights, weights.shape[0]
             return
         weights = np.ascontiguousarray(weights)
-        if weights.dtype not in WEIGHT_DTYPES or weights.ndim != 2 or weights.shape[1] != n_params:
+        if weights.dtype not in half.DTYPES or weights.ndim != 2 or weights.shape[1] != n_params:
             raise ValueError(
                 f"weights must be (n_individuals, {n_params}) float32 or float16, got {weights.dtype} "
                 f"{weights.shape}"
