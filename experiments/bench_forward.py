@@ -3,6 +3,7 @@
     python -m experiments.bench_forward [--net large|small] [--rows 1 8 64] [--individuals N]
     python -m experiments.bench_forward --device cuda [--net large|small] [--rows 64 1000 4096]
     python -m experiments.bench_forward --weights fp32 fp16 ...   # both weight formats, in turn
+    python -m experiments.bench_forward --device cuda --word-bytes 2 4 8 ...  # the dense loads' width
 
 CPU: "distinct": every row has its own individual, and each timed call uses individuals the previous
 calls did not (rotating through all N), so the weights come from memory, not from a warm cache.
@@ -15,7 +16,9 @@ device by a kernel (the `large` population is 16 GB), rows drawn from them (dist
 rows, then ~rows/1,000 rows per individual). Per row count:
   step f/s     forwards/s of a policy call as the evaluator makes it: uint8 obs up, kernels,
                int32 actions down;
-  kernel ms    the kernels alone (obs already on the device), timed with CUDA events;
+  kernel ms    the kernels alone (obs already on the device), timed with CUDA events; below each
+               row, their time by layer, and a step's parts timed one at a time (upload: the
+               obs copied into page-locked memory and sent up; the kernels; the actions down);
   GB/s nominal every weight byte of each individual of the call + every activation byte read
                (obs, each layer's input), per kernel time; "% copy" compares it with the card's
                device-to-device copy bandwidth, measured in the same run (2 x bytes / time);
@@ -48,6 +51,14 @@ parser.add_argument("--per-ind", type=int, default=30, help="shared case: rows p
 parser.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
 parser.add_argument("--max-gb", type=float, default=4.0, help="cpu: cap on the weights array")
 parser.add_argument("--no-torch", action="store_true", help="cuda: skip the PyTorch comparison")
+parser.add_argument(
+    "--word-bytes",
+    nargs="+",
+    type=int,
+    default=[0],
+    help="cuda: the dense layers' load width in bytes, each in turn (0: CudaPolicy's default; "
+    "fp16 2/4/8, fp32 4/8)",
+)
 parser.add_argument(
     "--weights",
     nargs="+",
@@ -160,22 +171,23 @@ def copy_bandwidth(nbytes=2 * 2**30, reps=10):
 
 
 def device_weights(spec, n_ind, seed, dtype=np.float32):
-    """(n_ind, n_params) of dtype (float32, or float16: rounded as stored) on the device, ~N(0,1)
-    x the reference init scale, made there.
+    """(n_ind, pitch) of dtype (float32, or float16: rounded as stored) on the device, ~N(0,1)
+    x the reference init scale, made there; each row's first n_params are the net's.
 
     speed: the `large` population is 16 GB; a kernel fills it in milliseconds, an upload from the
     host would first need it in host memory. N(0,1) is approximated by 4 uniforms (Irwin-Hall).
     """
+    from nevo.genomes.cuda_build import pitch
     from nevo.genomes.noise import splitmix64
     from nevo.nets.kernels.cuda import check_fits
 
     @cuda.jit
-    def fill(w, scale, seed):
+    def fill(w, scale, seed, n_params):
         # Threads: one per (individual, parameter): grid (parameter blocks, individuals).
         k = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
         i = cuda.blockIdx.y
-        if k < w.shape[1]:
-            h = splitmix64(seed * 1_000_003 + i * w.shape[1] + k)
+        if k < n_params:
+            h = splitmix64(seed * 1_000_003 + i * n_params + k)
             u = numba.float32(0)
             for j in range(4):
                 u += numba.float32((h >> numba.uint64(16 * j)) & numba.uint64(0xFFFF))
@@ -183,9 +195,10 @@ def device_weights(spec, n_ind, seed, dtype=np.float32):
             w[i, k] = z * scale[k]
 
     size = np.dtype(dtype).itemsize
-    check_fits(size * n_ind * spec.n_params, cuda.current_context().get_memory_info().free, "the population")
-    w = cuda.device_array((n_ind, spec.n_params), dtype)
-    fill[(-(-spec.n_params // 256), n_ind), 256](w, cuda.to_device(init_scale(spec)), seed)
+    row = pitch(spec.n_params, size)  # rows padded to 128 bytes, as a run's device build makes them
+    check_fits(size * n_ind * row, cuda.current_context().get_memory_info().free, "the population")
+    w = cuda.device_array((n_ind, row), dtype)
+    fill[(-(-spec.n_params // 256), n_ind), 256](w, cuda.to_device(init_scale(spec)), seed, spec.n_params)
     cuda.synchronize()
     return w
 
@@ -340,15 +353,18 @@ def bench_cuda(args):
         f"{'kernel f/s':>10} {'GB/s nominal':>12} {'% copy':>6} {'GB/s read':>9} {'torch f/s':>9} "
         f"{'x torch':>7}"
     )
-    for net, fmt in [(n, f) for n in ([args.net] if args.net else ["large", "small"]) for f in args.weights]:
+    cases = [(n, f, b) for n in ([args.net] if args.net else ["large", "small"]) for f in args.weights
+             for b in args.word_bytes]  # fmt: skip
+    for net, fmt, word in cases:
         spec = net_spec(net)
         weights = device_weights(spec, n_ind, seed=1, dtype=np.float16 if fmt == "fp16" else np.float32)
         gb = weights.nbytes / 1e9
-        print(f"\nnet {net}, {fmt} weights: {spec.n_params:,} params, {n_ind} individuals ({gb:.1f} GB on "
-              "the device)")  # fmt: skip
-        print(head)
-        policy = CudaPolicy(spec)
+        policy = CudaPolicy(spec, word_bytes=word or None)
         policy.load(weights)
+        per_word = sorted({k[4] for k in policy._dense.values()})
+        print(f"\nnet {net}, {fmt} weights: {spec.n_params:,} params, {n_ind} individuals ({gb:.1f} GB on "
+              f"the device); dense layers read {'/'.join(map(str, per_word))} weight(s) a load")  # fmt: skip
+        print(head)
         for rows in args.rows or [64, 256, 1000, 4096]:
             obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)  # (rows, C, H, W)
 
@@ -371,12 +387,21 @@ def bench_cuda(args):
             end.record(policy.stream)
             end.synchronize()
             kernel_s = start.elapsed_time(end) / 1e3 / reps
+            layer_ms = np.zeros(len(spec.layers))  # each layer's kernels (events between layers)
+            for _ in range(reps):
+                marks = [cuda.event()]
+                marks[0].record(policy.stream)
+                policy.launch(marks)
+                marks[-1].synchronize()
+                layer_ms += [a.elapsed_time(b) / reps for a, b in zip(marks, marks[1:])]
+            split = ", ".join(f"{lay.kind}{i + 1} {100 * t / layer_ms.sum():.0f}%" for i, (lay, t) in
+                              enumerate(zip(spec.layers, layer_ms)))  # fmt: skip
             nominal, read = bytes_per_call(spec, policy, rows_for(0))
 
             torch_fps, ratio = float("nan"), float("nan")
             if has_torch and fmt == "fp32":  # (torch would compute in half precision on fp16 weights)
                 n, m = (rows, 1) if rows <= n_ind else (n_ind, rows // n_ind)
-                flat = torch.as_tensor(weights, device="cuda")
+                flat = torch.as_tensor(weights, device="cuda")[:, : spec.n_params]
                 torch_fps, torch_logits = torch_vmap(spec, flat, n, m, obs[: n * m], args.seconds)
                 ratio = rows / kernel_s / torch_fps
                 if rows <= n_ind:  # same weights, same obs: the two must agree
@@ -391,7 +416,24 @@ def bench_cuda(args):
                 f"{kernel_s * 1e3:>9.2f} {rows / kernel_s:>10,.0f} {nominal_bw / 1e9:>12,.0f} "
                 f"{100 * nominal_bw / copy:>6.0f} {read_bw / 1e9:>9,.0f} {torch_fps:>9,.0f} {ratio:>7.2f}"
             )
-            if fmt == "fp32":
+            parts = {"upload": 0.0, "kernels": 0.0, "actions down": 0.0}  # each part synchronised
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                policy.upload(rows_for(0), obs)
+                policy.stream.synchronize()
+                t1 = time.perf_counter()
+                policy.launch()
+                policy.stream.synchronize()
+                t2 = time.perf_counter()
+                policy.fetch_actions()
+                for part, dt in zip(parts, (t1 - t0, t2 - t1, time.perf_counter() - t2)):
+                    parts[part] += dt / reps
+            print(f"      kernel time by layer: {split}")
+            print(
+                "      a step, its parts one at a time: "
+                + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in parts.items())
+            )
+            if fmt == "fp32" and not word:
                 summary[(net, rows)] = (nominal / kernel_s / copy, ratio)
         policy.release()
         del policy, weights

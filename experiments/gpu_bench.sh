@@ -10,9 +10,10 @@
 #   bash experiments/gpu_bench.sh mnist      # ES against SGD at the paper's scale: MNIST's forward, then
 #                                             # NMB-ES with 10,000 offspring on the 28,938-parameter net
 #   bash experiments/gpu_bench.sh all        # all five in order (longer than one device call)
-#   bash experiments/gpu_bench.sh lease      # one call of ~7 minutes for a 15-minute lease: every step
+#   bash experiments/gpu_bench.sh lease      # one call of <= 10 minutes for a 15-minute lease: every step
 #                                             # shortened and cut on its own, a failure does not stop
-#                                             # the rest (each step's log in $OUT, the exit codes last)
+#                                             # the rest, the most needed first (each step's log in $OUT,
+#                                             # the exit codes last; a call cut short keeps the logs)
 #
 # Each part stops at its first failure, and each command is cut at 8 minutes. Logs go to $OUT (or
 # ./gpu_logs). Wheels for packages the GPU image lacks (ale-py, gymnasium, farama-notifications)
@@ -74,10 +75,15 @@ if [[ $part == lease ]]; then
     codes+=("$name=$rc ($((SECONDS - t0)) s)")
   }
   try smoke 60 python3 -c "$DETECT; $TINY_KERNEL"
-  try cuda_checks 110 python3 -m tests.cuda_checks --full
-  # fp32 and 16-bit weight rows (--weights fp16: half the bytes of a memory-bound forward)
-  try bench_forward 120 python3 -m experiments.bench_forward --device cuda --seconds 0.5 --rows 256 1000 \
-    --weights fp32 fp16
+  try cuda_checks 170 python3 -m tests.cuda_checks --full
+  # fp32 and 16-bit weight rows (--weights fp16: half the bytes of a memory-bound forward), the
+  # dense layers reading 1, 2 or 4 weights a load (--word-bytes; 0: the default)
+  try bench_forward 150 python3 -m experiments.bench_forward --device cuda --seconds 0.3 --rows 256 1000 \
+    --weights fp16 --word-bytes 2 4 8 --no-torch
+  try bench_forward32 100 python3 -m experiments.bench_forward --device cuda --seconds 0.3 --rows 256 1000 \
+    --weights fp32 --word-bytes 4 8 --no-torch
+  try run_ga 80 python3 -m experiments.run_ga --game frostbite --population 64 --frame-budget 300000 \
+    --frame-cap 2000 --device cuda --weights fp16 --out-dir /tmp/gpu_runs
   try bench_build 45 python3 -m experiments.bench_build --device cuda --repeats 2
   # 256 slots, not the default 512: ale-py starts emulators one at a time (~0.12 s each, per layout)
   try bench_pipeline 150 python3 -m experiments.bench_pipeline --nets large --populations 1000 --slots 256 \
@@ -86,8 +92,6 @@ if [[ $part == lease ]]; then
   # instead of 64 show what that wait costs (2026-11-26: 40% of the emulator limit at groups of 64)
   try bench_pipeline_g16 150 python3 -m experiments.bench_pipeline --nets large --populations 1000 --slots 256 \
     --emulators-per-group 16 --frame-cap 2000 --limit-seconds 3 --no-plain
-  try run_ga 90 python3 -m experiments.run_ga --game frostbite --population 64 --frame-budget 300000 \
-    --frame-cap 2000 --device cuda --out-dir /tmp/gpu_runs
   echo "== exit codes: ${codes[*]}"
   exit 0
 fi

@@ -79,6 +79,7 @@ class Kernel:
 
 def kernels(net: str) -> list[Kernel]:
     """The kernels CudaPolicy._build makes for this net, with the types CudaPolicy.launch passes."""
+    import numba
     from numba import types
 
     from nevo import nets
@@ -110,10 +111,21 @@ def kernels(net: str) -> list[Kernel]:
             k, block = ck.output_kernel(lay.cin, lay.cout, lay.w_offset, lay.b_offset, act, div)
             out.append(Kernel(net, "output", k, (flat, act2, idx, w, idx), block[0] * block[1], 1))
         else:
-            dense, n_chunks, threads = ck.dense_kernel(lay.cin, lay.cout, lay.w_offset, div)
+            size = np.dtype(w_dtype).itemsize  # the weights a load as CudaPolicy reads them
+            per_word = max(1, ck.DENSE_WORD[size] // size)
+            if lay.cout % per_word or lay.w_offset % per_word:
+                per_word = 1
+            halves = size == 2 and per_word > 1
+            dense, n_chunks, threads = ck.dense_kernel(lay.cin, lay.cout, lay.w_offset, div, per_word, halves)
             finish, f_threads = ck.dense_finish_kernel(lay.cout, lay.b_offset, act, n_chunks)
-            args = (flat, act3, w, idx, idx, idx, idx)
-            out.append(Kernel(net, f"dense{i + 1}", dense, args, threads, MAX_ROWS))  # grid y: tiles
+            words = (
+                w
+                if per_word == 1
+                else types.Array(numba.from_dtype(np.dtype(ck.WORDS[size, size * per_word])), 2, "C")
+            )
+            args = (flat, act3, words, idx, idx, idx, idx)
+            name = f"dense{i + 1}" + (f" x{per_word}" if per_word > 1 else "")  # x2: 2 weights a load
+            out.append(Kernel(net, name, dense, args, threads, MAX_ROWS))  # grid y: tiles
             out.append(Kernel(net, f"dense{i + 1}_finish", finish, (act3, act2, w, idx), f_threads, MAX_ROWS))
             src = flat = act2
     return out
@@ -276,7 +288,7 @@ def main(argv=None) -> int:
         print("error: no ptxas on PATH (CUDA's assembler; give one with --ptxas)", file=sys.stderr)
         return 2
     failed, firsts = 0, {}
-    print(f"{'net':<18} {'kernel':<14} {'arch':<6} {'regs':>4} {'smem':>6} {'stack':>5} {'spill':>5} "
+    print(f"{'net':<22} {'kernel':<14} {'arch':<6} {'regs':>4} {'smem':>6} {'stack':>5} {'spill':>5} "
           f"{'fp64':>4} {'div':>4} {'ptx lines':>9} {'threads':>7} {'loop':>5} {'FFMA':>4} {'i/FFMA':>6}"
           "  problems")  # fmt: skip
     with tempfile.TemporaryDirectory() as folder:
@@ -289,7 +301,7 @@ def main(argv=None) -> int:
                     firsts[net] = r["loop"] / r["loop_ffma"]  # no division: every FFMA is a MAC
                 bad = problems(kernel, r)
                 failed += bool(bad)
-                print(f"{net:<18} {kernel.name:<14} {arch:<6} {r['registers']:>4} {r['smem']:>6} "
+                print(f"{net:<22} {kernel.name:<14} {arch:<6} {r['registers']:>4} {r['smem']:>6} "
                       f"{r['stack']:>5} {r['spill_stores'] + r['spill_loads']:>5} {r['fp64']:>4} "
                       f"{r['divisions']:>4} {r['instructions']:>9} {kernel.threads:>7} {r['loop']:>5} "
                       f"{r['loop_ffma']:>4} {r['loop'] / max(r['loop_ffma'], 1):>6.1f}  "

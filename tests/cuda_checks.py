@@ -288,6 +288,47 @@ def fp16_weights_match_reference(rng, full):
     np.testing.assert_array_equal(got[:, :p].view(np.uint16), want.view(np.uint16))
 
 
+def word_loads_match_single_loads(rng, full):
+    """The dense layers read 2 or 4 weights a load (fp16 rows as uint32 or uint64 words, fp32 rows
+    as uint64; CudaPolicy's word_bytes) where the rows' pitch and the layer's offsets allow it, and
+    one weight a load elsewhere: the logits are bit for bit those of one weight a load, for rows
+    padded to 128 bytes (as the device build makes them) and for unpadded host rows."""
+    from numba import cuda
+
+    from nevo.genomes.cuda_build import pitch
+    from nevo.nets import half
+    from nevo.nets.kernels.cuda import CudaPolicy
+
+    specs = small_specs()
+    names = ["conv-dense", "dense-first"] if not full else list(specs)
+    for name in names:
+        spec = specs[name]
+        weights, rows_ind, obs = random_case(spec, rng, 4, 12 if full else 4, 2)
+        for fmt, words in (("fp32", (8,)), ("fp16", (4, 8))):
+            w = half.rounded(weights, fmt)
+            padded = np.zeros((len(w), pitch(spec.n_params, w.itemsize)), w.dtype)
+            padded[:, : spec.n_params] = w
+            on_device = cuda.to_device(padded)
+            one = CudaPolicy(spec, word_bytes=w.itemsize)
+            one.load(on_device)
+            want_a, want_l = one.forward(rows_ind, obs)
+            for word in words:
+                for rows in (on_device, w):  # padded on the device; unpadded from the host
+                    policy = CudaPolicy(spec, word_bytes=word)
+                    policy.load(rows)
+                    got_a, got_l = run_poisoned(policy, rows_ind, obs)
+                    layout = "padded" if rows is on_device else "unpadded"
+                    where = f"net {name}, {fmt} rows {layout}, {word}-byte words"
+                    np.testing.assert_array_equal(got_l, want_l, err_msg=where)
+                    np.testing.assert_array_equal(got_a, want_a, err_msg=where)
+                    n = word // w.itemsize
+                    for i, k in policy._dense.items():  # padded: words wherever the layer's sizes allow
+                        lay = spec.layers[i]
+                        fits = lay.cout % n == 0 and lay.w_offset % n == 0
+                        fits &= rows is on_device or (spec.n_params * w.itemsize) % word == 0
+                        assert k[4] == (n if fits else 1), f"{where}: layer {i} reads {k[4]} a load"
+
+
 def continuous_actions_match_reference(rng, full):
     """A net with continuous actions (NetSpec.action "tanh") and tanh hidden units (OpenAI-ES's
     MuJoCo policy) gives the reference's action vectors, tanh of its logits, (rows, n_actions)
@@ -530,6 +571,7 @@ SMALL = [
     conv_tiles_bound_threads_per_block,
     device_build_matches_host_build,
     fp16_weights_match_reference,
+    word_loads_match_single_loads,
     continuous_actions_match_reference,
     evaluator_builds_its_rows_on_the_device,
     float32_vectors_match_reference,

@@ -143,9 +143,10 @@ def test_small_grids_do_not_warn_on_every_step():
 
     from numba.cuda.core.errors import NumbaPerformanceWarning
 
-    import nevo.nets.kernels.cuda  # noqa: F401 (installs the filter)
+    from nevo.nets.kernels import cuda as ck
 
     with warnings.catch_warnings(record=True) as seen:
+        ck.quiet_small_grids()  # as every CudaPolicy does (and the import, which may be long past)
         # numba-cuda's message, bold codes included, as it warns at a launch
         warnings.warn(
             NumbaPerformanceWarning(

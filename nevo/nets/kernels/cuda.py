@@ -29,8 +29,10 @@ constant bounds and the small per-thread arrays live in registers.
 
 Where the time goes (`large`, 1,000 rows of 1,000 individuals): the first dense layer reads
 7,744 x 512 float32 = 15.9 MB per individual, 16 GB per step; the convs are 12M MACs per row and
-compute bound. The dense kernel is therefore written for bandwidth (coalesced weight rows, loads
-in flight, zero inputs' weight rows skipped), the conv kernel for few loads per FMA.
+compute bound. The dense kernel is therefore written for bandwidth (coalesced weight rows, two
+weights a load, loads in flight, zero inputs' weight rows skipped), the conv kernel for few loads
+per FMA. Measured on an H200 (1,000 rows): the dense layer is ~40% of `large`'s kernel time, its
+three convs ~60%, at ~9 TFLOP/s.
 """
 
 import functools
@@ -44,12 +46,22 @@ from numba.cuda.core.errors import NumbaPerformanceWarning
 from nevo.nets import ACT_CODES, half
 from nevo.nets.kernels import common
 
-# A step launches one block row per live episode, so late in a generation, and for small
-# populations, grids are small on purpose: numba-cuda's warning for grids under 128 blocks would
-# print on most steps of a run (seen on an H200: ~20 distinct warnings in three generations).
-warnings.filterwarnings(
-    "ignore", r".*Grid size \d+ will likely result in GPU under-utilization", NumbaPerformanceWarning
-)
+
+def quiet_small_grids():
+    """Silence numba-cuda's warning for grids under 128 blocks (and no other warning).
+
+    A step launches one block row per live episode, so late in a generation, and for small
+    populations, grids are small on purpose: that warning would print on most steps of a run
+    (seen on an H200: ~20 distinct warnings in three generations). Called at import and by every
+    CudaPolicy (a caller's warnings.catch_warnings may have dropped the first filter); adding the
+    same filter again replaces it.
+    """
+    warnings.filterwarnings(
+        "ignore", r".*Grid size \d+ will likely result in GPU under-utilization", NumbaPerformanceWarning
+    )
+
+
+quiet_small_grids()
 
 
 def _shared(f):
@@ -296,27 +308,120 @@ def _compact(flag, tmp, out, t, threads):
     return flag[K_CHUNK - 1]
 
 
+# ---- weights loaded several at a time (the dense layer's words) -------------------------------------
+#
+# The dense kernel can load its weights as words: a float16 row read as uint32 (2 halves a load) or
+# uint64 (4), a float32 row as uint64 (2 floats). A warp's load of 32 words then covers 128-256
+# bytes, so fewer load instructions (and their latency) move a row's bytes. On an H200 (1,000 rows,
+# `bench_forward --device cuda --word-bytes`), 2 weights a load ran the kernels 1.02-1.05x faster
+# for `large` and 1.13-1.19x for `small` than 1 a load, in either format; 4 halves a load were
+# slower than 2. Hence DENSE_WORD.
+
+
+def _nth_half_py(word, g):
+    """float32 of the g-th IEEE half (from the low bits) packed in the integer `word`."""
+    return np.float32(np.uint16((int(word) >> (16 * g)) & 0xFFFF).view(np.float16))
+
+
+def _nth_float_py(word, g):
+    """The g-th float32 (from the low bits) packed in the integer `word`."""
+    return np.uint32((int(word) >> (32 * g)) & 0xFFFFFFFF).view(np.float32)
+
+
+def _nth_codegen(bits):
+    """An intrinsic's codegen: the g-th `bits`-wide field of an integer word, as float32."""
+
+    def codegen(context, builder, signature, args):
+        word, g = args
+        if g.type.width != word.type.width:  # g: an int64 loop index; word: uint32 or uint64
+            g = builder.zext(g, word.type) if g.type.width < word.type.width else builder.trunc(g, word.type)
+        shift = builder.mul(g, ir.Constant(word.type, bits))
+        field = builder.trunc(builder.lshr(word, shift), ir.IntType(bits))
+        if bits == 32:
+            return builder.bitcast(field, ir.FloatType())
+        # IEEE half to float32 as numba-cuda converts float16 (cvt.f32.f16: exact)
+        cvt = ir.InlineAsm(ir.FunctionType(ir.FloatType(), [ir.IntType(16)]), "cvt.f32.f16 $0, $1;", "=f,h")
+        return builder.call(cvt, [field])
+
+    return codegen
+
+
+if numba.config.ENABLE_CUDASIM:  # the simulator runs kernels as Python
+    _nth_half, _nth_float = _nth_half_py, _nth_float_py
+else:
+    from llvmlite import ir
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def _nth_half(typingctx, word, g):
+        if word in (numba.uint32, numba.uint64) and isinstance(g, numba.types.Integer):
+            return float32(word, g), _nth_codegen(16)
+        return None
+
+    @intrinsic
+    def _nth_float(typingctx, word, g):
+        if word == numba.uint64 and isinstance(g, numba.types.Integer):
+            return float32(word, g), _nth_codegen(32)
+        return None
+
+
+@cuda.jit(device=True, inline=True)
+def _as_float32(word, g):
+    """A word of one weight (float32 or float16) as float32."""
+    return float32(word)
+
+
+# The dense layers' load width in bytes, by weight size (CudaPolicy's word_bytes overrides it).
+DENSE_WORD = {4: 8, 2: 4}
+WORDS = {(4, 8): np.uint64, (2, 4): np.uint32, (2, 8): np.uint64}  # (weight bytes, word bytes): dtype
+
+
+def word_view(weights, word_bytes):
+    """weights (n, pitch) on the device as words of word_bytes (a copy-free view), or None where its
+    rows cannot be read so (a pitch or a row not a whole number of words, or not C-contiguous)."""
+    itemsize = weights.dtype.itemsize
+    if word_bytes == itemsize:
+        return weights
+    if (itemsize, word_bytes) not in WORDS or (weights.shape[1] * itemsize) % word_bytes:
+        return None
+    try:
+        return weights.view(WORDS[itemsize, word_bytes])
+    except ValueError:  # not C-contiguous
+        return None
+
+
 @functools.cache
-def dense_kernel(n_in, n_out, w_off, obs_div):
+def dense_kernel(n_in, n_out, w_off, obs_div, per_word=1, halves=False):
     """(kernel, n_chunks, threads) of a hidden dense layer's partial sums; obs_div as conv_kernel's.
 
     kernel(src, partial, weights, rows_ind, order, tile_start, tile_count): src (rows, n_in)
     (or obs), partial (n_chunks, rows, n_out) float32; launch with grid (n_chunks, n_tiles).
     Tile t is the rows order[tile_start[t] : tile_start[t] + tile_count[t]], one individual's.
+    weights: the rows, read per_word weights a load: per_word 1 reads them as they are (float32
+    or float16); per_word 2 or 4 reads them from a word_view (halves: the words hold IEEE halves,
+    else float32), which needs n_out and w_off to be multiples of per_word.
     """
+    if n_out % per_word or w_off % per_word:
+        raise ValueError(f"dense_kernel: {per_word} weights a load need n_out and w_off multiples of it")
     read = _flat_act if obs_div is None else flat_obs_reader(obs_div)
-    threads = min(DENSE_THREADS, ceil_div(n_out, 32) * 32)
-    per_t = ceil_div(n_out, threads)  # outputs per thread
-    exact = n_out % threads == 0  # every thread's outputs exist: no bounds test (a constant)
+    G = per_word
+    nth = _as_float32 if G == 1 else _nth_half if halves else _nth_float  # word, g -> a weight
+    units = n_out // G  # words in a weight row
+    threads = min(DENSE_THREADS, ceil_div(units, 32) * 32)
+    per_t = ceil_div(units, threads)  # words per thread
+    n_o = per_t * G  # outputs per thread
+    exact = units % threads == 0  # every thread's words exist: no bounds test (a constant)
+    w_base = w_off // G
 
     @cuda.jit
     def dense(src, partial, weights, rows_ind, order, tile_start, tile_count):
         # Threads: grid (input chunks, tiles), block (threads,). Block (c, tile) sums inputs
         # c*K_CHUNK .. c*K_CHUNK + K_CHUNK-1 for the tile's rows (<= TILE_ROWS rows of one
-        # individual) into partial[c, row, :]; thread x owns outputs x, x + threads, ...
+        # individual) into partial[c, row, :]; thread x owns the words x, x + threads, ... of
+        # each weight row, that is outputs G*x .. G*x + G-1, G*(x + threads) ...
         # speed (bandwidth bound: these weights are most of the bytes of a step):
-        # - consecutive threads read consecutive weights of one input row ((in, out) row-major):
-        #   every warp load is a full 128-byte line;
+        # - consecutive threads read consecutive words of one input row ((in, out) row-major):
+        #   every warp load is one or more full 128-byte lines;
         # - each weight is read once per tile, for all its rows (validation: 30 rows of one
         #   individual read it 4 times, not 30);
         # - inputs that are zero in every row of the tile are skipped, so their weight rows are
@@ -325,7 +430,7 @@ def dense_kernel(n_in, n_out, w_off, obs_div):
         # - the input split gives n_chunks x n_tiles blocks, enough to fill the card at 64 rows.
         c, tile, t = cuda.blockIdx.x, cuda.blockIdx.y, cuda.threadIdx.x
         start, count = tile_start[tile], tile_count[tile]
-        w = weights[rows_ind[order[start]]]  # (n_params,) the tile's individual
+        w = weights[rows_ind[order[start]]]  # (words,) the tile's individual
         k0 = c * K_CHUNK
         xs = cuda.shared.array((TILE_ROWS, K_CHUNK), float32)  # the tile's inputs in this chunk
         flag = cuda.shared.array(K_CHUNK, int32)  # 1 where some row's input is nonzero
@@ -344,45 +449,49 @@ def dense_kernel(n_in, n_out, w_off, obs_div):
         cuda.syncthreads()
         n_nz = _compact(flag, tmp, ks, t, threads)
 
-        acc = cuda.local.array((TILE_ROWS, per_t), float32)
-        wv = cuda.local.array((UNROLL, per_t), float32)  # weights of UNROLL rows, unused ones 0
+        acc = cuda.local.array((TILE_ROWS, n_o), float32)
+        wv = cuda.local.array((UNROLL, n_o), float32)  # weights of UNROLL rows, unused ones 0
         for j in range(TILE_ROWS):
-            for u in range(per_t):
+            for u in range(n_o):
                 acc[j, u] = 0
         for v in range(UNROLL):
-            for u in range(per_t):
+            for u in range(n_o):
                 wv[v, u] = 0
-        base = w_off + k0 * n_out + t  # weight (k0 + k, t + u*threads) is w[base + k*n_out + u*threads]
+        base = w_base + k0 * units + t  # word (k0 + k, t + u*threads) is w[base + k*units + u*threads]
         q = 0
         while q + UNROLL <= n_nz:  # UNROLL weight rows: all their loads first, then the FMAs
             for v in range(UNROLL):
                 for u in range(per_t):
-                    if exact or t + u * threads < n_out:
-                        wv[v, u] = float32(w[U(base + ks[q + v] * n_out + u * threads)])
+                    if exact or t + u * threads < units:
+                        word = w[U(base + ks[q + v] * units + u * threads)]
+                        for g in range(G):
+                            wv[v, u * G + g] = nth(word, g)
             for v in range(UNROLL):
                 k = ks[q + v]
                 for j in range(TILE_ROWS):
                     if j < count:
-                        for u in range(per_t):
+                        for u in range(n_o):
                             acc[j, u] += xs[j, U(k)] * wv[v, u]
             q += UNROLL
         while q < n_nz:  # the last n_nz % UNROLL rows, one at a time
             k = ks[q]
             for u in range(per_t):
-                if exact or t + u * threads < n_out:
-                    wv[0, u] = float32(w[U(base + k * n_out + u * threads)])
+                if exact or t + u * threads < units:
+                    word = w[U(base + k * units + u * threads)]
+                    for g in range(G):
+                        wv[0, u * G + g] = nth(word, g)
             for j in range(TILE_ROWS):
                 if j < count:
-                    for u in range(per_t):
+                    for u in range(n_o):
                         acc[j, u] += xs[j, U(k)] * wv[0, u]
             q += 1
         for j in range(TILE_ROWS):
             if j < count:
                 row = order[start + j]
                 for u in range(per_t):
-                    o = t + u * threads
-                    if o < n_out:
-                        partial[c, row, o] = acc[j, u]
+                    if exact or t + u * threads < units:
+                        for g in range(G):
+                            partial[c, row, (t + u * threads) * G + g] = acc[j, u * G + g]
 
     return dense, ceil_div(n_in, K_CHUNK), threads
 
@@ -467,8 +576,10 @@ class CudaPolicy:
     `__call__` does both and returns the actions; `forward` also returns the logits.
     """
 
-    def __init__(self, spec, rows=0):
+    def __init__(self, spec, rows=0, word_bytes=None):
+        quiet_small_grids()
         self.spec = spec
+        self.word_bytes = word_bytes  # the dense layers' load width (None: DENSE_WORD's)
         self.stream = cuda.stream()
         self.weights = None  # device (n_individuals, n_params) float32 the kernels read
         self._owned = None  # the device copy of host weights, kept between loads
@@ -478,6 +589,7 @@ class CudaPolicy:
         self.rows = 0  # rows of the staged step
         self.n_tiles = 0
         self._kernels = self._build()
+        self._dense = {}  # layer -> its partial sums' kernel for the loaded weights (_dense_for)
         if rows:
             self._reserve(rows)
 
@@ -498,9 +610,31 @@ class CudaPolicy:
                 sizes = (lay.cin, lay.cout, lay.w_offset, lay.b_offset, ACT_CODES[lay.act], div)
                 out.append(("output", output_kernel(*sizes)))
             else:
-                dense, n_chunks, threads = dense_kernel(lay.cin, lay.cout, lay.w_offset, div)
+                n_chunks = ceil_div(lay.cin, K_CHUNK)
                 finish = dense_finish_kernel(lay.cout, lay.b_offset, ACT_CODES[lay.act], n_chunks)
-                out.append(("dense", (dense, n_chunks, threads, finish)))
+                out.append(("dense", (lay, div, finish)))  # its partial sums' kernel: _dense_for
+        return out
+
+    def _dense_for(self, weights):
+        """Per dense layer, (kernel, n_chunks, threads, words, per_word): its partial sums' kernel for weights
+        of this dtype and layout, and the weights as that kernel reads them (see word_view): words
+        of self.word_bytes where the layer's offsets and the rows' pitch allow, else one weight a
+        load."""
+        out = {}
+        for i, (kind, k) in enumerate(self._kernels):
+            if kind != "dense":
+                continue
+            lay, div, _ = k
+            size = weights.dtype.itemsize
+            word = self.word_bytes or DENSE_WORD[size]
+            per_word = max(1, word // size)
+            words = word_view(weights, word) if per_word > 1 else None
+            if words is None or lay.cout % per_word or lay.w_offset % per_word:
+                per_word, words = 1, weights
+            kernel, n_chunks, threads = dense_kernel(
+                lay.cin, lay.cout, lay.w_offset, div, per_word, size == 2 and per_word > 1
+            )
+            out[i] = (kernel, n_chunks, threads, words, per_word)
         return out
 
     # -- memory ------------------------------------------------------------------------------------
@@ -560,6 +694,7 @@ class CudaPolicy:
             if weights.dtype not in half.DTYPES or weights.ndim != 2 or weights.shape[1] < n_params:
                 raise ValueError(f"device weights must be (n_individuals, >= {n_params}) float32 or float16")
             self.weights, self.n_ind = weights, weights.shape[0]
+            self._dense = self._dense_for(weights)
             return
         weights = np.ascontiguousarray(weights)
         if weights.dtype not in half.DTYPES or weights.ndim != 2 or weights.shape[1] != n_params:
@@ -584,6 +719,7 @@ class CudaPolicy:
         self._owned[:n].copy_to_device(weights, stream=self.stream)
         self.stream.synchronize()
         self.weights, self.n_ind = self._owned, n
+        self._dense = self._dense_for(self._owned)
 
     def release(self):
         """End of an evaluation: the weights are no longer used (their device memory is kept)."""
@@ -640,8 +776,9 @@ class CudaPolicy:
             self._views[(rows, tiles)] = views
         return views
 
-    def launch(self):
-        """Run every layer's kernels on the staged rows (asynchronous, on self.stream)."""
+    def launch(self, marks=None):
+        """Run every layer's kernels on the staged rows (asynchronous, on self.stream); with marks
+        (a list), append a recorded CUDA event after each layer's kernels (for timing them)."""
         rows, s, tiles = self.rows, self.stream, self.n_tiles
         if rows == 0:
             return
@@ -655,9 +792,10 @@ class CudaPolicy:
                 kernel, gx, threads = k
                 kernel[(gx, rows), threads, s](src, self.act[i])
             elif kind == "dense":
-                dense, n_chunks, threads, (finish, f_threads) = k
+                finish, f_threads = k[2]
+                dense, n_chunks, threads, words, _ = self._dense[i]
                 dense[(n_chunks, tiles), threads, s](
-                    flat, self.partial[i], w, rows_ind, order, tile_start, tile_count
+                    flat, self.partial[i], words, rows_ind, order, tile_start, tile_count
                 )
                 finish[(ceil_div(self.spec.layers[i].cout, f_threads), rows), f_threads, s](
                     self.partial[i], self.act[i], w, rows_ind
@@ -666,6 +804,9 @@ class CudaPolicy:
                 kernel, block = k
                 kernel[rows, block, s](flat, self.act[i], self.actions_dev, w, rows_ind)
             src, flat = self.act[i], self.flat[i]
+            if marks is not None:
+                marks.append(cuda.event())
+                marks[-1].record(s)
 
     def __call__(self, rows_ind, obs):
         """(rows,) int64 greedy actions of rows_ind's individuals on obs (rows, C, H, W) (see upload)."""
