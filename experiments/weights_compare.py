@@ -1,6 +1,6 @@
 """fp32 against 16-bit weight rows (--weights fp16): the same runs in both formats, curves and a table.
 
-    python -m experiments.weights_compare                      # both tasks, every seed: ~1.7 h on 2 cores
+    python -m experiments.weights_compare                      # both tasks, every seed: ~3 h on 2 cores
     python -m experiments.weights_compare --tasks frostbite --seeds 1
     python -m experiments.weights_compare --table-only         # the page from the runs there are
     python -m experiments.weights_compare --resolution         # the rounding against sigma, per layer
