@@ -4,6 +4,7 @@
     python -m experiments.bench_forward --device cuda [--net large|small] [--rows 64 1000 4096]
     python -m experiments.bench_forward --weights fp32 fp16 ...   # both weight formats, in turn
     python -m experiments.bench_forward --device cuda --word-bytes 2 4 8 ...  # the dense loads' width
+    python -m experiments.bench_forward --staging [--rows 64 256 1000]   # a GPU step's host staging
 
 CPU: "distinct": every row has its own individual, and each timed call uses individuals the previous
 calls did not (rotating through all N), so the weights come from memory, not from a warm cache.
@@ -52,6 +53,12 @@ parser.add_argument("--seconds", type=float, default=2.0, help="time per measure
 parser.add_argument("--max-gb", type=float, default=4.0, help="cpu: cap on the weights array")
 parser.add_argument("--no-torch", action="store_true", help="cuda: skip the PyTorch comparison")
 parser.add_argument(
+    "--staging",
+    action="store_true",
+    help="only the host work of staging a GPU step's frames (runs without a GPU): obs[take] then a "
+    "copy, against one parallel gather",
+)
+parser.add_argument(
     "--word-bytes",
     nargs="+",
     type=int,
@@ -66,6 +73,41 @@ parser.add_argument(
     choices=["fp32", "fp16"],
     help="weight formats to measure, in turn (fp16: rows rounded once, read as 16 bits)",
 )
+
+
+def bench_staging(args):
+    """A GPU step's frames, staged on the host (no GPU needed): the acting slots' Atari frames
+    (uint8 4x84x84) gathered into the buffer that is uploaded, as NumPy did it (obs[take], then a
+    copy) against nevo.nets.kernels.cuda.gather_rows (one pass, rows split over the threads).
+    Alternated, best of 5 rounds of --seconds each."""
+    from nevo.nets.kernels.cuda import gather_rows
+
+    rng = np.random.default_rng(0)
+    threads = numba.get_num_threads()
+    print(f"staging a step's frames on the host, {threads} Numba threads (ms per step, best of 5)")
+    print(f"{'rows':>5} {'MB':>6} {'obs[take] + copy':>16} {'gather_rows':>11} {'ratio':>6}")
+    for rows in args.rows or [64, 256, 1000]:
+        obs = rng.integers(0, 256, (rows + rows // 4, 4 * 84 * 84), dtype=np.uint8)  # every slot's
+        take = np.sort(rng.permutation(len(obs))[:rows])  # the acting slots
+        staged = np.empty((rows, obs.shape[1]), np.uint8)
+
+        def numpy_way(obs=obs, take=take, staged=staged):
+            staged[:] = obs[take]
+
+        def gather(obs=obs, take=take, staged=staged):
+            gather_rows(obs, take, staged)
+
+        gather()
+        best = {numpy_way: float("inf"), gather: float("inf")}
+        for _ in range(5):
+            for f in best:
+                n, t0 = 0, time.perf_counter()
+                while n < 3 or time.perf_counter() - t0 < args.seconds / 5:
+                    f()
+                    n += 1
+                best[f] = min(best[f], (time.perf_counter() - t0) / n)
+        a, b = best[numpy_way], best[gather]
+        print(f"{rows:>5} {staged.nbytes / 1e6:>6.1f} {a * 1e3:>16.2f} {b * 1e3:>11.2f} {a / b:>6.2f}")
 
 
 def bench_cpu(args):
@@ -450,7 +492,9 @@ def bench_cuda(args):
 
 if __name__ == "__main__":
     args = parser.parse_args()
-    if args.device == "cuda":
+    if args.staging:
+        bench_staging(args)
+    elif args.device == "cuda":
         bench_cuda(args)
     else:
         bench_cpu(args)

@@ -592,9 +592,9 @@ class CountedPolicy:
     def release(self):
         self.policy.release()
 
-    def __call__(self, rows_ind, obs):
+    def __call__(self, rows_ind, obs, take=None):
         self.rows += len(rows_ind)
-        return self.policy(rows_ind, obs)
+        return self.policy(rows_ind, obs, take)
 
 
 def seeded_reset_s(game: str, reps: int = 3) -> float:

@@ -329,6 +329,34 @@ def word_loads_match_single_loads(rng, full):
                         assert k[4] == (n if fits else 1), f"{where}: layer {i} reads {k[4]} a load"
 
 
+def gathered_rows_match_given_rows(rng, full):
+    """policy(rows_ind, obs, take) (the pipeline's call: every slot's frames, a slot per row,
+    gathered into the page-locked buffer) gives the actions and logits of policy(rows_ind,
+    obs[take]) bit for bit, for uint8 frames and float32 vectors; a take out of range or of the
+    wrong length is a one-line error."""
+    from nevo.nets.kernels.cuda import CudaPolicy
+
+    for spec in (small_specs()["dense-first"], make_spec([("dense", 6)], (5, 1, 1), 3, obs_dtype=np.float32)):
+        weights, rows_ind, obs = random_case(spec, rng, 3, 7)
+        take = rng.permutation(len(obs))[:5]  # 5 of the 7 slots, in a scrambled order
+        policy = CudaPolicy(spec)
+        policy.load(weights)
+        want = policy.forward(rows_ind[:5], obs[take])
+        want = (want[0].copy(), want[1].copy())
+        policy.upload(rows_ind[:5], obs, take)
+        policy.launch()
+        got = policy.fetch_actions(), policy.activations(len(spec.layers) - 1)
+        np.testing.assert_array_equal(got[1], want[1])
+        np.testing.assert_array_equal(got[0], want[0])
+        for bad, error in ((np.array([0, 1, 2, 3, 7]), IndexError), (take[:4], ValueError)):
+            try:
+                policy.upload(rows_ind[:5], obs, bad)
+            except error as e:
+                assert "take must" in str(e) and "\n" not in str(e), e
+            else:
+                raise AssertionError(f"take {bad.tolist()}: no error")
+
+
 def continuous_actions_match_reference(rng, full):
     """A net with continuous actions (NetSpec.action "tanh") and tanh hidden units (OpenAI-ES's
     MuJoCo policy) gives the reference's action vectors, tanh of its logits, (rows, n_actions)
@@ -572,6 +600,7 @@ SMALL = [
     device_build_matches_host_build,
     fp16_weights_match_reference,
     word_loads_match_single_loads,
+    gathered_rows_match_given_rows,
     continuous_actions_match_reference,
     evaluator_builds_its_rows_on_the_device,
     float32_vectors_match_reference,

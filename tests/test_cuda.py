@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests import cuda_checks
@@ -168,3 +169,33 @@ def test_run_ga_refuses_cuda_without_a_gpu(monkeypatch, capsys, tmp_path):
     code = run_ga.main([*ATARI, "--device", "cuda", "--out-dir", str(tmp_path)])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("error: --device cuda: no CUDA GPU") and "\n" not in err
+
+
+def test_gather_rows_is_numpy_take():
+    """The parallel gather a GPU step stages its frames with: dst[i] = src[take[i]], bytes and
+    floats, repeated and scrambled slots."""
+    from nevo.nets.kernels.cuda import gather_rows
+
+    rng = np.random.default_rng(0)
+    for src in (
+        rng.integers(0, 256, (9, 4 * 84 * 84), dtype=np.uint8),
+        rng.standard_normal((9, 17), np.float32),
+    ):
+        take = np.array([8, 0, 3, 3, 5])
+        dst = np.zeros((len(take), src.shape[1]), src.dtype)
+        gather_rows(src, take, dst)
+        np.testing.assert_array_equal(dst, src[take])
+
+
+def test_a_host_policy_on_gathered_rows_is_the_policy_on_those_rows():
+    """HostPolicy(rows_ind, obs, take) acts on obs[take] (the pipeline's call)."""
+    from nevo.nets import make_spec
+    from nevo.nets.kernels import make_policy
+
+    spec = make_spec([("dense", 8)], (3, 6, 6), 4)
+    rng = np.random.default_rng(1)
+    policy = make_policy("cpu", spec)
+    policy.load(rng.standard_normal((3, spec.n_params)).astype(np.float32))
+    obs = rng.integers(0, 256, (6, 3, 6, 6), dtype=np.uint8)
+    take, rows_ind = np.array([5, 1, 1, 4]), np.array([0, 2, 1, 2])
+    np.testing.assert_array_equal(policy(rows_ind, obs, take), policy(rows_ind, obs[take]))

@@ -32,8 +32,8 @@ class FakePolicy:
     def release(self):
         pass
 
-    def __call__(self, ind, obs):
-        return policy(obs, ind)
+    def __call__(self, ind, obs, take=None):
+        return policy(obs if take is None else obs[take], ind)
 
 
 def play_alone(ind, seed):
@@ -121,9 +121,9 @@ def test_the_policy_sees_only_its_own_rows():
     seen = []
 
     class Spy(FakePolicy):
-        def __call__(self, ind, obs):
+        def __call__(self, ind, obs, take=None):
             seen.append(np.asarray(ind).copy())
-            return policy(obs, ind)
+            return super().__call__(ind, obs, take)
 
     ev = AtariEvaluator(CFG, Spy(), RowsAreIndividuals(), slots=4, threads=1)
     try:
@@ -139,11 +139,11 @@ def test_an_error_in_the_policy_stops_the_run_and_leaves_the_evaluator_usable():
     calls = []
 
     class Failing(FakePolicy):
-        def __call__(self, ind, obs):
+        def __call__(self, ind, obs, take=None):
             calls.append(1)
             if len(calls) == 40:
                 raise RuntimeError("boom")
-            return policy(obs, ind)
+            return super().__call__(ind, obs, take)
 
     ev = AtariEvaluator(CFG, Failing(), RowsAreIndividuals(), slots=4, threads=1, group_size=2)
     try:
@@ -162,10 +162,10 @@ def test_tail_and_forward_times_are_parts_of_the_wall_time():
     class SlowPolicy(FakePolicy):
         calls = 0
 
-        def __call__(self, rows_ind, obs):
+        def __call__(self, rows_ind, obs, take=None):
             self.calls += 1
             time.sleep(0.002)
-            return super().__call__(rows_ind, obs)
+            return super().__call__(rows_ind, obs, take)
 
     slow = SlowPolicy()
     ev = AtariEvaluator(CFG, slow, RowsAreIndividuals(), slots=4, threads=1, group_size=2)
@@ -202,7 +202,8 @@ def test_weights_built_per_slot_give_the_outcomes_of_one_episode_at_a_time(refer
         def load(self, weights):
             self.weights = weights
 
-        def __call__(self, rows, obs):
+        def __call__(self, rows, obs, take=None):
+            obs = obs if take is None else obs[take]
             return policy(obs, self.weights[rows, 0].astype(np.int64))  # row k holds individual k's id
 
     n = int(EPISODES.ind.max()) + 1

@@ -89,7 +89,9 @@ class AtariEvaluator:
         ram=False,
     ):
         self.env_cfg = env_cfg
-        self.policy = policy  # nevo.nets.kernels.make_policy(...): load(weights), (rows_ind, obs) -> actions
+        self.policy = (
+            policy  # nevo.nets.kernels.make_policy(...): load(weights), (rows_ind, obs, take) -> actions
+        )
         self.weights = weights  # nevo.evaluation.slot_weights: the rows the policy reads, built from genomes
         self.overlap = overlap
         self.group = max(1, min(slots, group_size or -(-slots // 2)))
@@ -263,7 +265,9 @@ class _RunState:
             if self.sample is not None:  # the observations the net acts on
                 self.sample.offer(self.slot_ep[acting], self.obs[acting])
             t0 = time.monotonic()
-            self.actions[acting] = self.ev.policy(self.slot_row[acting], self.obs[acting])
+            # the policy gathers the acting slots' frames itself (on a GPU, straight into the
+            # page-locked buffer it uploads from)
+            self.actions[acting] = self.ev.policy(self.slot_row[acting], self.obs, take=acting)
             self.forward_s += time.monotonic() - t0
         if self.record is not None:
             self._record(slots[ep >= 0])

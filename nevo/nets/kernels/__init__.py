@@ -8,7 +8,8 @@ tanh(logits) (rows, n_actions) float32 (`actions_of`: one place, for every backe
 
 The evaluator does not call a forward function directly but a *policy*: `load(weights)` once
 per evaluation (a GPU backend copies the weights to the device there, once, never per step),
-then `policy(rows_ind, obs) -> actions` every step, then `release()`.
+then `policy(rows_ind, obs) -> actions` every step (or `policy(rows_ind, obs, take)` on obs[take]),
+then `release()`.
 """
 
 import sys
@@ -83,8 +84,11 @@ class HostPolicy:
         """Use these (n_individuals, n_params) float32 weights until the next load."""
         self.weights = weights
 
-    def __call__(self, rows_ind, obs):
-        """The actions (see actions_of) of rows_ind's individuals on obs (rows, C, H, W) of spec.obs_dtype."""
+    def __call__(self, rows_ind, obs, take=None):
+        """The actions (see actions_of) of rows_ind's individuals on obs (rows, C, H, W) of
+        spec.obs_dtype, or on obs[take] (obs: every slot's observation, take: a slot per row)."""
+        if take is not None:
+            obs = obs[take]
         return self.forward_fn(self.spec, self.weights, rows_ind, obs)[0]
 
     def forward(self, rows_ind, obs):
