@@ -1,5 +1,6 @@
-"""The CUDA kernels, compiled to sm_90 and sm_80 machine code without a GPU: no spill, no local
-memory, no fp64, within the launch limits (experiments/kernel_report.py)."""
+"""The CUDA kernels, compiled to sm_90 machine code (H100, H200) without a GPU: no spill, no local
+memory, no fp64, within the launch limits (experiments/kernel_report.py; its default run adds
+sm_80, the A100, which CI leaves out for time: each arch is ~2 minutes of compiling)."""
 
 import os
 import shutil
@@ -19,17 +20,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_every_kernel_compiles_without_spills_local_memory_or_fp64():
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}  # the real compiler
     run = subprocess.run(
-        [sys.executable, "-m", "experiments.kernel_report"], cwd=ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "-m", "experiments.kernel_report", "--arch", "sm_90"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     rows = [line for line in run.stdout.splitlines() if line.endswith("  ok")]
     every = sum(len(kernel_report.kernels(net)) for net in kernel_report.NETS) + len(
         kernel_report.build_kernels()
     )
-    expected = every * 2  # two archs
-    assert len(rows) == expected and expected >= 40
+    assert len(rows) == every and every >= 40
     pools = [x for x in rows if x.startswith("mnist") and " pool" in x]
-    assert len(pools) == 2 * 2 * 2  # two nets, two pools each, two archs
+    assert len(pools) == 2 * 2  # two nets, two pools each
     for net, before in kernel_report.FIRST_CONV_BEFORE.items():  # issue 16's goal: 5x fewer
         (line,) = [x for x in run.stdout.splitlines() if x.startswith(f"{net} conv1 (sm_90):")]
         now = float(line.split(":")[1].split()[0])
