@@ -303,7 +303,9 @@ def word_loads_match_single_loads(rng, full):
     # dense only (fast on the simulator): the first layer's 6 outputs take no 4-half words, the
     # second's offset and 8 outputs take any; 539 parameters: unpadded host rows take none
     specs["two-dense"] = make_spec([("dense", 6), ("dense", 8)], (3, 5, 5), 3)
-    names = ["two-dense", "dense-first"] if not full else list(specs)
+    # 1,032 outputs: more words than threads, so each thread holds several (and the last ones few)
+    specs["wide"] = make_spec([("dense", 1032)], (2, 3, 3), 3)
+    names = ["two-dense", "dense-first", "wide"] if not full else list(specs)
     for name in names:
         spec = specs[name]
         weights, rows_ind, obs = random_case(spec, rng, 4, 12 if full else 4, 2)
@@ -342,16 +344,23 @@ def gathered_rows_match_given_rows(rng, full):
     for spec in (small_specs()["dense-first"], make_spec([("dense", 6)], (5, 1, 1), 3, obs_dtype=np.float32)):
         weights, rows_ind, obs = random_case(spec, rng, 3, 7)
         take = rng.permutation(len(obs))[:5]  # 5 of the 7 slots, in a scrambled order
+        given = CudaPolicy(spec)
+        given.load(weights)
+        want = given.forward(rows_ind[:5], obs[take])
         policy = CudaPolicy(spec)
         policy.load(weights)
-        want = policy.forward(rows_ind[:5], obs[take])
-        want = (want[0].copy(), want[1].copy())
+        policy.forward(rows_ind[:5], obs[::-1][:5])  # other frames in its buffers first
         policy.upload(rows_ind[:5], obs, take)
         policy.launch()
         got = policy.fetch_actions(), policy.activations(len(spec.layers) - 1)
         np.testing.assert_array_equal(got[1], want[1])
         np.testing.assert_array_equal(got[0], want[0])
-        for bad, error in ((np.array([0, 1, 2, 3, 7]), IndexError), (take[:4], ValueError)):
+        bad_takes = (
+            (np.array([0, 1, 2, 3, 7]), IndexError),
+            (take[:4], ValueError),
+            (take * 1.0, ValueError),
+        )
+        for bad, error in bad_takes:
             try:
                 policy.upload(rows_ind[:5], obs, bad)
             except error as e:

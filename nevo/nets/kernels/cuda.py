@@ -378,11 +378,15 @@ WORDS = {(4, 8): np.uint64, (2, 4): np.uint32, (2, 8): np.uint64}  # (weight byt
 
 def word_view(weights, word_bytes):
     """weights (n, pitch) on the device as words of word_bytes (a copy-free view), or None where its
-    rows cannot be read so (a pitch or a row not a whole number of words, or not C-contiguous)."""
+    rows cannot be read so (a row not a whole number of words, a start not aligned to a word, or
+    not C-contiguous)."""
     itemsize = weights.dtype.itemsize
     if word_bytes == itemsize:
         return weights
     if (itemsize, word_bytes) not in WORDS or (weights.shape[1] * itemsize) % word_bytes:
+        return None
+    start = getattr(weights, "__cuda_array_interface__", {"data": (0,)})["data"][0]  # (none: simulator)
+    if start % word_bytes:  # (an array handed in at an offset)
         return None
     try:
         return weights.view(WORDS[itemsize, word_bytes])
@@ -718,6 +722,7 @@ class CudaPolicy:
         n = weights.shape[0]
         if self._owned is None or self._owned.shape[0] < n or self._owned.dtype != weights.dtype:
             self.weights = self._owned = None
+            self._dense = {}  # (its word views hold the old copy too)
             ctx = cuda.current_context()
             if hasattr(ctx, "deallocations"):  # (the simulator has none)
                 ctx.deallocations.clear()  # free the old copy now, not at a later collection
@@ -757,6 +762,8 @@ class CudaPolicy:
         obs = np.asarray(obs)
         if take is not None:
             take = np.asarray(take)
+            if take.dtype.kind not in "iu":
+                raise ValueError(f"take must be integer slot indices, got {take.dtype}")
             if take.shape != (rows,):
                 raise ValueError(f"take must be ({rows},) (a slot per row), got {take.shape}")
             if rows and (take.min() < 0 or take.max() >= len(obs)):
