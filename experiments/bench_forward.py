@@ -19,7 +19,8 @@ rows, then ~rows/1,000 rows per individual). Per row count:
                int32 actions down;
   kernel ms    the kernels alone (obs already on the device), timed with CUDA events; below each
                row, their time by layer, and a step's parts timed one at a time (upload: the
-               obs copied into page-locked memory and sent up; the kernels; the actions down);
+               obs copied into page-locked memory and sent up; upload, gathered: the same from
+               every slot's frames, as a run does (gather_rows); the kernels; the actions down);
   GB/s nominal every weight byte of each individual of the call + every activation byte read
                (obs, each layer's input), per kernel time; "% copy" compares it with the card's
                device-to-device copy bandwidth, measured in the same run (2 x bytes / time);
@@ -458,17 +459,25 @@ def bench_cuda(args):
                 f"{kernel_s * 1e3:>9.2f} {rows / kernel_s:>10,.0f} {nominal_bw / 1e9:>12,.0f} "
                 f"{100 * nominal_bw / copy:>6.0f} {read_bw / 1e9:>9,.0f} {torch_fps:>9,.0f} {ratio:>7.2f}"
             )
-            parts = {"upload": 0.0, "kernels": 0.0, "actions down": 0.0}  # each part synchronised
+            # each part synchronised; "upload, gathered": as a run uploads, the rows' frames
+            # gathered from every slot's (a quarter more slots than rows, scrambled)
+            parts = {"upload": 0.0, "upload, gathered": 0.0, "kernels": 0.0, "actions down": 0.0}
+            slots = np.concatenate([obs, obs[: rows // 4]])
+            take = rng.permutation(len(slots))[:rows]
             for _ in range(reps):
                 t0 = time.perf_counter()
-                policy.upload(rows_for(0), obs)
+                policy.upload(rows_for(0), slots, take)
                 policy.stream.synchronize()
                 t1 = time.perf_counter()
-                policy.launch()
+                policy.upload(rows_for(0), obs)
                 policy.stream.synchronize()
                 t2 = time.perf_counter()
+                policy.launch()
+                policy.stream.synchronize()
+                t3 = time.perf_counter()
                 policy.fetch_actions()
-                for part, dt in zip(parts, (t1 - t0, t2 - t1, time.perf_counter() - t2)):
+                times = (t2 - t1, t1 - t0, t3 - t2, time.perf_counter() - t3)
+                for part, dt in zip(parts, times):
                     parts[part] += dt / reps
             print(f"      kernel time by layer: {split}")
             print(
