@@ -111,11 +111,8 @@ def kernels(net: str) -> list[Kernel]:
             k, block = ck.output_kernel(lay.cin, lay.cout, lay.w_offset, lay.b_offset, act, div)
             out.append(Kernel(net, "output", k, (flat, act2, idx, w, idx), block[0] * block[1], 1))
         else:
-            size = np.dtype(w_dtype).itemsize  # the weights a load as CudaPolicy reads them
-            per_word = max(1, ck.DENSE_WORD[size] // size)
-            if lay.cout % per_word or lay.w_offset % per_word:
-                per_word = 1
-            halves = size == 2 and per_word > 1
+            size = np.dtype(w_dtype).itemsize
+            per_word, halves = ck.dense_loads(lay, size)  # as CudaPolicy reads rows padded on the device
             dense, n_chunks, threads = ck.dense_kernel(lay.cin, lay.cout, lay.w_offset, div, per_word, halves)
             finish, f_threads = ck.dense_finish_kernel(lay.cout, lay.b_offset, act, n_chunks)
             words = (

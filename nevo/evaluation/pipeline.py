@@ -89,9 +89,8 @@ class AtariEvaluator:
         ram=False,
     ):
         self.env_cfg = env_cfg
-        self.policy = (
-            policy  # nevo.nets.kernels.make_policy(...): load(weights), (rows_ind, obs, take) -> actions
-        )
+        # nevo.nets.kernels.make_policy(...): load(weights), (rows_ind, obs, take) -> actions
+        self.policy = policy
         self.weights = weights  # nevo.evaluation.slot_weights: the rows the policy reads, built from genomes
         self.overlap = overlap
         self.group = max(1, min(slots, group_size or -(-slots // 2)))

@@ -376,6 +376,17 @@ DENSE_WORD = {4: 8, 2: 4}
 WORDS = {(4, 8): np.uint64, (2, 4): np.uint32, (2, 8): np.uint64}  # (weight bytes, word bytes): dtype
 
 
+def dense_loads(lay, itemsize, word_bytes=None):
+    """(per_word, halves): how many weights a load the dense kernel reads for layer lay with
+    weights of itemsize bytes, at word_bytes (None: DENSE_WORD's) where the layer's outputs and
+    offset are whole words, else 1; halves: the words hold IEEE halves. (The rows' pitch is
+    word_view's to check.)"""
+    per_word = max(1, (word_bytes or DENSE_WORD[itemsize]) // itemsize)
+    if lay.cout % per_word or lay.w_offset % per_word:
+        per_word = 1
+    return per_word, itemsize == 2 and per_word > 1
+
+
 def word_view(weights, word_bytes):
     """weights (n, pitch) on the device as words of word_bytes (a copy-free view), or None where its
     rows cannot be read so (a row not a whole number of words, a start not aligned to a word, or
@@ -633,24 +644,20 @@ class CudaPolicy:
         return out
 
     def _dense_for(self, weights):
-        """Per dense layer, (kernel, n_chunks, threads, words, per_word): its partial sums' kernel for weights
-        of this dtype and layout, and the weights as that kernel reads them (see word_view): words
-        of self.word_bytes where the layer's offsets and the rows' pitch allow, else one weight a
-        load."""
+        """Per dense layer, (kernel, n_chunks, threads, words, per_word): its partial sums' kernel
+        for weights of this dtype and layout, and the weights as that kernel reads them: words
+        (dense_loads, word_view) where the layer and the rows' pitch allow, else one weight a load."""
         out = {}
         for i, (kind, k) in enumerate(self._kernels):
             if kind != "dense":
                 continue
             lay, div, _ = k
             size = weights.dtype.itemsize
-            word = self.word_bytes or DENSE_WORD[size]
-            per_word = max(1, word // size)
-            words = word_view(weights, word) if per_word > 1 else None
-            if words is None or lay.cout % per_word or lay.w_offset % per_word:
-                per_word, words = 1, weights
-            kernel, n_chunks, threads = dense_kernel(
-                lay.cin, lay.cout, lay.w_offset, div, per_word, size == 2 and per_word > 1
-            )
+            per_word, halves = dense_loads(lay, size, self.word_bytes)
+            words = word_view(weights, size * per_word) if per_word > 1 else None
+            if words is None:
+                per_word, halves, words = 1, False, weights
+            kernel, n_chunks, threads = dense_kernel(lay.cin, lay.cout, lay.w_offset, div, per_word, halves)
             out[i] = (kernel, n_chunks, threads, words, per_word)
         return out
 
