@@ -42,6 +42,12 @@ nevo.nets.kernels.cpu.forward; each layer alone runs the same Numba pieces over 
   nevo f/s     forwards (rows) per second, measured;
   roof f/s     min(bandwidth / bytes, peak / FLOP): the roofline's rate; bound: which term is min;
   % roof       nevo f/s / roof f/s;
+  in turn, %   the whole forward only: the rate if each layer ran at its own roof, one after another
+               (1 / sum of the layers' max(bytes / bandwidth, FLOP / peak)), and nevo's share of it.
+               The min() roof needs the weight stream and the convs to overlap in full; nevo runs a
+               row's layers in turn in one thread, and on a machine of few cores the overlap there
+               is (one thread's convs beside another's dense reads) is bounded by what one core
+               alone reads from memory, also printed (on the 2-core AMD VM ~13.5 of ~24 GB/s);
   SXM, PCIe    the same roofline for an H100 (model, or measured where a GPU is at hand: see below).
 H100 model (per forward, no reuse across rows since every row has its own weights): bytes from HBM
 = the bytes above; SXM 3.35 TB/s and 67 TFLOP/s fp32, PCIe 2.0 TB/s and 51 TFLOP/s; no launch
@@ -164,10 +170,17 @@ def rows_read(a, n_chunks):
     return parts.sum()
 
 
-def memory_bandwidth(nbytes: int, passes: int) -> float:
-    """Bytes/s of a streaming read of nbytes by all Numba threads: the best of passes passes of
-    each of two reads, one sequential sum per chunk (stream_sum) and a dense layer's read of
-    rows (rows_read)."""
+def memory_bandwidth(nbytes: int, passes: int, threads: int = 0) -> float:
+    """Bytes/s of a streaming read of nbytes by `threads` Numba threads (0: all): the best of
+    passes passes of each of two reads, one sequential sum per chunk (stream_sum) and a dense
+    layer's read of rows (rows_read)."""
+    if threads:
+        was = numba.get_num_threads()
+        numba.set_num_threads(threads)
+        try:
+            return memory_bandwidth(nbytes, passes)
+        finally:
+            numba.set_num_threads(was)
     n_chunks = 8 * numba.get_num_threads()
     n = max(nbytes // 4 // (4 * ROW * n_chunks), 1) * 4 * ROW * n_chunks
     a = np.ones(n, np.float32)  # touched: its pages exist before timing
@@ -271,6 +284,14 @@ def total_counts(counts: list[dict]) -> dict:
         "nominal_bytes": sum(c["nominal_bytes"] for c in counts),
         "kept": None,
     }
+
+
+def in_turn_rate(counts: list[dict], bandwidth: float, peak: float) -> float:
+    """Forwards/s if each layer (and the input's load) ran at its own roofline, one after
+    another: 1 / the sum of max(bytes / bandwidth, FLOP / peak). The whole forward's min() roof
+    assumes the memory-bound and the compute-bound layers overlap in full; nevo runs a row's
+    layers in turn, each on the cores its thread has, so this is the ceiling of its design."""
+    return 1.0 / sum(1.0 / roofline_rate(c["flops"], c["bytes"], bandwidth, peak)[0] for c in counts)
 
 
 def roofline_rate(flops: float, nbytes: float, bandwidth: float, peak: float) -> tuple[float, str]:
@@ -490,6 +511,8 @@ def measure_net(name: str, a, bandwidth: float, peak: float, gpu) -> dict:
                 )
             roof, bound = roofline_rate(c["flops"], c["bytes"], bandwidth, peak)
             row = {"net": name, "rows": rows, **c, "nevo_per_s": rate, "roofline_per_s": roof, "bound": bound}
+            if c["layer"] == "forward":
+                row["in_turn_per_s"] = in_turn_rate(counts[:-1], bandwidth, peak)
             for box, (bw, pk) in H100.items():
                 row[f"h100_{box.lower()}_per_s"], row[f"h100_{box.lower()}_bound"] = roofline_rate(
                     c["flops"], c["bytes"], bw, pk
@@ -503,7 +526,8 @@ def measure_net(name: str, a, bandwidth: float, peak: float, gpu) -> dict:
 
 HEAD = (
     f"{'net':>12} {'rows':>4} {'layer':>17} {'MFLOP':>8} {'MB':>7} {'kept':>5} {'nevo f/s':>9} "
-    f"{'roof f/s':>9} {'bound':>5} {'% roof':>6} | {'SXM f/s':>9} {'bound':>5} {'PCIe f/s':>9}"
+    f"{'roof f/s':>9} {'bound':>5} {'% roof':>6} {'in turn':>9} {'%':>6} | {'SXM f/s':>9} {'bound':>5} "
+    f"{'PCIe f/s':>9}"
 )
 
 
@@ -520,11 +544,14 @@ def fmt_rate(x: float) -> str:
 def print_row(r: dict, gpu: bool) -> None:
     kept = "" if r["kept"] is None else f"{r['kept']:.2f}"
     pct = r["nevo_per_s"] / r["roofline_per_s"] if r["roofline_per_s"] != float("inf") else float("nan")
+    in_turn, pct_turn = "", ""
+    if "in_turn_per_s" in r:
+        in_turn, pct_turn = fmt_rate(r["in_turn_per_s"]), f"{r['nevo_per_s'] / r['in_turn_per_s']:.0%}"
     line = (
         f"{r['net']:>12} {r['rows']:>4} {r['layer']:>17} {r['flops'] / 1e6:>8.3g} {r['bytes'] / 1e6:>7.3g} "
         f"{kept:>5} {fmt_rate(r['nevo_per_s']):>9} {fmt_rate(r['roofline_per_s']):>9} {r['bound']:>5} "
-        f"{pct:>6.0%} | {fmt_rate(r['h100_sxm_per_s']):>9} {r['h100_sxm_bound']:>5} "
-        f"{fmt_rate(r['h100_pcie_per_s']):>9}"
+        f"{pct:>6.0%} {in_turn:>9} {pct_turn:>6} | {fmt_rate(r['h100_sxm_per_s']):>9} "
+        f"{r['h100_sxm_bound']:>5} {fmt_rate(r['h100_pcie_per_s']):>9}"
     )
     if gpu and "gpu_per_s" in r:
         line += f"  gpu {r['gpu_per_s']:,.0f} f/s"
@@ -727,13 +754,14 @@ def main(argv=None) -> dict:
 
     cores, threads, facts = machine.cores(), numba.get_num_threads(), cpu_facts()
     bandwidth = memory_bandwidth(a.bandwidth_mb * 2**20, a.passes)
+    one_thread = memory_bandwidth(a.bandwidth_mb * 2**20, a.passes, threads=1) if threads > 1 else bandwidth
     peak = fma_peak(max(a.seconds, 0.3))
     nominal = nominal_peak(facts["isa"], facts["mhz"], threads)
     print(f"machine: {facts['model']}, {cores} cores, {threads} Numba threads ({numba.threading_layer()}), "
           f"{facts['isa']}, {facts['mhz'] or 0:.0f} MHz; last-level cache "
           f"{llc_bytes() / 2**20:.0f} MiB")  # fmt: skip
     print(f"memory bandwidth (streaming read of {a.bandwidth_mb:,} MB, best of {a.passes}): "
-          f"{bandwidth / 1e9:.1f} GB/s")  # fmt: skip
+          f"{bandwidth / 1e9:.1f} GB/s; one thread alone {one_thread / 1e9:.1f} GB/s")  # fmt: skip
     note = (
         f" ({peak / nominal:.0%} of 2 FMA x lanes x 2 x clock x threads = {nominal / 1e9:.0f})"
         if nominal
@@ -749,7 +777,8 @@ def main(argv=None) -> dict:
 
     out = {
         "machine": {**facts, "cores": cores, "numba_threads": threads, "bandwidth_Bps": bandwidth,
-                    "fma_peak_flops": peak, "nominal_peak_flops": nominal, "llc_bytes": llc_bytes(),
+                    "one_thread_bandwidth_Bps": one_thread, "fma_peak_flops": peak,
+                    "nominal_peak_flops": nominal, "llc_bytes": llc_bytes(),
                     "gpu": gpu.name if gpu else None},
         "h100_model": {box: {"hbm_Bps": bw, "fp32_flops": pk} for box, (bw, pk) in H100.items()},
         "weights": a.weights,
@@ -759,8 +788,8 @@ def main(argv=None) -> dict:
         out["nets"].append(measure_net(name, a, bandwidth, peak, gpu))
     print(
         "(MFLOP, MB: per forward; kept: nonzero share of a dense layer's inputs; roof f/s: "
-        "min(bandwidth / MB, peak / MFLOP); SXM, PCIe: the same roofline for an H100's HBM and fp32 "
-        "peak, rows-independent)"
+        "min(bandwidth / MB, peak / MFLOP); in turn: the forward's layers each at its own roof, one "
+        "after another; SXM, PCIe: the same roofline for an H100's HBM and fp32 peak, rows-independent)"
     )
     if not a.skip_end_to_end:
         whole = {}

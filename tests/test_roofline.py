@@ -75,6 +75,22 @@ def test_roofline_rate_is_the_smaller_of_bandwidth_and_compute():
     assert roofline.roofline_rate(0.0, 1e3, 10e9, 100e9) == (1e7, "mem")
 
 
+def test_in_turn_rate_sums_each_layers_own_time():
+    """Layers in turn: 1 MB at 10 GB/s (0.1 ms) then 10 MFLOP at 100 GFLOP/s (0.1 ms) is 5,000
+    forwards/s, half the 10,000 the whole forward's min() roof allows (1 MB, 10 MFLOP). The in-turn
+    rate can never exceed that roof: each layer's time is at least its bytes' and its FLOP's."""
+    counts = [{"flops": 0.0, "bytes": 1e6}, {"flops": 10e6, "bytes": 0.0}]
+    assert roofline.in_turn_rate(counts, 10e9, 100e9) == pytest.approx(5000.0)
+    spec = nets.net_spec("large")
+    layers = roofline.layer_counts(spec, [0.5] * len(spec.layers))
+    whole = roofline.total_counts(layers)
+    for bw, peak in ((24e9, 120e9), (3.35e12, 67e12)):
+        assert (
+            roofline.in_turn_rate(layers, bw, peak)
+            <= roofline.roofline_rate(whole["flops"], whole["bytes"], bw, peak)[0]
+        )
+
+
 def test_both_bandwidth_reads_read_every_element_once():
     """The two streaming reads the bandwidth is timed with sum every element exactly once (a read
     that skipped or repeated part of the array would time other bytes than it counts)."""
@@ -86,6 +102,9 @@ def test_both_bandwidth_reads_read_every_element_once():
     a[5 * row + 7] = 9  # row 5: the first chunk's second group of four, its second row (x 0.5)
     assert roofline.rows_read(a, n_chunks) == a.size / 4 * 1.875 + 8 * 0.5
     assert roofline.memory_bandwidth(1 << 20, 1) > 0
+    threads = roofline.numba.get_num_threads()
+    assert roofline.memory_bandwidth(1 << 20, 1, threads=1) > 0
+    assert roofline.numba.get_num_threads() == threads  # one thread for that read only
 
 
 def test_rotated_weights_exceed_the_cache_and_cover_the_rows():
@@ -104,6 +123,8 @@ def test_the_script_runs_end_to_end_at_tiny_settings(tmp_path):
     assert out["machine"]["bandwidth_Bps"] > 0 and out["machine"]["fma_peak_flops"] > 0
     rows = out["nets"][0]["rows"]
     assert [r["layer"] for r in rows] == ["input", "dense 4x64", "dense 64x64", "dense 64x2", "forward"]
+    assert out["machine"]["one_thread_bandwidth_Bps"] > 0
+    assert 0 < rows[-1]["in_turn_per_s"] <= rows[-1]["roofline_per_s"]
     for r in rows:
         assert r["nevo_per_s"] > 0 and r["roofline_per_s"] > 0
         assert r["h100_sxm_per_s"] >= r["h100_pcie_per_s"]
