@@ -252,6 +252,27 @@ def test_pool_takes_the_window_max_and_its_padding_never_wins():
     np.testing.assert_array_equal(max_pool_same(x, 2, 2, (0, 1, 0, 1))[..., 0], [[-1, -3], [-7, -9]])
 
 
+@pytest.mark.parametrize("name", ["large-tiny", "odd", "dense-only"])
+def test_the_input_is_the_padded_hwc_quotient_bit_for_bit(name):
+    """load_obs looks uint8 pixels up in a table of their quotients: each must be the division
+    itself (obs / div in float32, the reference's), placed inside the first conv's padding."""
+    spec = SPECS[name]
+    table = cpu.input_table(np.zeros(1, np.uint8), spec.obs_div)
+    assert np.array_equal(table, np.arange(256, dtype=np.float32) / np.float32(spec.obs_div))
+    obs = np.random.default_rng(3).integers(0, 256, (3, *spec.obs_shape), dtype=np.uint8)
+    lay = spec.layers[0]
+    pt, pb, pl, pr = lay.pad if lay.kind == "conv" else (0, 0, 0, 0)
+    c, h, w = spec.obs_shape
+    for r in range(3):
+        dst = np.full(cpu.segments(spec.table)[1], -1.0, np.float32)
+        dst_padded = dst.reshape(h + pt + pb, w + pl + pr, c)
+        dst_padded[:] = 0.0  # the padding is zero in nevo's scratch; load_obs writes only inside it
+        cpu.load_obs(spec.table, obs, r, dst, spec.obs_div)
+        want = np.zeros_like(dst_padded)
+        want[pt : pt + h, pl : pl + w] = obs[r].transpose(1, 2, 0).astype(np.float32) / np.float32(spec.obs_div)
+        np.testing.assert_array_equal(dst_padded, want)
+
+
 def test_blas_runs_one_thread_even_if_loaded_first():
     """The convs' BLAS calls run in Numba's threads: BLAS threads of its own would oversubscribe the
     cores. Importing the CPU kernels limits every loaded BLAS to one thread, also when SciPy came
