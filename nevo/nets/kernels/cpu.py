@@ -254,7 +254,8 @@ def pool_rows(table, i, src, dst):
         dwp = table[i + 1, IN_W] + dpl + table[i + 1, PAD_R]
     else:
         dpt, dpl, dwp = 0, 0, ow
-    # speed: cells and outputs are (C,) views indexed by range() (as in conv_rows)
+    # speed: cells and outputs are (C,) views indexed by range() (as in conv_rows), and every
+    # output is stored (a select, not a branch), so the channel loop vectorises
     for oy in range(oh):
         y0, y1 = max(oy * s - pt, 0), min(oy * s - pt + k, ih)
         for ox in range(ow):
@@ -267,8 +268,8 @@ def pool_rows(table, i, src, dst):
                 for ix in range(x0, x1):
                     cell = src[(iy * iw + ix) * c : (iy * iw + ix + 1) * c]
                     for ch in range(c):
-                        if cell[ch] > out[ch]:  # strict: the first largest stays
-                            out[ch] = cell[ch]
+                        v, m = cell[ch], out[ch]
+                        out[ch] = v if v > m else m  # strict: the first largest stays
 
 
 @numba.njit(nogil=True, cache=True)
