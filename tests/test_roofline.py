@@ -1,6 +1,8 @@
 """The roofline's counts (experiments/roofline.py): what would be wrong if the FLOP or the bytes
 were counted wrong. No timing is checked."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -129,3 +131,34 @@ def test_the_script_runs_end_to_end_at_tiny_settings(tmp_path):
         assert r["nevo_per_s"] > 0 and r["roofline_per_s"] > 0
         assert r["h100_sxm_per_s"] >= r["h100_pcie_per_s"]
     assert (tmp_path / "r.json").exists()
+
+
+def test_ab_forward_compares_a_checkout_with_itself(capsys):
+    """Against this very checkout both sides run the same kernels: logits equal, both rates
+    positive. A base whose logits differ is refused."""
+    import os
+
+    from experiments import ab_forward
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(roofline.__file__)))
+    rows = ab_forward.main(
+        ["--base", here, "--nets", "mlp", "--rows", "4", "--seconds", "0.05", "--max-gb", "0.05"]
+    )
+    assert [(r["net"], r["rows"]) for r in rows] == [("mlp", 4)]
+    assert rows[0]["base"] > 0 and rows[0]["this"] > 0
+    assert "bit for bit" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="no nevo"):
+        ab_forward.main(["--base", "/nonexistent", "--nets", "mlp", "--rows", "4"])
+
+
+def test_interleaved_times_each_side_on_its_own_calls():
+    from experiments.ab_forward import interleaved
+
+    def slow(spec, weights, rows_ind, obs):
+        time.sleep(0.002)
+
+    def fast(spec, weights, rows_ind, obs):
+        pass
+
+    rate = interleaved({"slow": slow, "fast": fast}, None, np.zeros((5, 1)), None, 4, 0.05)
+    assert rate["fast"] > 10 * rate["slow"] and rate["slow"] < 4 / 0.002

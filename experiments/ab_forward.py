@@ -1,0 +1,108 @@
+"""The CPU forward of this checkout against another's, call by call interleaved, on one machine.
+
+    git worktree add /tmp/base HEAD~1           # the code to compare against
+    python -m experiments.ab_forward --base /tmp/base
+    python -m experiments.ab_forward --base /tmp/base --nets small --rows 64 --seconds 10 --weights fp16
+
+The 2-core VMs this project is measured on drift by 20% within minutes (bandwidth and FMA peak
+both move), so two runs one after the other rarely compare. Here the two forwards alternate, one
+call each in turn (which goes first alternates too), on the same rows, observations and rotated
+weights, for --seconds per net and row count; each side's rate is its rows over its own time, so
+drift falls on both. Every pair of first calls must give the same logits bit for bit (a change
+that only moves speed), else the script says so and stops.
+
+What is swapped: only `nevo/nets/kernels/cpu.py`. The other checkout's file is loaded as its own
+module against this checkout's `nevo` package (the rest of a forward's code), with its own Numba
+cache beside it. So it compares kernel changes; a change elsewhere needs two runs of another
+benchmark.
+
+Rows are distinct individuals rotated through more than 8x the last-level cache, observations
+are real (Frostbite frames for large and small, MNIST-like images, gym states: as
+experiments.roofline measures them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import time
+
+import numpy as np
+
+from experiments import roofline
+from nevo.nets import half
+from nevo.nets.kernels import cpu
+
+
+def load_kernels(checkout: str):
+    """The other checkout's nevo/nets/kernels/cpu.py as a module of its own."""
+    path = os.path.join(checkout, "nevo", "nets", "kernels", "cpu.py")
+    if not os.path.isfile(path):
+        raise SystemExit(f"--base {checkout}: no nevo/nets/kernels/cpu.py there (a nevo checkout?)")
+    spec = importlib.util.spec_from_file_location("nevo_base_cpu", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def interleaved(forwards: dict, spec, weights, obs, rows: int, seconds: float) -> dict:
+    """Forwards/s of each of forwards {name: forward(spec, weights, rows_ind, obs)}, one call each
+    in turn (the order alternating), every call on rows of individuals the last did not use."""
+    n = len(weights)
+    spent = dict.fromkeys(forwards, 0.0)
+    done = dict.fromkeys(forwards, 0)
+    names = list(forwards)
+    k, end = 0, time.perf_counter() + seconds
+    while time.perf_counter() < end or k < 2:
+        for name in names if k % 2 == 0 else names[::-1]:
+            inds = (np.arange(rows) + k * rows) % n
+            t0 = time.perf_counter()
+            forwards[name](spec, weights, inds, obs)
+            spent[name] += time.perf_counter() - t0
+            done[name] += rows
+        k += 1
+    return {name: done[name] / spent[name] for name in names}
+
+
+def main(argv=None) -> list[dict]:
+    p = argparse.ArgumentParser(prog="python -m experiments.ab_forward", description=__doc__.split("\n")[0])
+    p.add_argument("--base", required=True, help="the other nevo checkout (a git worktree, say)")
+    p.add_argument("--nets", nargs="+", default=["large", "small"], help="named nets")
+    p.add_argument("--rows", nargs="+", type=int, default=[32, 64], help="rows per forward call")
+    p.add_argument("--seconds", type=float, default=6.0, help="time per net and row count, both sides")
+    p.add_argument("--weights", default="fp32", choices=list(half.FORMATS), help="the weight rows' format")
+    p.add_argument("--max-gb", type=float, default=2.0, help="cap on one net's rotated weights")
+    p.add_argument("--game", default="frostbite")
+    a = p.parse_args(argv)
+    if min(a.rows) < 1 or a.seconds <= 0:
+        p.error("--rows must be positive and --seconds above 0")
+    base = load_kernels(a.base)
+    forwards = {"base": base.forward, "this": cpu.forward}
+    rng = np.random.default_rng(0)
+    out = []
+    print(f"base: {os.path.abspath(a.base)}; this: {os.path.dirname(os.path.dirname(cpu.__file__))}")
+    print(f"{'net':>12} {'rows':>4} {'weights':>7} {'base f/s':>9} {'this f/s':>9} {'this/base':>9}")
+    for name in a.nets:
+        spec, obs, _ = roofline.observations(name, max(a.rows), a.game, rng)
+        weights = half.rounded(
+            roofline.rotated_weights(spec, max(a.rows), a.max_gb, rng, a.weights), a.weights
+        )
+        for rows in a.rows:
+            o = np.ascontiguousarray(obs[np.arange(rows) % len(obs)])
+            first = {k: f(spec, weights, np.arange(rows) % len(weights), o)[1] for k, f in forwards.items()}
+            if not np.array_equal(first["base"], first["this"]):
+                raise SystemExit(
+                    f"{name}, {rows} rows: the two forwards' logits differ (not a speed-only change)"
+                )
+            rate = interleaved(forwards, spec, weights, o, rows, a.seconds)
+            ratio = rate["this"] / rate["base"]
+            row = f"{name:>12} {rows:>4} {a.weights:>7} {rate['base']:>9,.0f} {rate['this']:>9,.0f}"
+            print(f"{row} {ratio:>9.3f}", flush=True)
+            out.append({"net": name, "rows": rows, "weights": a.weights, **rate, "ratio": ratio})
+    print("(logits bit for bit equal on every net and row count)")
+    return out
+
+
+if __name__ == "__main__":
+    main()
