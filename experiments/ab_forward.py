@@ -12,8 +12,9 @@ drift falls on both. Every pair of first calls must give the same logits bit for
 that only moves speed), else the script says so and stops.
 
 What is swapped: only `nevo/nets/kernels/cpu.py`. The other checkout's file is loaded as its own
-module against this checkout's `nevo` package (the rest of a forward's code), with its own Numba
-cache beside it. So it compares kernel changes; a change elsewhere needs two runs of another
+module against this checkout's `nevo` package (the rest of a forward's code), from a copy in a
+temporary folder where Numba caches it (so it compiles afresh each run: a minute or so before
+the first figure). So it compares kernel changes; a change elsewhere needs two runs of another
 benchmark.
 
 Rows are distinct individuals rotated through more than 8x the last-level cache, observations
@@ -26,6 +27,9 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import shutil
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -35,13 +39,18 @@ from nevo.nets import half
 from nevo.nets.kernels import cpu
 
 
-def load_kernels(checkout: str):
-    """The other checkout's nevo/nets/kernels/cpu.py as a module of its own."""
+def load_kernels(checkout: str, scratch: str):
+    """The other checkout's nevo/nets/kernels/cpu.py as a module of its own, run from a copy in
+    scratch: Numba caches its compiled code there, never beside the checkout's file (whose cache
+    that checkout's own runs load under another module name)."""
     path = os.path.join(checkout, "nevo", "nets", "kernels", "cpu.py")
     if not os.path.isfile(path):
         raise SystemExit(f"--base {checkout}: no nevo/nets/kernels/cpu.py there (a nevo checkout?)")
-    spec = importlib.util.spec_from_file_location("nevo_base_cpu", path)
+    copy = os.path.join(scratch, "nevo_base_cpu.py")
+    shutil.copyfile(path, copy)
+    spec = importlib.util.spec_from_file_location("nevo_base_cpu", copy)
     module = importlib.util.module_from_spec(spec)
+    sys.modules["nevo_base_cpu"] = module  # Numba's cache finds a function's module by its name
     spec.loader.exec_module(module)
     return module
 
@@ -77,11 +86,20 @@ def main(argv=None) -> list[dict]:
     a = p.parse_args(argv)
     if min(a.rows) < 1 or a.seconds <= 0:
         p.error("--rows must be positive and --seconds above 0")
-    base = load_kernels(a.base)
-    forwards = {"base": base.forward, "this": cpu.forward}
+    with tempfile.TemporaryDirectory(prefix="ab_forward_") as scratch:
+        base = load_kernels(a.base, scratch)
+        try:
+            return compare({"base": base.forward, "this": cpu.forward}, a)
+        finally:
+            del sys.modules["nevo_base_cpu"]
+
+
+def compare(forwards: dict, a) -> list[dict]:
+    """The table: per net and rows, the two forwards' rates (their logits checked equal first)."""
     rng = np.random.default_rng(0)
     out = []
-    print(f"base: {os.path.abspath(a.base)}; this: {os.path.dirname(os.path.dirname(cpu.__file__))}")
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(cpu.__file__)))))
+    print(f"base: {os.path.abspath(a.base)}; this: {here}")
     print(f"{'net':>12} {'rows':>4} {'weights':>7} {'base f/s':>9} {'this f/s':>9} {'this/base':>9}")
     for name in a.nets:
         spec, obs, _ = roofline.observations(name, max(a.rows), a.game, rng)
