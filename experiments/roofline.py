@@ -290,7 +290,8 @@ def in_turn_rate(counts: list[dict], bandwidth: float, peak: float) -> float:
     """Forwards/s if each layer (and the input's load) ran at its own roofline, one after
     another: 1 / the sum of max(bytes / bandwidth, FLOP / peak). The whole forward's min() roof
     assumes the memory-bound and the compute-bound layers overlap in full; nevo runs a row's
-    layers in turn, each on the cores its thread has, so this is the ceiling of its design."""
+    layers in turn in one thread, and exceeds this only as far as one thread's convs overlap
+    another's dense reads (which one core's bandwidth alone bounds: one_thread_bandwidth_Bps)."""
     return 1.0 / sum(1.0 / roofline_rate(c["flops"], c["bytes"], bandwidth, peak)[0] for c in counts)
 
 
@@ -309,6 +310,7 @@ def layer_inputs(table, weights, rows_ind, obs, div):
     """(rows, segments(table)[-1]) float32: each row's input of every layer (conv inputs
     zero-padded, as nevo's forward lays them out), then its logits; one thread, nevo's pieces."""
     seg = cpu.segments(table)
+    quotients = cpu.input_table(obs, div)
     n, rows = table.shape[0], rows_ind.shape[0]
     full = np.zeros((rows, seg[n + 1]), np.float32)
     cols = np.empty(cpu.cols_size(table), np.float32)
@@ -318,7 +320,7 @@ def layer_inputs(table, weights, rows_ind, obs, div):
     for r in range(rows):
         w = weights[rows_ind[r]]
         w_conv = as_f32(w, wide, n_spatial)
-        cpu.load_obs(table, obs, r, full[r], div)
+        cpu.load_obs(table, obs, r, full[r], div, quotients)
         for i in range(n):
             if table[i, KIND] == DENSE:
                 nz = np.empty((1, table[i, CIN]), np.int32)
@@ -335,6 +337,7 @@ def one_layer(table, i, weights, rows_ind, obs, div, work, n_threads):
     (its first row's inputs), the last of them writing the row's dense input, the dense layers on
     work (rows, segments(table)[-1]) as layer_inputs filled it. Returns 0."""
     seg = cpu.segments(table)
+    quotients = cpu.input_table(obs, div)
     rows = rows_ind.shape[0]
     n_conv = cpu.first_dense(table)
     n_spatial = table[n_conv, W_OFF]
@@ -348,7 +351,7 @@ def one_layer(table, i, weights, rows_ind, obs, div, work, n_threads):
         for q in range(t, rows, n_threads):
             w = weights[rows_ind[q]]
             if i < 0:
-                cpu.load_obs(table, obs, q, scr[t] if n_conv else work[q], div)
+                cpu.load_obs(table, obs, q, scr[t] if n_conv else work[q], div, quotients)
             elif table[i, KIND] == DENSE:
                 nz = np.empty((1, table[i, CIN]), np.int32)
                 cpu.dense_block(table, i, w, work, seg[i], seg[i + 1], order, q, q + 1, 0, table[i, COUT], nz)

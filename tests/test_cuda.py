@@ -199,3 +199,8 @@ def test_a_host_policy_on_gathered_rows_is_the_policy_on_those_rows():
     obs = rng.integers(0, 256, (6, 3, 6, 6), dtype=np.uint8)
     take, rows_ind = np.array([5, 1, 1, 4]), np.array([0, 2, 1, 2])
     np.testing.assert_array_equal(policy(rows_ind, obs, take), policy(rows_ind, obs[take]))
+    # a bad take is refused as CudaPolicy refuses it (NumPy alone would wrap -1 to the last slot)
+    for bad, error in (([5, 1, 1, -1], IndexError), ([5, 1, 1, 6], IndexError), ([5, 1], ValueError),
+                       (take * 1.0, ValueError)):  # fmt: skip
+        with pytest.raises(error, match="take must"):
+            policy(rows_ind, obs, np.asarray(bad))

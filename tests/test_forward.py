@@ -252,25 +252,53 @@ def test_pool_takes_the_window_max_and_its_padding_never_wins():
     np.testing.assert_array_equal(max_pool_same(x, 2, 2, (0, 1, 0, 1))[..., 0], [[-1, -3], [-7, -9]])
 
 
-@pytest.mark.parametrize("name", ["large-tiny", "odd", "dense-only"])
-def test_the_input_is_the_padded_hwc_quotient_bit_for_bit(name):
-    """load_obs looks uint8 pixels up in a table of their quotients: each must be the division
-    itself (obs / div in float32, the reference's), placed inside the first conv's padding."""
-    spec = SPECS[name]
-    table = cpu.input_table(np.zeros(1, np.uint8), spec.obs_div)
-    assert np.array_equal(table, np.arange(256, dtype=np.float32) / np.float32(spec.obs_div))
-    obs = np.random.default_rng(3).integers(0, 256, (3, *spec.obs_shape), dtype=np.uint8)
+@numba.njit
+def _compiled_table(obs, div):
+    return cpu.input_table(obs, div)
+
+
+@pytest.mark.parametrize(
+    "dtype, div",
+    [
+        (np.uint8, 255.0),
+        (np.uint8, 7.0),
+        (np.float32, 1.0),
+        (np.float32, 3.0),
+        (np.uint16, 255.0),
+        (np.int8, 2.0),
+    ],
+)
+@pytest.mark.parametrize("name", ["large-tiny", "odd", "dense-only", "asymmetric"])
+def test_the_input_is_the_padded_hwc_quotient_bit_for_bit(name, dtype, div):
+    """load_obs writes obs[r] / div (float32, the reference's division) transposed to HWC inside
+    the first conv's padding and nowhere else; uint8 pixels go through a table of their quotients,
+    which must be those divisions bit for bit (every one of the 256 values is fed)."""
+    # asymmetric: SAME padding of an 8x8/4 conv on 13x11 is 3 above, 4 below, 2 left, 3 right
+    spec = (
+        make_spec([("conv", 3, 8, 4), ("dense", 4)], (2, 13, 11), 3) if name == "asymmetric" else SPECS[name]
+    )
+    c, h, w = spec.obs_shape
     lay = spec.layers[0]
     pt, pb, pl, pr = lay.pad if lay.kind == "conv" else (0, 0, 0, 0)
-    c, h, w = spec.obs_shape
-    for r in range(3):
-        dst = np.full(cpu.segments(spec.table)[1], -1.0, np.float32)
-        dst_padded = dst.reshape(h + pt + pb, w + pl + pr, c)
-        dst_padded[:] = 0.0  # the padding is zero in nevo's scratch; load_obs writes only inside it
-        cpu.load_obs(spec.table, obs, r, dst, spec.obs_div)
-        want = np.zeros_like(dst_padded)
-        want[pt : pt + h, pl : pl + w] = obs[r].transpose(1, 2, 0).astype(np.float32) / np.float32(spec.obs_div)
-        np.testing.assert_array_equal(dst_padded, want)
+    if name == "asymmetric":
+        assert (pt, pb, pl, pr) == (3, 4, 2, 3)
+    rows = -(-256 // (c * h * w)) + 1  # enough rows that every uint8 value appears
+    values = np.random.default_rng(3).permutation(np.resize(np.arange(256), rows * c * h * w))
+    obs = values.reshape(rows, c, h, w).astype(dtype)  # int8: -128..127 (a wrapped cast)
+    quotients = _compiled_table(obs, div)
+    if dtype == np.uint8:
+        want = np.arange(256, dtype=np.float32) / np.float32(div)
+        np.testing.assert_array_equal(quotients.view(np.uint32), want.view(np.uint32))
+    else:
+        assert quotients.size == 0  # other observations are divided one by one
+    for r in range(rows):
+        dst = np.full(cpu.segments(spec.table)[1], np.nan, np.float32)  # NaN: never written
+        cpu.load_obs(spec.table, obs, r, dst, div, quotients)
+        got = dst.reshape(h + pt + pb, w + pl + pr, c)
+        inside = obs[r].transpose(1, 2, 0).astype(np.float32) / np.float32(div)
+        np.testing.assert_array_equal(got[pt : pt + h, pl : pl + w].view(np.uint32), inside.view(np.uint32))
+        got[pt : pt + h, pl : pl + w] = np.nan
+        assert np.isnan(got).all()  # the padding: left as it was
 
 
 def test_blas_runs_one_thread_even_if_loaded_first():

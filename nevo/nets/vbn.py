@@ -31,7 +31,7 @@ from nevo.nets import (
     require_no_pool,
     require_relu,
 )
-from nevo.nets.kernels.cpu import cols_size, conv_rows, dense_block, load_obs, segments
+from nevo.nets.kernels.cpu import cols_size, conv_rows, dense_block, input_table, load_obs, segments
 from nevo.nets.kernels.reference import conv_same
 
 EPS = 1e-3  # added to the variance, as the reference ES Atari model (ModelVirtualBN) does
@@ -169,6 +169,7 @@ def _fold(table, weights, ref, div, out, n_threads):
     stat = np.empty((n_threads, 3, max_out), np.float64)  # (threads, [bias, mean, inv], Cout)
     cols = np.empty((n_threads, cols_size(table)), np.float32)  # (threads, conv patch scratch)
     order = np.arange(n_ref)  # every reference row shares the individual: one dense group
+    quotients = input_table(ref, div)  # uint8 pixels' inputs (load_obs)
     plain = table.copy()
     plain[:, ACT] = LINEAR  # z is measured before the ReLU, which _normalise applies
     # Work = one individual (static round robin over threads): its layers in order, every
@@ -177,7 +178,7 @@ def _fold(table, weights, ref, div, out, n_threads):
         a = act[t]  # (B, width)
         if n_conv == 0:
             for j in range(n_ref):
-                load_obs(table, ref, j, a[j], div)  # stays: no layer writes the input segment
+                load_obs(table, ref, j, a[j], div, quotients)  # stays: no layer writes the input segment
         for k in range(t, n, n_threads):
             w = out[k]
             w[:] = weights[k]
@@ -191,7 +192,7 @@ def _fold(table, weights, ref, div, out, n_threads):
                 if i < n_conv:
                     for j in range(n_ref):
                         if i == 0:
-                            load_obs(table, ref, j, first[t], div)
+                            load_obs(table, ref, j, first[t], div, quotients)
                             src = first[t]
                         else:
                             src = a[j, seg[i] - lo : y0]

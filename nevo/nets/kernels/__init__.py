@@ -14,6 +14,8 @@ then `release()`.
 
 import sys
 
+import numpy as np
+
 from nevo.nets.kernels.actions import actions_of  # noqa: F401 (the backends' one mapping, here for users)
 
 BACKENDS = ("reference", "cpu", "cuda")
@@ -72,6 +74,19 @@ def get_forward(backend):
     return forward
 
 
+def checked_take(take, rows: int, slots: int) -> np.ndarray:
+    """take as an integer array, one slot in [0, slots) per row; a one-line error otherwise (the
+    same for every backend: NumPy would wrap a negative slot around, a GPU gather would not)."""
+    take = np.asarray(take)
+    if take.dtype.kind not in "iu":
+        raise ValueError(f"take must be integer slot indices, got {take.dtype}")
+    if take.shape != (rows,):
+        raise ValueError(f"take must be ({rows},) (a slot per row), got {take.shape}")
+    if rows and (take.min() < 0 or take.max() >= slots):
+        raise IndexError(f"take must lie in [0, {slots})")
+    return take
+
+
 class HostPolicy:
     """A policy whose weights stay in host memory (the NumPy and Numba CPU backends)."""
 
@@ -88,7 +103,7 @@ class HostPolicy:
         """The actions (see actions_of) of rows_ind's individuals on obs (rows, C, H, W) of
         spec.obs_dtype, or on obs[take] (obs: every slot's observation, take: a slot per row)."""
         if take is not None:
-            obs = obs[take]
+            obs = obs[checked_take(take, len(rows_ind), len(obs))]
         return self.forward_fn(self.spec, self.weights, rows_ind, obs)[0]
 
     def forward(self, rows_ind, obs):

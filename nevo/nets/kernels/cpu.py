@@ -28,7 +28,7 @@ first dense layer is memory bound (every row generally has different weights; `l
   the fp32 forward's on the widened weights, bit for bit, from half the bytes.
 Scratch is allocated once per call: the conv buffers and im2col patches per thread, the dense
 layers' inputs and outputs per row.
-Every function here releases the GIL (nogil), so an emulator thread runs beside the forward.
+Every kernel here releases the GIL (nogil), so an emulator thread runs beside the forward.
 """
 
 import os
@@ -120,11 +120,12 @@ def _is_byte(dtype) -> bool:
 
 
 def input_table(obs, div):
-    """For a Numba kernel: the net's input of each of the 256 values of a uint8 observation
-    (scale_input of each), or an empty array for other observations, which scale_input one by one."""
+    """The net's input of each of the 256 values of a uint8 observation (scale_input of each),
+    or an empty array for other observations, which scale_input one by one. Built once per
+    forward call (load_obs takes it)."""
     if obs.dtype != np.uint8:
         return np.empty(0, np.float32)
-    return np.arange(256, dtype=np.float32) / np.float32(div)
+    return np.array([scale_input(np.uint8(v), div) for v in range(256)], np.float32)
 
 
 @overload(input_table, inline="always")
@@ -144,7 +145,7 @@ def _input_table(obs, div):
 def input_value(v, table, div):
     """An observation element as the net's input: table[v] for uint8 v (input_table), else
     scale_input(v, div); the same float32 either way."""
-    return table[v] if isinstance(v, np.uint8) else np.float32(v) / np.float32(div)
+    return table[v] if isinstance(v, np.uint8) else scale_input(v, div)
 
 
 @overload(input_value, inline="always")
@@ -155,17 +156,17 @@ def _input_value(v, table, div):
 
 
 @numba.njit(nogil=True, cache=True)
-def load_obs(table, obs, r, dst, div):
-    """obs[r] (C, H, W) -> dst, the first layer's zero-padded (H, W, C) float32 input (obs / div).
+def load_obs(table, obs, r, dst, div, quotients):
+    """obs[r] (C, H, W) -> dst (contiguous), the first layer's zero-padded (H, W, C) float32
+    input (obs / div); quotients = input_table(obs, div).
 
-    speed: uint8 pixels are looked up in a 256-entry table of their quotients, which are the
-    divisions' own results (a division per pixel took 2-3x the time); each image line is written
-    through a (W, C) view of dst, indexed by range() alone, so no index needs Numba's check for
-    negatives."""
+    speed: uint8 pixels are looked up in the table of their quotients, which are the divisions'
+    own results (a division per pixel: 41-69 us a Frostbite frame on the 2-core AMD VM, 14 us
+    with the table and the views); each image line is written through a (W, C) view of dst,
+    indexed by range() alone, so no index needs Numba's check for negatives."""
     c_n, h_n, w_n = obs.shape[1], obs.shape[2], obs.shape[3]
     pt, pl = table[0, PAD_T], table[0, PAD_L]
     wp = w_n + pl + table[0, PAD_R]
-    quotients = input_table(obs, div)
     o = obs[r]
     for y in range(h_n):
         d = ((y + pt) * wp + pl) * c_n
@@ -222,7 +223,8 @@ def conv_rows(table, i, w, src, dst, y0, y1, cols):
                 to, run_in = row[ky * run : (ky + 1) * run], src[p : p + run]
                 # speed: a loop over range() on two views vectorises; the slice assignment
                 # `to[:] = run_in` did not, nor did indices computed from p (their sign unknown,
-                # Numba wraps negatives): 4-6x less time for the copy, a third of conv1's time
+                # Numba wraps negatives). small's conv1 patches: 95-105 us before, 20 after (its
+                # BLAS product: 59-69 us); large's conv1 75-111 us before, 23 after
                 for j in range(run):
                     to[j] = run_in[j]
     np.dot(patches, w[w_off:b_off].reshape((k, cout)), prod)
@@ -255,7 +257,8 @@ def pool_rows(table, i, src, dst):
     else:
         dpt, dpl, dwp = 0, 0, ow
     # speed: cells and outputs are (C,) views indexed by range() (as in conv_rows), and every
-    # output is stored (a select, not a branch), so the channel loop vectorises
+    # output is stored (a select, not a branch) so that the channel loop can vectorise; the pool
+    # was not timed apart (mnist's whole forward: 1.46-1.58x with the copies of conv_rows)
     for oy in range(oh):
         y0, y1 = max(oy * s - pt, 0), min(oy * s - pt + k, ih)
         for ox in range(ow):
@@ -352,6 +355,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
     base = seg[n_conv]  # dense inputs, outputs and logits of a row: act[r, seg[i] - base]
     n_spatial = table[n_conv, W_OFF]  # the convs' weights and biases: a row's first parameters
     act = np.empty((rows, seg[n_layers + 1] - base), np.float32)
+    quotients = input_table(obs, div)  # uint8 pixels' inputs, once per call
 
     # Rows of one individual form a group (stable order): the dense layers share its weights.
     order = np.argsort(rows_ind, kind="mergesort")
@@ -383,9 +387,9 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
                 for q in range(g0, g1):
                     r = order[q]
                     if n_conv == 0:
-                        load_obs(table, obs, r, act[r], div)
+                        load_obs(table, obs, r, act[r], div, quotients)
                         continue
-                    load_obs(table, obs, r, scr[t, : seg[1]], div)
+                    load_obs(table, obs, r, scr[t, : seg[1]], div, quotients)
                     for i in range(n_conv):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
                         src = scr[t, seg[i] : seg[i + 1]]
@@ -399,7 +403,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
         # (group, block of outputs).
         if n_conv == 0:
             for r in prange(rows):  # work = one row
-                load_obs(table, obs, r, act[r], div)
+                load_obs(table, obs, r, act[r], div, quotients)
         else:
             # Work = one row, every conv layer, in its thread's scratch (as above). Rows are not
             # split into bands of output rows when they are too few for the threads: BLAS gives
@@ -412,7 +416,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
             for t in prange(n_threads):
                 for r in range(t, rows, n_threads):  # all rows cost the same: static round robin
                     w = as_f32(weights[rows_ind[r]], wide[t], n_spatial)
-                    load_obs(table, obs, r, scr[t, : seg[1]], div)
+                    load_obs(table, obs, r, scr[t, : seg[1]], div, quotients)
                     for i in range(n_conv):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
                         src = scr[t, seg[i] : seg[i + 1]]

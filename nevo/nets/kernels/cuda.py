@@ -44,7 +44,7 @@ from numba import cuda, float32, int32
 from numba.cuda.core.errors import NumbaPerformanceWarning
 
 from nevo.nets import ACT_CODES, half
-from nevo.nets.kernels import common
+from nevo.nets.kernels import checked_take, common
 
 
 def quiet_small_grids():
@@ -768,13 +768,7 @@ class CudaPolicy:
         rows = len(rows_ind)
         obs = np.asarray(obs)
         if take is not None:
-            take = np.asarray(take)
-            if take.dtype.kind not in "iu":
-                raise ValueError(f"take must be integer slot indices, got {take.dtype}")
-            if take.shape != (rows,):
-                raise ValueError(f"take must be ({rows},) (a slot per row), got {take.shape}")
-            if rows and (take.min() < 0 or take.max() >= len(obs)):
-                raise IndexError(f"take must lie in [0, {len(obs)})")
+            take = checked_take(take, rows, len(obs))
         if (
             obs.dtype != self.spec.obs_dtype
             or obs.shape[1:] != self.spec.obs_shape
