@@ -14,9 +14,8 @@ then `release()`.
 
 import sys
 
-import numpy as np
-
 from nevo.nets.kernels.actions import actions_of  # noqa: F401 (the backends' one mapping, here for users)
+from nevo.nets.kernels.take import checked_take
 
 BACKENDS = ("reference", "cpu", "cuda")
 GPU_INSTALL = "pip install -r requirements-gpu.txt"  # NVVM and the CUDA runtime pieces beside the driver
@@ -72,19 +71,6 @@ def get_forward(backend):
     else:
         raise ValueError(f"unknown backend {backend!r}; valid: {list(BACKENDS)}")
     return forward
-
-
-def checked_take(take, rows: int, slots: int) -> np.ndarray:
-    """take as an integer array, one slot in [0, slots) per row; a one-line error otherwise (the
-    same for every backend: NumPy would wrap a negative slot around, a GPU gather would not)."""
-    take = np.asarray(take)
-    if take.dtype.kind not in "iu":
-        raise ValueError(f"take must be integer slot indices, got {take.dtype}")
-    if take.shape != (rows,):
-        raise ValueError(f"take must be ({rows},) (a slot per row), got {take.shape}")
-    if rows and (take.min() < 0 or take.max() >= slots):
-        raise IndexError(f"take must lie in [0, {slots})")
-    return take
 
 
 class HostPolicy:

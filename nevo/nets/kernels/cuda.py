@@ -44,7 +44,8 @@ from numba import cuda, float32, int32
 from numba.cuda.core.errors import NumbaPerformanceWarning
 
 from nevo.nets import ACT_CODES, half
-from nevo.nets.kernels import checked_take, common
+from nevo.nets.kernels import common
+from nevo.nets.kernels.take import checked_take
 
 
 def quiet_small_grids():
