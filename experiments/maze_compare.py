@@ -38,6 +38,12 @@ def parse(argv):
     p.add_argument("--truncation", type=int, default=10, help="parents per generation, both (default: 10)")
     p.add_argument("--sigma", type=float, default=0.02, help="mutation power, both (default: 0.02)")
     p.add_argument("--archive-prob", type=float, default=0.1, help="GA-NS archive probability (default: 0.1)")
+    p.add_argument(
+        "--weights",
+        default="fp32",
+        choices=["fp32", "fp16", "auto"],
+        help="the weight rows' format (default: fp32, as docs/maze_compare.md's runs read them)",
+    )
     p.add_argument("--runs-dir", default="runs/maze_compare", help="where the run folders go")
     p.add_argument("--out", default="docs", help="folder for the table and the figure (default: docs)")
     return p.parse_args(argv)
@@ -56,7 +62,7 @@ def one_run(name: str, seed: int, a) -> str:
     done = [os.path.join(out, d) for d in sorted(os.listdir(out))] if os.path.isdir(out) else []
     argv = ["--env", "maze", "--seed", str(seed), "--frame-budget", str(a.frame_budget)]
     argv += ["--population", str(a.population), "--truncation", str(a.truncation), "--sigma", str(a.sigma)]
-    argv += ["--out-dir", out]
+    argv += ["--weights", a.weights, "--out-dir", out]
     if done:
         argv = ["--resume", done[-1], "--frame-budget", str(a.frame_budget)]
     elif name == "GA-NS":

@@ -176,7 +176,7 @@ def load_policy(run_dir: str, which: str = "best") -> Policy:
             raise ConfigError(f"{run_dir}: no {REF_BATCH}: virtual batch norm's reference batch is missing")
         weights = vbn.fold(spec, weights, runs.read_array(path), out=weights)
     facts = runs.read_json(os.path.join(run_dir, runs.CONFIG))
-    weights = half.rounded(weights, cfg.net.weights)  # the weights the run's forward read
+    weights = half.rounded(weights, half.format_of(cfg.net.weights, cfg.net.net))  # what its forward read
     return Policy(spec, weights[0], facts.get("action_box"), float(elite["validation_mean"]))
 
 

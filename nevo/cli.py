@@ -37,6 +37,7 @@ from nevo.config import (
     validate,
     vbn_conflict,
 )
+from nevo.nets import half
 
 PRESETS: dict[str, Config] = {
     # The reference Deep GA (Such et al. 2017, as Uber's GPU code runs it): N=1000, T=20,
@@ -174,7 +175,8 @@ def fit_defaults(cfg, given=()):
     named in `given`: a truncation or number of elite candidates above the population becomes the
     population (run_ns's quick truncation 10 with --population 8), and virtual batch norm (ES's
     presets) is off with a net, an observation normalisation or a safe mutation it cannot fold into;
-    --grad-corr 1 brings the one shared batch and the plain net it needs. A value set explicitly is
+    --grad-corr 1 brings the one shared batch and the plain net it needs; --weights auto becomes the
+    net's format (fp16 for large and small, nevo.nets.half.format_of). A value set explicitly is
     kept, and validate refuses it if it is impossible. (An odd ES population stays refused with
     mirrored pairs, the default: dropping the pairs would change the gradient estimator, a choice
     left to the user.)"""
@@ -189,6 +191,8 @@ def fit_defaults(cfg, given=()):
     cfg = override(cfg, fitted)
     if cfg.net.vbn and "vbn" not in given and (vbn_conflict(cfg) is not None or getattr(s, "grad_corr", 0)):
         cfg = override(cfg, {"vbn": 0})
+    if cfg.net.weights == "auto":  # config.json says which format the run's forward read
+        cfg = override(cfg, {"weights": half.format_of("auto", cfg.net.net)})
     return cfg
 
 

@@ -154,6 +154,8 @@ def from_dict(d: dict):
             values = {k: v for k, v in values.items() if k not in declaration(algo, module).retired}
         if group == "run" and "batch_size" in values:  # its name in run folders before 2026-11-22
             values["emulators_per_group"] = values.pop("batch_size")
+        if group == "net":  # run folders from before --weights read their weights in fp32
+            values.setdefault("weights", "fp32")
         types = {f.name: f.type for f in fields(cls)}
         unknown = set(values) - set(types)
         if unknown:
@@ -265,7 +267,8 @@ def validate(cfg):
     require(layers is not None, "net", allowed, n.net)
     require(n.vbn == 0 or n.vbn >= 2, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
     require(n.actions in ("auto", "bins"), "actions", "auto or bins", n.actions)
-    require(n.weights in WEIGHT_FORMATS, "weights", " or ".join(WEIGHT_FORMATS), n.weights)
+    formats = ("auto", *WEIGHT_FORMATS)
+    require(n.weights in formats, "weights", f"{', '.join(formats[:-1])} or {formats[-1]}", n.weights)
     mutation = mutation_of(cfg)
     conflict = vbn_conflict(cfg)
     require(n.vbn == 0 or conflict is None, "vbn", f"0 {conflict}", n.vbn)

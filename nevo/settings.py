@@ -103,9 +103,10 @@ class NetConfig:
         "one of 10 evenly spaced values, the largest of 10 outputs, as Salimans et al. ran Hopper)",
     )
     weights: str = setting(
-        "fp32",
-        "the weights the forward reads: fp32, or fp16 (each row built in float32 from its genome, as "
-        "with fp32, then rounded once to half precision; sums stay float32; half the bytes a forward reads)",
+        "auto",
+        "the weights the forward reads: fp32, fp16 (each row built in float32 from its genome, as with "
+        "fp32, then rounded once to half precision; sums stay float32; half the bytes a forward reads), "
+        "or auto: fp16 for the Atari nets large and small, fp32 for the others",
     )
 
 

@@ -117,8 +117,47 @@ def test_weights_is_a_setting_with_a_one_line_error():
 
     cfg, _, _ = parse_args(["--env", "CartPole-v1", "--weights", "fp16"], "")
     assert cfg.net.weights == "fp16"
-    with pytest.raises(config.ConfigError, match=r"--weights: got 'bf8', allowed: fp32 or fp16"):
+    with pytest.raises(config.ConfigError, match=r"--weights: got 'bf8', allowed: auto, fp32 or fp16"):
         config.validate(config.override(cfg, {"weights": "bf8"}))
+
+
+@pytest.mark.parametrize(
+    "argv, net, weights",
+    [
+        ([], "small", "fp16"),  # the main job: the quick preset's small net
+        (["--net", "large"], "large", "fp16"),
+        (["--preset", "paper"], "large", "fp16"),
+        (["--weights", "fp32"], "small", "fp32"),  # fp32 one flag away
+        (["--weights", "auto", "--net", "large"], "large", "fp16"),
+        (["--env", "CartPole-v1"], "mlp", "fp32"),  # an MLP's forward is overhead, not bytes
+        (["--env", "CartPole-v1", "--weights", "fp16"], "mlp", "fp16"),
+        (["--net", "mnist-large", "--env", "mnist"], "mnist-large", "fp32"),
+    ],
+)
+def test_weights_auto_is_fp16_on_the_atari_nets_and_fp32_elsewhere(argv, net, weights):
+    """The default --weights auto becomes the net's format before the run starts, so config.json
+    names the format the run's forward read; an explicit format stays as given."""
+    from nevo.cli import parse_args
+
+    cfg, _, _ = parse_args(argv, "")
+    assert (cfg.net.net, cfg.net.weights) == (net, weights)
+
+
+def test_a_config_built_in_python_reads_auto_as_its_nets_format_and_an_old_folder_as_fp32(tmp_path):
+    """Code that builds its Config without the command line (weights left at auto) gets the same
+    rows as a run of that net; a run folder written before --weights existed read fp32 and
+    resumes so."""
+    from nevo.evaluation import setup
+    from nevo.nets import net_spec
+
+    small = config.Config(net=config.NetConfig(net="small"))
+    assert small.net.weights == "auto"
+    assert setup.builder_for(small, net_spec("small", (4, 84, 84), 18), None, None).dtype == np.float16
+    mlp = config.Config(net=config.NetConfig(net="mlp"))
+    assert setup.builder_for(mlp, net_spec("mlp", (4, 1, 1), 2, np.float32), None, None).dtype == np.float32
+    d = config.to_dict(small)
+    del d["net"]["weights"]
+    assert config.from_dict(d).net.weights == "fp32"
 
 
 RUN = [*ATARI, "--frame-budget", "9000"]  # 3 generations of the tiny Frostbite run

@@ -58,7 +58,7 @@ def builder_for(cfg, spec, table: np.ndarray | None, ref_batch: np.ndarray | Non
     """weight_builder's WeightBuilder, given the reference batch (None without --vbn); with a
     safe mutation, one that builds safe children, reading ancestors' experiences from run_dir;
     with --obs-norm 1, one that folds the statistics each Population carries into its rows."""
-    dtype = half.dtype_of(cfg.net.weights)  # what the forward reads: rows rounded once (fp16) or not
+    dtype = half.dtype_of(cfg.net.weights, cfg.net.net)  # what the forward reads: rows rounded once (fp16)
     if obs_norm_of(cfg):  # never with --vbn or a safe mutation (config.validate: the ES families only)
         return WeightBuilder(table, nets.init_scale(spec), fold=obs_norm.fold_population(spec), dtype=dtype)
     if mutation_of(cfg).safe:  # never with --vbn (config.validate)

@@ -1,4 +1,4 @@
-"""16-bit weight rows: the format a run's forward reads its weights in (--weights fp32 or fp16).
+"""16-bit weight rows: the format a run's forward reads its weights in (--weights auto, fp32 or fp16).
 
 Every row is built in float32 from its genome, exactly as with fp32 weights, then rounded once to
 IEEE half precision (round to nearest, ties to even: NumPy's astype(np.float16)); every forward
@@ -27,10 +27,27 @@ FORMATS = {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16)}
 DTYPES = tuple(FORMATS.values())  # the dtypes a forward takes its weights in
 FP16_MAX = 65504.0  # the largest finite half; anything from 65,520 up rounds to inf
 
+# --weights auto: fp16 for the nets whose forward is bound by reading every row's weights (the
+# Atari nets: `large` reads 8 MB of fp32 weights a forward, `small` 2 MB; in fp16 the CPU forward ran
+# 1.1-1.9x and 1.2-2.0x as fast, the H200's kernels 1.08x and 1.06x) and for which 16-bit rows
+# learned as well as fp32 (the GA's quick preset on Frostbite, 3 seeds, docs/weights16.md). fp32
+# for the others: an MLP's forward is a few microseconds of overhead, not bytes, and the MNIST
+# nets' learning was not compared.
+HALF_BY_DEFAULT = ("large", "small")
 
-def dtype_of(name: str) -> np.dtype:
-    """The NumPy dtype of a --weights format ("fp32" or "fp16")."""
-    return FORMATS[name]
+
+def format_of(weights: str, net: str) -> str:
+    """The format (fp32 or fp16) that --weights `weights` means for the net named `net`: itself,
+    or for auto fp16 on the nets of HALF_BY_DEFAULT and fp32 on every other."""
+    if weights != "auto":
+        return weights
+    return "fp16" if net in HALF_BY_DEFAULT else "fp32"
+
+
+def dtype_of(name: str, net: str = "") -> np.dtype:
+    """The NumPy dtype of a --weights format ("fp32" or "fp16"; "auto" as format_of resolves it for
+    the net named `net`)."""
+    return FORMATS[format_of(name, net)]
 
 
 @intrinsic
