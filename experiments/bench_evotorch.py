@@ -41,6 +41,7 @@ from nevo.config import EnvConfig, GAConfig, RunConfig
 from nevo.evaluation.pipeline import AtariEvaluator, layout
 from nevo.evaluation.slot_weights import PooledWeights
 from nevo.genomes import noise
+from nevo.nets import half
 from nevo.nets.kernels import make_policy
 from nevo.tasks.envs import atari_actions, make_atari
 
@@ -50,9 +51,21 @@ def parse(argv):
     p.add_argument("--game", default="frostbite")
     p.add_argument("--net", default="large", choices=sorted(nets.IMAGE_NETS))
     p.add_argument("--populations", nargs="+", type=int, default=[8, 32], help="(default: 8 32)")
-    p.add_argument("--rounds", type=int, default=2, help="evaluations of the population on each side")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="evaluations of the same networks on each side (0: only the GAs)",
+    )
     p.add_argument("--ga-steps", type=int, default=2, help="EvoTorch GeneticAlgorithm steps to time")
     p.add_argument("--frame-cap", type=int, default=5000, help="episode cap in game frames")
+    p.add_argument(
+        "--weights",
+        default="auto",
+        choices=["auto", *half.FORMATS],
+        help="nevo's weight rows in its own GA (auto: run_ga's default for --net, fp16 on large and "
+        "small); the same-network rounds read float32, as EvoTorch does",
+    )
     p.add_argument(
         "--slots", type=int, nargs="+", default=[0], help="nevo's env slots, each timed (default: 0 = auto)"
     )
@@ -121,12 +134,12 @@ class NevoGA:
     population (one episode each), rank, breed (sigma 0.002, elitism, truncation at a third of
     the population); no elite re-evaluation, which EvoTorch's GA does not do either."""
 
-    def __init__(self, env_cfg, spec, policy, n: int, lay, threads: int):
+    def __init__(self, env_cfg, spec, policy, n: int, lay, threads: int, dtype=np.float32):
         slots, group, overlap = lay
         cfg = GAConfig(population=n, truncation=max(1, n // 3), sigma=0.002)
         table = noise.make_table(spec.n_params + 1_000_000, seed=n)
         self.ga = GA(cfg, seed=n)
-        weights = PooledWeights(noise.WeightBuilder(table, nets.init_scale(spec)))  # built per slot
+        weights = PooledWeights(noise.WeightBuilder(table, nets.init_scale(spec), dtype=dtype))  # per slot
         self.ev = AtariEvaluator(env_cfg, policy, weights, slots, threads, group_size=group, overlap=overlap)
 
     def step(self) -> tuple[float, int]:
@@ -171,7 +184,7 @@ def main(argv=None) -> None:
             "nevo": fresh_weights(spec, n, seed=n),
             "evotorch": np.random.default_rng(n).uniform(-1e-5, 1e-5, (n, spec.n_params)).astype(np.float32),
         }
-        for init, weights in inits.items():
+        for init, weights in inits.items() if a.rounds else ():
             values = torch_vector(spec, weights)
             agree = same_actions(spec, weights, values)
             assert agree == 1.0, f"torch layout picks other actions on {1 - agree:.0%} of rows"
@@ -194,7 +207,7 @@ def main(argv=None) -> None:
             ga = GeneticAlgorithm(
                 side.problem, popsize=n, operators=[GaussianMutation(side.problem, stdev=0.002)]
             )
-            ours_ga = NevoGA(env_cfg, spec, policy, n, layouts[0], cores)
+            ours_ga = NevoGA(env_cfg, spec, policy, n, layouts[0], cores, half.dtype_of(a.weights, a.net))
             rates = {"EvoTorch": [], "nevo": []}
             for g in range(a.ga_steps):
                 for system in ("EvoTorch", "nevo"):
@@ -204,7 +217,9 @@ def main(argv=None) -> None:
             ours_ga.close()
             ga_summary.append((n, np.mean(rates["nevo"]), np.mean(rates["EvoTorch"])))
     print()
-    print("each system's own GA (its initialisation, Gaussian mutation sigma 0.002), mean over generations:")
+    fmt = half.format_of(a.weights, a.net)
+    print(f"each system's own GA (its initialisation, Gaussian mutation sigma 0.002; nevo's weights {fmt}), "
+          "mean over generations:")  # fmt: skip
     for n, ours, theirs in ga_summary:
         print(f"  pop {n:>4}: nevo {ours:,.0f}, EvoTorch {theirs:,.0f} frames/s: {ours / theirs:.2f}x")
     print("same networks, mean over rounds (init nevo = a GA's first generation, init evotorch =")
