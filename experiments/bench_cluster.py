@@ -89,6 +89,12 @@ def main(argv=None) -> int:
         "--clusters", default="local:1,local:2", help="clusters to compare (default: local:1,local:2)"
     )
     p.add_argument("--frame-cap", type=int, default=400, help="game frames per episode (default: 400)")
+    p.add_argument(
+        "--weights",
+        default="auto",
+        choices=["auto", "fp32", "fp16"],
+        help="weight rows (default: auto, fp16 on both nets; docs/cluster.md's figures: fp32)",
+    )
     p.add_argument("--chunk", type=int, default=0, help="episodes per chunk (default: 0, nevo's choice)")
     p.add_argument("--generations", type=int, default=30, help="genome length before measuring (default: 30)")
     a = p.parse_args(argv)
@@ -114,6 +120,8 @@ def main(argv=None) -> int:
                 str(n),
                 "--frame-cap",
                 str(a.frame_cap),
+                "--weights",
+                a.weights,
             ]
             cfg, _, _ = cli.parse_args([*argv, "--noise-table-size", "20000000"], "")
             cfg = replace(cfg, run=replace(cfg.run, device="cpu"))

@@ -58,7 +58,7 @@ def past_the_dead_end(xy: np.ndarray) -> np.ndarray:
 
 def one_run(name: str, seed: int, a) -> str:
     """Run one algorithm on one seed (or reuse a finished run); return its run folder."""
-    out = os.path.join(a.runs_dir, f"{name}-{seed}")
+    out = os.path.join(a.runs_dir, f"{name}-{seed}" + ("" if a.weights == "fp32" else f"-{a.weights}"))
     done = [os.path.join(out, d) for d in sorted(os.listdir(out))] if os.path.isdir(out) else []
     argv = ["--env", "maze", "--seed", str(seed), "--frame-budget", str(a.frame_budget)]
     argv += ["--population", str(a.population), "--truncation", str(a.truncation), "--sigma", str(a.sigma)]

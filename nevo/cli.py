@@ -36,8 +36,8 @@ from nevo.config import (
     section,
     validate,
     vbn_conflict,
+    weights_resolved,
 )
-from nevo.nets import half
 
 PRESETS: dict[str, Config] = {
     # The reference Deep GA (Such et al. 2017, as Uber's GPU code runs it): N=1000, T=20,
@@ -191,9 +191,7 @@ def fit_defaults(cfg, given=()):
     cfg = override(cfg, fitted)
     if cfg.net.vbn and "vbn" not in given and (vbn_conflict(cfg) is not None or getattr(s, "grad_corr", 0)):
         cfg = override(cfg, {"vbn": 0})
-    if cfg.net.weights == "auto":  # config.json says which format the run's forward read
-        cfg = override(cfg, {"weights": half.format_of("auto", cfg.net.net)})
-    return cfg
+    return weights_resolved(cfg)
 
 
 def check(cfg, make_env=None, behaviour=None):

@@ -33,6 +33,7 @@ from nevo.algos.sgd import SGDConfig
 from nevo.genomes.operators import mutation
 from nevo.nets import NAMED_LAYERS, layers_of
 from nevo.nets.half import FORMATS as WEIGHT_FORMATS
+from nevo.nets.half import format_of
 from nevo.settings import (  # noqa: F401 (the settings' primitives, also here for nevo.config's readers)
     OPTIMIZERS,
     PIPELINES,
@@ -154,8 +155,6 @@ def from_dict(d: dict):
             values = {k: v for k, v in values.items() if k not in declaration(algo, module).retired}
         if group == "run" and "batch_size" in values:  # its name in run folders before 2026-11-22
             values["emulators_per_group"] = values.pop("batch_size")
-        if group == "net":  # run folders from before --weights read their weights in fp32
-            values.setdefault("weights", "fp32")
         types = {f.name: f.type for f in fields(cls)}
         unknown = set(values) - set(types)
         if unknown:
@@ -192,7 +191,17 @@ def _from_saved(d: dict):
     if algo == "ns":  # a run folder from before the one root: from_dict reads it
         algo = dict(d.get("ns", {})).get("algo", "ga-ns")
     names = {"env", "net", "run", "preset", "algo", "algo_module", section_name(algo, module)}
-    return from_dict({k: v for k, v in d.items() if k in names} | ({"ns": d["ns"]} if "ns" in d else {}))
+    d = {k: v for k, v in d.items() if k in names} | ({"ns": d["ns"]} if "ns" in d else {})
+    d["net"] = {"weights": "fp32", **d.get("net", {})}  # folders from before --weights read fp32
+    return from_dict(d)
+
+
+def weights_resolved(cfg):
+    """cfg with --weights auto replaced by the format it means for cfg's net (fp16 on large and
+    small, nevo.nets.half.format_of), so that config.json names what the run's forward read."""
+    if cfg.net.weights != "auto":
+        return cfg
+    return replace(cfg, net=replace(cfg.net, weights=format_of(cfg.net.weights, cfg.net.net)))
 
 
 def override(cfg, values: dict):

@@ -106,7 +106,7 @@ class NetConfig:
         "auto",
         "the weights the forward reads: fp32, fp16 (each row built in float32 from its genome, as with "
         "fp32, then rounded once to half precision; sums stay float32; half the bytes a forward reads), "
-        "or auto: fp16 for the Atari nets large and small, fp32 for the others",
+        "or auto: fp16 for the nets large and small (on Atari and the maze), fp32 for the others",
     )
 
 

@@ -1,6 +1,7 @@
 """16-bit weight rows (--weights fp16): rounding, the forwards that read them, the builds that make
 them, and a run that uses them (resumed exactly, its elite played with the weights it was run with)."""
 
+import json
 import os
 import shutil
 
@@ -155,9 +156,18 @@ def test_a_config_built_in_python_reads_auto_as_its_nets_format_and_an_old_folde
     assert setup.builder_for(small, net_spec("small", (4, 84, 84), 18), None, None).dtype == np.float16
     mlp = config.Config(net=config.NetConfig(net="mlp"))
     assert setup.builder_for(mlp, net_spec("mlp", (4, 1, 1), 2, np.float32), None, None).dtype == np.float32
+    assert config.weights_resolved(small).net.weights == "fp16"
+    assert config.weights_resolved(mlp).net.weights == "fp32"
+    for needs_net in (
+        lambda: half.dtype_of("auto"),
+        lambda: half.rounded(np.zeros((1, 4), np.float32), "auto"),
+    ):
+        with pytest.raises(ValueError, match="auto"):  # never silently fp32: auto needs its net
+            needs_net()
     d = config.to_dict(small)
     del d["net"]["weights"]
-    assert config.from_dict(d).net.weights == "fp32"
+    (tmp_path / "config.json").write_text(json.dumps(d))
+    assert config.load(str(tmp_path / "config.json")).net.weights == "fp32"
 
 
 RUN = [*ATARI, "--frame-budget", "9000"]  # 3 generations of the tiny Frostbite run

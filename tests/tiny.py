@@ -3,7 +3,8 @@
 Each list is argv for experiments.run_* without a frame budget unless it says so (tests add
 --frame-budget, --seed, --out-dir ...). The recorded metrics in tests/fixtures/short_runs.json
 depend on ATARI, MAZE and CARTPOLE bit for bit: changing one of them is re-recording the fixtures
-(python -m tests.fixtures.record).
+(python -m tests.fixtures.record). ATARI and MAZE use the small net, whose default weights are fp16
+(--weights auto); the fp32 fixtures add --weights fp32.
 """
 
 # The GA on Atari (Frostbite): the small net, 6 individuals, 400-frame (100-step) episodes.

@@ -27,11 +27,12 @@ FORMATS = {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16)}
 DTYPES = tuple(FORMATS.values())  # the dtypes a forward takes its weights in
 FP16_MAX = 65504.0  # the largest finite half; anything from 65,520 up rounds to inf
 
-# --weights auto: fp16 for the nets whose forward is bound by reading every row's weights (the
-# Atari nets: `large` reads 8 MB of fp32 weights a forward, `small` 2 MB; in fp16 the CPU forward ran
-# 1.1-1.9x and 1.2-2.0x as fast, the H200's kernels 1.08x and 1.06x) and for which 16-bit rows
-# learned as well as fp32 (the GA's quick preset on Frostbite, 3 seeds, docs/weights16.md). fp32
-# for the others: an MLP's forward is a few microseconds of overhead, not bytes, and the MNIST
+# --weights auto: fp16 for the nets whose forward is bound by reading every row's weights, the
+# Atari nets `large` (8 MB of fp32 weights a forward) and `small` (2 MB), on whatever task runs them
+# (Atari, the maze): in fp16 the CPU forward of `large` ran 1.5x as fast, the quick preset's
+# generation (`small`) 1.09x, the H200's kernels 1.08x and 1.06x; and 16-bit rows learned as well
+# as fp32 (the GA's quick preset on Frostbite, 3 seeds; ES on HalfCheetah, 2; docs/weights16.md).
+# fp32 for the others: an MLP's forward is a few microseconds of overhead, not bytes, and the MNIST
 # nets' learning was not compared.
 HALF_BY_DEFAULT = ("large", "small")
 
@@ -44,9 +45,11 @@ def format_of(weights: str, net: str) -> str:
     return "fp16" if net in HALF_BY_DEFAULT else "fp32"
 
 
-def dtype_of(name: str, net: str = "") -> np.dtype:
+def dtype_of(name: str, net: str | None = None) -> np.dtype:
     """The NumPy dtype of a --weights format ("fp32" or "fp16"; "auto" as format_of resolves it for
-    the net named `net`)."""
+    the net named `net`, which auto needs)."""
+    if name == "auto" and net is None:
+        raise ValueError("--weights auto: the format depends on the net; give the net's name")
     return FORMATS[format_of(name, net)]
 
 
@@ -121,8 +124,8 @@ def round_rows(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
 
 
 def rounded(weights: np.ndarray, name: str) -> np.ndarray:
-    """float32 weights (n, P) or (P,) in the --weights format `name` (a new array for fp16, the
-    same one for fp32)."""
+    """float32 weights (n, P) or (P,) in the --weights format `name`, fp32 or fp16 (a new array for
+    fp16, the same one for fp32); auto is refused: format_of resolves it for a net first."""
     weights = np.ascontiguousarray(weights, np.float32)
     if dtype_of(name) == np.float32:
         return weights

@@ -104,6 +104,7 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
     the cluster gone: the last checkpoint whole) or ClusterError (no evaluator at the start; a new
     run's folder is removed). fitness: a function of a generation's training Results giving one
     number per individual (default: the returns); out: a nevo.runs.progress.Progress."""
+    cfg = config.weights_resolved(cfg)  # a Config built in Python: config.json names the format
     run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
     out = out or Progress(cfg.run.frame_budget)
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
@@ -323,11 +324,12 @@ def main(argv, description: str, presets) -> int:
 def header(cfg, task, spec, facts: dict, run_dir: str) -> str:
     """The run's first line: the algorithm, task, net, the family's main settings, the evaluator."""
     mutation = config.mutation_of(cfg)
-    vbn = f", VBN over {cfg.net.vbn} observations" if cfg.net.vbn else ""
+    about = f", VBN over {cfg.net.vbn} observations" if cfg.net.vbn else ""
+    about += f", {cfg.net.weights} weights" if cfg.net.weights != "fp32" else ""  # 16-bit rows
     main = declared(cfg).summary(cfg)
     main += f" mutation {mutation}" if mutation.safe else ""
     return (
-        f"nevo {cfg.algo} | {task.name} | net {cfg.net.net} ({spec.n_params:,} params{vbn}) | {main} | "
+        f"nevo {cfg.algo} | {task.name} | net {cfg.net.net} ({spec.n_params:,} params{about}) | {main} | "
         + ", ".join(f"{k} {v}" for k, v in facts.items())
         + f" | run folder {run_dir}"
     )
