@@ -124,7 +124,7 @@ def test_the_script_runs_end_to_end_at_tiny_settings(tmp_path):
     rows = out["nets"][0]["rows"]
     assert [r["layer"] for r in rows] == ["input", "dense 4x64", "dense 64x64", "dense 64x2", "forward"]
     assert out["machine"]["one_thread_bandwidth_Bps"] > 0
-    assert 0 < rows[-1]["in_turn_per_s"] <= rows[-1]["roofline_per_s"]
+    assert 0 < rows[-1]["in_turn_per_s"] <= rows[-1]["roofline_per_s"] * (1 + 1e-12)  # equal if all one bound
     for r in rows:
         assert r["nevo_per_s"] > 0 and r["roofline_per_s"] > 0
         assert r["h100_sxm_per_s"] >= r["h100_pcie_per_s"]
