@@ -30,6 +30,7 @@ from nevo.evaluation import setup
 from nevo.evaluation.cluster import ClusterEvaluator
 from nevo.evaluation.episodes import Episodes, Results
 from nevo.genomes import noise
+from nevo.nets import half
 
 
 def genomes(cfg, generations: int) -> GA:
@@ -92,7 +93,7 @@ def main(argv=None) -> int:
     p.add_argument(
         "--weights",
         default="auto",
-        choices=["auto", "fp32", "fp16"],
+        choices=half.CHOICES,
         help="weight rows (default: auto, fp16 on both nets; docs/cluster.md's figures: fp32)",
     )
     p.add_argument("--chunk", type=int, default=0, help="episodes per chunk (default: 0, nevo's choice)")

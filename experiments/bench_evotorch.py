@@ -62,7 +62,7 @@ def parse(argv):
     p.add_argument(
         "--weights",
         default="auto",
-        choices=["auto", *half.FORMATS],
+        choices=half.CHOICES,
         help="nevo's weight rows in its own GA (auto: run_ga's default for --net, fp16 on large and "
         "small); the same-network rounds read float32, as EvoTorch does",
     )
@@ -180,11 +180,11 @@ def main(argv=None) -> None:
     summary, ga_summary = [], []
     for n in a.populations:
         layouts = [layout("cpu", cores, n, RunConfig(env_slots=s)) for s in a.slots]
-        inits = {
+        inits = {  # the same-network rounds' populations (--rounds 0: none)
             "nevo": fresh_weights(spec, n, seed=n),
             "evotorch": np.random.default_rng(n).uniform(-1e-5, 1e-5, (n, spec.n_params)).astype(np.float32),
-        }
-        for init, weights in inits.items() if a.rounds else ():
+        } if a.rounds else {}  # fmt: skip
+        for init, weights in inits.items():
             values = torch_vector(spec, weights)
             agree = same_actions(spec, weights, values)
             assert agree == 1.0, f"torch layout picks other actions on {1 - agree:.0%} of rows"

@@ -22,6 +22,7 @@ import numpy as np
 
 from experiments import run_ga, run_ns
 from nevo import runs
+from nevo.nets import half
 from nevo.tasks import maze
 
 ALGOS = {"GA": run_ga, "GA-NS": run_ns}
@@ -41,7 +42,7 @@ def parse(argv):
     p.add_argument(
         "--weights",
         default="fp32",
-        choices=["fp32", "fp16", "auto"],
+        choices=half.CHOICES,
         help="the weight rows' format (default: fp32, as docs/maze_compare.md's runs read them)",
     )
     p.add_argument("--runs-dir", default="runs/maze_compare", help="where the run folders go")

@@ -32,7 +32,7 @@ from nevo.algos.ns import GANSConfig, NoveltyConfig, NSESConfig
 from nevo.algos.sgd import SGDConfig
 from nevo.genomes.operators import mutation
 from nevo.nets import NAMED_LAYERS, layers_of
-from nevo.nets.half import FORMATS as WEIGHT_FORMATS
+from nevo.nets.half import CHOICES as WEIGHT_CHOICES
 from nevo.nets.half import format_of
 from nevo.settings import (  # noqa: F401 (the settings' primitives, also here for nevo.config's readers)
     OPTIMIZERS,
@@ -276,8 +276,8 @@ def validate(cfg):
     require(layers is not None, "net", allowed, n.net)
     require(n.vbn == 0 or n.vbn >= 2, "vbn", "0 (off) or a reference batch size >= 2", n.vbn)
     require(n.actions in ("auto", "bins"), "actions", "auto or bins", n.actions)
-    formats = ("auto", *WEIGHT_FORMATS)
-    require(n.weights in formats, "weights", f"{', '.join(formats[:-1])} or {formats[-1]}", n.weights)
+    allowed = f"{', '.join(WEIGHT_CHOICES[:-1])} or {WEIGHT_CHOICES[-1]}"
+    require(n.weights in WEIGHT_CHOICES, "weights", allowed, n.weights)
     mutation = mutation_of(cfg)
     conflict = vbn_conflict(cfg)
     require(n.vbn == 0 or conflict is None, "vbn", f"0 {conflict}", n.vbn)

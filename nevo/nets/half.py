@@ -35,6 +35,7 @@ FP16_MAX = 65504.0  # the largest finite half; anything from 65,520 up rounds to
 # fp32 for the others: an MLP's forward is a few microseconds of overhead, not bytes, and the MNIST
 # nets' learning was not compared.
 HALF_BY_DEFAULT = ("large", "small")
+CHOICES = ("auto", *FORMATS)  # what --weights takes
 
 
 def format_of(weights: str, net: str) -> str:
