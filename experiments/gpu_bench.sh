@@ -14,6 +14,8 @@
 #                                             # shortened and cut on its own, a failure does not stop
 #                                             # the rest, the most needed first (each step's log in $OUT,
 #                                             # the exit codes last; a call cut short keeps the logs)
+#   bash experiments/gpu_bench.sh lease2     # the lease's second call, on the warm machine (~4.5 minutes):
+#                                             # the roofline with the GPU's forward, a generation's split there
 #
 # Each part stops at its first failure, and each command is cut at 8 minutes. Logs go to $OUT (or
 # ./gpu_logs). Wheels for packages the GPU image lacks (ale-py, gymnasium, farama-notifications)
@@ -24,8 +26,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 part="${1:-}"
 case "$part" in
-  smoke|forward|pipeline|algos|mnist|all|lease) ;;
-  *) echo "usage: bash experiments/gpu_bench.sh smoke|forward|pipeline|algos|mnist|all|lease" >&2; exit 2 ;;
+  smoke|forward|pipeline|algos|mnist|all|lease|lease2) ;;
+  *) echo "usage: bash experiments/gpu_bench.sh smoke|forward|pipeline|algos|mnist|all|lease|lease2" >&2; exit 2 ;;
 esac
 out="${OUT:-gpu_logs}"
 mkdir -p "$out"
@@ -62,7 +64,7 @@ add_one[4, 256](x)
 assert (x.copy_to_host() == np.arange(1000) + 1).all(), 'a tiny kernel computed wrong values'
 print('a tiny kernel ran')"
 
-if [[ $part == lease ]]; then
+if [[ $part == lease || $part == lease2 ]]; then
   # Each step cut at its own limit (seconds); one that fails or runs over does not stop the rest.
   codes=()
   try() {  # try NAME LIMIT COMMAND...
@@ -74,24 +76,28 @@ if [[ $part == lease ]]; then
     cat "$out/$name.log"
     codes+=("$name=$rc ($((SECONDS - t0)) s)")
   }
+  if [[ $part == lease2 ]]; then
+    # The second call of a lease, on the warm machine: the roofline with the GPU's forward beside
+    # the H100 model (and the 16-core CPU's own), then a population-1,000 generation of large
+    # split into forward, emulation, resets, weights and Python on the GPU
+    try roofline 100 python3 -m experiments.roofline --nets large small --rows 256 1000 --seconds 0.2 --max-gb 2 \
+      --skip-end-to-end --weights fp16
+    try e2e 180 python3 -m experiments.roofline --nets large --rows 1000 --seconds 0.1 --max-gb 1 --weights fp16 \
+      --e2e-device cuda --population 1000 --slots 256 --limit-seconds 3
+    echo "== exit codes: ${codes[*]}"
+    exit 0
+  fi
   try smoke 60 python3 -c "$DETECT; $TINY_KERNEL"
-  try cuda_checks 170 python3 -m tests.cuda_checks --full
-  # fp32 and 16-bit weight rows (--weights fp16: half the bytes of a memory-bound forward), the
-  # dense layers reading 1, 2 or 4 weights a load (--word-bytes; 0: the default)
-  try bench_forward 150 python3 -m experiments.bench_forward --device cuda --seconds 0.3 --rows 256 1000 \
-    --weights fp16 --word-bytes 2 4 8 --no-torch
-  try bench_forward32 100 python3 -m experiments.bench_forward --device cuda --seconds 0.3 --rows 256 1000 \
-    --weights fp32 --word-bytes 4 8 --no-torch
-  try run_ga 80 python3 -m experiments.run_ga --game frostbite --population 64 --frame-budget 300000 \
-    --frame-cap 2000 --device cuda --weights fp16 --out-dir /tmp/gpu_runs
-  try bench_build 45 python3 -m experiments.bench_build --device cuda --repeats 2
-  # 256 slots, not the default 512: ale-py starts emulators one at a time (~0.12 s each, per layout)
-  try bench_pipeline 150 python3 -m experiments.bench_pipeline --nets large --populations 1000 --slots 256 \
-    --frame-cap 2000 --limit-seconds 3 --no-plain
-  # A group waits for each of its slots' seeded resets (~0.12 s) while the others step: groups of 16
-  # instead of 64 show what that wait costs (2026-11-26: 40% of the emulator limit at groups of 64)
-  try bench_pipeline_g16 150 python3 -m experiments.bench_pipeline --nets large --populations 1000 --slots 256 \
-    --emulators-per-group 16 --frame-cap 2000 --limit-seconds 3 --no-plain
+  try cuda_checks 160 python3 -m tests.cuda_checks --full
+  # fp16 and fp32 weight rows at the default load width; under each row a step's parts (the
+  # upload gathers the acting slots' frames straight into the page-locked buffer)
+  try bench_forward 100 python3 -m experiments.bench_forward --device cuda --seconds 0.3 --rows 256 1000 \
+    --weights fp16 fp32 --no-torch
+  # the main command at its default weights (auto: fp16 on the quick preset's small net)
+  try run_ga 75 python3 -m experiments.run_ga --game frostbite --population 64 --frame-budget 300000 \
+    --frame-cap 2000 --device cuda --out-dir /tmp/gpu_runs
+  # the ES update (5,000 perturbations of large) beside a generation at ~150K frames/s
+  try bench_algos 50 python3 -m experiments.bench_algos --frames-per-s 150000 --repeats 2 --no-novelty
   echo "== exit codes: ${codes[*]}"
   exit 0
 fi

@@ -5,6 +5,8 @@ what this machine's memory bandwidth and fp32 FMA peak allow, and what an H100 b
     python -m experiments.roofline --nets large small --rows 64 --seconds 1 --skip-end-to-end
     python -m experiments.roofline --nets mlp --rows 4 --seconds 0.05 --bandwidth-mb 64 --json roofline.json
     python -m experiments.roofline --weights fp16                    # 16-bit rows: half the bytes
+    python -m experiments.roofline --nets large --rows 1000 --e2e-device cuda --population 1000 --slots 256
+                                                      # on a GPU box: the generation's split there
 
 This machine (all Numba threads):
   bandwidth  a streaming read of a --bandwidth-mb float32 array, split in chunks over the threads,
@@ -658,7 +660,8 @@ def end_to_end(a, forward_roof: dict) -> dict:
     env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
     n_actions = atari_actions(a.game)
     spec = nets.net_spec(a.e2e_net, nets.OBS_SHAPE, n_actions)
-    slots, group, overlap = pipeline.layout("cpu", cores, a.population, RunConfig())
+    device = a.e2e_device
+    slots, group, overlap = pipeline.layout(device, cores, a.population, RunConfig(env_slots=a.slots))
     threads = min(cores, group)
     limit = emulator_limit(env_cfg, slots, group, threads, a.limit_seconds, n_actions)
     reset_s = seeded_reset_s(a.game)
@@ -666,8 +669,8 @@ def end_to_end(a, forward_roof: dict) -> dict:
     reset_frames = reset_s * per_core  # a seeded reset, in frames of one core's emulation
 
     fresh, builder = population(spec, a.population, seed=a.population, dtype=half.dtype_of(a.weights))
-    weights = for_device(builder, "cpu")
-    policy = CountedPolicy(make_policy("cpu", spec))
+    weights = for_device(builder, device)
+    policy = CountedPolicy(make_policy(device, spec))
     ev = pipeline.AtariEvaluator(env_cfg, policy, weights, slots, threads, group_size=group, overlap=overlap)
     emu, resets, build = [0.0], [0.0], [0.0]
     for env in ev.envs:
@@ -705,17 +708,22 @@ def end_to_end(a, forward_roof: dict) -> dict:
         "forward_bound_nevo": fwd_bound, "forward_bound_roofline": roof_bound,
         "lockstep_bound_roofline": lockstep_bound, "h100": {},
     }  # fmt: skip
-    print(f"\nend to end: {a.game}, net {a.e2e_net}, population {n} (one episode each, cap {a.frame_cap:,} "
-          f"frames), {slots} emulators in groups of {group}, {cores} cores")  # fmt: skip
+    print(f"\nend to end: {a.game}, net {a.e2e_net} ({a.weights}) on the {device.upper()}, population {n} "
+          f"(one episode each, cap {a.frame_cap:,} frames), {slots} emulators in groups of {group} "
+          f"({'overlap' if overlap else 'lockstep'}), {cores} cores")  # fmt: skip
     print(f"  nevo: {frames:,} frames in {wall:.1f} s = {rate:,.0f} frames/s; {policy.rows:,} forward rows "
           f"({fpf:.2f} frames each)")  # fmt: skip
     print(f"  emulator limit (random actions, no inference): {limit:,.0f} frames/s -> nevo at "
           f"{rate / limit:.0%}")  # fmt: skip
-    print(f"  forward-bound: nevo's forward alone {fwd_bound:,.0f} frames/s -> nevo at "
-          f"{rate / fwd_bound:.0%}; the roofline's {roof_bound:,.0f} frames/s -> nevo at "
-          f"{rate / roof_bound:.0%}")  # fmt: skip
-    print(f"  forward and emulation in turn at their limits (roofline forward): {lockstep_bound:,.0f} "
-          f"frames/s -> nevo at {rate / lockstep_bound:.0%}")  # fmt: skip
+    if device == "cuda":  # the CPU's roofline says nothing of the GPU's forward
+        print(f"  forward-bound: nevo's GPU forward alone (its upload included) {fwd_bound:,.0f} frames/s "
+              f"-> nevo at {rate / fwd_bound:.0%}")  # fmt: skip
+    else:
+        print(f"  forward-bound: nevo's forward alone {fwd_bound:,.0f} frames/s -> nevo at "
+              f"{rate / fwd_bound:.0%}; the roofline's {roof_bound:,.0f} frames/s -> nevo at "
+              f"{rate / roof_bound:.0%}")  # fmt: skip
+        print(f"  forward and emulation in turn at their limits (roofline forward): {lockstep_bound:,.0f} "
+              f"frames/s -> nevo at {rate / lockstep_bound:.0%}")  # fmt: skip
     parts = ", ".join(f"{k} {v / wall:.0%}" for k, v in split.items())
     print(f"  generation's time: {parts}; tail (overlapping them) {res.tail_s / wall:.0%}")
     print(f"  a seeded reset: {reset_s * 1e3:.0f} ms = {reset_frames:,.0f} frames of one core's emulation; "
@@ -747,6 +755,8 @@ def main(argv=None) -> dict:
     p.add_argument("--population", type=int, default=64, help="end to end: individuals, one episode each")
     p.add_argument("--frame-cap", type=int, default=2000, help="end to end: game frames per episode at most")
     p.add_argument("--limit-seconds", type=float, default=5.0, help="end to end: emulator limit's time")
+    p.add_argument("--e2e-device", default="cpu", choices=["cpu", "cuda"], help="end to end: the forward's")
+    p.add_argument("--slots", type=int, default=0, help="end to end: emulators (0: the device's default)")
     p.add_argument("--json", default=None, help="write every figure to this file")
     p.add_argument("--weights", default="fp32", choices=list(half.FORMATS), help="the weight rows' format")
     a = p.parse_args(argv)
