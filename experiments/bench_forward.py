@@ -15,8 +15,8 @@ zero inputs, so it moves fewer bytes than this nominal figure).
 CUDA: both nets (or --net), 1,000 individuals (--individuals) whose weights are filled on the
 device by a kernel (the `large` population is 16 GB), rows drawn from them (distinct up to 1,000
 rows, then ~rows/1,000 rows per individual). Per row count:
-  step f/s     forwards/s of a policy call as the evaluator makes it: uint8 obs up, kernels,
-               int32 actions down;
+  step f/s     forwards/s of a policy call as the evaluator makes it: the rows' uint8 frames
+               gathered from every slot's, up, kernels, int32 actions down;
   kernel ms    the kernels alone (obs already on the device), timed with CUDA events; below each
                row, their time by layer, and a step's parts timed one at a time (upload: the
                obs copied into page-locked memory and sent up; upload, gathered: the same from
@@ -414,10 +414,14 @@ def bench_cuda(args):
             def rows_for(k, rows=rows):
                 return (np.arange(rows) + k * rows) % n_ind  # distinct up to n_ind rows
 
-            policy(rows_for(0), obs)  # warm up: compile
+            # a run's step gathers its rows' frames from every slot's (here a quarter more slots
+            # than rows, scrambled)
+            slots = np.concatenate([obs, obs[: rows // 4]])
+            take = rng.permutation(len(slots))[:rows]
+            policy(rows_for(0), slots, take)  # warm up: compile
             calls, t0 = 0, time.perf_counter()  # a step as the evaluator makes it
             while calls < 3 or time.perf_counter() - t0 < args.seconds:
-                policy(rows_for(calls + 1), obs)
+                policy(rows_for(calls + 1), slots, take)
                 calls += 1
             step_s = (time.perf_counter() - t0) / calls
 
@@ -459,11 +463,8 @@ def bench_cuda(args):
                 f"{kernel_s * 1e3:>9.2f} {rows / kernel_s:>10,.0f} {nominal_bw / 1e9:>12,.0f} "
                 f"{100 * nominal_bw / copy:>6.0f} {read_bw / 1e9:>9,.0f} {torch_fps:>9,.0f} {ratio:>7.2f}"
             )
-            # each part synchronised; "upload, gathered": as a run uploads, the rows' frames
-            # gathered from every slot's (a quarter more slots than rows, scrambled)
+            # each part synchronised; "upload, gathered": as a run uploads (the step above)
             parts = {"upload": 0.0, "upload, gathered": 0.0, "kernels": 0.0, "actions down": 0.0}
-            slots = np.concatenate([obs, obs[: rows // 4]])
-            take = rng.permutation(len(slots))[:rows]
             for _ in range(reps):
                 t0 = time.perf_counter()
                 policy.upload(rows_for(0), slots, take)

@@ -175,3 +175,15 @@ def test_interleaved_times_each_side_on_its_own_calls():
 
     rate = interleaved({"slow": slow, "fast": fast}, None, np.zeros((5, 1)), None, 4, 0.05)
     assert rate["fast"] > 10 * rate["slow"] and rate["slow"] < 4 / 0.002
+
+
+def test_the_peak_is_the_faster_of_the_fma_probe_and_blas(monkeypatch):
+    """An FMA probe that LLVM vectorises narrowly (AVX-512 machines) must not set the roof: BLAS's
+    sgemm is timed beside it and the faster of the two is the peak, whichever it is."""
+    blas = roofline.sgemm_peak(0.05, n=256)
+    assert blas > 1e8  # any machine multiplies faster than 0.1 GFLOP/s
+    monkeypatch.setattr(roofline, "sgemm_peak", lambda seconds: 5e10)
+    monkeypatch.setattr(roofline, "fma_peak", lambda seconds: 1e9)
+    assert roofline.machine_peak(0.1) == (5e10, 1e9, 5e10)
+    monkeypatch.setattr(roofline, "fma_peak", lambda seconds: 9e10)
+    assert roofline.machine_peak(0.1) == (9e10, 9e10, 5e10)
