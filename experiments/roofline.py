@@ -59,9 +59,11 @@ latency, occupancy or tail effects, so it is independent of the rows (a GPU at 3
 it). With a CUDA GPU present, "gpu f/s" (nevo's CUDA policy, same rotation) is added beside it.
 
 End to end (Frostbite, --e2e-net, one generation of --population fresh individuals, one episode
-each, --frame-cap game frames per episode at most; the CPU evaluator's default layout: lockstep,
-one emulator per group), its time split by timing the evaluator's calls (nothing in nevo changes):
-forward (the policy), emulation (waiting on the emulators' step), resets (waiting on seeded resets),
+each, --frame-cap game frames per episode at most; the --e2e-device evaluator's default layout,
+or --slots emulators: on the CPU lockstep, one emulator per group), its time split by timing the
+evaluator's calls (nothing in nevo changes): forward (the policy), emulation (waiting in the
+vector envs' recv for the step), send (handing them the actions: a loaded machine's sender loses
+its core to the emulator threads it wakes), resets (waiting on seeded resets),
 weights (building individuals' weights), Python (the rest); tail (fewer live episodes than slots)
 overlaps them. Beside it: the emulator limit (random actions, no inference, the same layout), the
 forward-bound limits (frames / forward time; the roofline's forwards/s x frames per forward), and
@@ -700,9 +702,9 @@ def end_to_end(a, forward_roof: dict) -> dict:
     weights = for_device(builder, device)
     policy = CountedPolicy(make_policy(device, spec))
     ev = pipeline.AtariEvaluator(env_cfg, policy, weights, slots, threads, group_size=group, overlap=overlap)
-    emu, resets, build = [0.0], [0.0], [0.0]
-    for env in ev.envs:
-        env.recv = timed(env.recv, emu)
+    emu, send, resets, build = [0.0], [0.0], [0.0], [0.0]
+    for env in ev.envs:  # the vector envs' calls: handing out the actions, waiting for the step
+        env.send, env.recv = timed(env.send, send), timed(env.recv, emu)
     weights.take, weights.start = timed(weights.take, build), timed(weights.start, build)
     wait = pipeline.wait
     pipeline.wait = timed(wait, resets)  # start()'s and finished_resets()'s waits on seeded resets
@@ -717,6 +719,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
     split = {
         "forward": res.forward_s,
         "emulation": emu[0],
+        "send": send[0],
         "resets": resets[0],
         "weights": build[0],
     }
