@@ -232,3 +232,40 @@ def test_the_comparison_reads_finished_runs_only(tmp_path):
     lines = weights_compare.table(rows)
     assert "| frostbite | fp16 | 0 | 300 | 7.0 | 9.0 |" in lines
     assert "| frostbite | fp16 | median of 1 | | 7.0 | 9.0 |" in lines
+
+
+def test_the_memory_check_counts_rows_at_their_format_s_bytes(monkeypatch):
+    """A population of 16-bit rows needs half the memory of float32 ones, and the check says so:
+    a run that does not fit in fp32 may fit in fp16; the bases rows are built from stay float32."""
+    from nevo.evaluation import setup
+
+    monkeypatch.setattr(setup.machine, "available_memory", lambda: 300_000_000)  # 270 MB usable
+    n = 1_000_000
+    setup.check_memory(n, 100, 0, "cpu", "--population", dtype=np.float16, base_rows=2)  # 204 MB
+    with pytest.raises(config.ConfigError, match=r"--population: 100 x 1,000,000 float32 weights .*0\.4 GiB"):
+        setup.check_memory(n, 100, 0, "cpu", "--population", dtype=np.float32, base_rows=2)  # 400 MB
+    with pytest.raises(config.ConfigError, match="float16 weights"):  # 80 + 240 MB
+        setup.check_memory(n, 100, 0, "cpu", "--population", dtype=np.float16, base_rows=60)
+
+
+@pytest.mark.parametrize("weights, fits", [("fp16", True), ("fp32", False)])
+def test_a_run_s_memory_check_reads_its_weight_format(monkeypatch, weights, fits):
+    """Through a run's own checks: the large net's rows held by 63 slots fit in fp16, not fp32."""
+    from nevo.algos import bases_of
+    from nevo.cli import parse_args
+    from nevo.evaluation import setup
+    from nevo.runs import loop
+    from nevo.tasks import task_for
+
+    cfg, _, _ = parse_args(["--net", "large", "--env-slots", "63", "--population", "100",
+                            "--weights", weights], "")  # fmt: skip
+    n, table = 4_052_658, 4 * cfg.run.noise_table_size
+    held, float32_rows = 63 + 1, 2 * bases_of(cfg)  # one row a slot and one; the bases, float32
+    need16, need32 = n * (2 * held + 4 * float32_rows) + table, n * 4 * (held + float32_rows) + table
+    avail = int((need16 + need32) / 2 / 0.9)  # room for the fp16 rows, not the fp32 ones
+    monkeypatch.setattr(setup.machine, "available_memory", lambda: avail)
+    if fits:
+        loop.plan(cfg, task_for(cfg.env))
+    else:
+        with pytest.raises(config.ConfigError, match="x 4,052,658 float32 weights"):
+            loop.plan(cfg, task_for(cfg.env))

@@ -96,8 +96,10 @@ def check_machine(cfg, task, spec, population: int, bases: int) -> str:
     device = device_for(cfg, task)
     declared(cfg).check_device(cfg, device)
     rows = weight_rows(cfg, device, population, bases)
+    dtype = half.dtype_of(cfg.net.weights, cfg.net.net)
     check_memory(spec.n_params, rows, cfg.run.noise_table_size, device, "--population",
-                 experience_bytes(cfg, task, population), population, builds_on_gpu(cfg))  # fmt: skip
+                 experience_bytes(cfg, task, population), population, builds_on_gpu(cfg),
+                 dtype, base_rows=2 * bases)  # fmt: skip
     return device
 
 
@@ -204,19 +206,22 @@ def weight_rows(cfg, device: str, population: int, bases: int) -> int:
 
 
 def check_memory(n_params: int, rows: int, noise_table_size: int, device: str, flag: str, extra: int = 0,
-                 device_rows: int | None = None, table_on_gpu: bool = False) -> None:  # fmt: skip
+                 device_rows: int | None = None, table_on_gpu: bool = False, dtype=np.float32,
+                 base_rows: int = 0) -> None:  # fmt: skip
     """Stop before starting if `rows` weight rows plus the noise table (plus `extra` bytes: the
     experiences of safe mutations) cannot fit in memory, or on a GPU `device_rows` rows (default:
     rows), plus the table where individuals are built there; the message names `flag`, the
-    setting to lower. Rows count as float32 whatever --weights is: 16-bit rows need less (a run
-    that fits in fp32 fits in fp16; their float32 build scratch is a few rows)."""
-    need = 4 * n_params * rows + 4 * noise_table_size + extra
+    setting to lower. The rows an evaluation holds are of `dtype` (the --weights format), the last
+    `base_rows` of them (the bases rows are built from) float32; a 16-bit row's float32 build
+    scratch is a few rows, not counted."""
+    size = np.dtype(dtype).itemsize
+    need = n_params * (size * (rows - base_rows) + 4 * base_rows) + 4 * noise_table_size + extra
     avail = machine.available_memory()
     if avail is not None and need > 0.9 * avail:
         also = f" and {extra / 2**30:.1f} GiB of experiences (--experiences)" if extra else ""
         raise ConfigError(
-            f"{flag}: {rows} x {n_params:,} float32 weights plus the noise table{also} need "
-            f"{need / 2**30:.1f} GiB; this machine has {avail / 2**30:.1f} GiB available. "
+            f"{flag}: {rows} x {n_params:,} {np.dtype(dtype).name} weights plus the noise table{also} "
+            f"need {need / 2**30:.1f} GiB; this machine has {avail / 2**30:.1f} GiB available. "
             f"Use a smaller {flag}, --net small or a smaller --noise-table-size."
         )
     if device == "cuda":
@@ -228,4 +233,4 @@ def check_memory(n_params: int, rows: int, noise_table_size: int, device: str, f
         on_gpu = rows if device_rows is None else device_rows
         table = 4 * noise_table_size if table_on_gpu else 0
         what = f"the weights of {on_gpu} individuals" + (" and the noise table" if table else "")
-        check_fits(4 * n_params * on_gpu + table, free, what)
+        check_fits(np.dtype(dtype).itemsize * n_params * on_gpu + table, free, what)
