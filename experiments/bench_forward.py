@@ -4,7 +4,7 @@
     python -m experiments.bench_forward --device cuda [--net large|small] [--rows 64 1000 4096]
     python -m experiments.bench_forward --weights fp32 fp16 ...   # both weight formats, in turn
     python -m experiments.bench_forward --device cuda --word-bytes 2 4 8 ...  # the dense loads' width
-    python -m experiments.bench_forward --staging [--rows 64 256 1000]   # a GPU step's host staging
+    python -m experiments.bench_forward --staging [--rows 64 256 1000] [--load 16]  # a GPU step, host side
 
 CPU: "distinct": every row has its own individual, and each timed call uses individuals the previous
 calls did not (rotating through all N), so the weights come from memory, not from a warm cache.
@@ -57,7 +57,10 @@ parser.add_argument(
     "--staging",
     action="store_true",
     help="only the host work of staging a GPU step's frames (runs without a GPU): obs[take] then a "
-    "copy, against one parallel gather",
+    "copy, against a gather on one thread, on all, and nevo's choice",
+)
+parser.add_argument(
+    "--load", type=int, default=0, help="--staging: emulators stepping in the background meanwhile"
 )
 parser.add_argument(
     "--word-bytes",
@@ -79,36 +82,70 @@ parser.add_argument(
 def bench_staging(args):
     """A GPU step's frames, staged on the host (no GPU needed): the acting slots' Atari frames
     (uint8 4x84x84) gathered into the buffer that is uploaded, as NumPy did it (obs[take], then a
-    copy) against nevo.nets.kernels.cuda.gather_rows (one pass, rows split over the threads).
-    Alternated, best of 5 rounds of --seconds each."""
-    from nevo.nets.kernels.cuda import gather_rows
+    copy), on one thread, on all the Numba threads, and as nevo.nets.kernels.cuda.gather_rows
+    does (one thread below PARALLEL_GATHER_BYTES). With --load N, N Frostbite emulators step in
+    the background meanwhile (vector envs of 4, 2 threads each), as other groups' emulators do
+    while a run's policy is called. The mean per step over 5 alternated rounds of --seconds each
+    (a mean: under load, what a run pays is the waits of the slowest calls)."""
+    import threading
+
+    from nevo.nets.kernels import cuda as kernels
 
     rng = np.random.default_rng(0)
+    stop, envs, loaders = threading.Event(), [], []
+    if args.load:
+        from nevo.config import EnvConfig
+        from nevo.tasks.envs import make_atari
+
+        envs = [make_atari(EnvConfig(game="frostbite"), 4, 2) for _ in range(-(-args.load // 4))]
+
+        def step_on(env):
+            env.reset(seed=np.zeros(4, np.int64))
+            noop = np.zeros(4, np.int64)
+            while not stop.is_set():
+                env.step(noop)
+
+        loaders = [threading.Thread(target=step_on, args=(e,), daemon=True) for e in envs]
+        for t in loaders:
+            t.start()
+        time.sleep(1.0)
     threads = numba.get_num_threads()
-    print(f"staging a step's frames on the host, {threads} Numba threads (ms per step, best of 5)")
-    print(f"{'rows':>5} {'MB':>6} {'obs[take] + copy':>16} {'gather_rows':>11} {'ratio':>6}")
-    for rows in args.rows or [64, 256, 1000]:
-        obs = rng.integers(0, 256, (rows + rows // 4, 4 * 84 * 84), dtype=np.uint8)  # every slot's
-        take = np.sort(rng.permutation(len(obs))[:rows])  # the acting slots
-        staged = np.empty((rows, obs.shape[1]), np.uint8)
+    print(f"staging a step's frames on the host, {threads} Numba threads, "
+          f"{4 * len(envs)} emulators stepping meanwhile (ms per step, mean of 5 rounds)")  # fmt: skip
+    print(f"{'rows':>5} {'MB':>6} {'obs[take] + copy':>16} {'one thread':>10} {'all threads':>11} "
+          f"{'gather_rows':>11}")  # fmt: skip
+    try:
+        for rows in args.rows or [8, 64, 256, 1000]:
+            obs = rng.integers(0, 256, (rows + rows // 4, 4 * 84 * 84), dtype=np.uint8)  # every slot's
+            take = np.sort(rng.permutation(len(obs))[:rows])  # the acting slots
+            staged = np.empty((rows, obs.shape[1]), np.uint8)
 
-        def numpy_way(obs=obs, take=take, staged=staged):
-            staged[:] = obs[take]
+            def numpy_way(obs=obs, take=take, staged=staged):
+                staged[:] = obs[take]
 
-        def gather(obs=obs, take=take, staged=staged):
-            gather_rows(obs, take, staged)
-
-        gather()
-        best = {numpy_way: float("inf"), gather: float("inf")}
-        for _ in range(5):
-            for f in best:
-                n, t0 = 0, time.perf_counter()
-                while n < 3 or time.perf_counter() - t0 < args.seconds / 5:
-                    f()
-                    n += 1
-                best[f] = min(best[f], (time.perf_counter() - t0) / n)
-        a, b = best[numpy_way], best[gather]
-        print(f"{rows:>5} {staged.nbytes / 1e6:>6.1f} {a * 1e3:>16.2f} {b * 1e3:>11.2f} {a / b:>6.2f}")
+            ways = [numpy_way] + [
+                lambda f=f, obs=obs, take=take, staged=staged: f(obs, take, staged)
+                for f in (kernels._gather_one_thread, kernels._gather_all_threads, kernels.gather_rows)
+            ]
+            for f in ways:
+                f()  # compile
+            spent, calls = [0.0] * len(ways), [0] * len(ways)
+            for _ in range(5):
+                for k, f in enumerate(ways):
+                    t0 = time.perf_counter()
+                    while calls[k] < 3 or time.perf_counter() - t0 < args.seconds / 5:
+                        f()
+                        calls[k] += 1
+                    spent[k] += time.perf_counter() - t0
+            ms = [1e3 * t / n for t, n in zip(spent, calls)]
+            print(f"{rows:>5} {staged.nbytes / 1e6:>6.1f} {ms[0]:>16.2f} {ms[1]:>10.2f} {ms[2]:>11.2f} "
+                  f"{ms[3]:>11.2f}")  # fmt: skip
+    finally:
+        stop.set()
+        for t in loaders:
+            t.join()
+        for e in envs:
+            e.close()
 
 
 def bench_cpu(args):

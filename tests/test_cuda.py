@@ -172,19 +172,25 @@ def test_run_ga_refuses_cuda_without_a_gpu(monkeypatch, capsys, tmp_path):
 
 
 def test_gather_rows_is_numpy_take():
-    """The parallel gather a GPU step stages its frames with: dst[i] = src[take[i]], bytes and
-    floats, repeated and scrambled slots."""
-    from nevo.nets.kernels.cuda import gather_rows
+    """The gather a GPU step stages its frames with: dst[i] = src[take[i]], bytes and floats,
+    repeated and scrambled slots, on one thread (a small step) and on all (a large one)."""
+    from nevo.nets.kernels import cuda as kernels
 
     rng = np.random.default_rng(0)
-    for src in (
-        rng.integers(0, 256, (9, 4 * 84 * 84), dtype=np.uint8),
-        rng.standard_normal((9, 17), np.float32),
+    big = kernels.PARALLEL_GATHER_BYTES // (4 * 84 * 84) + 3  # rows: just over the threshold
+    for src, take in (
+        (rng.integers(0, 256, (9, 4 * 84 * 84), dtype=np.uint8), np.array([8, 0, 3, 3, 5])),
+        (rng.standard_normal((9, 17), np.float32), np.array([8, 0, 3, 3, 5])),
+        (rng.integers(0, 256, (big + 5, 4 * 84 * 84), dtype=np.uint8), rng.permutation(big + 5)[:big]),
     ):
-        take = np.array([8, 0, 3, 3, 5])
         dst = np.zeros((len(take), src.shape[1]), src.dtype)
-        gather_rows(src, take, dst)
+        kernels.gather_rows(src, take, dst)
         np.testing.assert_array_equal(dst, src[take])
+        for way in (kernels._gather_one_thread, kernels._gather_all_threads):  # each path alike
+            dst[:] = 0
+            way(src, take, dst)
+            np.testing.assert_array_equal(dst, src[take])
+    assert big * 4 * 84 * 84 >= kernels.PARALLEL_GATHER_BYTES > 5 * 4 * 84 * 84
 
 
 def test_a_host_policy_on_gathered_rows_is_the_policy_on_those_rows():

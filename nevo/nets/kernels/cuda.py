@@ -585,16 +585,40 @@ def tiles(rows_ind):
 # ---- the policy: weights on the device, rows in, actions out ---------------------------------------
 
 
-@numba.njit(parallel=True, nogil=True, cache=True)
+# Below this many bytes a step's frames are gathered on one thread, above it on all (gather_rows).
+PARALLEL_GATHER_BYTES = 8 << 20  # 297 Atari rows of 4 x 84 x 84
+
+
 def gather_rows(src, take, dst):
-    """dst[i] = src[take[i]] for 2-D src and dst (rows of bytes or numbers), rows split over the
-    threads. speed: a GPU step's 1,000 rows of Atari frames are 28 MB; NumPy's obs[take], then
+    """dst[i] = src[take[i]] for 2-D src and dst (rows of bytes or numbers): in one pass, straight
+    into dst. speed: a GPU step's 1,000 rows of Atari frames are 28 MB; NumPy's obs[take], then
     its copy into page-locked memory, were two single-threaded passes (4.7 ms for the second
-    alone on an H200 machine, as long as the kernels)."""
+    alone on an H200 machine, as long as the kernels). A small step's rows are gathered on one
+    thread: the evaluator calls the policy while other groups' emulator threads hold the cores,
+    and a parallel region then waits for its last thread to be scheduled (on the 2-core VM, with
+    16 emulators stepping, 64 rows took 0.95-1.27 ms on average on both threads against 0.22-0.26
+    on one; idle, 0.04 against 0.06: `python -m experiments.bench_forward --staging --load 16`)."""
+    if dst.nbytes < PARALLEL_GATHER_BYTES:
+        _gather_one_thread(src, take, dst)
+    else:
+        _gather_all_threads(src, take, dst)
+
+
+@numba.njit(nogil=True, cache=True)
+def _gather_one_thread(src, take, dst):
     n = src.shape[1]
-    for i in numba.prange(len(take)):
+    for i in range(len(take)):
         k = take[i]
         for j in range(n):  # (a plain loop: LLVM vectorises it; a row slice's copy is far slower)
+            dst[i, j] = src[k, j]
+
+
+@numba.njit(parallel=True, nogil=True, cache=True)
+def _gather_all_threads(src, take, dst):
+    n = src.shape[1]
+    for i in numba.prange(len(take)):  # the same loop, rows split over the threads
+        k = take[i]
+        for j in range(n):
             dst[i, j] = src[k, j]
 
 
