@@ -14,8 +14,8 @@
 #                                             # shortened and cut on its own, a failure does not stop
 #                                             # the rest, the most needed first (each step's log in $OUT,
 #                                             # the exit codes last; a call cut short keeps the logs)
-#   bash experiments/gpu_bench.sh lease2     # the lease's second call, on the warm machine (~4.5 minutes):
-#                                             # the roofline with the GPU's forward, a generation's split there
+#   bash experiments/gpu_bench.sh lease2     # the lease's second call, on the warm machine (~4 minutes):
+#                                             # the forward's step parts, the 16-core CPU end to end
 #
 # Each part stops at its first failure, and each command is cut at 8 minutes. Logs go to $OUT (or
 # ./gpu_logs). Wheels for packages the GPU image lacks (ale-py, gymnasium, farama-notifications)
@@ -77,27 +77,26 @@ if [[ $part == lease || $part == lease2 ]]; then
     codes+=("$name=$rc ($((SECONDS - t0)) s)")
   }
   if [[ $part == lease2 ]]; then
-    # The second call of a lease, on the warm machine: the roofline with the GPU's forward beside
-    # the H100 model (and the 16-core CPU's own), then a population-1,000 generation of large
-    # split into forward, emulation, resets, weights and Python on the GPU
-    try roofline 100 python3 -m experiments.roofline --nets large small --rows 256 1000 --seconds 0.2 --max-gb 2 \
-      --skip-end-to-end --weights fp16
-    try e2e 180 python3 -m experiments.roofline --nets large --rows 1000 --seconds 0.1 --max-gb 1 --weights fp16 \
-      --e2e-device cuda --population 1000 --slots 256 --limit-seconds 3
+    # The second call of a lease, on the warm machine (~4 minutes): the forward with a step's
+    # parts, then the 16-core CPU alone end to end (session 20: 17,146 frames/s, "Python" 29%
+    # before send was timed apart)
+    try bench_forward 100 python3 -m experiments.bench_forward --device cuda --seconds 0.3 --rows 256 1000 \
+      --weights fp16 fp32 --no-torch
+    try e2e_cpu 140 python3 -m experiments.roofline --nets large --rows 64 --seconds 0.2 --max-gb 1 \
+      --weights fp16 --e2e-device cpu --population 256 --limit-seconds 3
     echo "== exit codes: ${codes[*]}"
     exit 0
   fi
   try smoke 60 python3 -c "$DETECT; $TINY_KERNEL"
-  try cuda_checks 160 python3 -m tests.cuda_checks --full
-  # fp16 and fp32 weight rows at the default load width; under each row a step's parts (the
-  # upload gathers the acting slots' frames straight into the page-locked buffer)
-  try bench_forward 100 python3 -m experiments.bench_forward --device cuda --seconds 0.3 --rows 256 1000 \
-    --weights fp16 fp32 --no-torch
+  # A population-1,000 generation of large split into forward, emulation, send, resets, weights
+  # and Python on the GPU (session 20, before small steps were gathered on one thread: 28,728
+  # frames/s, forward 55%)
+  try e2e 180 python3 -m experiments.roofline --nets large --rows 1000 --seconds 0.1 --max-gb 1 --weights fp16 \
+    --e2e-device cuda --population 1000 --slots 256 --limit-seconds 3
+  try cuda_checks 170 python3 -m tests.cuda_checks --full
   # the main command at its default weights (auto: fp16 on the quick preset's small net)
   try run_ga 75 python3 -m experiments.run_ga --game frostbite --population 64 --frame-budget 300000 \
     --frame-cap 2000 --device cuda --out-dir /tmp/gpu_runs
-  # the ES update (5,000 perturbations of large) beside a generation at ~150K frames/s
-  try bench_algos 50 python3 -m experiments.bench_algos --frames-per-s 150000 --repeats 2 --no-novelty
   echo "== exit codes: ${codes[*]}"
   exit 0
 fi
