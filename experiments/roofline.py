@@ -1,5 +1,5 @@
 """The roofline, measured by nevo itself: each net's forward and a Frostbite generation beside
-what this machine's memory bandwidth and fp32 FMA peak allow, and what an H100 box would allow.
+what this machine's memory bandwidth and fp32 peak allow, and what an H100 box would allow.
 
     python -m experiments.roofline                                   # every named net, then Frostbite
     python -m experiments.roofline --nets large small --rows 64 --seconds 1 --skip-end-to-end
@@ -736,8 +736,9 @@ def end_to_end(a, forward_roof: dict) -> dict:
         "group": group, "cores": cores, "frames": frames, "wall_s": wall, "frames_per_s": rate,
         "forward_rows": policy.rows, "frames_per_forward": fpf, "split_s": split, "tail_s": res.tail_s,
         "emulator_limit": limit, "seeded_reset_s": reset_s, "seeded_reset_frames": reset_frames,
-        "forward_bound_nevo": fwd_bound, "forward_bound_roofline": roof_bound,
-        "lockstep_bound_roofline": lockstep_bound, "h100": {},
+        "forward_bound_nevo": fwd_bound, "device": device,  # (the CPU's roofline bounds: on the CPU)
+        "forward_bound_roofline": roof_bound if device == "cpu" else None,
+        "lockstep_bound_roofline": lockstep_bound if device == "cpu" else None, "h100": {},
     }  # fmt: skip
     print(f"\nend to end: {a.game}, net {a.e2e_net} ({a.weights}) on the {device.upper()}, population {n} "
           f"(one episode each, cap {a.frame_cap:,} frames), {slots} emulators in groups of {group} "
@@ -795,6 +796,13 @@ def main(argv=None) -> dict:
         nets.layers_of(name)  # ValueError naming the valid nets, before any measurement
     if min(a.rows) < 1 or a.seconds <= 0:
         p.error("--rows must be positive and --seconds above 0")
+    if a.e2e_device == "cuda" and not a.skip_end_to_end:
+        from nevo.nets.kernels import resolve_device
+
+        try:  # one line now, not after the forward table, where there is no GPU
+            resolve_device("cuda")
+        except ValueError as e:
+            p.error(str(e))
 
     cores, threads, facts = machine.cores(), numba.get_num_threads(), cpu_facts()
     bandwidth = memory_bandwidth(a.bandwidth_mb * 2**20, a.passes)

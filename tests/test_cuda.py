@@ -193,6 +193,23 @@ def test_gather_rows_is_numpy_take():
     assert big * 4 * 84 * 84 >= kernels.PARALLEL_GATHER_BYTES > 5 * 4 * 84 * 84
 
 
+def test_a_small_step_is_gathered_on_one_thread_a_large_one_on_all(monkeypatch):
+    """Below PARALLEL_GATHER_BYTES one thread gathers (a parallel region waits for threads the
+    emulators hold), at and above it all of them."""
+    from nevo.nets.kernels import cuda as kernels
+
+    ran = []
+    monkeypatch.setattr(kernels, "_gather_one_thread", lambda src, take, dst: ran.append("one"))
+    monkeypatch.setattr(kernels, "_gather_all_threads", lambda src, take, dst: ran.append("all"))
+    row = 4 * 84 * 84
+    at = -(-kernels.PARALLEL_GATHER_BYTES // row)  # the fewest rows at or above the threshold
+    for rows in (1, at - 1, at, at + 50):
+        kernels.gather_rows(
+            np.zeros((1, row), np.uint8), np.zeros(rows, np.int64), np.empty((rows, row), np.uint8)
+        )
+    assert ran == ["one", "one", "all", "all"]
+
+
 def test_a_host_policy_on_gathered_rows_is_the_policy_on_those_rows():
     """HostPolicy(rows_ind, obs, take) acts on obs[take] (the pipeline's call)."""
     from nevo.nets import make_spec

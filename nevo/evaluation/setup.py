@@ -20,7 +20,7 @@ from nevo.config import ConfigError, mutation_of, obs_norm_of, section
 from nevo.evaluation.in_process import InProcessEvaluator
 from nevo.evaluation.slot_weights import for_device
 from nevo.evaluation.supervised import SupervisedEvaluator
-from nevo.genomes.noise import WeightBuilder
+from nevo.genomes.noise import ROUND_ROWS, WeightBuilder
 from nevo.genomes.safe_build import SafeMutation
 from nevo.nets import half, obs_norm, vbn
 from nevo.nets.kernels import make_policy, resolve_device
@@ -212,17 +212,22 @@ def check_memory(n_params: int, rows: int, noise_table_size: int, device: str, f
     experiences of safe mutations) cannot fit in memory, or on a GPU `device_rows` rows (default:
     rows), plus the table where individuals are built there; the message names `flag`, the
     setting to lower. The rows an evaluation holds are of `dtype` (the --weights format), the last
-    `base_rows` of them (the bases rows are built from) float32; a 16-bit row's float32 build
-    scratch is a few rows, not counted."""
-    size = np.dtype(dtype).itemsize
-    need = n_params * (size * (rows - base_rows) + 4 * base_rows) + 4 * noise_table_size + extra
+    `base_rows` of them (the bases rows are built from) float32; 16-bit rows are built ROUND_ROWS
+    at a time in float32 scratch that the builder keeps, counted too (on the GPU, the bases'
+    float32 copy)."""
+    dtype = np.dtype(dtype)
+    held = rows - base_rows
+    scratch = min(ROUND_ROWS, held) if dtype.itemsize < 4 else 0
+    need = n_params * (dtype.itemsize * held + 4 * (base_rows + scratch)) + 4 * noise_table_size + extra
     avail = machine.available_memory()
     if avail is not None and need > 0.9 * avail:
         also = f" and {extra / 2**30:.1f} GiB of experiences (--experiences)" if extra else ""
+        bases = f" and {base_rows} float32 rows" if base_rows and dtype.itemsize < 4 else ""
+        fp16 = ", --weights fp16" if dtype.itemsize == 4 else ""
         raise ConfigError(
-            f"{flag}: {rows} x {n_params:,} {np.dtype(dtype).name} weights plus the noise table{also} "
-            f"need {need / 2**30:.1f} GiB; this machine has {avail / 2**30:.1f} GiB available. "
-            f"Use a smaller {flag}, --net small or a smaller --noise-table-size."
+            f"{flag}: {held if bases else rows} x {n_params:,} {dtype.name} weights{bases} plus the noise "
+            f"table{also} need {need / 2**30:.1f} GiB; this machine has {avail / 2**30:.1f} GiB available. "
+            f"Use a smaller {flag}, --net small{fp16} or a smaller --noise-table-size."
         )
     if device == "cuda":
         from numba import cuda
@@ -233,4 +238,5 @@ def check_memory(n_params: int, rows: int, noise_table_size: int, device: str, f
         on_gpu = rows if device_rows is None else device_rows
         table = 4 * noise_table_size if table_on_gpu else 0
         what = f"the weights of {on_gpu} individuals" + (" and the noise table" if table else "")
-        check_fits(np.dtype(dtype).itemsize * n_params * on_gpu + table, free, what)
+        bases = 4 * n_params * base_rows if table_on_gpu else 0  # built there: from the bases' copy
+        check_fits(dtype.itemsize * n_params * on_gpu + table + bases, free, what)

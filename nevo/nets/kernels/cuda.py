@@ -783,7 +783,7 @@ class CudaPolicy:
 
         Host work: the rows sorted by individual and cut into tiles of <= TILE_ROWS rows (cheap:
         rows are few), packed with rows_ind into one int32 block; obs copied into page-locked
-        memory (with take, gathered there in one parallel pass: no copy of obs[take] first); one
+        memory (with take, gathered there in one pass by gather_rows: no copy of obs[take] first); one
         upload for each. Both host buffers are reused, so a step is uploaded after the previous
         one's actions were fetched (the step's one synchronisation).
         """
