@@ -131,6 +131,24 @@ def test_the_script_runs_end_to_end_at_tiny_settings(tmp_path):
     assert (tmp_path / "r.json").exists()
 
 
+@pytest.mark.slow  # ~20 s: two emulators, three capped episodes, the small net's kernels
+def test_the_generation_is_split_into_its_parts_on_the_slots_asked_for(tmp_path):
+    """End to end on the CPU at tiny settings: --slots is the layout's, every part of the split is
+    timed (the vector envs' send apart from their recv), and the parts add up to the wall time."""
+    out = roofline.main(
+        ["--nets", "small", "--rows", "2", "--seconds", "0.02", "--bandwidth-mb", "16", "--passes", "1",
+         "--max-gb", "0.05", "--e2e-net", "small", "--population", "3", "--frame-cap", "100", "--slots",
+         "2", "--limit-seconds", "0.2", "--json", str(tmp_path / "r.json")]
+    )  # fmt: skip
+    e2e = out["end_to_end"]
+    assert (e2e["device"], e2e["slots"], e2e["group"], e2e["population"]) == ("cpu", 2, 1, 3)
+    assert 3 <= e2e["frames"] <= 3 * 104 and e2e["forward_rows"] > 0  # three episodes, each capped
+    split = e2e["split_s"]
+    assert list(split) == ["forward", "emulation", "send", "resets", "weights", "python"]
+    assert all(split[k] > 0 for k in ("forward", "emulation", "send", "resets"))
+    assert sum(split.values()) == pytest.approx(e2e["wall_s"], rel=1e-9) or split["python"] == 0
+
+
 @pytest.mark.slow  # the base's kernels compile afresh (their copy's cache is a new folder): a minute
 def test_ab_forward_compares_a_checkout_with_itself(capsys, tmp_path):
     """Against this very checkout both sides run the same kernels: logits equal, both rates
