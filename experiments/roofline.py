@@ -17,8 +17,9 @@ This machine (all Numba threads):
              the memory);
   fp32 peak  the faster of two: independent chains of FMAs on 256 floats per thread, 16 dependent
              FMAs per load and store (LLVM vectorises the 256 floats; the core overlaps the chains;
-             2 FLOP per FMA), and NumPy's BLAS multiplying two float32 2048 x 2048 matrices (on an
-             AVX-512 machine LLVM's 256-bit vectors leave the probe at half what BLAS reaches).
+             2 FLOP per FMA), and NumPy's BLAS multiplying two float32 2048 x 2048 matrices on as many
+             threads as Numba's (on an AVX-512 Xeon LLVM's 256-bit vectors leave the probe at half
+             what BLAS reaches; on Zen 5 LLVM uses 512-bit ones and the two are about even).
 
 Counts per forward (one row run by its own individual's weights), from the layer shapes:
   FLOP       conv 2 x OH x OW x KH x KW x Cin x Cout (BLAS multiplies the SAME padding too); dense
@@ -81,6 +82,7 @@ import time
 import numba
 import numpy as np
 from numba import prange
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from nevo import machine, nets
 from nevo.nets import CIN, COUT, DENSE, KIND, W_OFF, half
@@ -221,30 +223,38 @@ def fma_peak(seconds: float) -> float:
     return best
 
 
-def sgemm_peak(seconds: float, n: int = 2048) -> float:
-    """fp32 FLOP/s of NumPy's BLAS on its own threads: a float32 n x n matrix product (2 n^3 FLOP),
-    the best of up to 5 after one warm-up, stopping after ~seconds."""
+def sgemm_peak(seconds: float, threads: int, n: int = 2048) -> tuple[float, int]:
+    """(fp32 FLOP/s, BLAS threads) of NumPy's BLAS multiplying two float32 n x n matrices
+    (2 n^3 FLOP) on `threads` threads, the best of up to 5 after one warm-up, stopping after
+    ~seconds. The BLAS threads it ran on are read back (threadpoolctl): nevo.nets.kernels.cpu
+    limits BLAS to one thread process-wide (its convs call BLAS from every Numba thread), so
+    without the context below the product ran on one core: 126 of the 2-core Zen 5 VM's 251
+    GFLOP/s, and a sixteenth of the 16-core GPU box's."""
     rng = np.random.default_rng(0)
     a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
-    a @ b
-    best, t_end = 0.0, time.perf_counter() + seconds
-    for _ in range(5):
-        t0 = time.perf_counter()
+    with threadpool_limits(limits=threads, user_api="blas"):
+        ran_on = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=1)
         a @ b
-        best = max(best, 2 * n**3 / (time.perf_counter() - t0))
-        if time.perf_counter() > t_end:
-            break
-    return best
+        best, t_end = 0.0, time.perf_counter() + seconds
+        for _ in range(5):
+            t0 = time.perf_counter()
+            a @ b
+            best = max(best, 2 * n**3 / (time.perf_counter() - t0))
+            if time.perf_counter() > t_end:
+                break
+    return best, ran_on
 
 
-def machine_peak(seconds: float) -> tuple[float, float, float]:
-    """(peak, FMA probe's, BLAS's): the machine's fp32 peak is the faster of fma_burn and a BLAS
-    sgemm. speed: on the H200 box's AVX-512 Xeon the probe reached 21% of the nominal peak (LLVM
-    vectorises it with 256-bit registers) while OpenBLAS, which runs nevo's convs, uses 512-bit
-    ones: the convs ran at up to 186% of a roof set by the probe alone. On the 2-core AMD VM
-    (AVX2) the probe is the faster (131 against 86 GFLOP/s)."""
-    fma, blas = fma_peak(seconds), sgemm_peak(seconds)
-    return max(fma, blas), fma, blas
+def machine_peak(seconds: float, threads: int) -> tuple[float, float, float, int]:
+    """(peak, FMA probe's, BLAS's, BLAS threads): the machine's fp32 peak on `threads` threads is
+    the faster of fma_burn and a BLAS sgemm. speed: on the H200 box's AVX-512 Xeon the probe
+    reached 21% of the nominal peak (LLVM vectorises it with 256-bit registers) while OpenBLAS,
+    which runs nevo's convs, uses 512-bit ones: the convs ran at up to 186% of a roof set by the
+    probe alone. On the 2-core AMD VMs the probe is the faster on AVX2 (131 against 86 GFLOP/s)
+    and about even on Zen 5 (229-269 against 251)."""
+    fma = fma_peak(seconds)
+    blas, blas_threads = sgemm_peak(seconds, threads)
+    return max(fma, blas), fma, blas, blas_threads
 
 
 def cpu_facts() -> dict:
@@ -807,7 +817,7 @@ def main(argv=None) -> dict:
     cores, threads, facts = machine.cores(), numba.get_num_threads(), cpu_facts()
     bandwidth = memory_bandwidth(a.bandwidth_mb * 2**20, a.passes)
     one_thread = memory_bandwidth(a.bandwidth_mb * 2**20, a.passes, threads=1) if threads > 1 else bandwidth
-    peak, fma, blas = machine_peak(max(a.seconds, 0.3))
+    peak, fma, blas, blas_threads = machine_peak(max(a.seconds, 0.3), threads)
     nominal = nominal_peak(facts["isa"], facts["mhz"], threads)
     print(f"machine: {facts['model']}, {cores} cores, {threads} Numba threads ({numba.threading_layer()}), "
           f"{facts['isa']}, {facts['mhz'] or 0:.0f} MHz; last-level cache "
@@ -820,7 +830,7 @@ def main(argv=None) -> dict:
         else ""
     )
     print(f"fp32 peak (all threads): {peak / 1e9:.0f} GFLOP/s{note}, the faster of an FMA probe "
-          f"({fma / 1e9:.0f}) and BLAS sgemm ({blas / 1e9:.0f})")  # fmt: skip
+          f"({fma / 1e9:.0f}) and BLAS sgemm on {blas_threads} threads ({blas / 1e9:.0f})")  # fmt: skip
     print(f"ridge: {peak / bandwidth:.1f} FLOP/byte here; H100 SXM {H100['SXM'][1] / H100['SXM'][0]:.0f}, "
           f"PCIe {H100['PCIe'][1] / H100['PCIe'][0]:.0f}")  # fmt: skip
     gpu = find_gpu(a.max_gb)
@@ -831,8 +841,9 @@ def main(argv=None) -> dict:
     out = {
         "machine": {**facts, "cores": cores, "numba_threads": threads, "bandwidth_Bps": bandwidth,
                     "one_thread_bandwidth_Bps": one_thread, "fma_peak_flops": peak,
-                    "fma_probe_flops": fma, "sgemm_flops": blas, "nominal_peak_flops": nominal,
-                    "llc_bytes": llc_bytes(), "gpu": gpu.name if gpu else None},
+                    "fma_probe_flops": fma, "sgemm_flops": blas, "sgemm_threads": blas_threads,
+                    "nominal_peak_flops": nominal, "llc_bytes": llc_bytes(),
+                    "gpu": gpu.name if gpu else None},
         "h100_model": {box: {"hbm_Bps": bw, "fp32_flops": pk} for box, (bw, pk) in H100.items()},
         "weights": a.weights,
         "nets": [],

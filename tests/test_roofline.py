@@ -198,10 +198,23 @@ def test_interleaved_times_each_side_on_its_own_calls():
 def test_the_peak_is_the_faster_of_the_fma_probe_and_blas(monkeypatch):
     """An FMA probe that LLVM vectorises narrowly (AVX-512 machines) must not set the roof: BLAS's
     sgemm is timed beside it and the faster of the two is the peak, whichever it is."""
-    blas = roofline.sgemm_peak(0.05, n=256)
-    assert blas > 1e8  # any machine multiplies faster than 0.1 GFLOP/s
-    monkeypatch.setattr(roofline, "sgemm_peak", lambda seconds: 5e10)
+    monkeypatch.setattr(roofline, "sgemm_peak", lambda seconds, threads: (5e10, threads))
     monkeypatch.setattr(roofline, "fma_peak", lambda seconds: 1e9)
-    assert roofline.machine_peak(0.1) == (5e10, 1e9, 5e10)
+    assert roofline.machine_peak(0.1, 2) == (5e10, 1e9, 5e10, 2)
     monkeypatch.setattr(roofline, "fma_peak", lambda seconds: 9e10)
-    assert roofline.machine_peak(0.1) == (9e10, 9e10, 5e10)
+    assert roofline.machine_peak(0.1, 2) == (9e10, 9e10, 5e10, 2)
+
+
+def test_sgemm_runs_on_the_threads_asked_for_not_the_forwards_one():
+    """nevo's CPU kernels hold BLAS to one thread process-wide; the peak's sgemm must lift that
+    for its own product (else a 16-core machine's peak reads as one core's) and put it back."""
+    from threadpoolctl import threadpool_info
+
+    def blas_threads():
+        return {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+
+    assert blas_threads() == {1}  # nevo.nets.kernels.cpu's limit, imported by the roofline
+    flops, ran_on = roofline.sgemm_peak(0.05, 2, n=256)
+    assert flops > 1e8 and ran_on == 2  # any machine multiplies faster than 0.1 GFLOP/s
+    assert roofline.sgemm_peak(0.05, 1, n=256)[1] == 1
+    assert blas_threads() == {1}
