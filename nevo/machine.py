@@ -22,3 +22,26 @@ def available_memory() -> int | None:
     except OSError:
         return None
     return None
+
+
+def native_threads() -> set[int]:
+    """Thread ids of this process's threads, Python's and native ones alike (Linux's
+    /proc/self/task), or an empty set where the system does not list them."""
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task")}
+    except OSError:
+        return set()
+
+
+def lower_priority(tids, by: int) -> None:
+    """Raise these threads' nice value by `by` (capped at 19), so that the threads at the
+    process's own priority run first when both want a core. Lowering a thread's priority needs
+    no privilege; where the system has no per-thread priority (not Linux), nothing happens."""
+    if not hasattr(os, "setpriority"):
+        return
+    nice = min(19, os.getpriority(os.PRIO_PROCESS, 0) + by)
+    for tid in tids:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, nice)
+        except OSError:  # the thread has ended
+            pass

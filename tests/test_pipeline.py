@@ -233,3 +233,33 @@ def test_many_emulators_say_that_they_are_starting(monkeypatch, capsys):
     ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, threads=1, group_size=2)
     ev.close()
     assert capsys.readouterr().err.startswith("starting 2 Atari emulators")
+
+
+def test_emulator_and_reset_threads_run_nicer_than_the_driving_thread():
+    """The vector envs' C++ threads and the reset threads run EMULATOR_NICE nicer than the thread
+    that drives them, which keeps its own priority: where emulator threads outnumber the cores, the
+    driving thread (the pipeline's one serial path) must not wait for a slice behind them."""
+    import os
+    import threading
+
+    import nevo.evaluation.pipeline as pipeline
+    from nevo import machine
+
+    def nice(tid):
+        return os.getpriority(os.PRIO_PROCESS, tid)
+
+    driver = nice(threading.get_native_id())
+    lowered = min(19, driver + pipeline.EMULATOR_NICE)
+    assert pipeline.EMULATOR_NICE > 0 and lowered > driver or driver == 19
+    before = machine.native_threads()
+    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=4, threads=2, group_size=2)
+    try:
+        emulators = machine.native_threads() - before
+        assert len(emulators) == 4  # two vector envs of two C++ threads each
+        assert {nice(t) for t in emulators} == {lowered}
+        ev.run(None, EPISODES)  # seeded resets run in the reset threads
+        resetters = [t.native_id for t in threading.enumerate() if t.name.startswith("reset")]
+        assert resetters and {nice(t) for t in resetters} == {lowered}
+        assert nice(threading.get_native_id()) == driver
+    finally:
+        ev.close()
