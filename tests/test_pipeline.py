@@ -263,3 +263,19 @@ def test_emulator_and_reset_threads_run_nicer_than_the_driving_thread():
         assert nice(threading.get_native_id()) == driver
     finally:
         ev.close()
+
+
+def test_bench_driver_plays_the_same_episodes_at_either_priority(capsys):
+    """experiments.bench_driver's stand-in GPU runs the overlap pipeline at each priority in turn:
+    the emulator threads' priority changes when they run, never what they play."""
+    import re
+
+    from experiments import bench_driver
+
+    argv = "--slots 4 --groups 2 --population 4 --frame-cap 200 --python-ms 0.1 --wait-ms 0.1 --rounds 1"
+    assert bench_driver.main(argv.split()) == 0
+    out = capsys.readouterr().out
+    runs = re.findall(r"nicer by +(\d+): ([\d,]+) frames, ([\d,]+) frames/s", out)
+    assert [n for n, _, _ in runs] == ["0", "10"]
+    assert runs[0][1] == runs[1][1] and int(runs[0][1].replace(",", "")) > 4 * 50
+    assert re.search(r"nicer by 10 against 0: [\d.]+x", out)

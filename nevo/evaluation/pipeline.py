@@ -114,15 +114,16 @@ class AtariEvaluator:
                 file=sys.stderr,
                 flush=True,
             )
+        nice = EMULATOR_NICE  # (read once: the reset threads start later)
         before = machine.native_threads()
         self.envs = [make_atari(env_cfg, self.group, self.threads) for _ in range(n_groups)]
         # ale-py starts each vector env's C++ worker threads as it builds it (they are the threads
         # that appeared meanwhile; ale-py does not name them)
-        machine.lower_priority(machine.native_threads() - before, EMULATOR_NICE)
+        machine.lower_priority(machine.native_threads() - before, nice)
         self.resetter = ThreadPoolExecutor(
             max_workers=min(n_groups, cores()),
             thread_name_prefix="reset",
-            initializer=lambda: machine.lower_priority([threading.get_native_id()], EMULATOR_NICE),
+            initializer=lambda: machine.lower_priority([threading.get_native_id()], nice),
         )
         # group -> Future of its seeded reset, made when the group went idle at the end of a run
         # (its slots' episodes ended and the queue was empty): the next run starts from it.

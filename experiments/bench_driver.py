@@ -1,0 +1,138 @@
+"""The GPU's pipeline without a GPU: the overlap pipeline driven by a stand-in GPU policy, with the
+emulator threads at the driving thread's priority and lowered (nevo.evaluation.pipeline's
+EMULATOR_NICE), in turn in one process.
+
+    python -m experiments.bench_driver                                   # 2 cores: 32 slots in 4 groups
+    python -m experiments.bench_driver --python-ms 1 --wait-ms 1 --rounds 2
+    python -m experiments.bench_driver --slots 256 --groups 4 --population 1000   # a 16-core GPU box's shape
+
+On a GPU box one thread drives every group: it receives a group's step, calls the policy (the
+gather, the launches in Python, then a wait while the GPU runs), sends the actions and goes on;
+meanwhile the other groups' emulator threads step. In a 16-core H200 generation that thread spent
+~80 us a row in policy calls against ~11 in bench_forward's step (docs/performance.md, session
+20). The stand-in policy has that shape: it gathers the acting slots' frames on one thread (as
+CudaPolicy does), spends --python-ms holding the GIL (the launches' Python), then waits --wait-ms
+with the GIL free (the kernels and copies), and returns actions read from the frames. Random
+play of Frostbite; every run plays the same episodes, so the frames are the same in each.
+
+Printed per run: frames/s, the share of the wall spent in policy calls, and a call's mean time
+as the driving thread saw it; then each priority's mean frames/s and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from nevo import machine
+from nevo.config import EnvConfig
+from nevo.evaluation import pipeline
+from nevo.evaluation.episodes import Episodes
+from nevo.nets.kernels.cuda import gather_rows
+
+
+class StandInGpu:
+    """The policy interface with a GPU call's cost: a one-thread gather, python_s of Python with the
+    GIL held, then wait_s with it free; the actions come from the gathered frames."""
+
+    def __init__(self, python_s: float, wait_s: float, n_actions: int, max_rows: int, row_bytes: int):
+        self.python_s, self.wait_s, self.n_actions = python_s, wait_s, n_actions
+        self.staged = np.empty((max_rows, row_bytes), np.uint8)
+        self.calls = 0
+
+    def load(self, weights):
+        pass
+
+    def release(self):
+        pass
+
+    def __call__(self, rows_ind, obs, take=None):
+        n = len(rows_ind)
+        frames = obs.reshape(obs.shape[0], -1)
+        gather_rows(frames, np.arange(n) if take is None else np.asarray(take, np.int64), self.staged[:n])
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < self.python_s:  # the launches: Python holding the GIL
+            pass
+        time.sleep(self.wait_s)  # the GPU's work: the GIL is free
+        self.calls += 1
+        return (self.staged[:n, 1000].astype(np.int64) + rows_ind) % self.n_actions
+
+
+class Individuals:
+    """The evaluator's weights for a policy that needs none: each slot's row is its individual."""
+
+    max_rows = None
+
+    def start(self, population, ind, slots):
+        return None
+
+    def take(self, inds):
+        return np.asarray(inds, np.int64)
+
+    def done(self, ind):
+        pass
+
+
+def run(a, nice: int) -> tuple[float, float, float, int]:
+    """One generation at this EMULATOR_NICE: (frames/s, policy share, ms per call, frames)."""
+    from nevo.tasks.envs import atari_actions
+
+    env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
+    group = -(-a.slots // a.groups)
+    policy = StandInGpu(a.python_ms / 1e3, a.wait_ms / 1e3, atari_actions(a.game), a.slots, 4 * 84 * 84)
+    saved, pipeline.EMULATOR_NICE = pipeline.EMULATOR_NICE, nice
+    try:
+        ev = pipeline.AtariEvaluator(env_cfg, policy, Individuals(), a.slots, a.threads, group_size=group)
+    finally:
+        pipeline.EMULATOR_NICE = saved
+    try:
+        n = a.population
+        res = ev.run(None, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
+    finally:
+        ev.close()
+    calls = max(policy.calls, 1)
+    frames = res.total_frames
+    return frames / res.wall_s, res.forward_s / res.wall_s, res.forward_s / calls * 1e3, frames
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--game", default="frostbite")
+    p.add_argument("--slots", type=int, default=32, help="emulators in all (default: 32)")
+    p.add_argument("--groups", type=int, default=4, help="vector envs driven round robin (default: 4)")
+    p.add_argument("--threads", type=int, default=0, help="C++ threads per vector env (default: the cores)")
+    p.add_argument("--population", type=int, default=64, help="episodes, one per individual (default: 64)")
+    p.add_argument("--frame-cap", type=int, default=2000, help="frames per episode at most (default: 2000)")
+    p.add_argument("--python-ms", type=float, default=1.0, help="a call's Python, GIL held (default: 1)")
+    p.add_argument("--wait-ms", type=float, default=1.0, help="a call's wait, GIL free (default: 1)")
+    p.add_argument("--nice", type=int, nargs="+", default=[0, pipeline.EMULATOR_NICE],
+                   help="how much nicer the emulator threads run, each in turn "
+                        f"(default: 0 {pipeline.EMULATOR_NICE})")  # fmt: skip
+    p.add_argument("--rounds", type=int, default=3, help="runs of each priority, alternating (default: 3)")
+    a = p.parse_args(argv)
+    if a.slots < 1 or a.groups < 1 or a.population < 1 or a.rounds < 1:
+        p.error("--slots, --groups, --population and --rounds must be at least 1")
+    a.threads = a.threads or machine.cores()
+    print(f"{a.game}: {a.population} episodes (cap {a.frame_cap:,} frames) on {a.slots} emulators in "
+          f"{a.groups} groups, {a.threads} C++ threads each, {machine.cores()} cores; a policy call: "
+          f"gather, {a.python_ms:g} ms of Python, {a.wait_ms:g} ms waiting")  # fmt: skip
+    rates: dict[int, list[float]] = {n: [] for n in a.nice}
+    for r in range(a.rounds):
+        for nice in a.nice:
+            rate, share, call_ms, frames = run(a, nice)
+            rates[nice].append(rate)
+            print(f"  round {r}, emulator threads nicer by {nice:2d}: {frames:,} frames, "
+                  f"{rate:,.0f} frames/s; policy calls {share:.0%} of the wall, {call_ms:.2f} ms each",
+                  flush=True)  # fmt: skip
+    means = {n: float(np.mean(v)) for n, v in rates.items()}
+    print("mean frames/s: " + ", ".join(f"nicer by {n}: {m:,.0f}" for n, m in means.items()))
+    if len(a.nice) == 2:
+        lo, hi = a.nice
+        print(f"nicer by {hi} against {lo}: {means[hi] / means[lo]:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
