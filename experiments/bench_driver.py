@@ -1,9 +1,11 @@
 """The GPU's pipeline without a GPU: the overlap pipeline driven by a stand-in GPU policy, with the
 emulator threads at the driving thread's priority and lowered (nevo.evaluation.pipeline's
-EMULATOR_NICE), in turn in one process.
+EMULATOR_NICE), or with ended slots reset one by one and in batches (its reset_batch), in turn
+in one process.
 
     python -m experiments.bench_driver                                   # 2 cores: 32 slots in 4 groups
     python -m experiments.bench_driver --python-ms 1 --wait-ms 1 --rounds 2
+    python -m experiments.bench_driver --slots 64 --groups 2 --nice 10 --reset-batch 1 0   # resets batched
     python -m experiments.bench_driver --slots 256 --groups 4 --population 1000   # a 16-core GPU box's shape
 
 On a GPU box one thread drives every group: it receives a group's step, calls the policy (the
@@ -75,8 +77,9 @@ class Individuals:
         pass
 
 
-def run(a, nice: int) -> tuple[float, float, float, int]:
-    """One generation at this EMULATOR_NICE: (frames/s, policy share, ms per call, frames)."""
+def run(a, nice: int, batch: int) -> tuple[float, float, float, int]:
+    """One generation at this EMULATOR_NICE and reset batch: (frames/s, policy share, ms per call,
+    frames)."""
     from nevo.tasks.envs import atari_actions
 
     env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
@@ -84,7 +87,9 @@ def run(a, nice: int) -> tuple[float, float, float, int]:
     policy = StandInGpu(a.python_ms / 1e3, a.wait_ms / 1e3, atari_actions(a.game), a.slots, 4 * 84 * 84)
     saved, pipeline.EMULATOR_NICE = pipeline.EMULATOR_NICE, nice
     try:
-        ev = pipeline.AtariEvaluator(env_cfg, policy, Individuals(), a.slots, a.threads, group_size=group)
+        ev = pipeline.AtariEvaluator(
+            env_cfg, policy, Individuals(), a.slots, a.threads, group_size=group, reset_batch=batch
+        )
     finally:
         pipeline.EMULATOR_NICE = saved
     try:
@@ -110,6 +115,9 @@ def main(argv=None) -> int:
     p.add_argument("--nice", type=int, nargs="+", default=[0, pipeline.EMULATOR_NICE],
                    help="how much nicer the emulator threads run, each in turn "
                         f"(default: 0 {pipeline.EMULATOR_NICE})")  # fmt: skip
+    p.add_argument("--reset-batch", type=int, nargs="+", default=[0],
+                   help="ended slots of a group started in one seeded reset, each in turn (0: the "
+                        "default for the group size, pipeline.reset_batch_of; 1: each at once)")  # fmt: skip
     p.add_argument("--rounds", type=int, default=3, help="runs of each priority, alternating (default: 3)")
     a = p.parse_args(argv)
     if a.slots < 1 or a.groups < 1 or a.population < 1 or a.rounds < 1:
@@ -118,19 +126,23 @@ def main(argv=None) -> int:
     print(f"{a.game}: {a.population} episodes (cap {a.frame_cap:,} frames) on {a.slots} emulators in "
           f"{a.groups} groups, {a.threads} C++ threads each, {machine.cores()} cores; a policy call: "
           f"gather, {a.python_ms:g} ms of Python, {a.wait_ms:g} ms waiting")  # fmt: skip
-    rates: dict[int, list[float]] = {n: [] for n in a.nice}
+    configs = [(n, b) for n in a.nice for b in a.reset_batch]
+    rates: dict[tuple, list[float]] = {c: [] for c in configs}
+
+    def name(c):
+        n, b = c
+        return f"nicer by {n:2d}, reset batch {b or pipeline.reset_batch_of(-(-a.slots // a.groups))}"
+
     for r in range(a.rounds):
-        for nice in a.nice:
-            rate, share, call_ms, frames = run(a, nice)
-            rates[nice].append(rate)
-            print(f"  round {r}, emulator threads nicer by {nice:2d}: {frames:,} frames, "
-                  f"{rate:,.0f} frames/s; policy calls {share:.0%} of the wall, {call_ms:.2f} ms each",
-                  flush=True)  # fmt: skip
-    means = {n: float(np.mean(v)) for n, v in rates.items()}
-    print("mean frames/s: " + ", ".join(f"nicer by {n}: {m:,.0f}" for n, m in means.items()))
-    if len(a.nice) == 2:
-        lo, hi = a.nice
-        print(f"nicer by {hi} against {lo}: {means[hi] / means[lo]:.2f}x")
+        for c in configs:
+            rate, share, call_ms, frames = run(a, *c)
+            rates[c].append(rate)
+            print(f"  round {r}, {name(c)}: {frames:,} frames, {rate:,.0f} frames/s; "
+                  f"policy calls {share:.0%} of the wall, {call_ms:.2f} ms each", flush=True)  # fmt: skip
+    means = {c: float(np.mean(v)) for c, v in rates.items()}
+    print("mean frames/s: " + "; ".join(f"{name(c)}: {m:,.0f}" for c, m in means.items()))
+    if len(configs) == 2:
+        print(f"{name(configs[1])} against {name(configs[0])}: {means[configs[1]] / means[configs[0]]:.2f}x")
     return 0
 
 

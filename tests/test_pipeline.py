@@ -61,13 +61,18 @@ def reference():
     return [play_alone(i, s) for i, s in zip(EPISODES.ind, EPISODES.seeds)]
 
 
-@pytest.mark.parametrize("slots, group, overlap", [(1, 1, True), (3, 3, False), (8, 2, True), (6, 3, False)])
-def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap):
+@pytest.mark.parametrize(
+    "slots, group, overlap, batch",
+    [(1, 1, True, 1), (3, 3, False, 1), (8, 2, True, 1), (6, 3, False, 1), (3, 3, True, 2), (4, 4, False, 3)],
+)
+def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap, batch):
     """Returns, lengths and frames equal those of each episode alone on a fresh emulator,
-    whatever the number of slots and groups, pipelined or not."""
+    whatever the number of slots and groups, pipelined or not, and however many ended slots wait
+    to start their next episodes in one seeded reset."""
     ev = AtariEvaluator(
-        CFG, FakePolicy(), RowsAreIndividuals(), slots=slots, threads=2, group_size=group, overlap=overlap
-    )
+        CFG, FakePolicy(), RowsAreIndividuals(), slots=slots, threads=2, group_size=group, overlap=overlap,
+        reset_batch=batch,
+    )  # fmt: skip
     try:
         res = ev.run(None, EPISODES)
         again = ev.run(None, EPISODES)  # the same evaluator, reused, gives the same again
@@ -275,7 +280,39 @@ def test_bench_driver_plays_the_same_episodes_at_either_priority(capsys):
     argv = "--slots 4 --groups 2 --population 4 --frame-cap 200 --python-ms 0.1 --wait-ms 0.1 --rounds 1"
     assert bench_driver.main(argv.split()) == 0
     out = capsys.readouterr().out
-    runs = re.findall(r"nicer by +(\d+): ([\d,]+) frames, ([\d,]+) frames/s", out)
+    runs = re.findall(r"nicer by +(\d+), reset batch 1: ([\d,]+) frames, ([\d,]+) frames/s", out)
     assert [n for n, _, _ in runs] == ["0", "10"]
     assert runs[0][1] == runs[1][1] and int(runs[0][1].replace(",", "")) > 4 * 50
-    assert re.search(r"nicer by 10 against 0: [\d.]+x", out)
+    assert re.search(r"nicer by 10, reset batch 1 against nicer by  0, reset batch 1: [\d.]+x", out)
+
+
+def test_ended_slots_wait_to_start_their_episodes_in_one_seeded_reset():
+    """With reset_batch b, a group's ended slots start their next episodes together, b at a time
+    (fewer only when fewer episodes are left or none of the group's slots is still playing): one
+    ROM reload stops the group once for several; the outcomes stay each episode's own."""
+    cfg = EnvConfig(game="frostbite", frame_cap=6000)  # episodes end by dying, each at its own step
+    episodes = Episodes(np.arange(8), np.arange(200, 208))
+    results, sizes = {}, {}
+    for batch in (1, 3):
+        ev = AtariEvaluator(
+            cfg, FakePolicy(), RowsAreIndividuals(), slots=3, threads=2, group_size=3, reset_batch=batch
+        )
+        sizes[batch] = []
+        reset = ev.envs[0].reset
+
+        def counted(seed=None, options=None, reset=reset, got=sizes[batch]):
+            if options is not None:  # a run's seeded reset of ended slots (not the whole group's)
+                got.append(int(options["reset_mask"].sum()))
+            return reset(seed=seed, options=options)
+
+        ev.envs[0].reset = counted
+        try:
+            results[batch] = ev.run(None, episodes)
+        finally:
+            ev.close()
+    assert sum(sizes[1]) == sum(sizes[3]) == 5  # every queued episode started once
+    assert sizes[1] == [1] * 5  # at once, one slot a reset
+    assert sizes[3] == [3, 2]  # three slots together, then the two episodes left
+    assert len(set(results[1].frames)) > 1  # (the episodes did end at different steps)
+    np.testing.assert_array_equal(results[3].returns, results[1].returns)
+    np.testing.assert_array_equal(results[3].frames, results[1].frames)
