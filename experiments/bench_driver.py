@@ -1,11 +1,13 @@
 """The GPU's pipeline without a GPU: the overlap pipeline driven by a stand-in GPU policy, with the
 emulator threads at the driving thread's priority and lowered (nevo.evaluation.pipeline's
-EMULATOR_NICE), or with ended slots reset one by one and in batches (its reset_batch), in turn
-in one process.
+EMULATOR_NICE), with ended slots reset one by one and in batches (its reset_batch), or with
+the policy's steps waited for call by call and submitted to be collected later, in turn in one
+process.
 
     python -m experiments.bench_driver                                   # 2 cores: 32 slots in 4 groups
     python -m experiments.bench_driver --python-ms 1 --wait-ms 1 --rounds 2
-    python -m experiments.bench_driver --slots 64 --groups 2 --nice 10 --reset-batch 1 0   # resets batched
+    python -m experiments.bench_driver --slots 64 --groups 4 --nice 10 --reset-batch 1 0   # resets batched
+    python -m experiments.bench_driver --nice 10 --calls sync submit   # a step collected after the next
     python -m experiments.bench_driver --slots 256 --groups 4 --population 1000   # a 16-core GPU box's shape
 
 On a GPU box one thread drives every group: it receives a group's step, calls the policy (the
@@ -14,7 +16,8 @@ meanwhile the other groups' emulator threads step. In a 16-core H200 generation 
 ~80 us a row in policy calls against ~11 in bench_forward's step (docs/performance.md, session
 20). The stand-in policy has that shape: it gathers the acting slots' frames on one thread (as
 CudaPolicy does), spends --python-ms holding the GIL (the launches' Python), then waits --wait-ms
-with the GIL free (the kernels and copies), and returns actions read from the frames. Random
+with the GIL free (the kernels and copies), and returns actions read from the frames; with
+`--calls submit` (CudaPolicy's way) the wait starts at submit and collect waits out the rest. Random
 play of Frostbite; every run plays the same episodes, so the frames are the same in each.
 
 Printed per run: frames/s, the share of the wall spent in policy calls, and a call's mean time
@@ -51,15 +54,34 @@ class StandInGpu:
         pass
 
     def __call__(self, rows_ind, obs, take=None):
+        ready, actions = self._start(rows_ind, obs, take)
+        time.sleep(max(0.0, ready - time.perf_counter()))
+        return actions
+
+    def _start(self, rows_ind, obs, take=None):
+        """(when the GPU would be done, the actions): the gather and the Python are done now."""
         n = len(rows_ind)
         frames = obs.reshape(obs.shape[0], -1)
         gather_rows(frames, np.arange(n) if take is None else np.asarray(take, np.int64), self.staged[:n])
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < self.python_s:  # the launches: Python holding the GIL
             pass
-        time.sleep(self.wait_s)  # the GPU's work: the GIL is free
         self.calls += 1
-        return (self.staged[:n, 1000].astype(np.int64) + rows_ind) % self.n_actions
+        actions = (self.staged[:n, 1000].astype(np.int64) + rows_ind) % self.n_actions
+        return time.perf_counter() + self.wait_s, actions  # the GPU's work: the GIL is free
+
+
+class SubmittingStandIn(StandInGpu):
+    """The stand-in with CudaPolicy's submit/collect: the evaluator collects a step's actions after
+    staging the next group's, so the wait overlaps that work."""
+
+    def submit(self, rows_ind, obs, take=None):
+        return self._start(rows_ind, obs, take)
+
+    def collect(self, step):
+        ready, actions = step
+        time.sleep(max(0.0, ready - time.perf_counter()))
+        return actions
 
 
 class Individuals:
@@ -77,14 +99,15 @@ class Individuals:
         pass
 
 
-def run(a, nice: int, batch: int) -> tuple[float, float, float, int]:
-    """One generation at this EMULATOR_NICE and reset batch: (frames/s, policy share, ms per call,
-    frames)."""
+def run(a, nice: int, batch: int, calls: str) -> tuple[float, float, float, int]:
+    """One generation at this EMULATOR_NICE and reset batch, the policy's steps submitted and
+    collected later or called: (frames/s, policy share, ms per call, frames)."""
     from nevo.tasks.envs import atari_actions
 
     env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
     group = -(-a.slots // a.groups)
-    policy = StandInGpu(a.python_ms / 1e3, a.wait_ms / 1e3, atari_actions(a.game), a.slots, 4 * 84 * 84)
+    kind = SubmittingStandIn if calls == "submit" else StandInGpu
+    policy = kind(a.python_ms / 1e3, a.wait_ms / 1e3, atari_actions(a.game), a.slots, 4 * 84 * 84)
     saved, pipeline.EMULATOR_NICE = pipeline.EMULATOR_NICE, nice
     try:
         ev = pipeline.AtariEvaluator(
@@ -118,6 +141,10 @@ def main(argv=None) -> int:
     p.add_argument("--reset-batch", type=int, nargs="+", default=[0],
                    help="ended slots of a group started in one seeded reset, each in turn (0: the "
                         "default for the group size, pipeline.reset_batch_of; 1: each at once)")  # fmt: skip
+    p.add_argument("--calls", nargs="+", choices=["submit", "sync"], default=["submit"],
+                   help="submit: a step's actions collected after the next group is staged (as "
+                        "CudaPolicy's are); sync: each call waits for its own; each in turn "
+                        "(default: submit)")  # fmt: skip
     p.add_argument("--rounds", type=int, default=3, help="runs of each priority, alternating (default: 3)")
     a = p.parse_args(argv)
     if a.slots < 1 or a.groups < 1 or a.population < 1 or a.rounds < 1:
@@ -126,12 +153,13 @@ def main(argv=None) -> int:
     print(f"{a.game}: {a.population} episodes (cap {a.frame_cap:,} frames) on {a.slots} emulators in "
           f"{a.groups} groups, {a.threads} C++ threads each, {machine.cores()} cores; a policy call: "
           f"gather, {a.python_ms:g} ms of Python, {a.wait_ms:g} ms waiting")  # fmt: skip
-    configs = [(n, b) for n in a.nice for b in a.reset_batch]
+    configs = [(n, b, c) for n in a.nice for b in a.reset_batch for c in a.calls]
     rates: dict[tuple, list[float]] = {c: [] for c in configs}
 
-    def name(c):
-        n, b = c
-        return f"nicer by {n:2d}, reset batch {b or pipeline.reset_batch_of(-(-a.slots // a.groups))}"
+    def name(config):
+        n, b, c = config
+        batch = b or pipeline.reset_batch_of(-(-a.slots // a.groups))
+        return f"nicer by {n:2d}, reset batch {batch}, {c} calls"
 
     for r in range(a.rounds):
         for c in configs:

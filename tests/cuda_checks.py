@@ -369,6 +369,44 @@ def gathered_rows_match_given_rows(rng, full):
                 raise AssertionError(f"take {bad.tolist()}: no error")
 
 
+def steps_in_flight_keep_their_own_actions(rng, full):
+    """Two steps submitted before either is collected (the evaluator stages one group while the
+    GPU runs another's forward) each get their own actions, those of a synchronous call, for
+    greedy and continuous actions; a third submit, or a second collect of one step, is a one-line
+    error; release() drops a step left in flight (a run stopped by an error)."""
+    from nevo.nets.kernels.cuda import CudaPolicy
+
+    continuous = make_spec([("dense", 6)], (5, 1, 1), 3, obs_dtype=np.float32, action="tanh")
+    for spec in (small_specs()["dense-first"], continuous):
+        weights, rows_ind, obs = random_case(spec, rng, 4, 9)
+        policy = CudaPolicy(spec)
+        policy.load(weights)
+        want_a = policy(rows_ind[:3], obs[:3])
+        want_b = policy(rows_ind[3:], obs[3:])  # more rows: its download covers the first's
+        a = policy.submit(rows_ind[:3], obs[:3])
+        b = policy.submit(rows_ind[3:], obs[3:])
+        try:
+            policy.submit(rows_ind[:1], obs[:1])
+        except RuntimeError as e:
+            assert "in flight" in str(e) and "\n" not in str(e), e
+        else:
+            raise AssertionError("a third step in flight: no error")
+        np.testing.assert_array_equal(policy.collect(a), want_a)
+        np.testing.assert_array_equal(policy.collect(b), want_b)
+        try:
+            policy.collect(a)
+        except RuntimeError as e:
+            assert "collected already" in str(e), e
+        else:
+            raise AssertionError("a step collected twice: no error")
+        policy.submit(rows_ind[:3], obs[:3])  # left in flight
+        policy.release()
+        policy.load(weights)
+        c, d = policy.submit(rows_ind[3:], obs[3:]), policy.submit(rows_ind[:3], obs[:3])
+        np.testing.assert_array_equal(policy.collect(d), want_a)
+        np.testing.assert_array_equal(policy.collect(c), want_b)
+
+
 def continuous_actions_match_reference(rng, full):
     """A net with continuous actions (NetSpec.action "tanh") and tanh hidden units (OpenAI-ES's
     MuJoCo policy) gives the reference's action vectors, tanh of its logits, (rows, n_actions)
@@ -613,6 +651,7 @@ SMALL = [
     fp16_weights_match_reference,
     word_loads_match_single_loads,
     gathered_rows_match_given_rows,
+    steps_in_flight_keep_their_own_actions,
     continuous_actions_match_reference,
     evaluator_builds_its_rows_on_the_device,
     float32_vectors_match_reference,

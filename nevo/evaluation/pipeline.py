@@ -9,18 +9,23 @@ The pipeline, in SEED RL's shape on one machine (Espeholt et al. 2019; the accel
 neuroevolution of Uber AI, 2018): the slots are split into groups, each a synchronous ale-py
 vector env whose C++ threads step its emulators. Groups are driven round robin: while group A's
 emulators step (native threads, the GIL released), the forward pass for group B runs (Numba,
-GIL released; or a GPU kernel), then B's actions are sent and A's results received. So the
-emulator threads and the inference keep every core busy; neither waits for the other while
-there are two or more groups. Where the forward runs on the same few cores as the emulators
-(the CPU backend) the two would only fight over them, so there the groups run in lockstep:
-one forward over every live group, then every live group steps (docs/performance.md).
-Seeded resets of ended slots run in reset threads meanwhile (ALE frees the GIL); a group whose
-episodes are all over is reset there too, at once, so the next run starts without waiting.
+GIL released; or a GPU kernel), then B's actions are sent and A's results received (on a GPU,
+B's step is submitted, A is received and its step submitted, then B's actions are collected and
+sent: the GPU runs B's forward while this thread works). So the emulator threads and the
+inference keep every core busy; neither waits for the other while there are two or more
+groups. Where the forward runs on the same few cores as the emulators (the CPU backend) the two
+would only fight over them, so there the groups run in lockstep: one forward over every live
+group, then every live group steps (docs/performance.md).
+Seeded resets of ended slots run in reset threads meanwhile (ALE frees the GIL), several of a
+group's slots at a time (reset_batch_of); a group whose episodes are all over is reset there
+too, at once, so the next run starts without waiting. The emulator and reset threads run nicer
+than the thread that drives them all.
 
 A queue of episodes (individual, episode seed) feeds the slots: when an episode ends its slot
-takes the next one at once; when the queue is empty, finished slots leave the inference batch
-(active-episode compaction) and a group whose slots are all idle is no longer stepped. An
-episode's outcome depends only on its individual and its seed, never on the slot that ran it.
+takes the next one at its group's next seeded reset; when the queue is empty, finished slots
+leave the inference batch (active-episode compaction) and a group whose slots are all idle is no
+longer stepped. An episode's outcome depends only on its individual and its seed, never on the
+slot that ran it.
 """
 
 from __future__ import annotations
@@ -197,17 +202,35 @@ class AtariEvaluator:
 
     def _pipelined(self, batch: _RunState, progress) -> None:
         """Round robin: receive group g, choose and send its actions, go on to the next group;
-        g's emulators step while the other groups' forward passes run."""
+        g's emulators step while the other groups' forward passes run.
+
+        With a policy that submits a step and collects its actions later (CudaPolicy), group g's
+        actions are collected and sent after the next group is received and its step submitted:
+        the GPU runs g's forward while this thread works. speed: a GPU generation's driving thread
+        spent most of its time in policy calls (docs/performance.md, session 20)."""
         pending = deque(batch.start())
         for g in pending:
             batch.act([g])
-        while pending or batch.resets:
+        held = None  # (group, choice): its step submitted, its actions not yet collected and sent
+        split = hasattr(self.policy, "submit")
+        while pending or batch.resets or held is not None:
             if pending:
                 g = pending.popleft()
                 if batch.receive(g) == LIVE:
-                    batch.act([g])
-                    pending.append(g)
-            for g in batch.finished_resets(block=not pending):
+                    if not split:
+                        batch.act([g])
+                        pending.append(g)
+                    else:
+                        choice = batch.choose([g])
+                        if held is not None:
+                            batch.send(held[1])
+                            pending.append(held[0])
+                        held = (g, choice)
+            elif held is not None:  # nothing else to receive: this group's actions now
+                batch.send(held[1])
+                pending.append(held[0])
+                held = None
+            for g in batch.finished_resets(block=not pending and held is None):
                 batch.act([g])
                 pending.append(g)
             batch.report(progress)
@@ -294,21 +317,42 @@ class _RunState:
     def act(self, groups: list[int]) -> None:
         """Choose these groups' actions in one forward pass (the net for live slots past their
         no-ops, NOOP elsewhere) and send them; the groups' emulators start stepping."""
+        self.send(self.choose(groups))
+
+    def choose(self, groups: list[int]) -> tuple:
+        """Start choosing these groups' actions: the policy's step for their acting slots, submitted
+        where the policy can (its actions collected by send), else run here."""
         G = self.G
         slots = (np.asarray(groups)[:, None] * G + np.arange(G)).ravel()
         ep = self.slot_ep[slots]
         acting = slots[(ep >= 0) & (self.slot_steps[slots] >= self.noops[np.maximum(ep, 0)])]
         self.actions[slots] = NOOP
+        step = None
         if acting.size:  # compaction: only these rows go through the net
             if self.sample is not None:  # the observations the net acts on
                 self.sample.offer(self.slot_ep[acting], self.obs[acting])
             t0 = time.monotonic()
             # the policy gathers the acting slots' frames itself (on a GPU, straight into the
             # page-locked buffer it uploads from)
-            self.actions[acting] = self.ev.policy(self.slot_row[acting], self.obs, take=acting)
+            policy = self.ev.policy
+            call = policy.submit if hasattr(policy, "submit") else policy
+            step = call(self.slot_row[acting], self.obs, take=acting)
             self.forward_s += time.monotonic() - t0
+        return groups, slots[ep >= 0], acting, step
+
+    def send(self, choice: tuple) -> None:
+        """Collect a choice's actions (a submitted step's) and send them: the groups step."""
+        groups, live, acting, step = choice
+        G = self.G
+        if acting.size:
+            policy = self.ev.policy
+            if hasattr(policy, "submit"):
+                t0 = time.monotonic()
+                step = policy.collect(step)
+                self.forward_s += time.monotonic() - t0
+            self.actions[acting] = step
         if self.record is not None:
-            self._record(slots[ep >= 0])
+            self._record(live)
         for g in groups:
             self.ev.envs[g].send(self.actions[g * G : (g + 1) * G])
             self.in_flight.add(g)

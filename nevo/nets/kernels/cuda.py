@@ -37,6 +37,7 @@ three convs ~60%, at ~9 TFLOP/s.
 
 import functools
 import warnings
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -622,11 +623,31 @@ def _gather_all_threads(src, take, dst):
             dst[i, j] = src[k, j]
 
 
+class _HostSet(NamedTuple):
+    """One step's page-locked host buffers: obs, the index block, actions, logits."""
+
+    obs: np.ndarray
+    index: np.ndarray
+    actions: np.ndarray
+    logits: np.ndarray
+
+
+class _Ticket(NamedTuple):
+    """A submitted step: its host set, rows, and the event recorded after its download."""
+
+    turn: int
+    rows: int
+    done: object
+    host: _HostSet | None
+
+
 class CudaPolicy:
     """The evaluator's policy on a CUDA GPU (see nevo.nets.kernels): load once, call every step.
 
     Per step: `upload(rows_ind, obs)` stages the active rows, `launch()` runs the kernels, and
-    `__call__` does both and returns the actions; `forward` also returns the logits.
+    `__call__` does both and returns the actions; `forward` also returns the logits. `submit`
+    does the same but returns at once, `collect` waiting for the actions: the evaluator stages
+    the next group while the GPU runs a step.
     """
 
     def __init__(self, spec, rows=0, word_bytes=None):
@@ -643,6 +664,9 @@ class CudaPolicy:
         self.n_tiles = 0
         self._kernels = self._build()
         self._dense = {}  # layer -> its partial sums' kernel for the loaded weights (_dense_for)
+        self._host = []  # two _HostSets (see _reserve)
+        self._turn = 0  # the host set the next step stages into
+        self._in_flight = [None, None]  # each set's submitted, uncollected step (_Ticket)
         if rows:
             self._reserve(rows)
 
@@ -705,17 +729,25 @@ class CudaPolicy:
         cap = max(rows, 2 * self.capacity)
         spec, self.capacity = self.spec, cap
         self.allocations += 1
+        self.stream.synchronize()  # no step in flight reads the buffers replaced here
         self.obs = cuda.device_array((cap, *spec.obs_shape), spec.obs_dtype)  # (rows, C, H, W)
-        # speed: observations go up from page-locked memory, a DMA the stream runs on its own
-        # (from pageable memory the driver stages them itself, and the host waits for it)
-        self.host_obs = cuda.pinned_array((cap, *spec.obs_shape), spec.obs_dtype)
         # one upload per step: rows_ind | order | tile_start | tile_count, each (cap,) int32
         self.index = cuda.device_array(4 * cap, np.int32)
         self._views = {}  # (rows, tiles) -> the index block's four device views (see _index_views)
-        self.host_index = cuda.pinned_array(4 * cap, np.int32)
         self.actions_dev = cuda.device_array(cap, np.int32)
-        self.host_actions = cuda.pinned_array(cap, np.int32)
-        self.host_logits = cuda.pinned_array((cap, spec.n_actions), np.float32)  # continuous actions
+        # Two sets of host buffers, so that a step can be submitted while the one before it is in
+        # flight (submit/collect); the device buffers are shared, the stream running steps in order.
+        # speed: observations go up from page-locked memory, a DMA the stream runs on its own
+        # (from pageable memory the driver stages them itself, and the host waits for it)
+        self._host = [
+            _HostSet(
+                cuda.pinned_array((cap, *spec.obs_shape), spec.obs_dtype),
+                cuda.pinned_array(4 * cap, np.int32),
+                cuda.pinned_array(cap, np.int32),
+                cuda.pinned_array((cap, spec.n_actions), np.float32),  # continuous actions
+            )
+            for _ in range(2)
+        ]
         self.act, self.flat, self.partial = [], [], []
         for lay in spec.layers:
             if lay.kind in ("conv", "pool"):
@@ -772,8 +804,12 @@ class CudaPolicy:
         self._dense = self._dense_for(self._owned)
 
     def release(self):
-        """End of an evaluation: the weights are no longer used (their device memory is kept)."""
+        """End of an evaluation: the weights are no longer used (their device memory is kept); a
+        step still in flight (an evaluation stopped by an error) is waited for and dropped."""
         self.n_ind = 0
+        if any(t is not None for t in self._in_flight):
+            self.stream.synchronize()
+            self._in_flight = [None, None]
 
     # -- one step ----------------------------------------------------------------------------------
 
@@ -784,8 +820,7 @@ class CudaPolicy:
         Host work: the rows sorted by individual and cut into tiles of <= TILE_ROWS rows (cheap:
         rows are few), packed with rows_ind into one int32 block; obs copied into page-locked
         memory (with take, gathered there in one pass by gather_rows: no copy of obs[take] first); one
-        upload for each. Both host buffers are reused, so a step is uploaded after the previous
-        one's actions were fetched (the step's one synchronisation).
+        upload for each, from the host buffers of the current set (see submit).
         """
         if self.n_ind == 0:
             raise RuntimeError("CudaPolicy: call load(weights) before running rows")
@@ -811,19 +846,20 @@ class CudaPolicy:
             return
         order, tile_start, tile_count = tiles(rows_ind)
         self.n_tiles = len(tile_start)
-        h = self.host_index
+        host = self._host[self._turn]
+        h = host.index
         h[:rows] = rows_ind
         h[rows : 2 * rows] = order
         h[2 * rows : 2 * rows + self.n_tiles] = tile_start
         h[2 * rows + self.n_tiles : 2 * rows + 2 * self.n_tiles] = tile_count
         n = 2 * rows + 2 * self.n_tiles
         self.index[:n].copy_to_device(h[:n], stream=self.stream)
-        # free: the last step's copies ended before its actions came back
+        # free: the set's last step was collected (submit), or synchronised (fetch_actions)
         if take is None:
-            self.host_obs[:rows] = obs
+            host.obs[:rows] = obs
         else:
-            gather_rows(obs.reshape(len(obs), -1), take, self.host_obs[:rows].reshape(rows, -1))
-        self.obs[:rows].copy_to_device(self.host_obs[:rows], stream=self.stream)
+            gather_rows(obs.reshape(len(obs), -1), take, host.obs[:rows].reshape(rows, -1))
+        self.obs[:rows].copy_to_device(host.obs[:rows], stream=self.stream)
 
     def _index_views(self, rows, tiles):
         """(rows_ind, order, tile_start, tile_count): device views of the index block, made once per
@@ -873,14 +909,56 @@ class CudaPolicy:
     def __call__(self, rows_ind, obs, take=None):
         """(rows,) int64 greedy actions of rows_ind's individuals on obs (rows, C, H, W), or on
         obs[take] (see upload)."""
+        return self.collect(self.submit(rows_ind, obs, take))
+
+    def submit(self, rows_ind, obs, take=None):
+        """Start a step and return at once: its rows staged (upload), its kernels launched and its
+        actions' download queued on the stream; `collect` of the returned ticket waits for them.
+
+        Two steps may be in flight, each with its own set of host buffers (the device buffers are
+        shared: the stream runs the steps in order), so the evaluator can receive and stage one
+        group while the GPU runs another's forward. A third submit before either is collected
+        raises RuntimeError."""
+        turn = self._turn
+        if self._in_flight[turn] is not None:
+            raise RuntimeError("CudaPolicy: two steps are in flight; collect one before submitting another")
         self.upload(rows_ind, obs, take)
         self.launch()
-        return self.fetch_actions()
+        rows, host = self.rows, self._host[turn] if self.capacity else None
+        done = None
+        if rows:
+            if self.spec.action != "argmax":  # continuous: the logits, mapped on the host
+                self.act[-1][:rows].copy_to_host(host.logits[:rows], stream=self.stream)
+            else:
+                self.actions_dev[:rows].copy_to_host(host.actions[:rows], stream=self.stream)
+            done = cuda.event()
+            done.record(self.stream)
+        ticket = _Ticket(turn, rows, done, host)
+        self._in_flight[turn] = ticket
+        self._turn = 1 - turn
+        return ticket
+
+    def collect(self, ticket):
+        """The actions of a submitted step (waits for its download): as fetch_actions returns them."""
+        from nevo.nets.kernels.actions import actions_of
+
+        if self._in_flight[ticket.turn] is not ticket:
+            raise RuntimeError("CudaPolicy: this step was collected already")
+        self._in_flight[ticket.turn] = None
+        rows = ticket.rows
+        if rows == 0:
+            return actions_of(
+                self.spec, np.zeros(0, np.int64), np.zeros((0, self.spec.n_actions), np.float32)
+            )
+        ticket.done.synchronize()
+        if self.spec.action != "argmax":
+            return actions_of(self.spec, None, ticket.host.logits[:rows].copy())
+        return ticket.host.actions[:rows].astype(np.int64)
 
     def fetch_actions(self):
-        """The launched step's actions: the one download of a step (waits for it). (rows,) int64
-        greedy actions, or for continuous actions the logits, through nevo.nets.kernels.actions_of
-        (rows, n_actions) float32, as the CPU backends map them."""
+        """The launched step's actions (after upload and launch, not submit): the one download of a
+        step (waits for it). (rows,) int64 greedy actions, or for continuous actions the logits,
+        through nevo.nets.kernels.actions_of (rows, n_actions) float32, as the CPU backends map them."""
         from nevo.nets.kernels.actions import actions_of
 
         rows = self.rows
@@ -888,13 +966,14 @@ class CudaPolicy:
             return actions_of(
                 self.spec, np.zeros(0, np.int64), np.zeros((0, self.spec.n_actions), np.float32)
             )
+        host = self._host[self._turn]
         if self.spec.action != "argmax":  # continuous: the logits, mapped on the host
-            self.act[-1][:rows].copy_to_host(self.host_logits[:rows], stream=self.stream)
+            self.act[-1][:rows].copy_to_host(host.logits[:rows], stream=self.stream)
             self.stream.synchronize()
-            return actions_of(self.spec, None, self.host_logits[:rows])
-        self.actions_dev[:rows].copy_to_host(self.host_actions[:rows], stream=self.stream)
+            return actions_of(self.spec, None, host.logits[:rows].copy())
+        self.actions_dev[:rows].copy_to_host(host.actions[:rows], stream=self.stream)
         self.stream.synchronize()
-        return self.host_actions[:rows].astype(np.int64)
+        return host.actions[:rows].astype(np.int64)
 
     def forward(self, rows_ind, obs):
         """(actions, logits (rows, n_actions) float32), as nevo.nets.kernels.reference."""
