@@ -653,10 +653,16 @@ def timed(fn, total: list):
 
 
 class CountedPolicy:
-    """A policy that counts the rows it is asked for."""
+    """A policy that counts the rows it is asked for (and submits them, where it submits steps)."""
 
     def __init__(self, policy):
         self.policy, self.rows = policy, 0
+        if hasattr(policy, "submit"):  # the evaluator then collects a step after staging the next
+            self.submit, self.collect = self._submit, policy.collect
+
+    def _submit(self, rows_ind, obs, take=None):
+        self.rows += len(rows_ind)
+        return self.policy.submit(rows_ind, obs, take)
 
     def load(self, weights):
         self.policy.load(weights)
