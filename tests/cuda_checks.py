@@ -372,8 +372,9 @@ def gathered_rows_match_given_rows(rng, full):
 def steps_in_flight_keep_their_own_actions(rng, full):
     """Two steps submitted before either is collected (the evaluator stages one group while the
     GPU runs another's forward) each get their own actions, those of a synchronous call, for
-    greedy and continuous actions; a third submit, or a second collect of one step, is a one-line
-    error; release() drops a step left in flight (a run stopped by an error)."""
+    greedy and continuous actions, whichever is collected first; a third submit, or a second
+    collect of one step, is a one-line error; release() drops a step left in flight (a run
+    stopped by an error)."""
     from nevo.nets.kernels.cuda import CudaPolicy
 
     continuous = make_spec([("dense", 6)], (5, 1, 1), 3, obs_dtype=np.float32, action="tanh")
@@ -399,12 +400,67 @@ def steps_in_flight_keep_their_own_actions(rng, full):
             assert "collected already" in str(e), e
         else:
             raise AssertionError("a step collected twice: no error")
+        # a step collected out of turn frees its own host set: the next one takes that set
+        a, b = policy.submit(rows_ind[:3], obs[:3]), policy.submit(rows_ind[3:], obs[3:])
+        np.testing.assert_array_equal(policy.collect(b), want_b)
+        c = policy.submit(rows_ind[3:], obs[3:])
+        np.testing.assert_array_equal(policy.collect(a), want_a)
+        np.testing.assert_array_equal(policy.collect(c), want_b)
         policy.submit(rows_ind[:3], obs[:3])  # left in flight
         policy.release()
         policy.load(weights)
         c, d = policy.submit(rows_ind[3:], obs[3:]), policy.submit(rows_ind[:3], obs[:3])
         np.testing.assert_array_equal(policy.collect(d), want_a)
         np.testing.assert_array_equal(policy.collect(c), want_b)
+
+
+def pipeline_with_steps_in_flight_plays_the_synchronous_episodes(rng, full):
+    """The overlap pipeline on a CudaPolicy (a group's step collected after the next group's is
+    submitted, reset groups' steps among them) plays exactly the episodes it plays when every
+    call waits for its own actions: the same returns, lengths and frames."""
+    from nevo.config import EnvConfig
+    from nevo.evaluation.episodes import Episodes
+    from nevo.evaluation.pipeline import AtariEvaluator
+    from nevo.nets import OBS_SHAPE
+    from nevo.nets.kernels.cuda import CudaPolicy
+
+    class Waiting:  # the same policy without submit: the pipeline then calls it step by step
+        def __init__(self, policy):
+            self.policy = policy
+            self.load, self.release = policy.load, policy.release
+
+        def __call__(self, rows_ind, obs, take=None):
+            return self.policy(rows_ind, obs, take)
+
+    spec = make_spec([("conv", 2, 8, 8)], OBS_SHAPE, 18)  # 11x11x2 features, then the 18 logits
+    weights = rng.standard_normal((6, spec.n_params), dtype=np.float32) * init_scale(spec)
+
+    class Rows:  # each episode's individual is its weight row
+        max_rows = None
+
+        def start(self, population, ind, slots):
+            return weights
+
+        def take(self, inds):
+            return np.asarray(inds, np.int64)
+
+        def done(self, ind):
+            pass
+
+    cfg = EnvConfig(game="frostbite", frame_cap=48, noop_max=1)
+    episodes = Episodes(np.array([0, 1, 2, 3, 4, 5]), np.arange(300, 306))
+    results = []
+    for policy in (CudaPolicy(spec), Waiting(CudaPolicy(spec))):
+        ev = AtariEvaluator(cfg, policy, Rows(), slots=4, threads=2, group_size=2, overlap=True)
+        try:
+            results.append(ev.run(None, episodes))
+        finally:
+            ev.close()
+    submitted, waited = results
+    assert (submitted.lengths > 2).all(), submitted.lengths  # the net chose actions in every episode
+    np.testing.assert_array_equal(submitted.returns, waited.returns)
+    np.testing.assert_array_equal(submitted.lengths, waited.lengths)
+    np.testing.assert_array_equal(submitted.frames, waited.frames)
 
 
 def continuous_actions_match_reference(rng, full):
@@ -652,6 +708,7 @@ SMALL = [
     word_loads_match_single_loads,
     gathered_rows_match_given_rows,
     steps_in_flight_keep_their_own_actions,
+    pipeline_with_steps_in_flight_plays_the_synchronous_episodes,
     continuous_actions_match_reference,
     evaluator_builds_its_rows_on_the_device,
     float32_vectors_match_reference,

@@ -212,27 +212,30 @@ class AtariEvaluator:
         for g in pending:
             batch.act([g])
         held = None  # (group, choice): its step submitted, its actions not yet collected and sent
-        split = hasattr(self.policy, "submit")
+
+        def go(g):  # group g's actions chosen and sent (or its step submitted, the held group's sent)
+            nonlocal held
+            if not hasattr(self.policy, "submit"):
+                batch.act([g])
+                pending.append(g)
+                return
+            choice = batch.choose([g])
+            if held is not None:
+                batch.send(held[1])
+                pending.append(held[0])
+            held = (g, choice)
+
         while pending or batch.resets or held is not None:
             if pending:
                 g = pending.popleft()
                 if batch.receive(g) == LIVE:
-                    if not split:
-                        batch.act([g])
-                        pending.append(g)
-                    else:
-                        choice = batch.choose([g])
-                        if held is not None:
-                            batch.send(held[1])
-                            pending.append(held[0])
-                        held = (g, choice)
-            elif held is not None:  # nothing else to receive: this group's actions now
+                    go(g)
+            elif held is not None:  # nothing else to receive: the held group's actions now
                 batch.send(held[1])
                 pending.append(held[0])
                 held = None
             for g in batch.finished_resets(block=not pending and held is None):
-                batch.act([g])
-                pending.append(g)
+                go(g)
             batch.report(progress)
 
     def _lockstep(self, batch: _RunState, progress) -> None:

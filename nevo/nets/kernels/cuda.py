@@ -919,9 +919,10 @@ class CudaPolicy:
         shared: the stream runs the steps in order), so the evaluator can receive and stage one
         group while the GPU runs another's forward. A third submit before either is collected
         raises RuntimeError."""
-        turn = self._turn
+        turn = self._turn if self._in_flight[self._turn] is None else 1 - self._turn  # a free set
         if self._in_flight[turn] is not None:
             raise RuntimeError("CudaPolicy: two steps are in flight; collect one before submitting another")
+        self._turn = turn
         self.upload(rows_ind, obs, take)
         self.launch()
         rows, host = self.rows, self._host[turn] if self.capacity else None
