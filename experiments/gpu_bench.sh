@@ -91,8 +91,8 @@ if [[ $part == lease || $part == lease2 ]]; then
   try smoke 60 python3 -c "$DETECT; $TINY_KERNEL"
   # A population-1,000 generation of large split into forward, emulation, send, resets, weights
   # and Python on the GPU (session 20: 28,728 frames/s, forward 55%; since then small steps are
-  # gathered on one thread, the emulator threads run nicer than the driving thread, and a group's
-  # ended slots are reset 8 at a time)
+  # gathered on one thread, the emulator threads run nicer than the driving thread, a group's
+  # ended slots are reset 8 at a time, and a group's step is collected after the next is submitted)
   try e2e 240 python3 -m experiments.roofline --nets large --rows 1000 --seconds 0.1 --max-gb 1 \
     --weights fp16 --e2e-device cuda --population 1000 --slots 256 --limit-seconds 3
   # (session 20: 17 checks in 160 s, the full-size one after them 54 s more)
