@@ -35,6 +35,7 @@ from nevo import machine
 from nevo.config import EnvConfig
 from nevo.evaluation import pipeline
 from nevo.evaluation.episodes import Episodes
+from nevo.evaluation.slot_weights import GivenRows
 from nevo.nets.kernels.cuda import gather_rows
 
 
@@ -84,21 +85,6 @@ class SubmittingStandIn(StandInGpu):
         return actions
 
 
-class Individuals:
-    """The evaluator's weights for a policy that needs none: each slot's row is its individual."""
-
-    max_rows = None
-
-    def start(self, population, ind, slots):
-        return None
-
-    def take(self, inds):
-        return np.asarray(inds, np.int64)
-
-    def done(self, ind):
-        pass
-
-
 def run(a, nice: int, batch: int, calls: str) -> tuple[float, float, float, int]:
     """One generation at this EMULATOR_NICE and reset batch, the policy's steps submitted and
     collected later or called: (frames/s, policy share, ms per call, frames)."""
@@ -111,7 +97,7 @@ def run(a, nice: int, batch: int, calls: str) -> tuple[float, float, float, int]
     saved, pipeline.EMULATOR_NICE = pipeline.EMULATOR_NICE, nice
     try:
         ev = pipeline.AtariEvaluator(
-            env_cfg, policy, Individuals(), a.slots, a.threads, group_size=group, reset_batch=batch
+            env_cfg, policy, GivenRows(), a.slots, a.threads, group_size=group, reset_batch=batch
         )
     finally:
         pipeline.EMULATOR_NICE = saved

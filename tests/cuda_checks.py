@@ -421,6 +421,7 @@ def pipeline_with_steps_in_flight_plays_the_synchronous_episodes(rng, full):
     from nevo.config import EnvConfig
     from nevo.evaluation.episodes import Episodes
     from nevo.evaluation.pipeline import AtariEvaluator
+    from nevo.evaluation.slot_weights import GivenRows
     from nevo.nets import OBS_SHAPE
     from nevo.nets.kernels.cuda import CudaPolicy
 
@@ -435,23 +436,11 @@ def pipeline_with_steps_in_flight_plays_the_synchronous_episodes(rng, full):
     spec = make_spec([("conv", 2, 8, 8)], OBS_SHAPE, 18)  # 11x11x2 features, then the 18 logits
     weights = rng.standard_normal((6, spec.n_params), dtype=np.float32) * init_scale(spec)
 
-    class Rows:  # each episode's individual is its weight row
-        max_rows = None
-
-        def start(self, population, ind, slots):
-            return weights
-
-        def take(self, inds):
-            return np.asarray(inds, np.int64)
-
-        def done(self, ind):
-            pass
-
     cfg = EnvConfig(game="frostbite", frame_cap=48, noop_max=1)
     episodes = Episodes(np.array([0, 1, 2, 3, 4, 5]), np.arange(300, 306))
     results = []
     for policy in (CudaPolicy(spec), Waiting(CudaPolicy(spec))):
-        ev = AtariEvaluator(cfg, policy, Rows(), slots=4, threads=2, group_size=2, overlap=True)
+        ev = AtariEvaluator(cfg, policy, GivenRows(weights), slots=4, threads=2, group_size=2, overlap=True)
         try:
             results.append(ev.run(None, episodes))
         finally:

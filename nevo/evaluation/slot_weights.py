@@ -6,7 +6,9 @@ Two ways, one interface (`start`, `take`, `done`):
   with the emulator slots, not with the population (the paper's 1,000 large nets are 16 GB of
   weights; 256 slots' worth is 4 GB, 32 slots' 0.5 GB);
 - `AllWeights` (a device backend, which copies weights to the GPU once per evaluation): every
-  row the episodes use is built before the first step.
+  row the episodes use is built before the first step;
+- `GivenRows` (benchmarks and tests): the rows are given, one per individual, or there are none
+  (a stand-in policy that reads no weights).
 The policy reads row `take(ind)` for a slot playing individual ind.
 """
 
@@ -98,6 +100,25 @@ class AllWeights:
         elif used.size:
             part = np.empty((used.size, self.rows.shape[1]), self.rows.dtype)
             self.rows[used] = self.builder.build(used, part)
+        return self.rows
+
+    def take(self, inds) -> np.ndarray:
+        return np.asarray(inds, np.int64)
+
+    def done(self, ind: int) -> None:
+        pass
+
+
+class GivenRows:
+    """Rows given up front, individual i's weights row i (or none: rows=None, for a stand-in
+    policy that reads no weights, which then gets each slot's individual as its row)."""
+
+    max_rows = None
+
+    def __init__(self, rows=None):
+        self.rows = rows
+
+    def start(self, population, ind: np.ndarray, slots: int):
         return self.rows
 
     def take(self, inds) -> np.ndarray:
