@@ -106,9 +106,9 @@ def run(a, nice: int, batch: int, calls: str) -> tuple[float, float, float, int]
         res = ev.run(None, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
     finally:
         ev.close()
-    calls = max(policy.calls, 1)
+    n_calls = max(policy.calls, 1)
     frames = res.total_frames
-    return frames / res.wall_s, res.forward_s / res.wall_s, res.forward_s / calls * 1e3, frames
+    return frames / res.wall_s, res.forward_s / res.wall_s, res.forward_s / n_calls * 1e3, frames
 
 
 def main(argv=None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 
 def cores() -> int:
@@ -36,8 +37,9 @@ def native_threads() -> set[int]:
 def lower_priority(tids, by: int) -> None:
     """Raise these threads' nice value by `by` (capped at 19), so that the threads at the
     process's own priority run first when both want a core. Lowering a thread's priority needs
-    no privilege; where the system has no per-thread priority (not Linux), nothing happens."""
-    if not hasattr(os, "setpriority"):
+    no privilege. Linux only (there a thread id is a task's id for setpriority); elsewhere
+    nothing happens."""
+    if not sys.platform.startswith("linux"):  # elsewhere setpriority takes process ids, not threads
         return
     nice = min(19, os.getpriority(os.PRIO_PROCESS, 0) + by)
     for tid in tids:

@@ -382,8 +382,12 @@ def steps_in_flight_keep_their_own_actions(rng, full):
         weights, rows_ind, obs = random_case(spec, rng, 4, 9)
         policy = CudaPolicy(spec)
         policy.load(weights)
-        want_a = policy(rows_ind[:3], obs[:3])
-        want_b = policy(rows_ind[3:], obs[3:])  # more rows: its download covers the first's
+        want = []
+        for part in (slice(0, 3), slice(3, None)):  # the second has more rows: covers the first
+            policy.upload(rows_ind[part], obs[part])  # the step-by-step path, without submit/collect
+            policy.launch()
+            want.append(policy.fetch_actions())
+        want_a, want_b = want
         a = policy.submit(rows_ind[:3], obs[:3])
         b = policy.submit(rows_ind[3:], obs[3:])
         try:
@@ -417,7 +421,8 @@ def steps_in_flight_keep_their_own_actions(rng, full):
 def pipeline_with_steps_in_flight_plays_the_synchronous_episodes(rng, full):
     """The overlap pipeline on a CudaPolicy (a group's step collected after the next group's is
     submitted, reset groups' steps among them) plays exactly the episodes it plays when every
-    call waits for its own actions: the same returns, lengths and frames."""
+    call waits for its own actions: each row's frames get the same action, and the returns,
+    lengths and frames are the same."""
     from nevo.config import EnvConfig
     from nevo.evaluation.episodes import Episodes
     from nevo.evaluation.pipeline import AtariEvaluator
@@ -425,21 +430,38 @@ def pipeline_with_steps_in_flight_plays_the_synchronous_episodes(rng, full):
     from nevo.nets import OBS_SHAPE
     from nevo.nets.kernels.cuda import CudaPolicy
 
-    class Waiting:  # the same policy without submit: the pipeline then calls it step by step
-        def __init__(self, policy):
-            self.policy = policy
+    class Recording:  # each row's (individual, frames' hash) and action; submits only if asked
+        def __init__(self, policy, submits):
+            self.policy, self.seen = policy, []
             self.load, self.release = policy.load, policy.release
+            if submits:
+                self.submit, self.collect = self._submit, self._collect
+
+        def keys(self, rows_ind, obs, take):
+            frames = obs if take is None else obs[take]
+            return [(int(i), hash(frames[k].tobytes())) for k, i in enumerate(rows_ind)]
 
         def __call__(self, rows_ind, obs, take=None):
-            return self.policy(rows_ind, obs, take)
+            actions = self.policy(rows_ind, obs, take)
+            self.seen += zip(self.keys(rows_ind, obs, take), actions.tolist())
+            return actions
+
+        def _submit(self, rows_ind, obs, take=None):
+            return self.keys(rows_ind, obs, take), self.policy.submit(rows_ind, obs, take)
+
+        def _collect(self, step):
+            keys, ticket = step
+            actions = self.policy.collect(ticket)
+            self.seen += zip(keys, actions.tolist())
+            return actions
 
     spec = make_spec([("conv", 2, 8, 8)], OBS_SHAPE, 18)  # 11x11x2 features, then the 18 logits
     weights = rng.standard_normal((6, spec.n_params), dtype=np.float32) * init_scale(spec)
 
     cfg = EnvConfig(game="frostbite", frame_cap=48, noop_max=1)
     episodes = Episodes(np.array([0, 1, 2, 3, 4, 5]), np.arange(300, 306))
-    results = []
-    for policy in (CudaPolicy(spec), Waiting(CudaPolicy(spec))):
+    results, policies = [], [Recording(CudaPolicy(spec), True), Recording(CudaPolicy(spec), False)]
+    for policy in policies:
         ev = AtariEvaluator(cfg, policy, GivenRows(weights), slots=4, threads=2, group_size=2, overlap=True)
         try:
             results.append(ev.run(None, episodes))
@@ -447,6 +469,10 @@ def pipeline_with_steps_in_flight_plays_the_synchronous_episodes(rng, full):
             ev.close()
     submitted, waited = results
     assert (submitted.lengths > 2).all(), submitted.lengths  # the net chose actions in every episode
+    # every row got the action of the same frames in both runs (the episodes' scores alone would
+    # not show a mix-up: 12 steps of Frostbite score nothing)
+    assert len(policies[0].seen) > 30 and len({a for _, a in policies[0].seen}) > 1
+    assert sorted(policies[0].seen) == sorted(policies[1].seen)
     np.testing.assert_array_equal(submitted.returns, waited.returns)
     np.testing.assert_array_equal(submitted.lengths, waited.lengths)
     np.testing.assert_array_equal(submitted.frames, waited.frames)

@@ -291,11 +291,11 @@ def test_ended_slots_wait_to_start_their_episodes_in_one_seeded_reset():
     (fewer only when fewer episodes are left or none of the group's slots is still playing): one
     ROM reload stops the group once for several; the outcomes stay each episode's own."""
     cfg = EnvConfig(game="frostbite", frame_cap=6000)  # episodes end by dying, each at its own step
-    episodes = Episodes(np.arange(8), np.arange(200, 208))
+    episodes = Episodes(np.arange(10), np.arange(200, 210))
     results, sizes = {}, {}
-    for batch in (1, 3):
+    for batch in (1, 2):
         ev = AtariEvaluator(
-            cfg, FakePolicy(), RowsAreIndividuals(), slots=3, threads=2, group_size=3, reset_batch=batch
+            cfg, FakePolicy(), RowsAreIndividuals(), slots=4, threads=2, group_size=4, reset_batch=batch
         )
         sizes[batch] = []
         reset = ev.envs[0].reset
@@ -310,12 +310,32 @@ def test_ended_slots_wait_to_start_their_episodes_in_one_seeded_reset():
             results[batch] = ev.run(None, episodes)
         finally:
             ev.close()
-    assert sum(sizes[1]) == sum(sizes[3]) == 5  # every queued episode started once
-    assert sizes[1] == [1] * 5  # at once, one slot a reset
-    assert sizes[3] == [3, 2]  # three slots together, then the two episodes left
-    assert len(set(results[1].frames)) > 1  # (the episodes did end at different steps)
-    np.testing.assert_array_equal(results[3].returns, results[1].returns)
-    np.testing.assert_array_equal(results[3].frames, results[1].frames)
+    assert sum(sizes[1]) == sum(sizes[2]) == 6  # every queued episode started once
+    assert sizes[1] == [1] * 6  # at once, one slot a reset
+    assert sizes[2] == [2, 2, 2]  # two at a time, while the group's other slots play on
+    assert len(set(results[1].frames)) >= 8  # (the episodes did end at their own steps)
+    np.testing.assert_array_equal(results[2].returns, results[1].returns)
+    np.testing.assert_array_equal(results[2].frames, results[1].frames)
+
+
+def test_the_tail_is_counted_once_the_queue_is_empty():
+    """The straggler tail is wall time with the queue empty and a slot idle: slots waiting for
+    their group's next seeded reset while episodes are queued are not a tail."""
+    from types import SimpleNamespace
+
+    from nevo.evaluation.pipeline import _RunState
+
+    state = SimpleNamespace(ev=SimpleNamespace(slots=4), n_ep=10, next_ep=6, tail_s=0.0, t_last=0.0)
+    state.slot_ep = np.array([4, -1, -1, 5])  # two slots wait for a reset, four episodes queued
+    _RunState._clock(state)
+    assert state.tail_s == 0.0 and state.t_last > 0
+    state.next_ep, state.t_last = 10, state.t_last - 2.0  # the queue is empty: a tail, 2 s of it
+    _RunState._clock(state)
+    assert 2.0 <= state.tail_s < 3.0
+    state.slot_ep[:] = [4, 6, 7, 5]  # every slot playing: no tail
+    before = state.tail_s
+    _RunState._clock(state)
+    assert state.tail_s == before
 
 
 class SubmittingPolicy(FakePolicy):

@@ -71,8 +71,9 @@ def reset_batch_of(group: int) -> int:
     speed: a seeded reset reloads the ROM (~0.1-0.2 s) and stops its whole group meanwhile (ALE's
     vector env steps all of its emulators or none); resetting a group's ended slots together
     stops it once for several. Groups of up to 15 (the CPU's groups of 1) reset each slot at
-    once, as before; the GPU's groups of 64 wait for 8. The episodes are the same either way:
-    each starts from its own seeded reset, whenever that is."""
+    once, as before; a 16-core GPU box's default groups of 128 wait for 16 (session 20's run with
+    --slots 256: groups of 64, 8). The episodes are the same either way: each starts from its own
+    seeded reset, whenever that is."""
     return max(1, group // 8)
 
 
@@ -102,9 +103,9 @@ class AtariEvaluator:
     True drives the groups round robin, one group's forward running while the others step;
     False runs in lockstep, one forward over every live group, then all of them step (with one
     group of all slots, that is the foundation's plain loop). See `layout` for the defaults.
-    reset_batch: a group's slots whose episodes ended wait, idle, until this many of them (or
-    every live slot of the group) can start new episodes in one seeded reset (0:
-    reset_batch_of the group size); 1 resets each at once.
+    reset_batch: a group's slots whose episodes ended wait, idle, until this many of them can
+    start new episodes in one seeded reset (fewer when fewer episodes are left or when none of
+    the group's slots is still playing; 0: reset_batch_of the group size); 1 resets each at once.
     """
 
     def __init__(
@@ -138,9 +139,11 @@ class AtariEvaluator:
         nice = EMULATOR_NICE  # (read once: the reset threads start later)
         before = machine.native_threads()
         self.envs = [make_atari(env_cfg, self.group, self.threads) for _ in range(n_groups)]
-        # ale-py starts each vector env's C++ worker threads as it builds it (they are the threads
-        # that appeared meanwhile; ale-py does not name them)
-        machine.lower_priority(machine.native_threads() - before, nice)
+        # ale-py starts each vector env's C++ worker threads as it builds it: the native threads
+        # that appeared meanwhile (ale-py does not name them), less any Python thread started by
+        # other code meanwhile (a Dask worker's, say)
+        python = {t.native_id for t in threading.enumerate()}
+        machine.lower_priority(machine.native_threads() - before - python, nice)
         self.resetter = ThreadPoolExecutor(
             max_workers=min(n_groups, cores()),
             thread_name_prefix="reset",
@@ -196,8 +199,10 @@ class AtariEvaluator:
                     f.cancel()
             raise
         finally:
-            batch.drain()  # on an error or Ctrl-C, no step is left in flight in the C++ threads
-            self.policy.release()
+            try:
+                batch.drain()  # on an error or Ctrl-C, no step is left in flight in the C++ threads
+            finally:
+                self.policy.release()  # (a GPU step left in flight too)
         return batch.results()
 
     def _pipelined(self, batch: _RunState, progress) -> None:
@@ -230,6 +235,10 @@ class AtariEvaluator:
                 g = pending.popleft()
                 if batch.receive(g) == LIVE:
                     go(g)
+                elif held is not None:  # g is resetting or idle: the held group's actions now
+                    batch.send(held[1])
+                    pending.append(held[0])
+                    held = None
             elif held is not None:  # nothing else to receive: the held group's actions now
                 batch.send(held[1])
                 pending.append(held[0])
@@ -291,7 +300,7 @@ class _RunState:
         self.waiting: dict[int, list[int]] = {}
         self.done = 0
         self.frames_done = 0
-        # Straggler tail: wall time with fewer live episodes than slots.
+        # Straggler tail: wall time with the queue empty and fewer live episodes than slots.
         self.t0 = time.monotonic()
         self.t_last = self.t0
         self.tail_s = 0.0
@@ -460,7 +469,8 @@ class _RunState:
 
     def _clock(self) -> None:
         now = time.monotonic()
-        if (self.slot_ep >= 0).sum() < self.ev.slots:
+        # (slots waiting for their group's next seeded reset are idle too, but not a tail)
+        if self.next_ep >= self.n_ep and (self.slot_ep >= 0).sum() < self.ev.slots:
             self.tail_s += now - self.t_last
         self.t_last = now
 

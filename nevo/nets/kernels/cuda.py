@@ -667,6 +667,7 @@ class CudaPolicy:
         self._host = []  # two _HostSets (see _reserve)
         self._turn = 0  # the host set the next step stages into
         self._in_flight = [None, None]  # each set's submitted, uncollected step (_Ticket)
+        self._done = [cuda.event(), cuda.event()]  # each set's: recorded after its step's download
         if rows:
             self._reserve(rows)
 
@@ -715,7 +716,7 @@ class CudaPolicy:
     def _row_bytes(self, cap):
         """Device bytes of the row buffers for cap rows."""
         obs_bytes = int(np.prod(self.spec.obs_shape)) * self.spec.obs_dtype.itemsize
-        per_row = obs_bytes + 4 * 4 + 4  # obs, index block, action (host: obs and the two in pinned memory)
+        per_row = obs_bytes + 4 * 4 + 4  # obs, index block, action (host: two sets of them, pinned)
         for lay in self.spec.layers:
             per_row += 4 * lay.cout * lay.out_hw[0] * lay.out_hw[1]
             if lay.kind == "dense":
@@ -824,6 +825,8 @@ class CudaPolicy:
         """
         if self.n_ind == 0:
             raise RuntimeError("CudaPolicy: call load(weights) before running rows")
+        if self._in_flight[self._turn] is not None:  # (submit picks a free set before it uploads)
+            raise RuntimeError("CudaPolicy: a submitted step still uses these buffers; collect it first")
         rows_ind = np.asarray(rows_ind)
         rows = len(rows_ind)
         obs = np.asarray(obs)
@@ -932,7 +935,7 @@ class CudaPolicy:
                 self.act[-1][:rows].copy_to_host(host.logits[:rows], stream=self.stream)
             else:
                 self.actions_dev[:rows].copy_to_host(host.actions[:rows], stream=self.stream)
-            done = cuda.event()
+            done = self._done[turn]
             done.record(self.stream)
         ticket = _Ticket(turn, rows, done, host)
         self._in_flight[turn] = ticket
