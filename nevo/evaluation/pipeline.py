@@ -60,8 +60,9 @@ SAY_START_SLOTS = 128
 # pipeline's one serial path, and where emulator threads outnumber the cores it waited for a
 # slice behind them. A GPU run's generation is bound by it (a policy call ~80 us a row in a 16-core
 # H200 generation against ~11 in bench_forward); with a stand-in GPU policy of that shape on 2
-# cores (1 ms of Python, then 1 ms waiting) the overlap pipeline ran 1.24-1.27x faster; the CPU's
-# lockstep generation is unchanged (docs/performance.md, session 21).
+# cores (1 ms of Python, then 1 ms waiting) the overlap pipeline ran 1.21x faster with each call
+# waited for, 1.08x with steps submitted and collected later; the CPU's lockstep generation is
+# unchanged (experiments.bench_driver; docs/performance.md, session 21).
 EMULATOR_NICE = 10
 
 
