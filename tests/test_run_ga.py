@@ -43,6 +43,8 @@ def test_run_folder_holds_config_metrics_checkpoint_and_elite(reference_run):
         assert key in rows[-1]
     assert rows[-1]["frames"] >= 16000
     assert all(b["frames"] > a["frames"] for a, b in zip(rows, rows[1:]))
+    # the share of this machine's cores the run kept busy: its threads' CPU time / wall / cores
+    assert all(0 < r["perf/cores_busy"] <= 1.02 for r in rows), [r["perf/cores_busy"] for r in rows]
 
 
 @pytest.mark.slow

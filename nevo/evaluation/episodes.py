@@ -38,7 +38,7 @@ class Results:
     lengths: np.ndarray  # (E,) int64 agent steps, no-ops included
     frames: np.ndarray  # (E,) int64 game frames emulated, as ALE counts them
     wall_s: float = 0.0  # wall time of the evaluation
-    tail_s: float = 0.0  # of which with fewer live episodes than emulator slots
+    tail_s: float = 0.0  # of which with the queue empty and fewer live episodes than slots
     forward_s: float = 0.0  # of which in the forward pass (choosing actions)
     behaviours: np.ndarray | None = None  # (E, d) behaviour at each episode's end, where the task gives one
     cluster: dict | None = (

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nevo import cli, config, nets, runs, tasks
+from nevo import cli, config, machine, nets, runs, tasks
 from nevo.algos import bases_of, declared, make_algo
 from nevo.algos.contract import Algorithm
 from nevo.algos.es import ObservationStatistics
@@ -244,13 +244,16 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
     row: dict = {}
     try:
         while frames < cfg.run.frame_budget:
-            t0 = time.monotonic()
+            t0, cpu0 = time.monotonic(), time.process_time()
             fields, step_frames = step(frames)
-            gen_s = time.monotonic() - t0
+            gen_s, cpu_s = time.monotonic() - t0, time.process_time() - cpu0
             frames, wall = frames + step_frames, wall + gen_s
+            # perf/cores_busy: the share of this machine's cores that this process's threads (the
+            # emulators' and the forward's among them; not child processes, nor a cluster's
+            # workers) kept busy over the generation: the tail and idle waits in one figure
             row = {"generation": fields.pop("generation"), "frames": frames, "wall_s": round(wall, 3),
                    "perf/gen_s": round(gen_s, 3), "perf/frames_per_s": round(step_frames / gen_s, 1),
-                   **fields}  # fmt: skip
+                   "perf/cores_busy": round(cpu_s / gen_s / machine.cores(), 3), **fields}  # fmt: skip
             step.finish(row)
             runs.append_metrics(run_dir, row)
             if algo.validated:  # a skipped validation leaves the last validated theta's files
