@@ -55,9 +55,7 @@ class StandInGpu:
         pass
 
     def __call__(self, rows_ind, obs, take=None):
-        ready, actions = self._start(rows_ind, obs, take)
-        time.sleep(max(0.0, ready - time.perf_counter()))
-        return actions
+        return self._finish(self._start(rows_ind, obs, take))
 
     def _start(self, rows_ind, obs, take=None):
         """(when the GPU would be done, the actions): the gather and the Python are done now."""
@@ -71,6 +69,12 @@ class StandInGpu:
         actions = (self.staged[:n, 1000].astype(np.int64) + rows_ind) % self.n_actions
         return time.perf_counter() + self.wait_s, actions  # the GPU's work: the GIL is free
 
+    def _finish(self, step):
+        """The actions, once the GPU would be done (waiting without the GIL until then)."""
+        ready, actions = step
+        time.sleep(max(0.0, ready - time.perf_counter()))
+        return actions
+
 
 class SubmittingStandIn(StandInGpu):
     """The stand-in with CudaPolicy's submit/collect: the evaluator collects a step's actions after
@@ -80,9 +84,7 @@ class SubmittingStandIn(StandInGpu):
         return self._start(rows_ind, obs, take)
 
     def collect(self, step):
-        ready, actions = step
-        time.sleep(max(0.0, ready - time.perf_counter()))
-        return actions
+        return self._finish(step)
 
 
 def run(a, nice: int, batch: int, calls: str) -> tuple[float, float, float, int]:

@@ -219,16 +219,21 @@ class AtariEvaluator:
             batch.act([g])
         held = None  # (group, choice): its step submitted, its actions not yet collected and sent
 
+        def send_held():
+            nonlocal held
+            if held is not None:
+                batch.send(held[1])
+                pending.append(held[0])
+                held = None
+
         def go(g):  # group g's actions chosen and sent (or its step submitted, the held group's sent)
             nonlocal held
-            if not hasattr(self.policy, "submit"):
+            if not batch.submits:
                 batch.act([g])
                 pending.append(g)
                 return
             choice = batch.choose([g])
-            if held is not None:
-                batch.send(held[1])
-                pending.append(held[0])
+            send_held()
             held = (g, choice)
 
         while pending or batch.resets or held is not None:
@@ -236,14 +241,10 @@ class AtariEvaluator:
                 g = pending.popleft()
                 if batch.receive(g) == LIVE:
                     go(g)
-                elif held is not None:  # g is resetting or idle: the held group's actions now
-                    batch.send(held[1])
-                    pending.append(held[0])
-                    held = None
-            elif held is not None:  # nothing else to receive: the held group's actions now
-                batch.send(held[1])
-                pending.append(held[0])
-                held = None
+                else:  # g is resetting or idle: the held group's actions now
+                    send_held()
+            else:  # nothing else to receive: the held group's actions now
+                send_held()
             for g in batch.finished_resets(block=not pending and held is None):
                 go(g)
             batch.report(progress)
@@ -271,6 +272,7 @@ class _RunState:
 
     def __init__(self, ev: AtariEvaluator, episodes: Episodes):
         self.ev, self.G, S = ev, ev.group, ev.slots
+        self.submits = hasattr(ev.policy, "submit")  # a step submitted, its actions collected later
         self.n_ep = len(episodes.ind)
         self.ind = np.asarray(episodes.ind, np.int64)
         self.noops = np.array([noop_count(s, ev.env_cfg.noop_max) for s in episodes.seeds], np.int64)
@@ -348,7 +350,7 @@ class _RunState:
             # the policy gathers the acting slots' frames itself (on a GPU, straight into the
             # page-locked buffer it uploads from)
             policy = self.ev.policy
-            call = policy.submit if hasattr(policy, "submit") else policy
+            call = policy.submit if self.submits else policy
             step = call(self.slot_row[acting], self.obs, take=acting)
             self.forward_s += time.monotonic() - t0
         return groups, slots[ep >= 0], acting, step
@@ -358,10 +360,9 @@ class _RunState:
         groups, live, acting, step = choice
         G = self.G
         if acting.size:
-            policy = self.ev.policy
-            if hasattr(policy, "submit"):
+            if self.submits:
                 t0 = time.monotonic()
-                step = policy.collect(step)
+                step = self.ev.policy.collect(step)
                 self.forward_s += time.monotonic() - t0
             self.actions[acting] = step
         if self.record is not None:

@@ -931,10 +931,7 @@ class CudaPolicy:
         rows, host = self.rows, self._host[turn] if self.capacity else None
         done = None
         if rows:
-            if self.spec.action != "argmax":  # continuous: the logits, mapped on the host
-                self.act[-1][:rows].copy_to_host(host.logits[:rows], stream=self.stream)
-            else:
-                self.actions_dev[:rows].copy_to_host(host.actions[:rows], stream=self.stream)
+            self._download(host, rows)
             done = self._done[turn]
             done.record(self.stream)
         ticket = _Ticket(turn, rows, done, host)
@@ -944,39 +941,41 @@ class CudaPolicy:
 
     def collect(self, ticket):
         """The actions of a submitted step (waits for its download): as fetch_actions returns them."""
-        from nevo.nets.kernels.actions import actions_of
-
         if self._in_flight[ticket.turn] is not ticket:
             raise RuntimeError("CudaPolicy: this step was collected already")
         self._in_flight[ticket.turn] = None
-        rows = ticket.rows
-        if rows == 0:
-            return actions_of(
-                self.spec, np.zeros(0, np.int64), np.zeros((0, self.spec.n_actions), np.float32)
-            )
-        ticket.done.synchronize()
-        if self.spec.action != "argmax":
-            return actions_of(self.spec, None, ticket.host.logits[:rows].copy())
-        return ticket.host.actions[:rows].astype(np.int64)
+        if ticket.rows:
+            ticket.done.synchronize()
+        return self._actions(ticket.host, ticket.rows)
 
     def fetch_actions(self):
         """The launched step's actions (after upload and launch, not submit): the one download of a
         step (waits for it). (rows,) int64 greedy actions, or for continuous actions the logits,
         through nevo.nets.kernels.actions_of (rows, n_actions) float32, as the CPU backends map them."""
+        host = self._host[self._turn] if self.capacity else None
+        if self.rows:
+            self._download(host, self.rows)
+            self.stream.synchronize()
+        return self._actions(host, self.rows)
+
+    def _download(self, host, rows):
+        """Queue the step's download into a host set: the actions, or for continuous actions the
+        logits (mapped on the host)."""
+        if self.spec.action != "argmax":
+            self.act[-1][:rows].copy_to_host(host.logits[:rows], stream=self.stream)
+        else:
+            self.actions_dev[:rows].copy_to_host(host.actions[:rows], stream=self.stream)
+
+    def _actions(self, host, rows):
+        """The actions of a downloaded step, read from its host set (see fetch_actions)."""
         from nevo.nets.kernels.actions import actions_of
 
-        rows = self.rows
         if rows == 0:
             return actions_of(
                 self.spec, np.zeros(0, np.int64), np.zeros((0, self.spec.n_actions), np.float32)
             )
-        host = self._host[self._turn]
-        if self.spec.action != "argmax":  # continuous: the logits, mapped on the host
-            self.act[-1][:rows].copy_to_host(host.logits[:rows], stream=self.stream)
-            self.stream.synchronize()
+        if self.spec.action != "argmax":
             return actions_of(self.spec, None, host.logits[:rows].copy())
-        self.actions_dev[:rows].copy_to_host(host.actions[:rows], stream=self.stream)
-        self.stream.synchronize()
         return host.actions[:rows].astype(np.int64)
 
     def forward(self, rows_ind, obs):
