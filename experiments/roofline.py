@@ -15,11 +15,14 @@ This machine (all Numba threads):
              time, the best of --passes passes of either. (On the 2-core AMD VM the sum reached
              ~10 GB/s and the rows 17-20: the sum alone made nevo's dense layer look faster than
              the memory);
-  fp32 peak  the faster of two: independent chains of FMAs on 256 floats per thread, 16 dependent
+  fp32 peak  the fastest of: independent chains of FMAs on 256 floats per thread, 16 dependent
              FMAs per load and store (LLVM vectorises the 256 floats; the core overlaps the chains;
-             2 FLOP per FMA), and NumPy's BLAS multiplying two float32 2048 x 2048 matrices on as many
+             2 FLOP per FMA); NumPy's BLAS multiplying two float32 2048 x 2048 matrices on as many
              threads as Numba's (on an AVX-512 Xeon LLVM's 256-bit vectors leave the probe at half
-             what BLAS reaches; on Zen 5 LLVM uses 512-bit ones and the two are about even).
+             what BLAS reaches); and, where the environment's OPENBLAS_CORETYPE names OpenBLAS's
+             kernel, the same product in a child process without it, on the kernel OpenBLAS picks
+             for this CPU (the 2-core Zen 5 VMs name Haswell: AVX2 kernels on an AVX-512 CPU, 0.55x
+             the sgemm of SkylakeX's). A line then says what the setting costs nevo's convs.
 
 Counts per forward (one row run by its own individual's weights), from the layer shapes:
   FLOP       conv 2 x OH x OW x KH x KW x Cin x Cout (BLAS multiplies the SAME padding too); dense
@@ -75,8 +78,11 @@ seeded reset measured here in frames; the H100 forward roofline; the two overlap
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
+import subprocess
+import sys
 import time
 
 import numba
@@ -245,16 +251,78 @@ def sgemm_peak(seconds: float, threads: int, n: int = 2048) -> tuple[float, int]
     return best, ran_on
 
 
-def machine_peak(seconds: float, threads: int) -> tuple[float, float, float, int]:
-    """(peak, FMA probe's, BLAS's, BLAS threads): the machine's fp32 peak on `threads` threads is
-    the faster of fma_burn and a BLAS sgemm. speed: on the H200 box's AVX-512 Xeon the probe
-    reached 21% of the nominal peak (LLVM vectorises it with 256-bit registers) while OpenBLAS,
-    which runs nevo's convs, uses 512-bit ones: the convs ran at up to 186% of a roof set by the
-    probe alone. On the 2-core AMD VMs the probe is the faster on AVX2 (131 against 86 GFLOP/s)
-    and about even on Zen 5 (229-269 against 251)."""
+OWN_CHOICE = """
+import json, sys
+from experiments.roofline import sgemm_peak
+from nevo.machine import blas_kernels
+flops, _ = sgemm_peak(float(sys.argv[1]), int(sys.argv[2]))
+print(json.dumps([flops, blas_kernels()]))
+"""
+
+
+def own_choice_sgemm(seconds: float, threads: int) -> tuple[float, list[str]] | None:
+    """(FLOP/s, kernels) of sgemm_peak in a child process without OPENBLAS_CORETYPE, that is on
+    the kernel OpenBLAS itself picks for this CPU; None where the variable is not set (this
+    process's sgemm is already that). OpenBLAS reads the variable once, when it loads, so only a
+    new process can show what it costs: the 2-core Zen 5 VMs set it to Haswell, whose AVX2 kernels
+    ran sgemm at 244-257 GFLOP/s there against 439-482 for the SkylakeX ones OpenBLAS picks."""
+    if not machine.forced_blas_kernel():
+        return None
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    done = subprocess.run(
+        [sys.executable, "-c", OWN_CHOICE, str(seconds), str(threads)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode:
+        raise RuntimeError(f"the sgemm without OPENBLAS_CORETYPE failed: {done.stderr.strip()[-300:]}")
+    flops, kernels = json.loads(done.stdout.strip().splitlines()[-1])
+    return flops, kernels
+
+
+@dataclasses.dataclass
+class Peak:
+    """The machine's fp32 peak and what it was the faster of."""
+
+    flops: float  # the peak: the fastest figure below
+    fma: float  # fma_burn, the FMA probe
+    blas: float  # sgemm in this process, on its BLAS kernels
+    blas_threads: int
+    kernels: list[str]  # this process's OpenBLAS kernels
+    own: tuple[float, list[str]] | None  # sgemm on OpenBLAS's own pick (own_choice_sgemm)
+
+    def note(self) -> str | None:
+        """One line where OPENBLAS_CORETYPE holds nevo's convs to kernels slower than this CPU's own."""
+        if self.own is None or self.own[1] == self.kernels or self.own[0] <= self.blas:
+            return None
+        mine, theirs = "/".join(self.kernels) or "unknown", "/".join(self.own[1]) or "unknown"
+        return (
+            f"note: OPENBLAS_CORETYPE={machine.forced_blas_kernel()} holds nevo's convs to OpenBLAS's "
+            f"{mine} kernels; on this CPU OpenBLAS picks {theirs}, whose sgemm ran "
+            f"{self.own[0] / self.blas:.2f}x as fast ({self.own[0] / 1e9:.0f} against {self.blas / 1e9:.0f} "
+            "GFLOP/s): unset it for this machine's speed (the convs' sums then differ in the last "
+            "bits, so a cluster's workers should share one setting)"
+        )
+
+
+def machine_peak(seconds: float, threads: int) -> Peak:
+    """The machine's fp32 peak on `threads` threads: the fastest of fma_burn, a BLAS sgemm in this
+    process, and, where OPENBLAS_CORETYPE names a kernel, an sgemm on the kernel OpenBLAS itself
+    picks for this CPU (own_choice_sgemm: the machine's peak, not the environment's). speed: on the
+    H200 box's AVX-512 Xeon the probe reached 21% of the nominal peak (LLVM vectorises it with
+    256-bit registers) while OpenBLAS, which runs nevo's convs, uses 512-bit ones: the convs ran at
+    up to 186% of a roof set by the probe alone. On the 2-core AMD VMs the probe is the faster on
+    AVX2 (131 against 86 GFLOP/s); on Zen 5 it gave 228-437 from one run to the next, against 244-257
+    for sgemm on the Haswell kernels the VMs' OPENBLAS_CORETYPE imposes and 439-482 on SkylakeX's."""
     fma = fma_peak(seconds)
     blas, blas_threads = sgemm_peak(seconds, threads)
-    return max(fma, blas), fma, blas, blas_threads
+    own = own_choice_sgemm(seconds, threads)
+    flops = max(fma, blas, own[0] if own else 0.0)
+    return Peak(flops, fma, blas, blas_threads, machine.blas_kernels(), own)
 
 
 def cpu_facts() -> dict:
@@ -823,7 +891,8 @@ def main(argv=None) -> dict:
     cores, threads, facts = machine.cores(), numba.get_num_threads(), cpu_facts()
     bandwidth = memory_bandwidth(a.bandwidth_mb * 2**20, a.passes)
     one_thread = memory_bandwidth(a.bandwidth_mb * 2**20, a.passes, threads=1) if threads > 1 else bandwidth
-    peak, fma, blas, blas_threads = machine_peak(max(a.seconds, 0.3), threads)
+    pk = machine_peak(max(a.seconds, 0.3), threads)
+    peak = pk.flops
     nominal = nominal_peak(facts["isa"], facts["mhz"], threads)
     print(f"machine: {facts['model']}, {cores} cores, {threads} Numba threads ({numba.threading_layer()}), "
           f"{facts['isa']}, {facts['mhz'] or 0:.0f} MHz; last-level cache "
@@ -835,8 +904,18 @@ def main(argv=None) -> dict:
         if nominal
         else ""
     )
-    print(f"fp32 peak (all threads): {peak / 1e9:.0f} GFLOP/s{note}, the faster of an FMA probe "
-          f"({fma / 1e9:.0f}) and BLAS sgemm on {blas_threads} threads ({blas / 1e9:.0f})")  # fmt: skip
+    kernels = "/".join(pk.kernels) or "unknown"
+    own = (
+        f" and, without OPENBLAS_CORETYPE, on OpenBLAS's own pick ({'/'.join(pk.own[1]) or 'unknown'}: "
+        f"{pk.own[0] / 1e9:.0f})"
+        if pk.own
+        else ""
+    )
+    print(f"fp32 peak (all threads): {peak / 1e9:.0f} GFLOP/s{note}, the fastest of an FMA probe "
+          f"({pk.fma / 1e9:.0f}), BLAS sgemm on {pk.blas_threads} threads on nevo's {kernels} kernels "
+          f"({pk.blas / 1e9:.0f}){own}")  # fmt: skip
+    if pk.note():
+        print(pk.note())
     print(f"ridge: {peak / bandwidth:.1f} FLOP/byte here; H100 SXM {H100['SXM'][1] / H100['SXM'][0]:.0f}, "
           f"PCIe {H100['PCIe'][1] / H100['PCIe'][0]:.0f}")  # fmt: skip
     gpu = find_gpu(a.max_gb)
@@ -847,7 +926,10 @@ def main(argv=None) -> dict:
     out = {
         "machine": {**facts, "cores": cores, "numba_threads": threads, "bandwidth_Bps": bandwidth,
                     "one_thread_bandwidth_Bps": one_thread, "fma_peak_flops": peak,
-                    "fma_probe_flops": fma, "sgemm_flops": blas, "sgemm_threads": blas_threads,
+                    "fma_probe_flops": pk.fma, "sgemm_flops": pk.blas, "sgemm_threads": pk.blas_threads,
+                    "blas_kernels": pk.kernels, "openblas_coretype": machine.forced_blas_kernel(),
+                    "own_choice_sgemm_flops": pk.own[0] if pk.own else None,
+                    "own_choice_blas_kernels": pk.own[1] if pk.own else None,
                     "nominal_peak_flops": nominal, "llc_bytes": llc_bytes(),
                     "gpu": gpu.name if gpu else None},
         "h100_model": {box: {"hbm_Bps": bw, "fp32_flops": pk} for box, (bw, pk) in H100.items()},

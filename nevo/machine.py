@@ -47,3 +47,19 @@ def lower_priority(tids, by: int) -> None:
             os.setpriority(os.PRIO_PROCESS, tid, nice)
         except OSError:  # the thread has ended
             pass
+
+
+def blas_kernels() -> list[str]:
+    """The kernel families ("Haswell", "SkylakeX", ...) of the OpenBLAS libraries loaded in this
+    process (threadpoolctl), sorted; empty where none reports one. nevo's CPU convs are OpenBLAS
+    products: the kernel sets their speed, and their sums' last bits."""
+    from threadpoolctl import threadpool_info
+
+    return sorted({p["architecture"] for p in threadpool_info() if p.get("architecture")})
+
+
+def forced_blas_kernel() -> str | None:
+    """OPENBLAS_CORETYPE where the environment names a kernel (OpenBLAS then runs it on any CPU,
+    even one with wider vectors: a cluster's admin sets it so that every node sums alike), or
+    None where OpenBLAS chooses for this CPU itself."""
+    return os.environ.get("OPENBLAS_CORETYPE") or None

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from experiments import roofline
-from nevo import nets
+from nevo import machine, nets
 from nevo.nets.kernels import cpu
 
 
@@ -199,10 +199,35 @@ def test_the_peak_is_the_faster_of_the_fma_probe_and_blas(monkeypatch):
     """An FMA probe that LLVM vectorises narrowly (AVX-512 machines) must not set the roof: BLAS's
     sgemm is timed beside it and the faster of the two is the peak, whichever it is."""
     monkeypatch.setattr(roofline, "sgemm_peak", lambda seconds, threads: (5e10, threads))
+    monkeypatch.setattr(roofline, "own_choice_sgemm", lambda seconds, threads: None)
     monkeypatch.setattr(roofline, "fma_peak", lambda seconds: 1e9)
-    assert roofline.machine_peak(0.1, 2) == (5e10, 1e9, 5e10, 2)
+    pk = roofline.machine_peak(0.1, 2)
+    assert (pk.flops, pk.fma, pk.blas, pk.blas_threads) == (5e10, 1e9, 5e10, 2)
     monkeypatch.setattr(roofline, "fma_peak", lambda seconds: 9e10)
-    assert roofline.machine_peak(0.1, 2) == (9e10, 9e10, 5e10, 2)
+    assert roofline.machine_peak(0.1, 2).flops == 9e10
+    assert roofline.machine_peak(0.1, 2).note() is None  # OpenBLAS chose its own kernel
+
+
+def test_a_forced_blas_kernel_is_measured_against_openblas_own_pick(monkeypatch):
+    """OPENBLAS_CORETYPE holds this process's BLAS to one kernel (the Zen 5 VMs name Haswell: AVX2
+    on an AVX-512 CPU). The peak must be the machine's: an sgemm in a child process without the
+    variable, on the kernel OpenBLAS picks itself, which must differ from a forced ancient one."""
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")  # SSE3: no x86-64 CPU of today picks it
+    flops, kernels = roofline.own_choice_sgemm(0.05, 1)
+    assert flops > 1e8 and kernels and "Prescott" not in kernels
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    assert roofline.own_choice_sgemm(0.05, 1) is None  # no variable: this process's sgemm is that
+
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setattr(roofline, "fma_peak", lambda seconds: 1e9)
+    monkeypatch.setattr(roofline, "sgemm_peak", lambda seconds, threads: (2.5e11, threads))
+    monkeypatch.setattr(roofline, "own_choice_sgemm", lambda seconds, threads: (4.5e11, ["SkylakeX"]))
+    monkeypatch.setattr(machine, "blas_kernels", lambda: ["Haswell"])
+    pk = roofline.machine_peak(0.1, 2)
+    assert pk.flops == 4.5e11 and pk.blas == 2.5e11
+    assert "OPENBLAS_CORETYPE=Haswell" in pk.note() and "1.80x" in pk.note() and "SkylakeX" in pk.note()
+    monkeypatch.setattr(roofline, "own_choice_sgemm", lambda seconds, threads: (2.4e11, ["Haswell"]))
+    assert roofline.machine_peak(0.1, 2).note() is None  # the same kernel: nothing to say
 
 
 def test_sgemm_runs_on_the_threads_asked_for_not_the_forwards_one():
