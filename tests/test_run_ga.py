@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from experiments import run_ga
-from nevo import nets, runs
+from nevo import machine, nets, runs
 from nevo.genomes import noise
 from tests.conftest import metrics_without_clock, run_folder
 from tests.tiny import ATARI
@@ -36,6 +36,8 @@ def test_run_folder_holds_config_metrics_checkpoint_and_elite(reference_run):
     assert {"config.json", "metrics.jsonl", "checkpoint.npz", "elite.json"} <= files
     cfg = json.load(open(os.path.join(reference_run, "config.json")))
     assert cfg["git_commit"] and cfg["ga"]["population"] == 6 and cfg["net"]["net"] == "small"
+    # the OpenBLAS kernels the CPU convs summed on: an action's last bits depend on them
+    assert cfg["device"] == "cpu" and cfg["blas"] == "/".join(machine.blas_kernels()) != ""
     rows = runs.read_metrics(reference_run)
     assert [r["generation"] for r in rows] == [0, 1, 2, 3]
     for key in ("frames", "wall_s", "perf/frames_per_s", "score/pop_max", "score/pop_mean",
