@@ -7,7 +7,8 @@ writes PREFIX.png and PREFIX.pdf: `perf/frames_per_s` of each generation (all ga
 generation emulated, training and validation, over its wall time) and, where the metrics hold it,
 `perf/tail_fraction` (the share of a generation's time spent waiting on its last episodes) and
 `perf/forward_fraction` (the share spent choosing actions: near 1, the net is the limit; low, the
-emulators are).
+emulators are) and `perf/cores_busy` (the process's CPU time over the wall time and the machine's
+cores: near 1, every core was working, so a long tail cost nothing; low, cores idled).
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from plots.curves import load_or_fail
 
 TAIL = "perf/tail_fraction"
 FORWARD = "perf/forward_fraction"
+BUSY = "perf/cores_busy"
 
 
 def plot_throughput(runs: list[rundata.Run]):
-    """The Figure: frames/s against hours, plus tail and forward panels where runs have them."""
+    """The Figure: frames/s against hours, plus tail, forward and cores-busy panels where runs
+    have them."""
     groups = rundata.group_runs(runs)
     labels = rundata.group_labels(groups)
     keys = [("perf/frames_per_s", "Throughput", "Game frames per second (thousands)", 1e-3)]
@@ -33,6 +36,8 @@ def plot_throughput(runs: list[rundata.Run]):
         keys.append((TAIL, "Straggler tail", "Fraction of generation time in the tail", 1.0))
     if any(r.has(FORWARD) for r in runs):
         keys.append((FORWARD, "Forward pass", "Fraction of generation time in the net", 1.0))
+    if any(r.has(BUSY) for r in runs):
+        keys.append((BUSY, "Cores busy", "Fraction of the machine's cores working", 1.0))
     with style.paper():
         fig, axes = style.figure(len(keys), width=3.5 * len(keys), height=2.7)
         for ax, (key, title, ylabel, scale) in zip(axes, keys):

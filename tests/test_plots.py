@@ -58,9 +58,9 @@ def test_curves_cli_writes_png_and_pdf_for_each_axis(tiny_runs, tmp_path):
 
 
 @pytest.mark.slow
-def test_throughput_shows_frames_per_second_the_tail_and_the_forward_share(tiny_runs):
+def test_throughput_shows_frames_per_second_the_tail_the_forward_share_and_cores_busy(tiny_runs):
     fig = throughput.plot_throughput(rundata.load_runs(tiny_runs[:1]))
-    speed, tail, forward = fig.get_axes()
+    speed, tail, forward, busy = fig.get_axes()
     np.testing.assert_allclose(
         speed.get_lines()[0].get_ydata(), np.array(metric(tiny_runs[0], "perf/frames_per_s")) / 1e3
     )
@@ -68,6 +68,9 @@ def test_throughput_shows_frames_per_second_the_tail_and_the_forward_share(tiny_
     share = metric(tiny_runs[0], "perf/forward_fraction")
     np.testing.assert_allclose(forward.get_lines()[0].get_ydata(), share)
     assert all(0 < f < 1 for f in share)
+    cores = metric(tiny_runs[0], "perf/cores_busy")
+    np.testing.assert_allclose(busy.get_lines()[0].get_ydata(), cores)
+    assert busy.get_title() == "Cores busy" and all(0 < c <= 1.02 for c in cores)
 
 
 @pytest.mark.slow
