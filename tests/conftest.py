@@ -26,6 +26,22 @@ def host_weights(n_params: int):
     return PooledWeights(WeightBuilder(None, np.zeros(n_params, np.float32)))
 
 
+def kernels_under(coretype: str) -> str:
+    """The OpenBLAS kernels a new process reports (nevo.machine.blas_kernels, joined) when
+    OPENBLAS_CORETYPE names coretype: OpenBLAS's own name for it (Prescott reports Katmai)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy, scipy.linalg.blas; from nevo.machine import blas_kernels; "
+        "print('/'.join(blas_kernels()))"
+    )
+    env = {**os.environ, "OPENBLAS_CORETYPE": coretype}
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def run_folder(main, argv, out) -> str:
     """Run an experiment's main(argv) in-process with --out-dir out; return the run folder it made."""
     assert main([*argv, "--out-dir", str(out)]) == 0

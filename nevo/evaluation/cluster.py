@@ -36,6 +36,7 @@ Shape:
 
 from __future__ import annotations
 
+import collections
 import math
 import pickle
 import threading
@@ -81,6 +82,17 @@ def check_address(address: str) -> None:
 def nbytes(obj) -> int:
     """Bytes of obj pickled (protocol 5, as Dask sends NumPy arrays)."""
     return len(pickle.dumps(obj, protocol=5))
+
+
+def mixed_kernels(facts_by_worker: dict) -> str | None:
+    """Where the workers' facts name more than one OpenBLAS kernel for their CPU convs (a cluster
+    of mixed CPU generations: OpenBLAS picks per CPU), which, on how many workers: "Haswell on 2
+    workers, SkylakeX on 1 worker"; else None. A conv's last bits depend on the kernel, so such a
+    cluster's results depend on which worker played which episode."""
+    counts = collections.Counter(f["blas"] for f in facts_by_worker.values() if f.get("blas"))
+    if len(counts) < 2:
+        return None
+    return ", ".join(f"{k} on {n} worker{'s' if n > 1 else ''}" for k, n in sorted(counts.items()))
 
 
 class ClusterEvaluator:
@@ -285,11 +297,23 @@ class ClusterEvaluator:
         return f"`{worker_side.WORKER_COMMAND.format(self.address)}` in a nevo checkout"
 
     def _worker_facts(self) -> dict:
-        """What the workers run, as config.json's facts (the first accepted worker's)."""
+        """What the workers run, as config.json's facts: the first accepted worker's, except the
+        OpenBLAS kernels of their CPU convs, which are every worker's (mixed_kernels)."""
         from nevo.evaluation import cluster_worker as worker_side
 
-        facts = self.client.run(worker_side.facts, self.name, workers=sorted(self.workers)[:1])
-        return {f"worker {k}": v for k, v in next(iter(facts.values()), {}).items()}
+        facts = self.client.run(worker_side.facts, self.name, workers=sorted(self.workers))
+        first = facts.get(sorted(self.workers)[0], next(iter(facts.values()), {}))
+        out = {f"worker {k}": v for k, v in first.items()}
+        mixed = mixed_kernels(facts)
+        if mixed:
+            out["worker blas"] = mixed
+            self.say(
+                f"warning: the workers' CPU convs sum on different OpenBLAS kernels ({mixed}), so an "
+                "individual's actions may differ in the last bits with the worker that plays it and "
+                "results are not repeatable; start every worker with one OPENBLAS_CORETYPE "
+                "(Haswell runs on any AVX2 CPU) for identical results"
+            )
+        return out
 
     # -- evaluation ----------------------------------------------------------------------------
 
