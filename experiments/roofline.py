@@ -14,7 +14,8 @@ This machine (all Numba threads):
              512 floats, four at a time, scaled and added into 512 accumulators); bytes read /
              time, the best of --passes passes of either. (On the 2-core AMD VM the sum reached
              ~10 GB/s and the rows 17-20: the sum alone made nevo's dense layer look faster than
-             the memory);
+             the memory.) Read again before each net after the first, whose roofs use it (a
+             shared host's bandwidth moves from minute to minute);
   fp32 peak  the fastest of: independent chains of FMAs on 256 floats per thread, 16 dependent
              FMAs per load and store (LLVM vectorises the 256 floats; the core overlaps the chains;
              2 FLOP per FMA); NumPy's BLAS multiplying two float32 2048 x 2048 matrices on as many
@@ -601,7 +602,8 @@ def measure_net(name: str, a, bandwidth: float, peak: float, gpu) -> dict:
     counts = layer_counts(spec, kept_shares(spec, full), weights.dtype.itemsize)
     counts.append(total_counts(counts))
     print(f"\n{name}: {spec.n_params:,} params, obs {spec.obs_shape} from {source}; {n_ind} individuals "
-          f"rotated ({weights.nbytes / 1e9:.2f} GB of {a.weights} weights)", flush=True)  # fmt: skip
+          f"rotated ({weights.nbytes / 1e9:.2f} GB of {a.weights} weights); memory bandwidth now "
+          f"{bandwidth / 1e9:.1f} GB/s", flush=True)  # fmt: skip
     results = []
     for rows in a.rows:
         o = np.ascontiguousarray(obs[np.arange(rows) % n_obs])
@@ -634,7 +636,8 @@ def measure_net(name: str, a, bandwidth: float, peak: float, gpu) -> dict:
                 row["gpu_per_s"] = gpu.forward_rate(spec, rows, o, a.seconds, a.weights)
             results.append(row)
             print_row(row, gpu is not None)
-    return {"net": name, "n_params": spec.n_params, "obs": source, "individuals": n_ind, "rows": results}
+    return {"net": name, "n_params": spec.n_params, "obs": source, "individuals": n_ind,
+            "bandwidth_Bps": bandwidth, "rows": results}  # fmt: skip
 
 
 HEAD = (
@@ -936,8 +939,11 @@ def main(argv=None) -> dict:
         "weights": a.weights,
         "nets": [],
     }  # fmt: skip
-    for name in a.nets:
-        out["nets"].append(measure_net(name, a, bandwidth, peak, gpu))
+    for k, name in enumerate(a.nets):
+        # speed: the host's other tenants move the bandwidth from minute to minute (41 to 74 GB/s
+        # within an hour on the 2-core Zen 5 VM), so each net's roof takes a read just before it
+        now = bandwidth if k == 0 else memory_bandwidth(a.bandwidth_mb * 2**20, a.passes)
+        out["nets"].append(measure_net(name, a, now, peak, gpu))
     print(
         "(MFLOP, MB: per forward; kept: nonzero share of a dense layer's inputs; roof f/s: "
         "min(bandwidth / MB, peak / MFLOP); in turn: the forward's layers each at its own roof, one "

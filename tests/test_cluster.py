@@ -220,6 +220,30 @@ def test_workers_on_different_openblas_kernels_are_named_in_one_warning(tmp_path
     assert json.load(open(os.path.join(folder, "config.json")))["worker blas"] == both
 
 
+@pytest.mark.slow
+def test_a_worker_on_another_kernel_joining_later_is_named_in_one_warning(tmp_path):
+    """The kernels of workers that join after the start are looked at when a generation begins."""
+    cfg, task, table, population, episodes, expected = _maze_setup(tmp_path, n=2)
+    lines = []
+    with DaskProcesses(workers=0) as c:
+        c.start_worker(env={"OPENBLAS_CORETYPE": "Haswell"})
+        c.wait_for_workers(1)
+        ev = ClusterEvaluator(c.address, cfg, task, None, table, 2, 1, timeout_s=30, say=lines.append)
+        try:
+            assert ev.facts["worker blas"] == kernels_under("Haswell")  # the one worker's kernels
+            ev.run(population, episodes)
+            assert not lines  # one worker, one kernel
+            c.start_worker(env={"OPENBLAS_CORETYPE": "Prescott"})
+            c.wait_for_workers(2)
+            for _ in range(2):  # said once, not every generation
+                out = ev.run(population, episodes)
+        finally:
+            ev.close()
+    both = ", ".join(sorted(f"{kernels_under(k)} on 1 worker" for k in ("Haswell", "Prescott")))
+    assert len(lines) == 1 and f"({both})" in lines[0] and lines[0].startswith("warning:")
+    assert len(out.returns) == len(expected.returns)  # every episode played on both workers' cluster
+
+
 def test_one_kernel_on_every_worker_is_not_mixed():
     """Workers on one kernel, and workers whose nets have no convs (no `blas` fact), say nothing."""
     assert mixed_kernels({"a": {"blas": "Haswell"}, "b": {"blas": "Haswell"}, "c": {}}) is None

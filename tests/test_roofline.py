@@ -118,10 +118,16 @@ def test_rotated_weights_exceed_the_cache_and_cover_the_rows():
 @pytest.mark.slow  # a few seconds once Numba's cache is warm; compiling its kernels takes a minute
 def test_the_script_runs_end_to_end_at_tiny_settings(tmp_path):
     out = roofline.main(
-        ["--nets", "mlp", "--rows", "4", "--seconds", "0.05", "--bandwidth-mb", "64", "--passes", "1",
-         "--skip-end-to-end", "--json", str(tmp_path / "r.json")]
+        ["--nets", "mlp", "deep", "--rows", "4", "--seconds", "0.05", "--bandwidth-mb", "64", "--passes",
+         "1", "--skip-end-to-end", "--json", str(tmp_path / "r.json")]
     )  # fmt: skip
     assert out["machine"]["bandwidth_Bps"] > 0 and out["machine"]["fma_peak_flops"] > 0
+    first, second = out["nets"]
+    assert first["bandwidth_Bps"] == out["machine"]["bandwidth_Bps"]  # the first net: the start's read
+    peak = out["machine"]["fma_peak_flops"]
+    for r in second["rows"]:  # the second: a read of its own, which its roofs use
+        roof = roofline.roofline_rate(r["flops"], r["bytes"], second["bandwidth_Bps"], peak)[0]
+        assert r["roofline_per_s"] == roof
     rows = out["nets"][0]["rows"]
     assert [r["layer"] for r in rows] == ["input", "dense 4x64", "dense 64x64", "dense 64x2", "forward"]
     assert out["machine"]["one_thread_bandwidth_Bps"] > 0

@@ -147,6 +147,8 @@ class ClusterEvaluator:
             self._check_scheduler()
             self.name = f"nevo-{uuid.uuid4().hex[:8]}"
             self.reported = set()
+            self.kernels: dict = {}  # worker -> the OpenBLAS kernels of its CPU convs (None: no convs)
+            self.mixed_said = None  # the mix of kernels last warned of
             self.plugin = worker_side.Setup(
                 self.name,
                 cfg,
@@ -304,16 +306,36 @@ class ClusterEvaluator:
         facts = self.client.run(worker_side.facts, self.name, workers=sorted(self.workers))
         first = facts.get(sorted(self.workers)[0], next(iter(facts.values()), {}))
         out = {f"worker {k}": v for k, v in first.items()}
-        mixed = mixed_kernels(facts)
-        if mixed:
-            out["worker blas"] = mixed
+        mixed = self._note_kernels(facts)
+        return {**out, "worker blas": mixed} if mixed else out
+
+    def _note_kernels(self, facts: dict) -> str | None:
+        """Record the workers' kernels (facts by worker; a worker not set up yet is asked again
+        next time) and warn, once per new mix, when they sum on more than one."""
+        self.kernels.update({w: f.get("blas") for w, f in facts.items() if f})
+        mixed = mixed_kernels({w: {"blas": k} for w, k in self.kernels.items()})
+        if mixed and mixed != self.mixed_said:
+            self.mixed_said = mixed
             self.say(
                 f"warning: the workers' CPU convs sum on different OpenBLAS kernels ({mixed}), so an "
                 "individual's actions may differ in the last bits with the worker that plays it and "
                 "results are not repeatable; start every worker with one OPENBLAS_CORETYPE "
                 "(Haswell runs on any AVX2 CPU) for identical results"
             )
-        return out
+        return mixed
+
+    def _check_new_workers(self, workers) -> None:
+        """The kernels of workers that joined since the last look (see _note_kernels)."""
+        from nevo.evaluation import cluster_worker as worker_side
+
+        new = sorted(set(workers) - set(self.kernels))
+        if not new:
+            return
+        try:
+            facts = self.client.run(worker_side.facts, self.name, workers=new)
+        except Exception:  # noqa: BLE001 (a worker gone meanwhile; the run finds out on its own)
+            return
+        self._note_kernels(facts)
 
     # -- evaluation ----------------------------------------------------------------------------
 
@@ -330,6 +352,7 @@ class ClusterEvaluator:
             empty = np.zeros(0, np.int64)
             return Results(np.zeros(0), empty, empty.copy())
         workers = self._accepted() or self._wait_for_workers(gone=True)
+        self._check_new_workers(workers)
         size = self.chunk or max(1, math.ceil(n_ep / (2 * len(workers))))
         starts = list(range(0, n_ep, size))
         self.runs += 1
