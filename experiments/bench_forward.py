@@ -38,6 +38,7 @@ import numba
 import numpy as np
 from numba import cuda  # importing it does not need a GPU; the CPU bench never uses it
 
+from nevo import machine
 from nevo.nets import init_scale, net_spec
 
 # Settings (command line overrides)
@@ -187,7 +188,8 @@ def bench_cpu_format(args, fmt):
 
     forward(spec, weights, np.zeros(1, np.int64), np.zeros((1, *spec.obs_shape), np.uint8))
     bandwidth = memory_bandwidth()
-    print(f"threading layer {numba.threading_layer()}; memory copy bandwidth {bandwidth / 1e9:.1f} GB/s")
+    print(f"threading layer {numba.threading_layer()}; memory copy bandwidth {bandwidth / 1e9:.1f} GB/s; "
+          f"{machine.blas_line()}")  # fmt: skip
     print(f"{'case':>10} {'rows':>6} {'inds/call':>9} {'forwards/s':>11} {'ms/call':>9} {'GB/s':>7}")
     for rows in rows_list:
         inds = min(rows, n_ind)

@@ -63,3 +63,13 @@ def forced_blas_kernel() -> str | None:
     even one with wider vectors: a cluster's admin sets it so that every node sums alike), or
     None where OpenBLAS chooses for this CPU itself."""
     return os.environ.get("OPENBLAS_CORETYPE") or None
+
+
+def blas_line() -> str:
+    """One line for a benchmark's header: the OpenBLAS kernels nevo's CPU convs run on and who
+    chose them (OPENBLAS_CORETYPE, or OpenBLAS for this CPU). The 2-core Zen 5 VMs name Haswell,
+    whose AVX2 kernels ran their convs 1.4-1.7x slower than the SkylakeX ones OpenBLAS picks there."""
+    kernels = "/".join(blas_kernels()) or "unknown"
+    forced = forced_blas_kernel()
+    who = f"named by OPENBLAS_CORETYPE={forced}" if forced else "OpenBLAS's pick for this CPU"
+    return f"CPU convs on OpenBLAS's {kernels} kernels ({who})"

@@ -238,6 +238,17 @@ def test_a_forced_blas_kernel_is_measured_against_openblas_own_pick(monkeypatch)
     assert roofline.machine_peak(0.1, 2).note() is None  # the same kernel: nothing to say
 
 
+def test_a_benchmark_header_says_which_kernels_the_convs_run_on_and_who_chose_them(monkeypatch):
+    monkeypatch.setattr(machine, "blas_kernels", lambda: ["Haswell"])
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    assert (
+        machine.blas_line() == "CPU convs on OpenBLAS's Haswell kernels (named by OPENBLAS_CORETYPE=Haswell)"
+    )
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    monkeypatch.setattr(machine, "blas_kernels", lambda: ["SkylakeX"])
+    assert machine.blas_line() == "CPU convs on OpenBLAS's SkylakeX kernels (OpenBLAS's pick for this CPU)"
+
+
 def test_sgemm_runs_on_the_threads_asked_for_not_the_forwards_one():
     """nevo's CPU kernels hold BLAS to one thread process-wide; the peak's sgemm must lift that
     for its own product (else a 16-core machine's peak reads as one core's) and put it back."""
