@@ -157,8 +157,9 @@ def bucketed_noise_sum(out, coeffs, offsets, table, lo, hi):
     out[:] = 0.0
     for k in range(coeffs.shape[0]):
         c, o = coeffs[k], offsets[k]
-        for j in range(lo[k], hi[k]):
-            out[j] += c * table[o + j]
+        dst, eps = out[lo[k] : hi[k]], table[o + lo[k] : o + hi[k]]  # speed: 1-D views vectorise
+        for j in range(hi[k] - lo[k]):
+            dst[j] += c * eps[j]
 
 
 def bucket_edges(n_params: int, size: int) -> np.ndarray:

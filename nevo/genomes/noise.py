@@ -88,15 +88,22 @@ def build_rows(out, base, base_idx, offsets, init_scale, scale, table):
         b = base_idx[i]
         o = offsets[i]
         sig = scale[i]
+        # speed: 1-D views indexed by range() alone vectorise; out[i, j] and table[o + j] did not
+        # (Numba checks an index of unknown sign for wraparound): one large row, one thread, on the
+        # 2-core Zen 5 VM, 7.2 ms before, 0.9 after. The same sums (no fastmath), bit for bit.
+        dst = out[i, lo:hi]
         if b < 0:
-            for j in range(lo, hi):
-                out[i, j] = init_scale[j] * table[o + j]
+            scales, eps = init_scale[lo:hi], table[o + lo : o + hi]
+            for j in range(hi - lo):
+                dst[j] = scales[j] * eps[j]
         elif o < 0:
-            for j in range(lo, hi):
-                out[i, j] = base[b, j]
+            src = base[b, lo:hi]
+            for j in range(hi - lo):
+                dst[j] = src[j]
         else:
-            for j in range(lo, hi):
-                out[i, j] = base[b, j] + sig * table[o + j]
+            src, eps = base[b, lo:hi], table[o + lo : o + hi]
+            for j in range(hi - lo):
+                dst[j] = src[j] + sig * eps[j]
 
 
 @numba.njit(parallel=True, nogil=True, cache=True)
@@ -107,10 +114,11 @@ def keep_outside(out, bases, base_idx, bucket):
     p = out.shape[1]
     for i in numba.prange(out.shape[0]):
         lo, hi, b = bucket[i, 0], bucket[i, 1], base_idx[i]
+        dst, src = out[i], bases[b]  # speed: 1-D views vectorise (build_rows)
         for j in range(lo):
-            out[i, j] = bases[b, j]
+            dst[j] = src[j]
         for j in range(hi, p):
-            out[i, j] = bases[b, j]
+            dst[j] = src[j]
 
 
 class NoiseSource:
