@@ -192,7 +192,12 @@ def dense_weight_grads(x, g):
                 v = x[t, i]
                 if v != 0.0:
                     for k in range(n_k):
-                        dw[k, i] += v * g[k, t]
+                        # speed: a loop over 1-D views, not the array expression dw[k, i] += v * g[k, t]:
+                        # the large net's fc layer, 100 experiences, on the 2-core Zen 5 VM, 0.043 s
+                        # -> 0.012 s (1 cotangent), 0.10 -> 0.041 (2); the same sums in the same order
+                        d, gr = dw[k, i], g[k, t]
+                        for o in range(d.shape[0]):
+                            d[o] += v * gr[o]
     return dw
 
 
