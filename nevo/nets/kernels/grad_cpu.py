@@ -93,11 +93,17 @@ def dense_forward(x, w, b):
     n_t, n_in = x.shape
     z = np.empty((n_t, w.shape[1]))
     for t in prange(n_t):
-        z[t] = b
+        zt = z[t]
+        zt[:] = b
         for i in range(n_in):
             v = x[t, i]
             if v != 0.0:
-                z[t] += v * w[i]
+                # speed: a loop over 1-D views, not the array expression z[t] += v * w[i]: the
+                # large net's fc layer over 100 experiences, 0.100 s -> 0.049 s on the 2-core Zen 5
+                # VM; the same sums in the same order
+                wi = w[i]
+                for o in range(zt.shape[0]):
+                    zt[o] += v * wi[o]
     return z
 
 
