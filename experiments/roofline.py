@@ -300,7 +300,7 @@ class Peak:
         """One line where OPENBLAS_CORETYPE holds nevo's convs to kernels slower than this CPU's own."""
         if self.own is None or self.own[1] == self.kernels or self.own[0] <= self.blas:
             return None
-        mine, theirs = "/".join(self.kernels) or "unknown", "/".join(self.own[1]) or "unknown"
+        mine, theirs = machine.kernels_name(self.kernels), machine.kernels_name(self.own[1])
         return (
             f"note: OPENBLAS_CORETYPE={machine.forced_blas_kernel()} holds nevo's convs to OpenBLAS's "
             f"{mine} kernels; on this CPU OpenBLAS picks {theirs}, whose sgemm ran "
@@ -907,9 +907,9 @@ def main(argv=None) -> dict:
         if nominal
         else ""
     )
-    kernels = "/".join(pk.kernels) or "unknown"
+    kernels = machine.kernels_name(pk.kernels)
     own = (
-        f" and, without OPENBLAS_CORETYPE, on OpenBLAS's own pick ({'/'.join(pk.own[1]) or 'unknown'}: "
+        f" and, without OPENBLAS_CORETYPE, on OpenBLAS's own pick ({machine.kernels_name(pk.own[1])}: "
         f"{pk.own[0] / 1e9:.0f})"
         if pk.own
         else ""
@@ -917,8 +917,9 @@ def main(argv=None) -> dict:
     print(f"fp32 peak (all threads): {peak / 1e9:.0f} GFLOP/s{note}, the fastest of an FMA probe "
           f"({pk.fma / 1e9:.0f}), BLAS sgemm on {pk.blas_threads} threads on nevo's {kernels} kernels "
           f"({pk.blas / 1e9:.0f}){own}")  # fmt: skip
-    if pk.note():
-        print(pk.note())
+    costs = pk.note()
+    if costs:
+        print(costs)
     print(f"ridge: {peak / bandwidth:.1f} FLOP/byte here; H100 SXM {H100['SXM'][1] / H100['SXM'][0]:.0f}, "
           f"PCIe {H100['PCIe'][1] / H100['PCIe'][0]:.0f}")  # fmt: skip
     gpu = find_gpu(a.max_gb)

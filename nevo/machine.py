@@ -58,6 +58,12 @@ def blas_kernels() -> list[str]:
     return sorted({p["architecture"] for p in threadpool_info() if p.get("architecture")})
 
 
+def kernels_name(kernels: list[str]) -> str:
+    """The kernels of blas_kernels as one name: "Haswell", "Haswell/SkylakeX" (libraries that
+    differ), or "unknown"."""
+    return "/".join(kernels) or "unknown"
+
+
 def forced_blas_kernel() -> str | None:
     """OPENBLAS_CORETYPE where the environment names a kernel (OpenBLAS then runs it on any CPU,
     even one with wider vectors: a cluster's admin sets it so that every node sums alike), or
@@ -69,7 +75,6 @@ def blas_line() -> str:
     """One line for a benchmark's header: the OpenBLAS kernels nevo's CPU convs run on and who
     chose them (OPENBLAS_CORETYPE, or OpenBLAS for this CPU). The 2-core Zen 5 VMs name Haswell,
     whose AVX2 kernels ran their convs 1.4-1.7x slower than the SkylakeX ones OpenBLAS picks there."""
-    kernels = "/".join(blas_kernels()) or "unknown"
     forced = forced_blas_kernel()
     who = f"named by OPENBLAS_CORETYPE={forced}" if forced else "OpenBLAS's pick for this CPU"
-    return f"CPU convs on OpenBLAS's {kernels} kernels ({who})"
+    return f"CPU convs on OpenBLAS's {kernels_name(blas_kernels())} kernels ({who})"

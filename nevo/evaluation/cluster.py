@@ -303,8 +303,9 @@ class ClusterEvaluator:
         OpenBLAS kernels of their CPU convs, which are every worker's (mixed_kernels)."""
         from nevo.evaluation import cluster_worker as worker_side
 
-        facts = self.client.run(worker_side.facts, self.name, workers=sorted(self.workers))
-        first = facts.get(sorted(self.workers)[0], next(iter(facts.values()), {}))
+        workers = sorted(self.workers)
+        facts = self.client.run(worker_side.facts, self.name, workers=workers)
+        first = facts.get(workers[0], next(iter(facts.values()), {}))
         out = {f"worker {k}": v for k, v in first.items()}
         mixed = self._note_kernels(facts)
         return {**out, "worker blas": mixed} if mixed else out

@@ -144,7 +144,7 @@ def local_evaluator(cfg, task, spec, device: str, table, ref_batch, run_dir: str
     # The CPU convs are OpenBLAS products, whose last bits depend on the kernel (OPENBLAS_CORETYPE,
     # else OpenBLAS's pick for the CPU): exact resumes and a cluster's equality hold on one kernel.
     convs = device == "cpu" and any(lay.kind == "conv" for lay in spec.layers)
-    blas = {"blas": "/".join(machine.blas_kernels()) or "unknown"} if convs else {}
+    blas = {"blas": machine.kernels_name(machine.blas_kernels())} if convs else {}
     return ev, {"device": device, **blas, **facts}
 
 
