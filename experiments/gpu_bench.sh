@@ -11,9 +11,11 @@
 #                                             # NMB-ES with 10,000 offspring on the 28,938-parameter net
 #   bash experiments/gpu_bench.sh all        # all five in order (longer than one device call)
 #   bash experiments/gpu_bench.sh lease      # one call of <= 10 minutes for a 15-minute lease: every step
-#                                             # shortened and cut on its own, a failure does not stop
-#                                             # the rest, the most needed first (each step's log in $OUT,
-#                                             # the exit codes last; a call cut short keeps the logs)
+#                                             # shortened and cut on its own and at a deadline (9 minutes),
+#                                             # a failure does not stop the rest, the most needed first:
+#                                             # the CUDA checks, a GPU generation's split, the GPU's own
+#                                             # roofline, the 16-core CPU end to end (each step's log in
+#                                             # $OUT, the exit codes last; a call cut short keeps the logs)
 #   bash experiments/gpu_bench.sh lease2     # the lease's second call, on the warm machine (~4 minutes):
 #                                             # the forward's step parts, the 16-core CPU end to end
 #
@@ -66,10 +68,16 @@ assert (x.copy_to_host() == np.arange(1000) + 1).all(), 'a tiny kernel computed 
 print('a tiny kernel ran')"
 
 if [[ $part == lease || $part == lease2 ]]; then
-  # Each step cut at its own limit (seconds); one that fails or runs over does not stop the rest.
+  # Each step cut at its own limit (seconds) and at the call's deadline (LEASE_SECONDS after the
+  # start, default 540: a 600-second call keeps its logs); one that fails or runs over does not
+  # stop the rest; a step with under 20 seconds left is skipped.
   codes=()
+  deadline=$((SECONDS + ${LEASE_SECONDS:-540}))
   try() {  # try NAME LIMIT COMMAND...
     local name=$1 cut=$2; shift 2
+    local left=$((deadline - SECONDS))
+    if ((left < 20)); then codes+=("$name=skipped"); echo "== $name: skipped (${left} s left)"; return; fi
+    ((cut > left)) && cut=$left
     echo "== $name (cut at ${cut} s): $*"
     local t0=$SECONDS
     local rc=0
@@ -89,14 +97,22 @@ if [[ $part == lease || $part == lease2 ]]; then
     exit 0
   fi
   try smoke 60 python3 -c "$DETECT; $TINY_KERNEL"
+  # The kernels and the policy's steps in flight (submit/collect, new since the last lease) against
+  # the NumPy reference, small shapes (session 20: 17 full-size checks in 160 s)
+  try cuda_checks 170 python3 -m tests.cuda_checks
   # A population-1,000 generation of large split into forward, emulation, send, resets, weights
   # and Python on the GPU (session 20: 28,728 frames/s, forward 55%; since then small steps are
   # gathered on one thread, the emulator threads run nicer than the driving thread, a group's
   # ended slots are reset 8 at a time, and a group's step is collected after the next is submitted)
-  try e2e 240 python3 -m experiments.roofline --nets large --rows 1000 --seconds 0.1 --max-gb 1 \
+  try e2e 220 python3 -m experiments.roofline --nets large --rows 1000 --seconds 0.1 --max-gb 1 \
     --weights fp16 --e2e-device cuda --population 1000 --slots 256 --limit-seconds 3
-  # (session 20: 17 checks in 160 s, the full-size one after them 54 s more)
-  try cuda_checks 170 python3 -m tests.cuda_checks --full
+  # The GPU's own roofline: its memory's streaming read and fp32 peak measured, each net's forward
+  # on the GPU against them (and the 16-core CPU's beside)
+  try roofline_gpu 130 python3 -m experiments.roofline --nets large small mnist --rows 256 1000 \
+    --seconds 0.1 --max-gb 1 --skip-end-to-end --weights fp16 --json "$out/roofline_gpu.json"
+  # The 16-core CPU alone end to end, send timed apart (session 20: 17,146 frames/s, Python 29%)
+  try e2e_cpu 140 python3 -m experiments.roofline --nets large --rows 64 --seconds 0.2 --max-gb 1 \
+    --weights fp16 --e2e-device cpu --population 256 --limit-seconds 3
   echo "== exit codes: ${codes[*]}"
   exit 0
 fi

@@ -284,3 +284,59 @@ def test_the_counted_policy_submits_where_its_policy_does():
     np.testing.assert_array_equal(counted.collect(counted.submit(np.arange(3), None)), [1, 1, 1])
     counted(np.arange(2), None)
     assert counted.rows == 5
+
+
+GPU_PROBES = """
+import numpy as np
+from numba import cuda
+from experiments import roofline as r
+
+bw = r.gpu_bandwidth(8 * 1000, 1, blocks=2, threads=8)
+flops = r.gpu_peak(0.0, blocks=2, threads=8, iters=3)
+assert bw > 0 and flops > 0, (bw, flops)
+
+
+@cuda.jit
+def read_half(x, out):  # skips every other word
+    t, stride = cuda.grid(1), cuda.gridsize(1)
+    s, i = np.uint64(0), 2 * t
+    while i < x.size:
+        s += x[i]
+        i += 2 * stride
+    out[t] = s
+
+
+@cuda.jit
+def burn_once(out, m, c, iters):  # one FMA per chain, whatever iters says
+    t = cuda.grid(1)
+    out[t] = out[t] * m + c
+
+
+for name, broken, probe in (("gpu_read", read_half, lambda: r.gpu_bandwidth(8000, 1, 2, 8)),
+                            ("gpu_burn", burn_once, lambda: r.gpu_peak(0.0, 2, 8, 3))):
+    real = getattr(r, name)
+    setattr(r, name, broken)
+    try:
+        probe()
+    except RuntimeError as e:
+        print("caught:", e)
+    else:
+        raise SystemExit(name + ": a wrong result went unnoticed")
+    setattr(r, name, real)
+print("ok")
+"""
+
+
+def test_the_gpu_probes_check_what_they_read_and_computed():
+    """On the CUDA simulator: the bandwidth and FMA probes run, and each raises where its kernel
+    reads fewer words or runs fewer FMAs than it claims (its rate would be wrong)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", GPU_PROBES], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("caught:") == 2 and done.stdout.strip().endswith("ok"), done.stdout
