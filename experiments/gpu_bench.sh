@@ -16,8 +16,8 @@
 #                                             # the CUDA checks, a GPU generation's split, the GPU's own
 #                                             # roofline, the 16-core CPU end to end (each step's log in
 #                                             # $OUT, the exit codes last; a call cut short keeps the logs)
-#   bash experiments/gpu_bench.sh lease2     # the lease's second call, on the warm machine (~4 minutes):
-#                                             # the forward's step parts, the 16-core CPU end to end
+#   bash experiments/gpu_bench.sh lease2     # the lease's second call (~3 minutes): the GPU's fp32 peak
+#                                             # and memory read alone, the kernels with a step's parts
 #
 # Each part stops at its first failure, and each command is cut at 8 minutes. Logs go to $OUT (or
 # ./gpu_logs). Wheels for packages the GPU image lacks (ale-py, gymnasium, farama-notifications)
@@ -86,13 +86,12 @@ if [[ $part == lease || $part == lease2 ]]; then
     codes+=("$name=$rc ($((SECONDS - t0)) s)")
   }
   if [[ $part == lease2 ]]; then
-    # The second call of a lease, on the warm machine (~4 minutes): the forward with a step's
-    # parts, then the 16-core CPU alone end to end (session 20: 17,146 frames/s, "Python" 29%
-    # before send was timed apart)
+    # The second call of a lease, on the warm machine (~3 minutes): the GPU's fp32 peak and memory
+    # read alone, then the kernels alone with a step's parts and the layers' shares
+    try gpu_roof 60 python3 -c "from experiments import roofline as r
+print(f'GPU streaming read {r.gpu_bandwidth(2**31, 5) / 1e12:.2f} TB/s, fp32 FMA peak {r.gpu_peak(0.5) / 1e12:.1f} TFLOP/s')"
     try bench_forward 100 python3 -m experiments.bench_forward --device cuda --seconds 0.3 --rows 256 1000 \
       --weights fp16 fp32 --no-torch
-    try e2e_cpu 140 python3 -m experiments.roofline --nets large --rows 64 --seconds 0.2 --max-gb 1 \
-      --weights fp16 --e2e-device cpu --population 256 --limit-seconds 3
     echo "== exit codes: ${codes[*]}"
     exit 0
   fi
