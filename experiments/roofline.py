@@ -61,7 +61,10 @@ nevo.nets.kernels.cpu.forward; each layer alone runs the same Numba pieces over 
 H100 model (per forward, no reuse across rows since every row has its own weights): bytes from HBM
 = the bytes above; SXM 3.35 TB/s and 67 TFLOP/s fp32, PCIe 2.0 TB/s and 51 TFLOP/s; no launch
 latency, occupancy or tail effects, so it is independent of the rows (a GPU at 32 rows is far from
-it). With a CUDA GPU present, "gpu f/s" (nevo's CUDA policy, same rotation) is added beside it.
+it). With a CUDA GPU present, the GPU's own roof is measured too (a streaming read of 2 GiB of its
+memory, gpu_read, and an fp32 FMA probe, gpu_burn; each checks its values), and each forward row
+adds "gpu f/s" (nevo's CUDA policy, a call with its upload, same rotation) against that roof
+(an H200: 3.7-4.0 TB/s and 61 TFLOP/s).
 
 End to end (Frostbite, --e2e-net, one generation of --population fresh individuals, one episode
 each, --frame-cap game frames per episode at most; the --e2e-device evaluator's default layout,
