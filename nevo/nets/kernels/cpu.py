@@ -337,10 +337,15 @@ def dense_block(table, i, w, act, x0, y0, order, g0, g1, o0, o1, nz):
     for g in range(n_rows):
         r = order[g0 + g]
         x = act[r, x0 : x0 + n_in]
+        # speed: a zero input's weight row is never read from memory. The list of the nonzero
+        # ones is built without a branch (every index is written, the count moves on nonzero
+        # ones): ReLU zeroes inputs at random, so a branch was mispredicted about every other
+        # input (the dense layer alone, 2-core Zen 5 VM: mnist's 1.4x, small's and large's 1.05-1.2x)
+        row_nz, c = nz[g], 0
         for k in range(n_in):
-            if x[k] != 0:  # speed: a zero input's weight row is never read from memory
-                nz[g, count[g]] = k
-                count[g] += 1
+            row_nz[c] = k
+            c += x[k] != 0
+        count[g] = c
         out = act[r, y0 + o0 : y0 + o1]
         for o in range(n):
             out[o] = widen(bias[o])
