@@ -4,6 +4,7 @@
     python -m experiments.bench_forward --device cuda [--net large|small] [--rows 64 1000 4096]
     python -m experiments.bench_forward --weights fp32 fp16 ...   # both weight formats, in turn
     python -m experiments.bench_forward --device cuda --word-bytes 2 4 8 ...  # the dense loads' width
+    python -m experiments.bench_forward --device cuda --conv-px 4 8 ...     # the convs' pixels a thread
     python -m experiments.bench_forward --staging [--rows 64 256 1000] [--load 16]  # a GPU step, host side
 
 CPU: "distinct": every row has its own individual, and each timed call uses individuals the previous
@@ -70,6 +71,13 @@ parser.add_argument(
     default=[0],
     help="cuda: the dense layers' load width in bytes, each in turn (0: CudaPolicy's default; "
     "fp16 2/4/8, fp32 4/8)",
+)
+parser.add_argument(
+    "--conv-px",
+    nargs="+",
+    type=int,
+    default=[0],
+    help="cuda: the convs' output pixels per thread, each in turn (0: CudaPolicy's default, PX)",
 )
 parser.add_argument(
     "--weights",
@@ -413,7 +421,7 @@ def memory_bandwidth(nbytes=2**31, reps=5):
 
 
 def bench_cuda(args):
-    from nevo.nets.kernels.cuda import CudaPolicy, device_name
+    from nevo.nets.kernels.cuda import PX, CudaPolicy, device_name
 
     try:
         import torch
@@ -435,17 +443,18 @@ def bench_cuda(args):
         f"{'kernel f/s':>10} {'GB/s nominal':>12} {'% copy':>6} {'GB/s read':>9} {'torch f/s':>9} "
         f"{'x torch':>7}"
     )
-    cases = [(n, f, b) for n in ([args.net] if args.net else ["large", "small"]) for f in args.weights
-             for b in args.word_bytes]  # fmt: skip
-    for net, fmt, word in cases:
+    cases = [(n, f, b, px) for n in ([args.net] if args.net else ["large", "small"]) for f in args.weights
+             for b in args.word_bytes for px in args.conv_px]  # fmt: skip
+    for net, fmt, word, px in cases:
         spec = net_spec(net)
         weights = device_weights(spec, n_ind, seed=1, dtype=np.float16 if fmt == "fp16" else np.float32)
         gb = weights.nbytes / 1e9
-        policy = CudaPolicy(spec, word_bytes=word or None)
+        policy = CudaPolicy(spec, word_bytes=word or None, conv_px=px or PX)
         policy.load(weights)
         per_word = sorted({k[4] for k in policy._dense.values()})
         print(f"\nnet {net}, {fmt} weights: {spec.n_params:,} params, {n_ind} individuals ({gb:.1f} GB on "
-              f"the device); dense layers read {'/'.join(map(str, per_word))} weight(s) a load")  # fmt: skip
+              f"the device); dense layers read {'/'.join(map(str, per_word))} weight(s) a load; convs "
+              f"{policy.conv_px} output pixels a thread")  # fmt: skip
         print(head)
         for rows in args.rows or [64, 256, 1000, 4096]:
             obs = rng.integers(0, 256, (rows, *spec.obs_shape), dtype=np.uint8)  # (rows, C, H, W)
@@ -524,7 +533,7 @@ def bench_cuda(args):
                 "      a step, its parts one at a time: "
                 + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in parts.items())
             )
-            if fmt == "fp32" and not word:
+            if fmt == "fp32" and not word and not px:
                 summary[(net, rows)] = (nominal / kernel_s / copy, ratio)
         policy.release()
         del policy, weights

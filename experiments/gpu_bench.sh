@@ -13,9 +13,10 @@
 #   bash experiments/gpu_bench.sh lease      # one call of <= 10 minutes for a 15-minute lease: every step
 #                                             # shortened and cut on its own and at a deadline (9 minutes),
 #                                             # a failure does not stop the rest, the most needed first:
-#                                             # the CUDA checks, a GPU generation's split, the GPU's own
-#                                             # roofline, the 16-core CPU end to end (each step's log in
-#                                             # $OUT, the exit codes last; a call cut short keeps the logs)
+#                                             # the CUDA checks, the convs' pixels a thread and Nsight
+#                                             # Compute on them, a GPU generation's split, the GPU's own
+#                                             # roofline (each step's log in $OUT, the exit codes last;
+#                                             # a call cut short keeps the logs)
 #   bash experiments/gpu_bench.sh lease2     # the lease's second call (~3 minutes): the GPU's fp32 peak
 #                                             # and memory read alone, the kernels with a step's parts
 #
@@ -96,22 +97,26 @@ print(f'GPU streaming read {r.gpu_bandwidth(2**31, 5) / 1e12:.2f} TB/s, fp32 FMA
     exit 0
   fi
   try smoke 60 python3 -c "$DETECT; $TINY_KERNEL"
-  # The kernels and the policy's steps in flight (submit/collect, new since the last lease) against
-  # the NumPy reference, small shapes (session 20: 17 full-size checks in 160 s)
+  # The kernels and the policy's steps in flight against the NumPy reference, small shapes
+  # (session 23: 19 in 116 s; now with conv_pixels_per_thread_give_the_same_outputs)
   try cuda_checks 170 python3 -m tests.cuda_checks
+  # The convs are the GPU kernels' gap (session 23: large's at 8.7 TFLOP/s, 14% of the H200's
+  # measured 61; the dense layer at 57% of its measured read): output pixels a thread, 4 against
+  # 8 (kernel_report: instructions per FMA 2.7-3.4 against 2.0-2.7, 40 against 56-64 registers,
+  # no spills), then Nsight Compute's view of the conv kernels (occupancy, stalls, memory)
+  try conv_px 120 python3 -m experiments.bench_forward --device cuda --seconds 0.3 --rows 256 1000 \
+    --weights fp16 --conv-px 4 8 --no-torch
+  try conv_ncu 150 ncu --kernel-name regex:conv --launch-skip 6 --launch-count 3 --section SpeedOfLight \
+    --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    python3 -m experiments.bench_forward --device cuda --net large --rows 1000 --seconds 0.05 --weights fp16 --no-torch
   # A population-1,000 generation of large split into forward, emulation, send, resets, weights
-  # and Python on the GPU (session 20: 28,728 frames/s, forward 55%; since then small steps are
-  # gathered on one thread, the emulator threads run nicer than the driving thread, a group's
-  # ended slots are reset 8 at a time, and a group's step is collected after the next is submitted)
+  # and Python on the GPU (session 23: 39,021 frames/s, forward 30%, emulation 41%, send 14%)
   try e2e 220 python3 -m experiments.roofline --nets large --rows 1000 --seconds 0.1 --max-gb 1 \
     --weights fp16 --e2e-device cuda --population 1000 --slots 256 --limit-seconds 3
   # The GPU's own roofline: its memory's streaming read and fp32 peak measured, each net's forward
   # on the GPU against them (and the 16-core CPU's beside)
   try roofline_gpu 130 python3 -m experiments.roofline --nets large small mnist --rows 256 1000 \
     --seconds 0.1 --max-gb 1 --skip-end-to-end --weights fp16 --json "$out/roofline_gpu.json"
-  # The 16-core CPU alone end to end, send timed apart (session 20: 17,146 frames/s, Python 29%)
-  try e2e_cpu 140 python3 -m experiments.roofline --nets large --rows 64 --seconds 0.2 --max-gb 1 \
-    --weights fp16 --e2e-device cpu --population 256 --limit-seconds 3
   echo "== exit codes: ${codes[*]}"
   exit 0
 fi

@@ -334,6 +334,30 @@ def word_loads_match_single_loads(rng, full):
                         assert k[4] == (n if fits else 1), f"{where}: layer {i} reads {k[4]} a load"
 
 
+def conv_pixels_per_thread_give_the_same_outputs(rng, full):
+    """A conv thread's output pixels (CudaPolicy's conv_px, PX by default; a benchmark may try
+    others) change who sums a pixel, not the order of its sum: 1, 3 (tiles that leave a thread's
+    last pixels past the tile) and 8 give the default's logits bit for bit, poisoned buffers
+    every layer writes."""
+    from nevo.nets.kernels.cuda import PX, CudaPolicy
+
+    specs = small_specs()
+    names = ["conv-dense", "pool"] + (["odd", "large-tiny", "small-tiny"] if full else [])
+    for name in names:
+        spec = specs[name]
+        weights, rows_ind, obs = random_case(spec, rng, 3, 6 if full else 3)
+        want = CudaPolicy(spec)
+        want.load(weights)
+        want_a, want_l = want.forward(rows_ind, obs)
+        for px in (1, 3, 8):
+            policy = CudaPolicy(spec, conv_px=px)
+            policy.load(weights)
+            got_a, got_l = run_poisoned(policy, rows_ind, obs)
+            where = f"net {name}, {px} pixels a thread against {PX}"
+            np.testing.assert_array_equal(got_l, want_l, err_msg=where)
+            np.testing.assert_array_equal(got_a, want_a, err_msg=where)
+
+
 def gathered_rows_match_given_rows(rng, full):
     """policy(rows_ind, obs, take) (the pipeline's call: every slot's frames, a slot per row,
     gathered into the page-locked buffer) gives the actions and logits of policy(rows_ind,
@@ -721,6 +745,7 @@ SMALL = [
     device_build_matches_host_build,
     fp16_weights_match_reference,
     word_loads_match_single_loads,
+    conv_pixels_per_thread_give_the_same_outputs,
     gathered_rows_match_given_rows,
     steps_in_flight_keep_their_own_actions,
     pipeline_with_steps_in_flight_plays_the_synchronous_episodes,

@@ -144,15 +144,15 @@ def _flat_act(src, r, k):
 WINDOW_BYTES = 32 * 1024
 
 
-def conv_tiling(kh, s, cin, oh, ow, co_t=1):
+def conv_tiling(kh, s, cin, oh, ow, co_t=1, px=PX):
     """(output rows per block, window rows, window columns) of a SAME conv: a block computes
     `tile` output rows and stages their input window, padding included, in shared memory. Rows
     per tile: as many as the window's bytes allow (WINDOW_BYTES) and its threads (co_t channel
-    lanes x a thread per PX pixels, at most CONV_MAX_THREADS: MNIST's 28x28 stride-1 first conv
+    lanes x a thread per px pixels, at most CONV_MAX_THREADS: MNIST's 28x28 stride-1 first conv
     would need 3,136 in one tile)."""
     cols = (ow - 1) * s + kh  # the padded input columns every output row reads
     by_bytes = ((WINDOW_BYTES // (4 * cols * cin)) - kh) // s + 1
-    by_threads = (CONV_MAX_THREADS // co_t) * PX // ow
+    by_threads = (CONV_MAX_THREADS // co_t) * px // ow
     most = max(1, min(oh, by_bytes, by_threads))
     n_tiles = ceil_div(oh, most)
     tile = ceil_div(oh, n_tiles)  # balanced: tiles of equal height but the last
@@ -160,23 +160,24 @@ def conv_tiling(kh, s, cin, oh, ow, co_t=1):
 
 
 @functools.cache
-def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, act, obs_div):
+def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, act, obs_div, px=PX):
     """(kernel, grid_x, block) of a SAME conv layer with these sizes; see `obs_div` below.
 
     obs_div None: a later layer, reading the previous activation; else the first layer, reading
     the observations, whose raw values it sums and divides by obs_div once per output
     (NetSpec.obs_div: 255 for pixels). kernel(src, dst, weights, rows_ind): src obs (rows, C, H, W)
     (uint8 or float32) or (rows, IH, IW, Cin) float32, dst (rows, OH, OW, Cout) float32; launch
-    with grid (grid_x, rows).
+    with grid (grid_x, rows). px: output pixels per thread (PX unless a benchmark tries another;
+    a pixel's sum runs in the same order whatever px is, so the outputs are the same bit for bit).
     """
     first = obs_div is not None
     inv_div = float32(1.0 / obs_div) if first else float32(1.0)
     cg = max(1, min(4, cout // 16))  # output channels per thread
     co_t = ceil_div(cout, cg)  # threads across the output channels
-    tile, win_h, win_w = conv_tiling(kh, s, cin, oh, ow, co_t)
+    tile, win_h, win_w = conv_tiling(kh, s, cin, oh, ow, co_t, px)
     n_tiles = ceil_div(oh, tile)
     tile_pix = tile * ow
-    pg_t = ceil_div(tile_pix, PX)  # threads across a tile's output pixels, PX each
+    pg_t = ceil_div(tile_pix, px)  # threads across a tile's output pixels, px each
     win = win_h * win_w * cin  # (win_h, win_w, cin) float32 in shared memory
     threads = co_t * pg_t
     exact = cout % cg == 0  # every thread's channels exist: no bounds test (a constant)
@@ -186,12 +187,12 @@ def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, act,
         # Threads: grid (tiles, rows), block (co_t, pg_t). Block (bt, r) computes output rows
         # bt*tile .. bt*tile + tile-1 of row r. First every thread helps copy the tile's input
         # window, SAME padding as zeros, into shared memory (HWC); then thread (tx, ty) computes
-        # the tile's output pixels ty*PX .. ty*PX + PX-1 (flat (oy, ox) order) for the output
-        # channels tx, tx + co_t, ... (cg of them): PX x cg sums in registers.
+        # the tile's output pixels ty*px .. ty*px + px-1 (flat (oy, ox) order) for the output
+        # channels tx, tx + co_t, ... (cg of them): px x cg sums in registers.
         # speed:
         # - the inner loop reads the window at offsets fixed per thread and per tap: no bounds
         #   test (the padding is in the window), no index division, int32 arithmetic;
-        # - per (tap, input channel) a thread loads cg weights and PX window values for PX*cg
+        # - per (tap, input channel) a thread loads cg weights and px window values for px*cg
         #   FMAs; consecutive tx read consecutive weights (HWIO: Cout innermost: coalesced);
         # - the first layer sums raw pixel values and divides once per output, not per input.
         r, bt = cuda.blockIdx.y, cuda.blockIdx.x
@@ -217,11 +218,11 @@ def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, act,
             window[(y * win_w + x) * cin + c] = v
         cuda.syncthreads()
 
-        acc = cuda.local.array((PX, cg), float32)
+        acc = cuda.local.array((px, cg), float32)
         wv = cuda.local.array(cg, float32)
-        at = cuda.local.array(PX, int32)  # each pixel's window offset at tap (0, 0)
-        for i in range(PX):
-            p = ty * PX + i
+        at = cuda.local.array(px, int32)  # each pixel's window offset at tap (0, 0)
+        for i in range(px):
+            p = ty * px + i
             p = p if p < tile_pix else 0  # past the tile: computed, never written
             at[i] = int32(((p // ow) * s * win_w + (p % ow) * s) * cin)
             for j in range(cg):
@@ -235,12 +236,12 @@ def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, act,
                     for j in range(cg):
                         co = tx + j * co_t
                         wv[j] = float32(w[U(at_ci + j * co_t)]) if exact or co < cout else float32(0)
-                    for i in range(PX):
+                    for i in range(px):
                         a = window[U(at[i] + shift + ci)]
                         for j in range(cg):
                             acc[i, j] += a * wv[j]
-        for i in range(PX):
-            p = ty * PX + i
+        for i in range(px):
+            p = ty * px + i
             oy = bt * tile + p // ow
             if p < tile_pix and oy < oh:
                 ox = p % ow
@@ -650,10 +651,11 @@ class CudaPolicy:
     the next group while the GPU runs a step.
     """
 
-    def __init__(self, spec, rows=0, word_bytes=None):
+    def __init__(self, spec, rows=0, word_bytes=None, conv_px=PX):
         quiet_small_grids()
         self.spec = spec
         self.word_bytes = word_bytes  # the dense layers' load width (None: DENSE_WORD's)
+        self.conv_px = conv_px  # the convs' output pixels per thread
         self.stream = cuda.stream()
         self.weights = None  # device (n_individuals, n_params) float32 the kernels read
         self._owned = None  # the device copy of host weights, kept between loads
@@ -680,7 +682,8 @@ class CudaPolicy:
             if lay.kind == "conv":
                 (ih, iw), (oh, ow), (pt, _, pl, _) = lay.in_hw, lay.out_hw, lay.pad
                 geom = (lay.kernel, lay.kernel, lay.stride, lay.cin, lay.cout, ih, iw, oh, ow, pt, pl)
-                out.append(("conv", conv_kernel(*geom, lay.w_offset, lay.b_offset, ACT_CODES[lay.act], div)))
+                act = ACT_CODES[lay.act]
+                out.append(("conv", conv_kernel(*geom, lay.w_offset, lay.b_offset, act, div, self.conv_px)))
             elif lay.kind == "pool":
                 (ih, iw), (oh, ow), (pt, _, pl, _) = lay.in_hw, lay.out_hw, lay.pad
                 out.append(("pool", pool_kernel(lay.kernel, lay.stride, lay.cin, ih, iw, oh, ow, pt, pl)))
