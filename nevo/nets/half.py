@@ -93,6 +93,18 @@ def _widen(v):
     return None
 
 
+def is_half_bits(w):
+    """Whether the row w holds 16-bit weights' bits (uint16, as `widen` reads them): in Numba code
+    a constant of w's type, so a kernel's branch on it compiles away for float32 rows."""
+    return w.dtype == np.uint16
+
+
+@overload(is_half_bits, inline="always")
+def _is_half_bits(w):
+    half_bits = isinstance(w, types.Array) and w.dtype == types.uint16
+    return lambda w: half_bits
+
+
 @numba.njit(parallel=True, nogil=True, cache=True)
 def _round_rows(src, dst):
     """dst (n, P) uint16 = the half bits of src (n, P) float32; returns how many finite weights

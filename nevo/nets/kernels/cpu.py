@@ -69,7 +69,7 @@ from nevo.nets import (
     STRIDE,
     W_OFF,
 )
-from nevo.nets.half import DTYPES, as_f32, kernel_view, widen
+from nevo.nets.half import DTYPES, as_f32, is_half_bits, kernel_view, widen
 from nevo.nets.kernels.actions import actions_of
 from nevo.nets.kernels.common import activate, argmax_row, scale_input
 
@@ -305,17 +305,6 @@ def prefetch(typingctx, arr, idx):
         return context.get_dummy_value()
 
     return types.void(arr, idx), codegen
-
-
-def is_half_bits(w):
-    """Whether w holds 16-bit weights' bits (uint16), a constant of its type in Numba code."""
-    return w.dtype == np.uint16
-
-
-@overload(is_half_bits, inline="always")
-def _is_half_bits(w):
-    half_bits = isinstance(w, types.Array) and w.dtype == types.uint16
-    return lambda w: half_bits
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
