@@ -2,6 +2,7 @@
 
     python -m experiments.reset_restore                      # the Deep GA's 13 games, pong, space_invaders
     python -m experiments.reset_restore --games frostbite --steps 500
+    python -m experiments.reset_restore --games frostbite pong --step-rates 3
 
 A seeded reset reloads the ROM (ale-py's vector env does it for every episode nevo starts, so that
 an episode depends only on its seed; docs/performance.md). Per game, on plain `ALEInterface`s set
@@ -10,6 +11,12 @@ the time of `restoreState` of the state cloned right after it, and whether an em
 --warm-up random steps and was then restored goes through the same episode as a fresh seeded one
 under the same random actions (--steps at most, or to game over): RAM and screen compared after
 every step. Nothing in nevo uses this yet: ale-py 0.12's AtariVectorEnv has no state calls.
+
+With --step-rates S, also what driving the emulators another way could gain in emulation, per
+game, S seconds each on one thread, random actions: frames/s of a bare `ALEInterface` (4 frames a
+step, the last two screens fetched in grayscale and their maximum taken, as the vector env does;
+no resize), of nevo's AtariVectorEnv with one emulator (its layout on the CPU: each emulator its
+own vector env and thread) and of one AtariVectorEnv of 32 emulators on one thread.
 """
 
 import argparse
@@ -18,6 +25,9 @@ import time
 import ale_py
 import numpy as np
 from ale_py import roms
+
+from nevo.config import EnvConfig
+from nevo.tasks.envs import make_atari
 
 # Table 1 of Such et al. 2017 (the Deep GA), then two games nevo's tests use.
 GAMES = ("amidar", "assault", "asterix", "asteroids", "atlantis", "enduro", "frostbite", "gravitar",
@@ -61,12 +71,58 @@ def compare(game: str, steps: int, warm_up: int, seed: int = 1) -> dict:
             "screen_differs": screens, "ram_or_reward_differs": rams}  # fmt: skip
 
 
+def bare_rate(game: str, seconds: float, seed: int = 0) -> float:
+    """Frames/s of one bare ALEInterface: random actions held 4 frames, the last two screens
+    fetched in grayscale and their maximum taken (the vector env's work, less its resize)."""
+    ale, _ = seeded(game)
+    actions = ale.getMinimalActionSet()
+    rng = np.random.default_rng(seed)
+    screens = np.empty((2, *ale.getScreen().shape), np.uint8)
+    f0, t0 = ale.getFrameNumber(), time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a = actions[rng.integers(0, len(actions))]
+        for k in range(4):
+            ale.act(a)
+            if k >= 2:
+                ale.getScreenGrayscale(screens[k - 2])
+        np.maximum(screens[0], screens[1])
+        if ale.game_over():
+            ale.reset_game()
+    return (ale.getFrameNumber() - f0) / (time.perf_counter() - t0)
+
+
+def vector_rate(game: str, emulators: int, seconds: float, seed: int = 0) -> float:
+    """Frames/s of nevo's AtariVectorEnv (make_atari) of this many emulators on one thread."""
+    env = make_atari(EnvConfig(game=game), emulators, 1)
+    try:
+        _, info = env.reset(seed=np.zeros(emulators, np.int64))
+        n, rng = env.single_action_space.n, np.random.default_rng(seed)
+        f0, t0 = int(info["frame_number"].sum()), time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            _, _, _, _, info = env.step(rng.integers(0, n, emulators))
+        return (int(info["frame_number"].sum()) - f0) / (time.perf_counter() - t0)
+    finally:
+        env.close()
+
+
+def step_rates(game: str, seconds: float) -> dict:
+    """One game's emulation rates on one thread (main's --step-rates)."""
+    return {"game": game, "bare": bare_rate(game, seconds), "vector_1": vector_rate(game, 1, seconds),
+            "vector_32": vector_rate(game, 32, seconds)}  # fmt: skip
+
+
 def main(argv=None) -> list:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--games", nargs="+", default=list(GAMES))
     p.add_argument("--steps", type=int, default=4000, help="ALE steps (frames) per episode at most")
     p.add_argument("--warm-up", type=int, default=300, help="random steps played before the restore")
+    p.add_argument(
+        "--step-rates", type=float, default=0.0, metavar="S",
+        help="also each game's emulation rates on one thread, S seconds each (0: not)",
+    )  # fmt: skip
     a = p.parse_args(argv)
+    if a.step_rates < 0:
+        p.error("--step-rates must be 0 or more seconds")
     head = f"{'game':>15} {'loadROM ms':>10} {'restore us':>10} {'steps':>6}"
     print(f"{head}  same RAM/rewards  screens differ at")
     out = []
@@ -79,6 +135,15 @@ def main(argv=None) -> list:
             flush=True,
         )
         out.append(r)
+    if a.step_rates:
+        print(f"\nemulation on one thread, random actions, frames/s ({a.step_rates:g} s each):")
+        print(f"{'game':>15} {'bare ALE':>9} {'vector 1':>9} {'vector 32':>9} {'1/bare':>7} {'32/bare':>7}")
+        for game, r in zip(a.games, out):
+            q = step_rates(game, a.step_rates)
+            r["step_rates"] = q
+            rates = f"{q['bare']:>9,.0f} {q['vector_1']:>9,.0f} {q['vector_32']:>9,.0f}"
+            shares = f"{q['vector_1'] / q['bare']:>7.2f} {q['vector_32'] / q['bare']:>7.2f}"
+            print(f"{game:>15} {rates} {shares}", flush=True)
     return out
 
 

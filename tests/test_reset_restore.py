@@ -12,3 +12,11 @@ def test_a_restored_emulator_replays_a_fresh_seeded_episode():
     assert pong["ram_or_reward_differs"] == amidar["ram_or_reward_differs"] == []
     assert pong["screen_differs"] == [] and amidar["screen_differs"] == [0]
     assert pong["load_ms"] > 0 and pong["restore_us"] > 0
+
+
+def test_step_rates_time_the_bare_emulator_and_both_vector_layouts():
+    """--step-rates adds, per game, the frames/s of a bare ALEInterface and of nevo's vector env with
+    one and with 32 emulators on one thread; each emulated frames (the rates are counted frames)."""
+    (pong,) = reset_restore.main(["--games", "pong", "--steps", "10", "--warm-up", "5", "--step-rates", "0.2"])
+    q = pong["step_rates"]
+    assert q["game"] == "pong" and q["bare"] > 0 and q["vector_1"] > 0 and q["vector_32"] > 0
