@@ -16,7 +16,8 @@ def test_a_restored_emulator_replays_a_fresh_seeded_episode():
 
 def test_step_rates_time_the_bare_emulator_and_both_vector_layouts():
     """--step-rates adds, per game, the frames/s of a bare ALEInterface and of nevo's vector env with
-    one and with 32 emulators on one thread; each emulated frames (the rates are counted frames)."""
-    (pong,) = reset_restore.main(["--games", "pong", "--steps", "10", "--warm-up", "5", "--step-rates", "0.2"])
+    one and with 32 emulators on one thread: each of the three emulated frames."""
+    argv = ["--games", "pong", "--steps", "10", "--warm-up", "5", "--step-rates", "0.2"]
+    (pong,) = reset_restore.main(argv)
     q = pong["step_rates"]
     assert q["game"] == "pong" and q["bare"] > 0 and q["vector_1"] > 0 and q["vector_32"] > 0
