@@ -49,6 +49,7 @@ def test_the_table_asks_the_same_bytes_of_real_and_front_rows(monkeypatch):
     p = r["patterns"]
     assert r["layer"] == "dense 3872x256" and r["weights"] == "fp16" and r["one_thread_Bps"] > 0
     assert p["all"]["kept"] == 1.0 and 0.2 < p["real"]["kept"] == p["front"]["kept"] < 0.8
+    assert p["all"]["asked_bytes"] == (3872 + 1) * 256 * 2  # every fp16 weight row and the bias
     assert p["real"]["asked_bytes"] == p["front"]["asked_bytes"] < p["all"]["asked_bytes"]
     assert abs(p["real"]["bytes_of_all"] - p["real"]["kept"]) < 0.01
     assert all(q["us_per_row"] > 0 for q in p.values())
