@@ -45,7 +45,9 @@ individuals: the memory traffic, not the values, is what is timed.
 
 Columns of the forward table, per net, rows (a call's batch) and layer ("input" turns uint8 pixels
 into the first layer's float32 input; "forward" is nevo's whole forward, one call of
-nevo.nets.kernels.cpu.forward; each layer alone runs the same Numba pieces over the same rows):
+nevo.nets.kernels.cpu.forward; each layer alone runs the same Numba pieces over the same rows,
+again and again through other individuals up to at least 256 rows a call, so that one parallel
+region's start and end weigh on it no more than on a whole forward of the same rows):
   MFLOP, MB    the counts above, per forward;
   kept         dense layers: nonzero share of the inputs (MB = nominal x kept);
   nevo f/s     forwards (rows) per second, measured;
@@ -108,6 +110,10 @@ NETS = ("large", "small", "mnist", "mnist-large", "mlp", "mlp-tanh", "mlp-tanh-2
 FMA_WIDTH = 256  # floats of independent FMA chains per thread
 FMA_DEPTH = 16  # dependent FMAs per float per pass (written out in fma_burn)
 VALUE_SOURCES = 16  # random individuals whose values the rotated weights repeat
+# A layer timed alone runs at least this many rows a call (its call's rows over again, through
+# other individuals): one parallel region's start and end (~60-100 us on the 2-core VMs) would
+# otherwise weigh on a fast layer's rate, which a whole forward pays once for all its layers.
+LAYER_ROWS = 256
 
 
 # ---- this machine: bandwidth and peak ----------------------------------------------------------
@@ -446,32 +452,34 @@ def layer_inputs(table, weights, rows_ind, obs, div):
 
 @numba.njit(parallel=True, nogil=True, cache=True)
 def one_layer(table, i, weights, rows_ind, obs, div, work, n_threads):
-    """Layer i alone (-1: the input's load) over every row, as nevo's forward runs it for distinct
-    rows: work = one thread's rows, round robin; the conv and pool layers in the thread's scratch
-    (its first row's inputs), the last of them writing the row's dense input, the dense layers on
-    work (rows, segments(table)[-1]) as layer_inputs filled it. Returns 0."""
+    """Layer i alone (-1: the input's load) over every row of rows_ind, as nevo's forward runs it for
+    distinct rows: work = one thread's rows, round robin; the conv and pool layers in the thread's
+    scratch (its first row's inputs), the last of them writing the row's dense input, the dense
+    layers on work (n, segments(table)[-1]) as layer_inputs filled it. Row q of the call is work's
+    and obs's row q % n, so a call may run more individuals than work has rows (LAYER_ROWS).
+    Returns 0."""
     seg = cpu.segments(table)
     quotients = cpu.input_table(obs, div)
-    rows = rows_ind.shape[0]
+    rows, n_work = rows_ind.shape[0], work.shape[0]
     n_conv = cpu.first_dense(table)
     n_spatial = table[n_conv, W_OFF]
     scr = np.zeros((n_threads, seg[n_conv]), np.float32)
     cols = np.empty((n_threads, cpu.cols_size(table)), np.float32)
     wide = np.empty((n_threads, n_spatial), np.float32)  # 16-bit rows: as layer_inputs
-    order = np.arange(rows)
+    order = np.arange(rows) % n_work  # the work row of each of the call's rows
     for t in prange(n_threads):
-        if t < rows:
+        if t < n_work:
             scr[t] = work[t, : seg[n_conv]]
         for q in range(t, rows, n_threads):
-            w = weights[rows_ind[q]]
+            w, r = weights[rows_ind[q]], order[q]
             if i < 0:
-                cpu.load_obs(table, obs, q, scr[t] if n_conv else work[q], div, quotients)
+                cpu.load_obs(table, obs, r, scr[t] if n_conv else work[r], div, quotients)
             elif table[i, KIND] == DENSE:
                 nz = np.empty((1, table[i, CIN]), np.int32)
                 cpu.dense_block(table, i, w, work, seg[i], seg[i + 1], order, q, q + 1, 0, table[i, COUT], nz)
             else:
                 w_conv = as_f32(w, wide[t], n_spatial)  # once per row: each row is its own individual
-                dst = scr[t, seg[i + 1] :] if i + 1 < n_conv else work[q, seg[i + 1] :]
+                dst = scr[t, seg[i + 1] :] if i + 1 < n_conv else work[r, seg[i + 1] :]
                 cpu.spatial_rows(table, i, w_conv, scr[t, seg[i] : seg[i + 1]], dst, cols[t])
     return 0
 
@@ -612,19 +620,22 @@ def measure_net(name: str, a, bandwidth: float, peak: float, gpu) -> dict:
         o = np.ascontiguousarray(obs[np.arange(rows) % n_obs])
         inputs = full[np.arange(rows) % n_obs]  # (rows, segments): each layer's real inputs
 
-        def inds(k, rows=rows):
-            return (np.arange(rows) + k * rows) % n_ind
+        def inds(k, n):
+            return (np.arange(n) + k * n) % n_ind
 
+        per_call = rows * -(-LAYER_ROWS // rows)  # a layer alone: its rows, over and over
         for i, c in enumerate(counts):
             if c["layer"] == "forward":
-                rate = rate_of(lambda k, o=o: cpu.forward(spec, weights, inds(k), o), rows, a.seconds)
+                rate = rate_of(
+                    lambda k, o=o, n=rows: cpu.forward(spec, weights, inds(k, n), o), rows, a.seconds
+                )
             else:
                 layer, work = i - 1, inputs.copy()  # a copy: the timed layer overwrites the next's
                 rate = rate_of(
-                    lambda k, layer=layer, o=o, work=work: one_layer(
-                        spec.table, layer, bits, inds(k), o, spec.obs_div, work, n_threads
+                    lambda k, layer=layer, o=o, work=work, n=per_call: one_layer(
+                        spec.table, layer, bits, inds(k, n), o, spec.obs_div, work, n_threads
                     ),
-                    rows,
+                    per_call,
                     a.seconds,
                 )
             roof, bound = roofline_rate(c["flops"], c["bytes"], bandwidth, peak)

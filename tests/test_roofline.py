@@ -8,6 +8,7 @@ import pytest
 
 from experiments import roofline
 from nevo import machine, nets
+from nevo.nets import B_OFF, CIN, COUT, W_OFF
 from nevo.nets.kernels import cpu
 from tests.conftest import kernels_under
 
@@ -340,3 +341,22 @@ def test_the_gpu_probes_check_what_they_read_and_computed():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.count("caught:") == 2 and done.stdout.strip().endswith("ok"), done.stdout
+
+
+def test_a_layer_alone_runs_each_work_row_again_through_the_calls_other_individuals():
+    """one_layer's row q is work's row q % len(work): with 4 individuals over 2 work rows, each row's
+    dense output is its own input through its last individual's weights (2 and 3 first, then 4
+    and 5), so a layer timed alone over more rows than work has runs the real layer."""
+    spec = nets.net_spec("small")
+    rng = np.random.default_rng(2)
+    weights = rng.standard_normal((6, spec.n_params), dtype=np.float32) * nets.init_scale(spec)
+    obs = rng.integers(0, 256, (2, *spec.obs_shape), dtype=np.uint8)
+    seg, t = cpu.segments(spec.table), spec.table
+    work = roofline.layer_inputs(spec.table, weights, np.array([0, 1]), obs, spec.obs_div)
+    x = work[:, seg[2] : seg[3]].astype(np.float64)  # small's first dense layer: its inputs
+    roofline.one_layer(spec.table, 2, weights, np.array([2, 3, 4, 5]), obs, spec.obs_div, work, 1)
+    n_in, n_out, wo, bo = t[2, CIN], t[2, COUT], t[2, W_OFF], t[2, B_OFF]
+    for r, ind in ((0, 4), (1, 5)):
+        w = weights[ind].astype(np.float64)
+        want = np.maximum(x[r] @ w[wo:bo].reshape(n_in, n_out) + w[bo : bo + n_out], 0)
+        np.testing.assert_allclose(work[r, seg[3] : seg[3] + n_out], want, rtol=1e-4, atol=1e-5)
