@@ -8,8 +8,9 @@ nevo's dense layer never reads the weight row of a zero input (nevo.nets.kernels
 and experiments.roofline counts only the kept rows' bytes. The hardware may move more: its
 prefetchers see an ascending run of rows with gaps and can fetch the gaps too. Here the first dense
 layer of each Atari net runs on one thread (as in a forward, where one thread's dense layer runs
-beside the other's convs), each call on the next individual of a set rotated through more than 8x
-the last-level cache (every row from memory), with three kinds of input row:
+beside the other's convs; experiments.roofline's layer driver, one_layer), each row on the next
+individual of a set rotated through more than 8x the last-level cache (every row from memory), with
+three kinds of input row:
   all    every input nonzero: the whole weight matrix, streamed;
   real   the layer's inputs from Frostbite frames through random networks (as the roofline
          measures its kept share): ReLU's zeros where they fall;
@@ -24,27 +25,14 @@ one thread's streaming read (experiments.roofline's probe): the most one thread 
 from __future__ import annotations
 
 import argparse
-import time
 
-import numba
 import numpy as np
 
 from experiments import roofline
-from nevo.nets import CIN, COUT, DENSE, KIND, half
+from nevo.nets import DENSE, KIND, half
 from nevo.nets.kernels import cpu
 
 PATTERNS = ("all", "real", "front")
-
-
-@numba.njit(nogil=True, cache=True)
-def dense_calls(table, i, weights, act, x0, y0, first, calls, n_real, nz):
-    """Layer i of rows act[p] (p cycling over n_real), call k reading individual first + k's weights
-    (modulo the set): one thread, as a forward's dense layer runs for one row."""
-    order = np.zeros(1, np.int64)
-    for k in range(calls):
-        order[0] = k % n_real
-        w = weights[(first + k) % weights.shape[0]]
-        cpu.dense_block(table, i, w, act, x0, y0, order, 0, 1, 0, table[i, COUT], nz)
 
 
 def pattern_rows(real: np.ndarray, kind: str) -> np.ndarray:
@@ -61,36 +49,39 @@ def pattern_rows(real: np.ndarray, kind: str) -> np.ndarray:
     return out
 
 
+def pattern_work(full: np.ndarray, lo: int, hi: int, kind: str) -> np.ndarray:
+    """A copy of full (n, segments), every layer's inputs, with the dense layer's inputs [lo, hi)
+    replaced by the pattern `kind` of them: the work experiments.roofline's one_layer reads."""
+    work = full.copy()
+    work[:, lo:hi] = pattern_rows(full[:, lo:hi], kind)
+    return work
+
+
 def measure(name: str, fmt: str, seconds: float, max_gb: float, game: str, n_real: int = 16) -> dict:
-    """The first dense layer of net `name` in format fmt, on one thread, for each pattern."""
+    """The first dense layer of net `name` in format fmt, on one thread, for each pattern: the
+    roofline's own layer driver (one_layer) on one thread, LAYER_ROWS rows a call, each another
+    individual."""
     rng = np.random.default_rng(0)
     spec, obs, source = roofline.observations(name, n_real, game, rng)
     weights = half.rounded(roofline.rotated_weights(spec, n_real, max_gb, rng, fmt), fmt)
     bits = half.kernel_view(weights)
     table, seg = spec.table, cpu.segments(spec.table)
     i = int(np.flatnonzero(table[:, KIND] == DENSE)[0])
-    n_in, n_out = int(table[i, CIN]), int(table[i, COUT])
     full = roofline.layer_inputs(table, bits, np.arange(n_real) % len(bits), obs, spec.obs_div)
-    real = full[:, seg[i] : seg[i + 1]]
-    row_bytes = n_out * weights.itemsize
-    out = {"net": name, "weights": fmt, "layer": f"dense {n_in}x{n_out}", "individuals": len(weights),
-           "source": source, "patterns": {}}  # fmt: skip
-    nz = np.empty((1, n_in), np.int32)
+    out = {"net": name, "weights": fmt, "layer": roofline.layer_name(spec.layers[i]),
+           "individuals": len(weights), "source": source, "patterns": {}}  # fmt: skip
+    per_call = roofline.LAYER_ROWS
     for kind in PATTERNS:
-        rows = pattern_rows(real, kind)
-        act = np.zeros((n_real, seg[-1] - seg[i]), np.float32)
-        act[:, :n_in] = rows
-        kept = float(np.mean(rows != 0))
-        dense_calls(table, i, bits, act, 0, n_in, 0, 2, n_real, nz)  # compiled, or the cache loaded
-        calls, first, spent = 0, 2, 0.0  # (from the individuals the warm-up did not bring into cache)
-        while spent < seconds or calls < 3 * n_real:
-            t0 = time.perf_counter()
-            dense_calls(table, i, bits, act, 0, n_in, first, n_real, n_real, nz)
-            spent += time.perf_counter() - t0
-            calls += n_real
-            first += n_real
-        per_row = spent / calls
-        asked = kept * n_in * row_bytes + n_out * weights.itemsize  # kept rows and the bias
+        work = pattern_work(full, seg[i], seg[i + 1], kind)
+        kept = float(np.mean(work[:, seg[i] : seg[i + 1]] != 0))
+
+        def call(k, work=work):
+            inds = (np.arange(per_call) + k * per_call) % len(bits)
+            roofline.one_layer(table, i, bits, inds, obs, spec.obs_div, work, 1)
+
+        per_row = 1 / roofline.rate_of(call, per_call, seconds)
+        # the kept rows and the bias, as the roofline counts them (kept read for dense layers only)
+        asked = roofline.layer_counts(spec, [kept] * len(spec.layers), weights.itemsize)[i + 1]["bytes"]
         out["patterns"][kind] = {"kept": kept, "us_per_row": per_row * 1e6, "asked_bytes": asked,
                                  "asked_GBps": asked / per_row / 1e9}  # fmt: skip
     base = out["patterns"]["all"]

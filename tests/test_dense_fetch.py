@@ -19,25 +19,34 @@ def test_patterns_keep_the_real_values_and_counts():
     assert np.array_equal(front, [[2, 3, 0, 0, 0], [1, 5, 0, 0, 0]])
 
 
-def test_the_timed_calls_run_the_layer_on_each_calls_individual():
-    """dense_calls' call k runs row k % n_real through individual (first + k)'s weights: the output
-    it leaves is that layer's ReLU(x W + b), in either weight format."""
+def test_the_timed_work_feeds_each_pattern_to_the_layer():
+    """The work dense_fetch times for a pattern holds that pattern as the dense layer's inputs, and
+    the roofline's driver on it (one thread, more individuals than rows) leaves the layer's
+    ReLU(x W + b) of the pattern through each row's last individual, in either weight format."""
     spec = nets.net_spec("small", nets.OBS_SHAPE, 18)
     table, seg = spec.table, cpu.segments(spec.table)
     i = 2  # small's first dense layer
     n_in, n_out = int(table[i, CIN]), int(table[i, COUT])
     rng = np.random.default_rng(1)
+    full = np.zeros((2, seg[-1]), np.float32)
+    full[:, seg[i] : seg[i + 1]] = np.where(rng.random((2, n_in)) < 0.5, rng.random((2, n_in)), 0)
+    obs = np.zeros((2, *spec.obs_shape), np.uint8)
     for fmt in half.FORMATS:
         weights = half.rounded(rng.standard_normal((5, spec.n_params), np.float32) * 0.02, fmt)
-        act = np.zeros((3, seg[-1] - seg[i]), np.float32)
-        act[:, :n_in] = np.where(rng.random((3, n_in)) < 0.5, rng.random((3, n_in)), 0)
-        nz = np.empty((1, n_in), np.int32)
-        # 7 calls from individual 4: the last, k = 6, is row 0 through individual (4 + 6) % 5 = 0
-        dense_fetch.dense_calls(table, i, half.kernel_view(weights), act, 0, n_in, 4, 7, 3, nz)
-        w = weights[0].astype(np.float64)
-        wo, bo = table[i, W_OFF], table[i, B_OFF]
-        want = np.maximum(act[0, :n_in] @ w[wo:bo].reshape(n_in, n_out) + w[bo : bo + n_out], 0)
-        np.testing.assert_allclose(act[0, n_in : n_in + n_out], want, rtol=1e-4, atol=1e-5)
+        for kind in dense_fetch.PATTERNS:
+            work = dense_fetch.pattern_work(full, seg[i], seg[i + 1], kind)
+            x = work[:, seg[i] : seg[i + 1]].astype(np.float64)
+            assert np.array_equal(x, dense_fetch.pattern_rows(full[:, seg[i] : seg[i + 1]], kind))
+            # rows 0..3 through individuals 1..4: work row 0 ends with individual 3's, row 1 with 4's
+            roofline.one_layer(
+                table, i, half.kernel_view(weights), np.arange(1, 5), obs, spec.obs_div, work, 1
+            )
+            wo, bo = table[i, W_OFF], table[i, B_OFF]
+            for r, ind in ((0, 3), (1, 4)):
+                w = weights[ind].astype(np.float64)
+                want = np.maximum(x[r] @ w[wo:bo].reshape(n_in, n_out) + w[bo : bo + n_out], 0)
+                got = work[r, seg[i + 1] : seg[i + 1] + n_out]
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{fmt} {kind}")
 
 
 def test_the_table_asks_the_same_bytes_of_real_and_front_rows(monkeypatch):
