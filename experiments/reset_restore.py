@@ -26,8 +26,9 @@ import ale_py
 import numpy as np
 from ale_py import roms
 
+from experiments.bench_pipeline import emulator_limit
 from nevo.config import EnvConfig
-from nevo.tasks.envs import make_atari
+from nevo.tasks.envs import atari_actions
 
 # Table 1 of Such et al. 2017 (the Deep GA), then two games nevo's tests use.
 GAMES = ("amidar", "assault", "asterix", "asteroids", "atlantis", "enduro", "frostbite", "gravitar",
@@ -91,24 +92,13 @@ def bare_rate(game: str, seconds: float, seed: int = 0) -> float:
     return (ale.getFrameNumber() - f0) / (time.perf_counter() - t0)
 
 
-def vector_rate(game: str, emulators: int, seconds: float, seed: int = 0) -> float:
-    """Frames/s of nevo's AtariVectorEnv (make_atari) of this many emulators on one thread."""
-    env = make_atari(EnvConfig(game=game), emulators, 1)
-    try:
-        _, info = env.reset(seed=np.zeros(emulators, np.int64))
-        n, rng = env.single_action_space.n, np.random.default_rng(seed)
-        f0, t0 = int(info["frame_number"].sum()), time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            _, _, _, _, info = env.step(rng.integers(0, n, emulators))
-        return (int(info["frame_number"].sum()) - f0) / (time.perf_counter() - t0)
-    finally:
-        env.close()
-
-
 def step_rates(game: str, seconds: float) -> dict:
-    """One game's emulation rates on one thread (main's --step-rates)."""
-    return {"game": game, "bare": bare_rate(game, seconds), "vector_1": vector_rate(game, 1, seconds),
-            "vector_32": vector_rate(game, 32, seconds)}  # fmt: skip
+    """One game's emulation rates on one thread (main's --step-rates): the vector env's as
+    experiments.bench_pipeline's emulator limit measures them, one group of 1 or of 32 emulators."""
+    cfg, n = EnvConfig(game=game), atari_actions(game)
+    return {"game": game, "bare": bare_rate(game, seconds),
+            "vector_1": emulator_limit(cfg, 1, 1, 1, seconds, n),
+            "vector_32": emulator_limit(cfg, 32, 32, 1, seconds, n)}  # fmt: skip
 
 
 def main(argv=None) -> list:
