@@ -62,17 +62,17 @@ def reference():
 
 
 @pytest.mark.parametrize(
-    "slots, group, overlap, batch",
-    [(1, 1, True, 1), (3, 3, False, 1), (8, 2, True, 1), (6, 3, False, 1), (3, 3, True, 2), (4, 4, False, 3)],
+    "slots, group, overlap, workers",
+    [(1, 1, True, 1), (3, 3, False, 2), (8, 2, True, 2), (6, 3, False, 2), (3, 3, True, 3), (4, 1, False, 1)],
 )
-def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap, batch):
-    """Returns, lengths and frames equal those of each episode alone on a fresh emulator,
-    whatever the number of slots and groups, pipelined or not, and however many ended slots wait
-    to start their next episodes in one seeded reset."""
+def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap, workers):
+    """Returns, lengths and frames equal those of each episode alone on a fresh vector env (ale-py's,
+    a seeded reset each), whatever the number of slots, groups and emulator processes, pipelined
+    or not: an episode started by restoring the reset's state on a slot that played others is
+    the same episode."""
     ev = AtariEvaluator(
-        CFG, FakePolicy(), RowsAreIndividuals(), slots=slots, threads=2, group_size=group, overlap=overlap,
-        reset_batch=batch,
-    )  # fmt: skip
+        CFG, FakePolicy(), RowsAreIndividuals(), slots=slots, threads=workers, group_size=group, overlap=overlap
+    )
     try:
         res = ev.run(None, EPISODES)
         again = ev.run(None, EPISODES)  # the same evaluator, reused, gives the same again
@@ -85,25 +85,6 @@ def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap, 
     np.testing.assert_array_equal(again.returns, ret)
     np.testing.assert_array_equal(again.lengths, steps)
     np.testing.assert_array_equal(again.frames, frames)
-
-
-def test_idle_groups_are_reset_for_the_next_run(reference):
-    """A group whose episodes are over is reset at once, and the next run starts from that reset
-    rather than resetting again: one seeded reset per group and run, outcomes unchanged."""
-    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=4, threads=1, group_size=2)
-    calls = []
-    reset_group = ev.reset_group
-    ev.reset_group = lambda g: calls.append(g) or reset_group(g)
-    try:
-        ev.run(None, EPISODES)
-        assert sorted(calls) == [0, 0, 1, 1]  # at the start, then as each group went idle
-        assert sorted(ev.fresh) == [0, 1]
-        again = ev.run(None, EPISODES)
-        assert sorted(calls[4:]) == [0, 1]  # only as they went idle again
-    finally:
-        ev.close()
-    np.testing.assert_array_equal(again.returns, [r for r, _, _ in reference])
-    np.testing.assert_array_equal(again.frames, [f for _, _, f in reference])
 
 
 def test_frames_respect_the_cap(reference):
@@ -183,15 +164,14 @@ def test_tail_and_forward_times_are_parts_of_the_wall_time():
 
 
 def test_layout_overlaps_on_a_gpu_and_runs_lockstep_on_the_cpu():
-    """auto picks overlap with four groups on a GPU, lockstep with one emulator per group on the
-    CPU (up to 32 groups); settings win."""
+    """auto picks overlap with four groups on a GPU, lockstep on the CPU; settings win."""
     from nevo.config import RunConfig
     from nevo.evaluation.pipeline import layout
 
     assert layout("cpu", 2, 1000, RunConfig()) == (32, 1, False)
     assert layout("cuda", 16, 1000, RunConfig()) == (512, 128, True)
     assert layout("cpu", 2, 10, RunConfig()) == (10, 1, False)  # no more slots than individuals
-    assert layout("cpu", 16, 1000, RunConfig()) == (256, 8, False)  # at most 32 groups
+    assert layout("cpu", 16, 1000, RunConfig()) == (256, 1, False)
     assert layout("cpu", 2, 1000, RunConfig(pipeline="overlap", env_slots=12, emulators_per_group=3)) == (
         12,
         3,
@@ -227,8 +207,8 @@ def test_weights_built_per_slot_give_the_outcomes_of_one_episode_at_a_time(refer
 
 
 def test_many_emulators_say_that_they_are_starting(monkeypatch, capsys):
-    """ale-py starts emulators one at a time (~0.1 s each), so a layout of many slots (512 on a
-    16-core GPU machine: about a minute) says so on stderr before it starts them; few stay quiet."""
+    """Each emulator loads its ROM (~0.1 s), so a layout of many slots (512 on a 16-core GPU
+    machine) says so on stderr before it starts them; few stay quiet."""
     import nevo.evaluation.pipeline as pipeline
 
     ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, threads=1, group_size=2)
@@ -240,93 +220,34 @@ def test_many_emulators_say_that_they_are_starting(monkeypatch, capsys):
     assert capsys.readouterr().err.startswith("starting 2 Atari emulators")
 
 
-def test_emulator_and_reset_threads_run_nicer_than_the_driving_thread():
-    """The vector envs' C++ threads and the reset threads run EMULATOR_NICE nicer than the thread
-    that drives them, which keeps its own priority: where emulator threads outnumber the cores, the
-    driving thread (the pipeline's one serial path) must not wait for a slice behind them."""
+def test_emulator_processes_run_nicer_than_the_driving_process():
+    """The emulator processes run EMULATOR_NICE nicer than the process that drives them, which
+    keeps its own priority: where emulators outnumber the cores, the driving thread (the
+    pipeline's one serial path) must not wait for a slice behind them."""
     import os
-    import threading
 
     import nevo.evaluation.pipeline as pipeline
-    from nevo import machine
 
-    def nice(tid):
-        return os.getpriority(os.PRIO_PROCESS, tid)
-
-    driver = nice(threading.get_native_id())
+    driver = os.getpriority(os.PRIO_PROCESS, 0)
     lowered = min(19, driver + pipeline.EMULATOR_NICE)
     assert pipeline.EMULATOR_NICE > 0 and lowered > driver or driver == 19
-    before = machine.native_threads()
     ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=4, threads=2, group_size=2)
     try:
-        emulators = machine.native_threads() - before
-        assert len(emulators) == 4  # two vector envs of two C++ threads each
-        assert {nice(t) for t in emulators} == {lowered}
-        ev.run(None, EPISODES)  # seeded resets run in the reset threads
-        resetters = [t.native_id for t in threading.enumerate() if t.name.startswith("reset")]
-        assert resetters and {nice(t) for t in resetters} == {lowered}
-        assert nice(threading.get_native_id()) == driver
+        assert len(ev.pool.procs) == 2
+        assert {os.getpriority(os.PRIO_PROCESS, p.pid) for p in ev.pool.procs} == {lowered}
+        assert os.getpriority(os.PRIO_PROCESS, 0) == driver
     finally:
         ev.close()
 
 
-def test_bench_driver_plays_the_same_episodes_at_either_priority(capsys):
-    """experiments.bench_driver's stand-in GPU runs the overlap pipeline at each priority in turn:
-    the emulator threads' priority changes when they run, never what they play."""
-    import re
-
-    from experiments import bench_driver
-
-    argv = "--slots 4 --groups 2 --population 4 --frame-cap 200 --python-ms 0.1 --wait-ms 0.1 --rounds 1"
-    assert bench_driver.main(argv.split()) == 0
-    out = capsys.readouterr().out
-    runs = re.findall(r"nicer by +(\d+), reset batch 1, submit calls: ([\d,]+) frames, ([\d,]+) f", out)
-    assert [n for n, _, _ in runs] == ["0", "10"]
-    assert runs[0][1] == runs[1][1] and int(runs[0][1].replace(",", "")) > 4 * 50
-    assert re.search(r"nicer by 10, reset batch 1, submit calls against nicer by  0, .*: [\d.]+x", out)
-
-
-def test_ended_slots_wait_to_start_their_episodes_in_one_seeded_reset():
-    """With reset_batch b, a group's ended slots start their next episodes together, b at a time
-    (fewer only when fewer episodes are left or none of the group's slots is still playing): one
-    ROM reload stops the group once for several; the outcomes stay each episode's own."""
-    cfg = EnvConfig(game="frostbite", frame_cap=6000)  # episodes end by dying, each at its own step
-    episodes = Episodes(np.arange(10), np.arange(200, 210))
-    results, sizes = {}, {}
-    for batch in (1, 2):
-        ev = AtariEvaluator(
-            cfg, FakePolicy(), RowsAreIndividuals(), slots=4, threads=2, group_size=4, reset_batch=batch
-        )
-        sizes[batch] = []
-        reset = ev.envs[0].reset
-
-        def counted(seed=None, options=None, reset=reset, got=sizes[batch]):
-            if options is not None:  # a run's seeded reset of ended slots (not the whole group's)
-                got.append(int(options["reset_mask"].sum()))
-            return reset(seed=seed, options=options)
-
-        ev.envs[0].reset = counted
-        try:
-            results[batch] = ev.run(None, episodes)
-        finally:
-            ev.close()
-    assert sum(sizes[1]) == sum(sizes[2]) == 6  # every queued episode started once
-    assert sizes[1] == [1] * 6  # at once, one slot a reset
-    assert sizes[2] == [2, 2, 2]  # two at a time, while the group's other slots play on
-    assert len(set(results[1].frames)) >= 8  # (the episodes did end at their own steps)
-    np.testing.assert_array_equal(results[2].returns, results[1].returns)
-    np.testing.assert_array_equal(results[2].frames, results[1].frames)
-
-
 def test_the_tail_is_counted_once_the_queue_is_empty():
-    """The straggler tail is wall time with the queue empty and a slot idle: slots waiting for
-    their group's next seeded reset while episodes are queued are not a tail."""
+    """The straggler tail is wall time with the queue empty and a slot idle; before, it is not."""
     from types import SimpleNamespace
 
     from nevo.evaluation.pipeline import _RunState
 
     state = SimpleNamespace(ev=SimpleNamespace(slots=4), n_ep=10, next_ep=6, tail_s=0.0, t_last=0.0)
-    state.slot_ep = np.array([4, -1, -1, 5])  # two slots wait for a reset, four episodes queued
+    state.slot_ep = np.array([4, -1, -1, 5])  # four episodes queued
     _RunState._clock(state)
     assert state.tail_s == 0.0 and state.t_last > 0
     state.next_ep, state.t_last = 10, state.t_last - 2.0  # the queue is empty: a tail, 2 s of it

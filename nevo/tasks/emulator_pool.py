@@ -1,0 +1,267 @@
+"""nevo's Atari emulator pool: bare emulators in worker processes, their frames in shared memory.
+
+Why not ale-py's vector env: on 2 cores a vector env of one emulator steps at 0.61-0.65 of a
+bare `ALEInterface`'s frames/s, and its seeded reset reloads the ROM (72-191 ms) at every episode
+start (docs/performance.md). A bare `ALEInterface` holds the GIL while it emulates, so emulators
+run in parallel only in processes. So, in the shape of the Uber GPU implementation's emulator
+threads and EnvPool's workers (Weng et al. 2022):
+- W worker processes (one per core by default), each owning the slots s with s % W == its index
+  (a group of consecutive slots spreads over every worker), each slot one
+  `nevo.tasks.atari_emulator.AtariEmulator`;
+- one block of shared memory (an anonymous memfd, so nothing is left in /dev/shm when a run is
+  killed) holds every slot's observation stack, action, reward, end and, at an episode's end, its
+  frames and RAM: the driving process reads observations with no copy and no pickling;
+- a command to a worker is a few bytes on its pipe (step or restart these slots); the worker
+  answers with the command's ticket when the slots' results are in shared memory. A slot whose
+  episode ends starts its next one at once (restoreState, ~0.1 ms), its first observation in place.
+
+Lifecycle: workers ignore SIGINT and SIGTERM (the driving process stops them: a terminal's Ctrl-C
+reaches every process of the group, and a half-stepped worker must not print a traceback) and
+exit when their pipe closes, which is also what happens when the driving process dies, however it
+dies. A worker that dies is an EmulatorError naming it, never a hang.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import weakref
+from multiprocessing.connection import Connection, wait
+
+import numpy as np
+
+from nevo.tasks.atari_emulator import FRAME, RAM_BYTES, STACK
+
+STEP, RESTART = 1, 2
+_HEADER = struct.Struct("<IB")  # (ticket, command), then the slots as int32
+START_TIMEOUT_S = 600  # a worker loads its emulators' ROMs, ~0.1 s each
+
+
+class EmulatorError(RuntimeError):
+    """An emulator process failed or died; the message is one line naming it."""
+
+
+class Shared:
+    """Every slot's arrays in one block of shared memory (views; nothing is copied).
+
+    obs (S, STACK, 84, 84) uint8: the observation the next action acts on; actions (S,) int32:
+    action indices the driver writes before a step; reward (S,) float64 and done (S,) int8
+    (atari_emulator's PLAYING / TERMINATED / TRUNCATED) of the last step; frames (S,) int64 and
+    ram (S, 128) uint8: of the episode the last step ended."""
+
+    FIELDS = (
+        ("obs", np.uint8, (STACK, *FRAME)),
+        ("actions", np.int32, ()),
+        ("reward", np.float64, ()),
+        ("done", np.int8, ()),
+        ("frames", np.int64, ()),
+        ("ram", np.uint8, (RAM_BYTES,)),
+    )
+
+    def __init__(self, buffer, slots: int):
+        offset = 0
+        for name, dtype, shape in self.FIELDS:
+            n = slots * int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            setattr(self, name, np.frombuffer(buffer, dtype, n // np.dtype(dtype).itemsize, offset).reshape(slots, *shape))
+            offset += -(-n // 64) * 64
+
+    @classmethod
+    def nbytes(cls, slots: int) -> int:
+        sizes = [slots * int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize for _, d, s in cls.FIELDS]
+        return sum(-(-n // 64) * 64 for n in sizes)
+
+
+def _one_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"
+
+
+def _serve(conn, fd: int, slots: int, index: int, workers: int, game: str, frameskip: int, frame_cap: int, nice: int):
+    """A worker process: make this worker's emulators, then step or restart slots on command."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driving process stops the pool
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        if nice:
+            os.nice(nice)
+        from nevo.tasks.atari_emulator import AreaResize, AtariEmulator
+
+        block = mmap.mmap(fd, Shared.nbytes(slots))
+        os.close(fd)
+        shared = Shared(block, slots)
+        resize = AreaResize()
+        mine = range(index, slots, workers)
+        emulators = [AtariEmulator(game, frameskip, frame_cap, resize) for _ in mine]
+        for s, em in zip(mine, emulators):
+            em.restart(shared.obs[s])
+    except Exception as e:  # a bad game or ROM: one line back to the driver
+        conn.send_bytes(b"E" + _one_line(e).encode())
+        return
+    conn.send_bytes(b"R")
+    obs, actions, reward, done, frames, ram = (shared.obs, shared.actions, shared.reward, shared.done, shared.frames, shared.ram)  # fmt: skip
+    while True:
+        try:
+            msg = conn.recv_bytes()
+        except (EOFError, OSError):  # the pool closed, or the driving process died
+            return
+        ticket, command = _HEADER.unpack_from(msg)
+        try:
+            for s in np.frombuffer(msg, np.int32, offset=_HEADER.size).tolist():
+                em = emulators[s // workers]
+                if command == STEP:
+                    r, d = em.step(int(actions[s]), obs[s])
+                    reward[s], done[s] = r, d
+                    if d:  # the episode's end: its frames and RAM, then the next episode's start
+                        frames[s] = em.episode_frames()
+                        ram[s] = em.ram()
+                        em.restart(obs[s])
+                else:
+                    em.restart(obs[s])
+                    reward[s], done[s] = 0, 0
+        except Exception as e:
+            conn.send_bytes(b"E" + _one_line(e).encode())
+            return
+        try:
+            conn.send_bytes(b"T" + _HEADER.pack(ticket, command))
+        except OSError:
+            return
+
+
+class EmulatorPool:
+    """`slots` emulators of one game in `workers` processes (see the module's docstring).
+
+    step(slots) / restart(slots) send a command and return its ticket; wait(ticket) returns when
+    those slots' results are in the shared arrays (self.obs, self.reward, self.done, ...). Any
+    number of tickets may be in flight; a worker runs its commands in the order sent."""
+
+    def __init__(self, game: str, frameskip: int, frame_cap: int, slots: int, workers: int, nice: int = 0):
+        self.slots, self.workers = slots, max(1, min(workers, slots))
+        size = Shared.nbytes(slots)
+        fd = os.memfd_create("nevo-emulators") if hasattr(os, "memfd_create") else _temp_fd()
+        try:
+            os.ftruncate(fd, size)
+            self._block = mmap.mmap(fd, size)
+            self.shared = Shared(self._block, slots)
+            self.conns, self.procs = [], []
+            for w in range(self.workers):
+                # A new interpreter, not fork (the driver runs native threads) nor multiprocessing's
+                # spawn (which imports the user's main script again, unless it is guarded).
+                parent, child = socket.socketpair()
+                args = [child.fileno(), fd, slots, w, self.workers, game, frameskip, frame_cap, nice]
+                p = subprocess.Popen(
+                    [sys.executable, "-m", "nevo.tasks.emulator_pool", *map(str, args)],
+                    pass_fds=(child.fileno(), fd),
+                    stdin=subprocess.DEVNULL,
+                )
+                child.close()  # (so that the worker's death reads as EOF here)
+                self.conns.append(Connection(parent.detach()))
+                self.procs.append(p)
+        finally:
+            os.close(fd)
+        self._closer = weakref.finalize(self, _stop, self.conns, self.procs)
+        self._ticket = 0
+        self._open: dict[int, set[int]] = {}  # ticket -> workers not yet answered
+        try:
+            for w in range(self.workers):
+                self._reply(w, timeout=START_TIMEOUT_S)
+        except BaseException:
+            self.close()
+            raise
+        for name, _, _ in Shared.FIELDS:
+            setattr(self, name, getattr(self.shared, name))
+
+    def _send(self, command: int, slots: np.ndarray) -> int:
+        slots = np.asarray(slots, np.int32)
+        self._ticket += 1
+        head = _HEADER.pack(self._ticket, command)
+        owners = slots % self.workers
+        busy = set()
+        for w in np.unique(owners).tolist():
+            self.conns[w].send_bytes(head + slots[owners == w].tobytes())
+            busy.add(w)
+        self._open[self._ticket] = busy
+        return self._ticket
+
+    def step(self, slots) -> int:
+        """These slots play the actions in self.actions[slots]: a ticket for wait()."""
+        return self._send(STEP, slots)
+
+    def restart(self, slots) -> int:
+        """These slots start a new episode (their first observation in self.obs): a ticket."""
+        return self._send(RESTART, slots)
+
+    def wait(self, ticket: int) -> None:
+        """Return when every slot of the ticket's command is done (earlier tickets of its workers too)."""
+        for w in sorted(self._open.get(ticket, ())):
+            while w in self._open[ticket]:
+                self._reply(w)
+        self._open.pop(ticket, None)
+
+    def drain(self) -> None:
+        """Wait for every ticket in flight (after an error: their results are not wanted)."""
+        for t in sorted(self._open):
+            self.wait(t)
+
+    def _reply(self, w: int, timeout: float | None = None) -> None:
+        """Read worker w's next answer; an error or its death is an EmulatorError."""
+        conn, proc = self.conns[w], self.procs[w]
+        if not wait([conn], timeout):
+            raise EmulatorError(f"emulator process {w} (pid {proc.pid}) did not answer in {timeout:.0f} s")
+        try:
+            msg = conn.recv_bytes()
+        except (EOFError, OSError):  # its end of the pipe closed: it died
+            msg = None
+        if msg is None:
+            try:
+                code = proc.wait(2)
+            except subprocess.TimeoutExpired:
+                code = None
+            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+            raise EmulatorError(f"emulator process {w} (pid {proc.pid}) died ({how})")
+        if msg[:1] == b"E":
+            raise EmulatorError(f"emulator process {w}: {msg[1:].decode(errors='replace')}")
+        if msg[:1] == b"R":
+            return
+        ticket = _HEADER.unpack_from(msg, 1)[0]
+        self._open.get(ticket, set()).discard(w)
+
+    def close(self) -> None:
+        """Stop every worker (at once; they hold no state worth saving)."""
+        self._closer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _temp_fd() -> int:
+    """A file descriptor of an unlinked temporary file (where memfd_create does not exist)."""
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="nevo-emulators-")
+    os.unlink(path)
+    return fd
+
+
+def _stop(conns, procs) -> None:
+    """Close the pipes (a worker exits at EOF), then make sure every worker is gone."""
+    for c in conns:
+        c.close()
+    for p in procs:
+        try:
+            p.wait(2)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+if __name__ == "__main__":  # a worker process, started by EmulatorPool
+    _fd, _rest = int(sys.argv[1]), sys.argv[2:]
+    _serve(Connection(_fd), int(_rest[0]), *map(int, _rest[1:4]), _rest[4], *map(int, _rest[5:8]))
+
+
