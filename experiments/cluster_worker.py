@@ -4,8 +4,8 @@
     python /path/to/nevo/experiments/cluster_worker.py tcp://10.0.0.1:8786  # the same, from anywhere
 
 It is `dask worker SCHEDULER` with nevo's settings: one worker process with one Dask thread
-(nevo's evaluator uses the node's cores itself), not daemonic (novelty search on Atari replays
-episodes in processes of the worker's own), no dashboard, and nevo importable from this
+(nevo's evaluator uses the node's cores itself), not daemonic (so that code in it may start
+processes of its own through multiprocessing), no dashboard, and nevo importable from this
 checkout. With `--host H` the worker's HTTP endpoint (health, metrics) listens on H too, not on
 every interface as `dask worker` does. Any other option goes to `dask worker` as it is, and wins
 over these defaults (`--nanny-port`, `--lifetime`, TLS: `--tls-ca-file`, `--tls-cert`,
@@ -34,7 +34,7 @@ def option(args: list[str], name: str) -> str | None:
 def main(argv: list[str] | None = None) -> None:
     """Run the worker until it is stopped (or its scheduler is gone); exits the process."""
     # nevo from this checkout, however this script was started; PYTHONPATH carries it to the
-    # processes the worker starts (the nanny's worker process, Atari RAM replayers)
+    # processes the worker starts (the nanny's worker process, the Atari emulator processes)
     sys.path.insert(0, ROOT)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [ROOT, os.environ.get("PYTHONPATH")] if p)
     # read by Dask's config when it is first imported, below, and by every process it starts

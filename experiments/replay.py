@@ -94,43 +94,29 @@ class Status:
             sys.stdout.write("\r\033[K")
 
 
-def screen_env(env_cfg):
-    """nevo.tasks.envs.make_atari's emulator, but observations are the full 210x160 colour screen."""
-    return envs.make_atari(
-        env_cfg, 1, 1, stack_num=1, img_height=210, img_width=160, grayscale=False, maxpool=False
-    )
-
-
 def record_episode(env_cfg, policy, weights, episode_seed: int, max_steps: int, stride: int):
-    """Play one episode; return ((n, 210, 160, 3) uint8 pictures every stride steps, return, steps, ended)."""
-    agent, screen = envs.make_atari(env_cfg, 1, 1), screen_env(env_cfg)
+    """Play one episode as the pipeline plays it (nevo.tasks.atari_emulator, from the seeded
+    reset's state); return ((n, 210, 160, 3) uint8 pictures every stride steps, return, steps,
+    ended). A picture is the step's last frame in colour, read from the same emulator."""
+    from nevo.tasks.atari_emulator import STACK, AtariEmulator
+
+    em = AtariEmulator(env_cfg.game, env_cfg.frameskip, env_cfg.frame_cap)
+    obs = np.zeros((1, STACK, *em.resize.out), np.uint8)
     zero = np.zeros(1, np.int64)
+    policy.load(weights[None])
     try:
-        policy.load(weights[None])
-        obs, _ = agent.reset(seed=zero)  # seeded: an unseeded reset is not deterministic
-        pic, _ = screen.reset(seed=zero)
-        pictures, total, steps, ended = [pic[0, -1]], 0.0, 0, False
+        em.restart(obs[0])
+        pictures, total, steps, ended = [em.screen_rgb()], 0.0, 0, False
         noops = envs.noop_count(episode_seed, env_cfg.noop_max)
-        action = np.full(1, envs.NOOP, np.int64)
         while steps < max_steps and not ended:
-            action[0] = envs.NOOP if steps < noops else int(policy(zero, obs)[0])
-            obs, r, term, trunc, info = agent.step(action)
-            pic, r2, term2, trunc2, info2 = screen.step(action)
-            if (
-                r[0] != r2[0]
-                or term[0] != term2[0]
-                or trunc[0] != trunc2[0]
-                or info["lives"][0] != info2["lives"][0]
-            ):
-                raise RuntimeError(f"the recording emulator left the policy's at step {steps}")
-            total, steps, ended = total + float(r[0]), steps + 1, bool(term[0] or trunc[0])
-            if not ended and steps % stride == 0:  # after an end the env has already reset
-                pictures.append(pic[0, -1])
-        policy.release()
+            action = envs.NOOP if steps < noops else int(policy(zero, obs)[0])
+            r, done = em.step(action, obs[0])
+            total, steps, ended = total + float(r), steps + 1, bool(done)
+            if not ended and steps % stride == 0:
+                pictures.append(em.screen_rgb())
         return np.stack(pictures), total, steps, ended
     finally:
-        agent.close()
-        screen.close()
+        policy.release()
 
 
 def record_task_episode(task, policy, weights, episode_seed: int, max_steps: int, stride: int):

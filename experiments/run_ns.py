@@ -5,8 +5,8 @@
     python -m experiments.run_ns --algo ga-ns --env frostbite  # Atari: behaviour = final RAM
     python -m experiments.run_ns --resume runs/<folder>        # continue a killed run
 
-Behaviour: the maze's final (x, y); on Atari the 128-byte RAM at the end of the episode (found
-by replaying the episode's actions in worker processes: nevo.tasks.atari_ram); a MuJoCo robot's
+Behaviour: the maze's final (x, y); on Atari the 128-byte RAM at the end of the episode (read
+by the emulator that played it: nevo.tasks.emulator_pool); a MuJoCo robot's
 final centre of mass (x, y); another gymnasium task's final observation (nevo.train takes a
 function of the last step instead). Novelty of a behaviour
 = mean distance to its k nearest neighbours among the archive (and, for GA-NS, the current

@@ -31,7 +31,6 @@ from nevo.genomes import safe_mutation as sm
 from nevo.genomes.operators import NAMES
 from nevo.nets.kernels import make_policy
 from nevo.runs.elite import load as load_elite
-from nevo.tasks import envs
 
 
 def record(cfg, spec, weights, n_record: int, seed: int) -> np.ndarray:
@@ -48,8 +47,11 @@ def record(cfg, spec, weights, n_record: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng([seed, 0x5AFE])
     kept, seen = [], 0
     if isinstance(task, tasks.AtariGame):
-        env = envs.make_atari(cfg.env, 1, 1)
-        obs, _ = env.reset(seed=np.array([seed], np.int64))
+        from nevo.tasks.atari_emulator import AtariEmulator
+
+        env = AtariEmulator(cfg.env.game, cfg.env.frameskip, cfg.env.frame_cap)
+        obs = np.zeros((1, *task.obs_shape), np.uint8)
+        env.reset(obs[0], seed)
     else:
         env = task.make_slots(1)
         obs = env.reset([0], [seed])
@@ -63,8 +65,7 @@ def record(cfg, spec, weights, n_record: int, seed: int) -> np.ndarray:
                 kept[j] = o.copy()
             action = policy(row, np.asarray(obs))
             if isinstance(task, tasks.AtariGame):
-                obs, _, term, trunc, _ = env.step(action)
-                ended = term[0] or trunc[0]
+                ended = env.step(int(action[0]), obs[0])[1] != 0
             else:
                 obs, _, ended_a = env.step([0], action)
                 ended = bool(ended_a[0])
@@ -72,7 +73,8 @@ def record(cfg, spec, weights, n_record: int, seed: int) -> np.ndarray:
                 break
     finally:
         policy.release()
-        env.close()
+        if hasattr(env, "close"):
+            env.close()
     return np.stack(kept)
 
 

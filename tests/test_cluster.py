@@ -315,18 +315,15 @@ def test_novelty_search_on_atari_replays_ram_in_a_local_clusters_workers(tmp_pat
 
 
 @pytest.mark.slow
-def test_a_daemonic_worker_is_refused_where_it_would_replay_atari_ram(tmp_path, capsys):
-    """A worker under a nanny (Dask's default: a daemonic process) cannot start the RAM
-    replayers: it says so in one line and leaves, before any work."""
+def test_a_daemonic_worker_runs_novelty_search_on_atari(tmp_path):
+    """A worker under a nanny (Dask's default: a daemonic process, which multiprocessing forbids
+    children) still starts nevo's emulator processes (they are not multiprocessing's) and reads
+    each episode's final RAM: the run ends well."""
     with DaskProcesses(workers=0) as c:
         c.start_worker(nanny=True)
         c.wait_for_workers(1)
         argv = [*NS_ATARI, "--out-dir", str(tmp_path), "--cluster", c.address, "--cluster-timeout", "5"]
-        assert run_ns.main(argv) == 2
-    out = capsys.readouterr()
-    (refusal,) = [line for line in out.out.splitlines() if line.startswith("refused worker")]
-    assert "DASK_DISTRIBUTED__WORKER__DAEMON=False" in refusal
-    assert out.err.startswith("error: no nevo worker joined")
+        assert run_ns.main(argv) == 0
 
 
 @pytest.mark.slow

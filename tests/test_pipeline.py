@@ -70,9 +70,8 @@ def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap, 
     a seeded reset each), whatever the number of slots, groups and emulator processes, pipelined
     or not: an episode started by restoring the reset's state on a slot that played others is
     the same episode."""
-    ev = AtariEvaluator(
-        CFG, FakePolicy(), RowsAreIndividuals(), slots=slots, threads=workers, group_size=group, overlap=overlap
-    )
+    pol, ind = FakePolicy(), RowsAreIndividuals()
+    ev = AtariEvaluator(CFG, pol, ind, slots=slots, threads=workers, group_size=group, overlap=overlap)
     try:
         res = ev.run(None, EPISODES)
         again = ev.run(None, EPISODES)  # the same evaluator, reused, gives the same again

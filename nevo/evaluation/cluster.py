@@ -128,7 +128,7 @@ class ClusterEvaluator:
 
             n = int(address[len(LOCAL) :])
             cores = max(1, machine_cores() // n)
-            # not daemonic: novelty search on Atari replays episodes in processes of the worker's own
+            # not daemonic: code in a worker may start processes of its own through multiprocessing
             with dask.config.set({"distributed.worker.daemon": False}):
                 self.cluster = LocalCluster(
                     n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",

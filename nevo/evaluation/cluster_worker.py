@@ -10,7 +10,6 @@ can unpickle: one that cannot import nevo refuses in one line, as one with other
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import os
 import threading
 
@@ -84,11 +83,6 @@ class Setup(WorkerPlugin):
         cfg = self.cfg
         table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
         self.refused = differences(fingerprint(table), self.expected)
-        if not self.refused and self.behaviours and multiprocessing.current_process().daemon:
-            self.refused = (
-                "a daemonic worker process (a Dask nanny's default) cannot start the processes that "
-                "replay Atari episodes for their RAM; start it with DASK_DISTRIBUTED__WORKER__DAEMON=False"
-            )
         if not self.refused:
             try:  # the settings' and this machine's checks, as a run on one machine makes them
                 spec = setup.net_for(cfg, self.task)

@@ -97,7 +97,7 @@ class AtariEvaluator:
         self.ram = ram
         if self.slots >= SAY_START_SLOTS:
             print(
-                f"starting {self.slots} Atari emulators in {self.threads} processes (~0.1 s each to load its ROM)",
+                f"starting {self.slots} Atari emulators in {self.threads} processes (~0.1 s each)",
                 file=sys.stderr,
                 flush=True,
             )

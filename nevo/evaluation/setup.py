@@ -150,8 +150,8 @@ def local_evaluator(cfg, task, spec, device: str, table, ref_batch, run_dir: str
 
 def evaluator_for(task, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
     """(the evaluator a task's kind of episodes needs, facts for config.json): a task says which
-    (`task.evaluation`), nevo.evaluation builds it. "pipeline": Atari's emulator groups (each
-    episode's final RAM, replayed, with behaviours); "in_process": the synchronous evaluator over
+    (`task.evaluation`), nevo.evaluation builds it. "pipeline": Atari's emulator pool (each
+    episode's final RAM with behaviours); "in_process": the synchronous evaluator over
     --env-slots slots (default min(population, 256)); "supervised": batches of a data set's
     examples. The pipeline's module is imported on use: ale-py loads only for Atari."""
     weights = for_device(builder, device)
@@ -166,7 +166,7 @@ def evaluator_for(task, run_cfg, policy, builder, device: str, population: int, 
             "emulators_per_group": evaluator.group,
             "threads": evaluator.threads,
             "pipeline": "overlap" if overlap else "lockstep",
-            **({"behaviour": "final RAM, replayed"} if behaviours else {}),
+            **({"behaviour": "final RAM"} if behaviours else {}),
         }
         return evaluator, facts
     if task.evaluation == "in_process":

@@ -1,15 +1,16 @@
 """Tasks: what an agent plays, one small class per kind, asked by the rest of nevo instead of
 switching on the environment's name. Beside them: `envs` (Atari with the paper's preprocessing,
 gymnasium and MuJoCo slots), `maze` (the deceptive image maze), `trap` (the deceptive Humanoid
-trap), `atari_ram` (Atari behaviours: the final RAM), `supervised` (a labelled data set as a task,
-`--env mnist`) and `mnist_data` (MNIST, fetched and checked by nevo itself).
+trap), `atari_emulator` and `emulator_pool` (nevo's Atari emulators, in worker processes),
+`supervised` (a labelled data set as a task, `--env mnist`) and `mnist_data` (MNIST, fetched and
+checked by nevo itself).
 
 Each task knows its observations (shape and dtype, as the net's (C, H, W) input), its number of
 actions and their kind (`action`: "argmax", discrete; "tanh", a continuous vector), its
 behaviour for novelty search (or None), the device that suits it, its checks of the settings,
 its evaluator and its reference observations for virtual batch norm:
-- `AtariGame`: an Atari game from pixels through ale-py's C++ vector env, with the Deep GA
-  reference's preprocessing (nevo.tasks.envs); behaviour = the console's final RAM (nevo.tasks.atari_ram);
+- `AtariGame`: an Atari game from pixels on nevo's emulator pool, with the Deep GA reference's
+  preprocessing (nevo.tasks.atari_emulator); behaviour = the console's final RAM;
 - `Maze`: the deceptive image maze (nevo.tasks.maze); behaviour = the final (x, y);
 - `GymTask`: a gymnasium environment with a flat Box observation and Discrete actions or a
   bounded Box of continuous ones, either a registered id (CartPole-v1, Pendulum-v1, ...) or a
@@ -81,7 +82,7 @@ class AtariGame(_Kind):
 
     def __init__(self, env_cfg: EnvConfig):
         from nevo.nets import OBS_SHAPE
-        from nevo.tasks.atari_ram import RAM_BYTES
+        from nevo.tasks.atari_emulator import RAM_BYTES
 
         self.cfg = env_cfg
         self.name = env_cfg.game

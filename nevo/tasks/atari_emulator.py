@@ -183,14 +183,17 @@ class AtariEmulator:
         self.rows, self.acc = self.resize.scratch()
         self.elapsed = 0  # frames since the episode's reset (the vector env's elapsed_steps)
         self.start_obs = np.zeros((STACK, *self.resize.out), np.uint8)
-        self._seeded_reset(self.start_obs)
+        self.reset(self.start_obs)
         self.start = self.ale.cloneState()
 
-    def _seeded_reset(self, obs: np.ndarray) -> None:
-        """The vector env's reset with seed 0: reload, reset_game, FIRE; then its observation:
-        the screen, maxed with a zero frame, in an otherwise zero stack."""
-        self.ale.setInt("random_seed", 0)
-        self.ale.loadROM(self.rom)
+    def reset(self, obs: np.ndarray, seed: int | None = 0) -> None:
+        """The vector env's reset, its observation into obs: the screen, maxed with a zero frame,
+        in an otherwise zero stack. With a seed: random_seed, reload, reset_game, FIRE (slow: the
+        reload; restart() begins an episode from the seed-0 reset's saved state); None: only
+        reset_game and FIRE (the vector env's autoreset, which depends on what ran before)."""
+        if seed is not None:
+            self.ale.setInt("random_seed", int(seed))
+            self.ale.loadROM(self.rom)
         self.ale.reset_game()
         if self.fire:
             self.ale.act(self._fire_action)
@@ -207,7 +210,7 @@ class AtariEmulator:
     def restart(self, obs: np.ndarray) -> None:
         """Begin a new episode, as a seeded reset would; its first observation into obs."""
         if self.reload:
-            self._seeded_reset(obs)
+            self.reset(obs)
             return
         self.ale.restoreState(self.start)
         self.elapsed = 0
@@ -241,3 +244,7 @@ class AtariEmulator:
     def ram(self) -> np.ndarray:
         """(128,) uint8: the console's RAM now."""
         return self.ale.getRAM()
+
+    def screen_rgb(self) -> np.ndarray:
+        """(210, 160, 3) uint8: the last frame in colour (after a step that goes on, or a reset)."""
+        return self.ale.getScreenRGB()

@@ -66,9 +66,9 @@ class Shared:
     def __init__(self, buffer, slots: int):
         offset = 0
         for name, dtype, shape in self.FIELDS:
-            n = slots * int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-            setattr(self, name, np.frombuffer(buffer, dtype, n // np.dtype(dtype).itemsize, offset).reshape(slots, *shape))
-            offset += -(-n // 64) * 64
+            count = slots * int(np.prod(shape, dtype=np.int64))
+            setattr(self, name, np.frombuffer(buffer, dtype, count, offset).reshape(slots, *shape))
+            offset += -(-count * np.dtype(dtype).itemsize // 64) * 64
 
     @classmethod
     def nbytes(cls, slots: int) -> int:
@@ -80,7 +80,9 @@ def _one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {' '.join(str(e).split())}"
 
 
-def _serve(conn, fd: int, slots: int, index: int, workers: int, game: str, frameskip: int, frame_cap: int, nice: int):
+def _serve(
+    conn, fd: int, slots: int, index: int, workers: int, game: str, frameskip: int, frame_cap: int, nice: int
+):  # noqa: E501
     """A worker process: make this worker's emulators, then step or restart slots on command."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driving process stops the pool
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -101,7 +103,8 @@ def _serve(conn, fd: int, slots: int, index: int, workers: int, game: str, frame
         conn.send_bytes(b"E" + _one_line(e).encode())
         return
     conn.send_bytes(b"R")
-    obs, actions, reward, done, frames, ram = (shared.obs, shared.actions, shared.reward, shared.done, shared.frames, shared.ram)  # fmt: skip
+    obs, actions, reward, done = shared.obs, shared.actions, shared.reward, shared.done
+    frames, ram = shared.frames, shared.ram
     while True:
         try:
             msg = conn.recv_bytes()
@@ -155,6 +158,7 @@ class EmulatorPool:
                     [sys.executable, "-m", "nevo.tasks.emulator_pool", *map(str, args)],
                     pass_fds=(child.fileno(), fd),
                     stdin=subprocess.DEVNULL,
+                    env=_importing_nevo(),
                 )
                 child.close()  # (so that the worker's death reads as EOF here)
                 self.conns.append(Connection(parent.detach()))
@@ -239,6 +243,16 @@ class EmulatorPool:
         self.close()
 
 
+def _importing_nevo() -> dict:
+    """This process's environment, with the folder this nevo is imported from first on
+    PYTHONPATH: a worker imports the same nevo, installed or not."""
+    import nevo
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(nevo.__file__)))
+    path = [root, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
 def _temp_fd() -> int:
     """A file descriptor of an unlinked temporary file (where memfd_create does not exist)."""
     import tempfile
@@ -263,5 +277,3 @@ def _stop(conns, procs) -> None:
 if __name__ == "__main__":  # a worker process, started by EmulatorPool
     _fd, _rest = int(sys.argv[1]), sys.argv[2:]
     _serve(Connection(_fd), int(_rest[0]), *map(int, _rest[1:4]), _rest[4], *map(int, _rest[5:8]))
-
-

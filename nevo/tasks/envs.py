@@ -342,21 +342,23 @@ def atari_reference_batch(env_cfg, size: int, seed: int, keep: float = 0.05) -> 
     As the reference ES does: play uniformly random actions and keep each observation with
     probability `keep` (so the batch spans whole episodes, not just their starts). Every
     episode starts with a seeded reset, so the batch is a function of (env, size, seed)."""
+    from nevo.tasks.atari_emulator import STACK, AtariEmulator
+
     rng = np.random.default_rng([seed, 0xBA7C])
     batch, episode = [], 0
-    env = make_atari(env_cfg, 1, 1)
-    n_actions = env.single_action_space.n
-    obs, _ = env.reset(seed=np.array([seed], np.int64))
-    try:
-        while len(batch) < size:
-            obs, _, term, trunc, _ = env.step(rng.integers(0, n_actions, 1))
-            if rng.random() < keep:
-                batch.append(obs[0].copy())
-            if term[0] or trunc[0]:  # a seeded reset: the autoreset's is not deterministic
-                episode += 1
-                obs, _ = env.reset(seed=np.array([seed + episode], np.int64))
-    finally:
-        env.close()
+    em = AtariEmulator(env_cfg.game, env_cfg.frameskip, env_cfg.frame_cap)
+    n_actions = len(em.actions)
+    obs = np.zeros((STACK, *em.resize.out), np.uint8)
+    em.reset(obs, seed)
+    while len(batch) < size:
+        ended = em.step(int(rng.integers(0, n_actions, 1)[0]), obs)[1]
+        if ended:  # the observation an ending step gives: its autoreset's (as the vector env's)
+            em.reset(obs, None)
+        if rng.random() < keep:
+            batch.append(obs.copy())
+        if ended:  # then a seeded reset: the autoreset's is not deterministic
+            episode += 1
+            em.reset(obs, seed + episode)
     return np.stack(batch)
 
 
