@@ -21,10 +21,13 @@ start each episode by the reload, as the vector env does.
 
 from __future__ import annotations
 
+import functools
+import warnings
+
 import numba
 import numpy as np
 
-SCREEN = (210, 160)  # ALE's raw screen, (height, width)
+SCREEN = (210, 160)  # ALE's raw screen, (height, width), on most games (a few have 250 rows)
 FRAME = (84, 84)  # the policy's frame, (height, width)
 STACK = 4  # frames in an observation
 RAM_BYTES = 128
@@ -73,6 +76,12 @@ def _runs(di: np.ndarray, si: np.ndarray, alpha: np.ndarray, n: int) -> tuple[np
         index[d, : k.size] = si[k]
         weights[d, : k.size] = alpha[k]
     return index, weights
+
+
+@functools.cache
+def area_resize(shape=SCREEN, out=FRAME) -> AreaResize:
+    """The tables of the INTER_AREA resize from shape to out, made once per process."""
+    return AreaResize(shape, out)
 
 
 class AreaResize:
@@ -169,7 +178,11 @@ class AtariEmulator:
 
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on stderr
         self.game, self.frameskip, self.frame_cap = game, frameskip, frame_cap
-        self.rom = roms.get_rom_path(game)
+        with warnings.catch_warnings():  # (an unknown game warns, then gives None)
+            warnings.simplefilter("ignore")
+            self.rom = roms.get_rom_path(game)
+        if self.rom is None:
+            raise ValueError(f"ale-py has no Atari game {game!r}")
         self.ale = ale_py.ALEInterface()
         self.ale.setFloat("repeat_action_probability", 0.0)
         self.ale.setInt("random_seed", 0)
@@ -178,8 +191,9 @@ class AtariEmulator:
         self.fire = ale_py.Action.FIRE in self.actions  # the vector env's use_fire_reset
         self._fire_action = ale_py.Action.FIRE
         self.reload = game in RELOAD_GAMES
-        self.resize = resize or AreaResize()
-        self.raw = np.zeros((2, *SCREEN), np.uint8)  # the last two frames (index 1: the one before)
+        screen = (self.ale.getScreenDims()[0], self.ale.getScreenDims()[1])  # (height, width)
+        self.resize = area_resize(screen)
+        self.raw = np.zeros((2, *screen), np.uint8)  # the last two frames (index 1: the one before)
         self.rows, self.acc = self.resize.scratch()
         self.elapsed = 0  # frames since the episode's reset (the vector env's elapsed_steps)
         self.start_obs = np.zeros((STACK, *self.resize.out), np.uint8)

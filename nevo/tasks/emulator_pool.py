@@ -89,14 +89,13 @@ def _serve(
     try:
         if nice:
             os.nice(nice)
-        from nevo.tasks.atari_emulator import AreaResize, AtariEmulator
+        from nevo.tasks.atari_emulator import AtariEmulator
 
         block = mmap.mmap(fd, Shared.nbytes(slots))
         os.close(fd)
         shared = Shared(block, slots)
-        resize = AreaResize()
         mine = range(index, slots, workers)
-        emulators = [AtariEmulator(game, frameskip, frame_cap, resize) for _ in mine]
+        emulators = [AtariEmulator(game, frameskip, frame_cap) for _ in mine]
         for s, em in zip(mine, emulators):
             em.restart(shared.obs[s])
     except Exception as e:  # a bad game or ROM: one line back to the driver

@@ -1,0 +1,147 @@
+"""nevo's emulator pool: the emulators' own steps through shared memory, and a clean end however it ends."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from nevo.tasks.atari_emulator import AtariEmulator
+from nevo.tasks.emulator_pool import EmulatorError, EmulatorPool
+
+
+def alive(pid: int) -> bool:
+    """Whether a process runs (a zombie, ended but not yet reaped, counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_slots_step_as_lone_emulators_do():
+    """5 slots over 2 workers (slot s on worker s % 2): each slot's observations, rewards, ends,
+    frames and RAM are those of an AtariEmulator of its own stepped with the same actions, and an
+    ended slot has started its next episode (its first observation in place)."""
+    n = 5
+    pool = EmulatorPool("frostbite", 4, 200, n, 2)  # 200 frames: every episode ends at step 50
+    try:
+        alone = [AtariEmulator("frostbite", 4, 200) for _ in range(n)]
+        obs = np.zeros((n, 4, 84, 84), np.uint8)
+        for s in range(n):
+            alone[s].restart(obs[s])
+        np.testing.assert_array_equal(pool.obs, obs)
+        rng = np.random.default_rng(0)
+        ends = 0
+        for _ in range(120):
+            some = np.flatnonzero(rng.random(n) < 0.8)  # a few slots sit out each step
+            actions = rng.integers(0, len(alone[0].actions), n)
+            pool.actions[some] = actions[some]
+            pool.wait(pool.step(some))
+            for s in some:
+                r, done = alone[s].step(int(actions[s]), obs[s])
+                assert (pool.reward[s], pool.done[s]) == (r, done)
+                if done:
+                    ends += 1
+                    assert pool.frames[s] == alone[s].episode_frames()
+                    np.testing.assert_array_equal(pool.ram[s], alone[s].ram())
+                    alone[s].restart(obs[s])
+            np.testing.assert_array_equal(pool.obs, obs)
+        assert ends >= n
+    finally:
+        pool.close()
+
+
+def test_tickets_in_flight_finish_in_order():
+    """Several commands may be in flight; waiting for the last waits for the ones before."""
+    pool = EmulatorPool("pong", 4, 20_000, 4, 2)
+    try:
+        tickets = [pool.step(np.arange(4)) for _ in range(5)]
+        pool.wait(tickets[-1])
+        assert not pool._open or set(pool._open) <= set(tickets[:-1])
+        pool.drain()
+        assert not pool._open
+    finally:
+        pool.close()
+
+
+def test_a_killed_worker_is_one_line_naming_it_and_never_a_hang():
+    """kill -9 of an emulator process: the next wait raises an EmulatorError of one line naming
+    the process, its pid and the signal, within seconds; close() still ends the others."""
+    pool = EmulatorPool("frostbite", 4, 20_000, 4, 2)
+    victim = pool.procs[1]
+    try:
+        os.kill(victim.pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(EmulatorError) as e:
+            for _ in range(100):
+                pool.wait(pool.step(np.arange(4)))
+        assert time.monotonic() - t0 < 10
+        assert str(e.value) == f"emulator process 1 (pid {victim.pid}) died (killed by signal 9)"
+    finally:
+        pool.close()
+    assert not any(alive(p.pid) for p in pool.procs)
+
+
+def test_a_bad_rom_is_one_line():
+    """A game ale-py cannot load stops the pool's start in one line, with no process left."""
+    with pytest.raises(EmulatorError) as e:
+        EmulatorPool("no_such_game", 4, 20_000, 2, 2)
+    assert "\n" not in str(e.value) and "no_such_game" in str(e.value)
+    assert str(e.value).startswith("emulator process 0: ")
+
+
+def test_workers_ignore_ctrl_c_and_end_with_the_pool():
+    """SIGINT (a terminal's Ctrl-C reaches the whole process group) leaves a worker running and
+    answering; close() ends every worker at once."""
+    pool = EmulatorPool("pong", 4, 20_000, 2, 2)
+    try:
+        os.kill(pool.procs[0].pid, signal.SIGINT)
+        os.kill(pool.procs[1].pid, signal.SIGTERM)
+        time.sleep(0.3)
+        pool.wait(pool.step(np.arange(2)))
+    finally:
+        t0 = time.monotonic()
+        pool.close()
+    assert time.monotonic() - t0 < 5
+    assert not any(alive(p.pid) for p in pool.procs)
+
+
+OWNER = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    from nevo.tasks.emulator_pool import EmulatorPool
+    pool = EmulatorPool("frostbite", 4, 20_000, 4, 2)
+    print(*[p.pid for p in pool.procs], flush=True)
+    while True:  # stepping when it is killed
+        pool.wait(pool.step(np.arange(4)))
+""")
+
+
+def shared_memory() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def test_a_process_killed_with_sigkill_leaves_no_emulator_and_no_shared_memory():
+    """kill -9 of the process that owns a pool (mid-step): its emulator processes exit within a
+    few seconds (their pipe closes) and nothing is left in /dev/shm (the block is an anonymous
+    memfd, freed with its last mapping)."""
+    before = shared_memory()
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(p) for p in owner.stdout.readline().split()]
+        assert len(workers) == 2 and all(alive(p) for p in workers)
+        time.sleep(0.5)
+        owner.kill()
+        owner.wait(10)
+        deadline = time.monotonic() + 5
+        while any(alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(p) for p in workers)
+        assert shared_memory() <= before
+    finally:
+        owner.kill()
