@@ -98,7 +98,7 @@ def test_the_circle_finder_finds_a_circle_of_three():
 # never one above (a name matches a module and everything under it, the longest name winning;
 # `nevo.runs` is the run folder's own module, nevo/runs/__init__.py, alone).
 LAYERS = [
-    ("nevo.version", "nevo.machine", "nevo.settings", "nevo.runs"),
+    ("nevo.version", "nevo.machine", "nevo.settings", "nevo.runs", "nevo.runs.owner", "nevo.runs.stop"),
     ("nevo.nets",),
     ("nevo.genomes",),
     ("nevo.tasks",),

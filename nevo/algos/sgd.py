@@ -121,6 +121,8 @@ class SGDStep:
     theta on the whole test set. Its row: the iterations' batch scores, SGD's metrics, the
     accuracies."""
 
+    unit = "iteration"  # what the skeleton counts, in the line of a run that stops
+
     def __init__(self, cfg, task, evaluator, algo, out):
         self.cfg, self.data, self.evaluator, self.algo, self.out = cfg, task.data, evaluator, algo, out
 

@@ -1,5 +1,6 @@
 """Runs: the generation loop (`loop`, once for every algorithm), the elite files (`elite`), the
-progress line (`progress`), and here the run folder: config, metrics, checkpoints and resume.
+progress line (`progress`), the folder's one owner (`owner`), stop signals (`stop`), and here the
+run folder: config, metrics, checkpoints and resume.
 
     runs/<game>__<algo>__<seed>__<time>/
         config.json        every setting, the git commit, the noise facts; written before any work
@@ -15,14 +16,19 @@ progress line (`progress`), and here the run folder: config, metrics, checkpoint
         experiences/       safe mutations: the observations each ancestor of a living genome
                            was measured on as a parent, <key of its seed list>.npy
 
+        owner.lock         the process that holds the folder (nevo.runs.owner): one run at a time
+
 Files are replaced atomically (write to a temporary file, fsync, rename): a kill at any
 moment leaves the previous complete version. Plots read only these files. A damaged file
 (cut short, overwritten, edited by hand) is a one-line DamagedFile error naming it, or, for the
-last checkpoint, a fallback to the one before.
+last checkpoint, a fallback to the one before. A write that fails for want of space or
+permission is a one-line WriteFailed naming the file, its temporary file removed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -42,6 +48,42 @@ CONFIG = "config.json"
 THETA = "theta.npy"  # ES: theta after the last finished generation
 BEHAVIOURS = "behaviours.npy"  # tasks with behaviours (the maze): the last generation's, per individual
 OBS_NORM = "obs_norm.npy"  # --obs-norm 1: (2, n) the mean and std the elite theta's validation used
+
+
+# The failed writes a run stops at in one line (WriteFailed), and what frees them
+FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded"}
+DENIED = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "read-only file system",
+}
+
+
+class WriteFailed(RuntimeError):
+    """A run file that could not be written (no space, no quota, no permission, a read-only file
+    system); the message is one line naming the file and the cause, `remedy` what frees it."""
+
+    def __init__(self, path: str, error: OSError):
+        cause = {**FULL, **DENIED}[error.errno]
+        super().__init__(f"cannot write {path}: {cause} ({errno.errorcode[error.errno]})")
+        self.path, self.errno = path, error.errno
+        self.remedy = "free space" if error.errno in FULL else "make the folder writable"
+
+
+@contextlib.contextmanager
+def writing(path: str, tmp: str | None = None):
+    """Around the writing of path (through tmp, its temporary file, where there is one): tmp
+    removed however the write stops, and a failure for want of space or permission a WriteFailed
+    naming path (other errors as they are)."""
+    try:
+        yield
+    except BaseException as e:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+        if isinstance(e, OSError) and e.errno in {**FULL, **DENIED}:
+            raise WriteFailed(path, e) from None
+        raise
 
 
 def git_commit() -> str:
@@ -68,19 +110,23 @@ def new_run_dir(cfg, task_name: str) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = os.path.join(cfg.run.out_dir, f"{task_name}__{cfg.algo}__{cfg.run.seed}__{stamp}")
     path, k = base, 1
-    while os.path.exists(path):
-        path, k = f"{base}-{k}", k + 1
-    os.makedirs(path)
-    return path
+    while True:
+        try:
+            with writing(path):
+                os.makedirs(path)  # fails where it exists: two runs started at once get two folders
+            return path
+        except FileExistsError:
+            path, k = f"{base}-{k}", k + 1
 
 
 def write_config(run_dir: str, settings: dict, extra: dict) -> None:
     """config.json: the settings (nevo.config.to_dict), the git commit, and extra facts."""
-    tmp = os.path.join(run_dir, CONFIG + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump({**settings, "git_commit": git_commit(), **extra}, f, indent=2)
-        f.write("\n")
-    _commit(tmp, os.path.join(run_dir, CONFIG))
+    tmp, final = os.path.join(run_dir, CONFIG + ".tmp"), os.path.join(run_dir, CONFIG)
+    with writing(final, tmp):
+        with open(tmp, "w") as f:
+            json.dump({**settings, "git_commit": git_commit(), **extra}, f, indent=2)
+            f.write("\n")
+        _commit(tmp, final)
 
 
 def _commit(tmp: str, final: str) -> None:
@@ -97,24 +143,25 @@ def _commit(tmp: str, final: str) -> None:
 
 
 def write_json(run_dir: str, name: str, data: dict) -> None:
-    tmp = os.path.join(run_dir, name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
-    _commit(tmp, os.path.join(run_dir, name))
+    tmp, final = os.path.join(run_dir, name + ".tmp"), os.path.join(run_dir, name)
+    with writing(final, tmp):
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+        _commit(tmp, final)
 
 
 def save_checkpoint(run_dir: str, state: dict) -> None:
     """Write the state dict of arrays atomically; the checkpoint it replaces becomes PREVIOUS.
     (A kill between the two renames leaves the new state as PREVIOUS and no CHECKPOINT, which
     load_checkpoint then takes.)"""
-    tmp = os.path.join(run_dir, CHECKPOINT + ".tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, **{k: np.asarray(v) for k, v in state.items()})
-    final = os.path.join(run_dir, CHECKPOINT)
-    if os.path.exists(final):
-        os.replace(final, os.path.join(run_dir, PREVIOUS))
-    _commit(tmp, final)
+    tmp, final = os.path.join(run_dir, CHECKPOINT + ".tmp"), os.path.join(run_dir, CHECKPOINT)
+    with writing(final, tmp):
+        with open(tmp, "wb") as f:
+            np.savez(f, **{k: np.asarray(v) for k, v in state.items()})
+        if os.path.exists(final):
+            os.replace(final, os.path.join(run_dir, PREVIOUS))
+        _commit(tmp, final)
 
 
 def read_checkpoint(path: str) -> dict:
@@ -215,10 +262,11 @@ def accuracy_row(train_accuracy, test_accuracy, validated: bool = True) -> dict:
 
 def save_array(run_dir: str, name: str, array: np.ndarray) -> None:
     """Write one array as name (.npy) atomically."""
-    tmp = os.path.join(run_dir, name + ".tmp")
-    with open(tmp, "wb") as f:
-        np.save(f, np.asarray(array))
-    _commit(tmp, os.path.join(run_dir, name))
+    tmp, final = os.path.join(run_dir, name + ".tmp"), os.path.join(run_dir, name)
+    with writing(final, tmp):
+        with open(tmp, "wb") as f:
+            np.save(f, np.asarray(array))
+        _commit(tmp, final)
 
 
 EXPERIENCES = "experiences"  # safe mutations: the folder of parents' experiences
@@ -233,7 +281,8 @@ def save_experiences(run_dir: str, genomes, experiences) -> None:
     """Keep each parent's experiences (T, *obs) under experiences/ (a genome's, once written,
     never change: they are those of the first episode it played as a parent-to-be)."""
     folder = os.path.join(run_dir, EXPERIENCES)
-    os.makedirs(folder, exist_ok=True)
+    with writing(folder):
+        os.makedirs(folder, exist_ok=True)
     for g, e in zip(genomes, experiences):
         name = os.path.join(EXPERIENCES, genome_key(g) + ".npy")
         if not os.path.exists(os.path.join(run_dir, name)):
@@ -268,10 +317,23 @@ def prune_experiences(run_dir: str, living) -> int:
 
 
 def append_metrics(run_dir: str, row: dict) -> None:
-    with open(os.path.join(run_dir, METRICS), "a") as f:
-        f.write(json.dumps(row) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    """One line at the end of metrics.jsonl, synced; a write that fails leaves the file as it was."""
+    path = os.path.join(run_dir, METRICS)
+    with writing(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                data = (json.dumps(row) + "\n").encode()
+                while data:
+                    data = data[os.write(fd, data) :]
+                os.fsync(fd)
+            except BaseException:  # no line cut short: the rows before stay the whole file
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
+        finally:
+            os.close(fd)
 
 
 def read_metrics(run_dir: str) -> list[dict]:
@@ -320,7 +382,8 @@ def trim_metrics(run_dir: str, generations: int, say=print) -> None:
         )
         say(f"warning: {path}: {damage}{which} a metrics row")
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
-    _commit(tmp, path)
+    with writing(path, tmp):
+        with open(tmp, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+        _commit(tmp, path)

@@ -20,6 +20,8 @@ compares no algorithm names.
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -38,12 +40,14 @@ from nevo.evaluation.cluster import ClusterError, ClusterEvaluator, check_addres
 from nevo.evaluation.episodes import Results
 from nevo.genomes import noise
 from nevo.runs import elite as elite_files
+from nevo.runs import owner, stop
 from nevo.runs.progress import Progress
 
 
 class RunStopped(RuntimeError):
-    """A run that stopped before its frame budget: interrupted (code 130) or its cluster gone
-    (code 3), the last checkpoint whole; the message says how to continue."""
+    """A run that stopped before its frame budget, the last checkpoint whole: by a stop signal
+    (code 128 + the signal: 130 for SIGINT, 143 for SIGTERM), its cluster gone (code 3) or a
+    write that failed (code 4); the message, one line, says how to continue."""
 
     def __init__(self, message: str, code: int, run_dir: str):
         super().__init__(message)
@@ -95,18 +99,46 @@ def plan(cfg, task, resume_dir: str | None = None, cluster=None) -> Plan:
         check_address(cluster.address)
         setup.check_memory(spec.n_params, 0, cfg.run.noise_table_size, "cpu", "--noise-table-size")
         device = None
-    checkpoint = runs.resume_checkpoint(resume_dir, say=print) if resume_dir else None
+    checkpoint = None
+    if resume_dir:
+        owner.claim(resume_dir)  # before its checkpoint is read; run() lets it go
+        try:
+            checkpoint = runs.resume_checkpoint(resume_dir, say=print)
+        except BaseException:
+            owner.release(resume_dir)
+            raise
     return Plan(spec, device, checkpoint, population, bases)
 
 
 def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness=None, out=None) -> Outcome:
-    """Train until the frame budget; returns the Outcome, or raises RunStopped (interrupted, or
-    the cluster gone: the last checkpoint whole) or ClusterError (no evaluator at the start; a new
-    run's folder is removed). fitness: a function of a generation's training Results giving one
-    number per individual (default: the returns); out: a nevo.runs.progress.Progress."""
+    """Train until the frame budget, holding the run folder (nevo.runs.owner) all along; returns
+    the Outcome, or raises RunStopped (a stop signal, the cluster gone, a write that failed: the
+    last checkpoint whole) or ClusterError (no evaluator at the start; a new run's folder is
+    removed). fitness: a function of a generation's training Results giving one number per
+    individual (default: the returns); out: a nevo.runs.progress.Progress."""
     cfg = config.weights_resolved(cfg)  # a Config built in Python: config.json names the format
-    run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
     out = out or Progress(cfg.run.frame_budget)
+    finished = 0 if p.checkpoint is None else int(p.checkpoint["generation"])  # generations in the folder
+    with stop.on_signals():
+        try:
+            run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
+        except runs.WriteFailed as e:
+            raise stopped(cfg, cfg.run.out_dir, 0, e) from None
+        try:
+            owner.claim(run_dir, out.say)
+            return _run(cfg, task, p, run_dir, resume_dir, cluster, fitness, out)
+        except RunStopped:  # the generations' own line
+            raise
+        except BaseException as e:  # a stop or a failed write before or after the generations
+            if not (stop.caused(e) or isinstance(e, runs.WriteFailed)):
+                raise
+            raise stopped(cfg, run_dir, finished, e, new=resume_dir is None) from None
+        finally:
+            owner.release(run_dir)
+
+
+def _run(cfg, task, p: Plan, run_dir: str, resume_dir, cluster, fitness, out) -> Outcome:
+    """run() in the folder it holds."""
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
     ref = setup.reference_batch(cfg, task, run_dir) if cfg.net.vbn else None  # VBN's, kept in the folder
     try:
@@ -121,15 +153,13 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
             facts = evaluator.facts
     except ClusterError:
         if resume_dir is None and not os.path.exists(os.path.join(run_dir, runs.CONFIG)):
-            import shutil
-
+            owner.release(run_dir)
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     spec = p.spec
-    write_config(run_dir, cfg, task, spec, facts)
-    out.say(header(cfg, task, spec, facts, run_dir))
-
     try:
+        write_config(run_dir, cfg, task, spec, facts)
+        out.say(header(cfg, task, spec, facts, run_dir))
         algo, extensions, frames, wall = _start(cfg, spec, table, task, p.checkpoint, run_dir, out)
         if resume_dir:  # drop metrics of a generation that was in flight when the run died
             runs.trim_metrics(run_dir, algo.generation, say=out.say)
@@ -143,6 +173,25 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
     also += f", test accuracy {100 * accuracy:.2f}%" if accuracy == accuracy else ""
     out.say(f"done: {frames:,} frames in {wall / 60:.1f} min; elite {algo.elite_score:.1f}{also}; {run_dir}")
     return Outcome(run_dir, algo, frames, wall)
+
+
+def stopped(cfg, run_dir: str, finished: int, cause, new=False, unit="generation") -> RunStopped:
+    """The one line of a run stopped before its budget by a stop signal (nevo.runs.stop.caused) or
+    a failed write (runs.WriteFailed), `finished` generations (units) whole in its folder: where it
+    stopped and the command that goes on. A new run's folder without config.json holds nothing to
+    resume: it is removed, and the line says to start the run again."""
+    if new and os.path.isdir(run_dir) and not os.path.exists(os.path.join(run_dir, runs.CONFIG)):
+        shutil.rmtree(run_dir, ignore_errors=True)
+    if not os.path.exists(os.path.join(run_dir, runs.CONFIG)):
+        held, then = "nothing of the run was written", "start it again"
+    else:
+        held = f"the run folder holds every {unit} before {finished}" if finished else f"no {unit} finished"
+        then = f"continue with: python -m experiments.{declared(cfg).script} --resume {run_dir}"
+    if not isinstance(cause, runs.WriteFailed):
+        signum = stop.signum_of(cause)
+        name = signal.Signals(signum).name + (" (Ctrl-C)" if signum == signal.SIGINT else "")
+        return RunStopped(f"stopped by {name} in {unit} {finished}; {held}; {then}", 128 + signum, run_dir)
+    return RunStopped(f"error: {cause}; {held}: {cause.remedy}, then {then}", 4, run_dir)
 
 
 def _start(cfg, spec, table, task, checkpoint, run_dir, out):
@@ -172,6 +221,8 @@ def _generations(cfg, evaluator, algo, extensions, frames, wall, run_dir, new, f
 class GenerationStep:
     """One generation of the generation loop: ask -> evaluate -> tell -> ask_validation ->
     evaluate -> tell_validation, each extension's hooks at their places."""
+
+    unit = "generation"  # what the skeleton counts, in the line of a run that stops
 
     def __init__(self, cfg, evaluator, algo, extensions, run_dir, fitness, out):
         self.cfg, self.evaluator, self.algo, self.extensions = cfg, evaluator, algo, extensions
@@ -240,8 +291,11 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
     its fields of the metrics row and the frames it took; the skeleton adds the counters and the
     timing, step.finish its extensions' fields; then the row, the elite files (where the algorithm
     validated), the checkpoint and the progress line. Returns (frames, wall_s, the last row); a
-    RunStopped where the run is interrupted or its cluster lost (the last checkpoint whole)."""
+    RunStopped where the run is stopped, a write fails or its cluster is lost (the last checkpoint
+    whole). A generation's files are written with the stop signals held (nevo.runs.stop.held): a
+    stop never writes half a generation."""
     row: dict = {}
+    saved = algo.generation  # the generations the folder holds
     try:
         while frames < cfg.run.frame_budget:
             t0, cpu0 = time.monotonic(), time.process_time()
@@ -255,24 +309,29 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
                    "perf/gen_s": round(gen_s, 3), "perf/frames_per_s": round(step_frames / gen_s, 1),
                    "perf/cores_busy": round(cpu_s / gen_s / machine.cores(), 3), **fields}  # fmt: skip
             step.finish(row)
-            runs.append_metrics(run_dir, row)
-            if algo.validated:  # a skipped validation leaves the last validated theta's files
-                elite_files.write(run_dir, cfg, row["generation"], algo, **step.elite())
-            runs.save_checkpoint(run_dir, {**algo.state(), **step.state(), "frames": frames, "wall_s": wall})
-            step.checkpointed()
-            out.generation_done(row)
-    except KeyboardInterrupt:
-        script = declared(cfg).script
-        raise RunStopped(f"interrupted; continue with: python -m experiments.{script} --resume {run_dir}",
-                         130, run_dir) from None  # fmt: skip
+            with stop.held():
+                runs.append_metrics(run_dir, row)
+                if algo.validated:  # a skipped validation leaves the last validated theta's files
+                    elite_files.write(run_dir, cfg, row["generation"], algo, **step.elite())
+                state = {**algo.state(), **step.state(), "frames": frames, "wall_s": wall}
+                runs.save_checkpoint(run_dir, state)
+                saved = algo.generation
+                step.checkpointed()
+                out.generation_done(row)
     except ClusterError as e:  # one line; the last checkpoint is whole
+        if stop.caused(e):
+            raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
         script = declared(cfg).script
         raise RunStopped(
-            f"error: {e}; the run folder holds every generation before {algo.generation}: continue with "
+            f"error: {e}; the run folder holds every generation before {saved}: continue with "
             f"python -m experiments.{script} --resume {run_dir} (with --cluster ADDRESS, or on this machine)",
             3,
             run_dir,
         ) from None
+    except BaseException as e:
+        if stop.caused(e) or isinstance(e, runs.WriteFailed):
+            raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
+        raise
     return frames, wall, row
 
 
@@ -300,14 +359,28 @@ def fitness_of(fitness, train: Results, generation: int) -> np.ndarray:
 
 def main(argv, description: str, presets) -> int:
     """A family's command line (run_ga, run_es, run_ns): parse, plan, run; one line and an exit
-    code for every way it can stop (2: bad settings or no cluster; 3: the cluster lost; 130:
-    interrupted)."""
+    code for every way it can stop (2: bad settings, a damaged run folder or one another process
+    holds, or no cluster; 3: the cluster lost; 4: a write failed; 130: SIGINT, Ctrl-C; 143:
+    SIGTERM)."""
+    with stop.on_signals():
+        try:
+            return _main(argv, description, presets)
+        except BaseException as e:  # a stop before the run began: nothing written
+            if not stop.caused(e):
+                raise
+            signum = stop.signum_of(e)
+            said(f"stopped by {signal.Signals(signum).name} before the run began; nothing was written")
+            return 128 + signum
 
+
+def _main(argv, description: str, presets) -> int:
     try:
         cfg, resume_dir, cluster = cli.parse_args(argv, description, presets)
         task = tasks.task_for(cfg.env)
         p = plan(cfg, task, resume_dir, cluster)
     except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
+        if stop.caused(e):  # met by a check on its way: main says it
+            raise
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
@@ -319,9 +392,17 @@ def main(argv, description: str, presets) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except RunStopped as e:
-        print(str(e), file=sys.stderr if e.code == 3 else sys.stdout)
+        said(str(e), sys.stderr if e.code in (3, 4) else sys.stdout)
         return e.code
     return 0
+
+
+def said(text: str, stream=None) -> None:
+    """A run's last line, on a line of its own (after a terminal's live status line)."""
+    if sys.stdout.isatty():  # clear the status line
+        sys.stdout.write("\r\033[K")
+        sys.stdout.flush()
+    print(text, file=stream or sys.stdout)
 
 
 def header(cfg, task, spec, facts: dict, run_dir: str) -> str:

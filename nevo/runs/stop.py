@@ -1,0 +1,103 @@
+"""Stop signals: SIGTERM (what a batch scheduler sends at a job's time limit, before SIGKILL) and
+SIGINT (Ctrl-C) become a `Stopped` exception in the main thread, of KeyboardInterrupt's kind, so
+a run unwinds through the same finally paths for both: the evaluator's close() ends its
+emulators, workers and threads, whatever they are, and the generation loop says in one line where
+it stopped and how to go on (nevo.runs.loop.stopped).
+
+A generation's files (its metrics row, the elite files, the checkpoint) are written with the
+signals held (`held`): a signal that arrives then stops the run once they are all written, so a
+stop never leaves half a generation. Any other moment, it stops the run at once: the generation in
+flight is dropped, as a kill drops it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal, raised in the main thread; `signum` says which (SIGINT: Ctrl-C)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def caused(error: BaseException) -> bool:
+    """Whether error is a stop: a KeyboardInterrupt (Stopped among them), or any error met while a
+    Stopped unwinds the run (raised inside a callback of compiled code, for one, it reaches the loop
+    as numba's SystemError; a task's wrapper may have turned it into a ConfigError)."""
+    return isinstance(error, KeyboardInterrupt) or _state.stopping
+
+
+def signum_of(error: BaseException) -> int:
+    """The signal a stop (caused(error)) came from; a KeyboardInterrupt that Python raised itself:
+    SIGINT."""
+    return getattr(error, "signum", None) or _state.signum or signal.SIGINT
+
+
+class _State:
+    installed = False  # this module's handlers are in place
+    holding = False  # a generation's files are being written: a signal waits for the end
+    pending: int | None = None  # a signal that arrived while held
+    stopping = False  # a Stopped was raised: the run unwinds; later signals add nothing
+    signum: int | None = None  # the signal of that Stopped
+
+
+_state = _State()
+
+
+def _handler(signum, frame) -> None:
+    if _state.stopping:
+        return
+    if _state.pending is None and _state.holding:
+        _state.pending = signum
+        return
+    _state.stopping, _state.signum = True, signum
+    raise Stopped(signum)
+
+
+@contextlib.contextmanager
+def on_signals():
+    """SIGTERM and SIGINT as Stopped for the time of the block, in the main thread only, and only
+    where their handlers are Python's own (a program's own handler is left alone); nothing where
+    this module's are already in place (a run inside a command line)."""
+    if _state.installed or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    defaults = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+    mine = [s for s in SIGNALS if previous[s] is defaults[s]]
+    _state.installed, _state.holding = True, False
+    _state.pending, _state.stopping, _state.signum = None, False, None
+    for s in mine:
+        signal.signal(s, _handler)
+    try:
+        yield
+    finally:
+        for s in mine:
+            signal.signal(s, previous[s])
+        _state.installed, _state.pending, _state.stopping, _state.signum = False, None, False, None
+
+
+@contextlib.contextmanager
+def held():
+    """Hold stop signals while a generation's files are written; one that arrived meanwhile stops
+    the run at the end of the block (a second one at once)."""
+    outer = _state.holding
+    _state.holding = True
+    try:
+        yield
+    finally:
+        _state.holding = outer
+    if outer:
+        return
+    if _state.stopping:  # a Stopped that something swallowed on its way: raised again
+        raise Stopped(_state.signum)
+    if _state.pending is not None:
+        _state.stopping, _state.signum = True, _state.pending
+        raise Stopped(_state.pending)
