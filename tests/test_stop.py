@@ -1,0 +1,234 @@
+"""How a run stops before its budget (nevo.runs.stop, nevo.runs.WriteFailed): a stop signal or a
+write that fails ends it in one line saying where it stopped and the --resume command, the files
+already written whole, and the resumed run gives the uninterrupted run's generations."""
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import numpy as np
+import pytest
+
+from experiments import run_ga
+from nevo import runs
+from nevo.runs import progress
+from tests.conftest import metrics_without_clock, run_folder
+from tests.fixtures.record import PATH, RUNS
+from tests.tiny import ATARI
+
+
+@pytest.fixture(scope="module")
+def maze_run(tmp_path_factory):
+    """A maze GA run stopped after a few generations (its folder, to copy), and the whole run's metrics."""
+    with open(PATH) as f:
+        whole = json.load(f)["ga-maze"]
+    _, argv = RUNS["ga-maze"]
+    folder = run_folder(
+        run_ga.main, [a if a != "7000" else "2000" for a in argv], tmp_path_factory.mktemp("m")
+    )
+    return folder, whole
+
+
+def _copy(folder, tmp_path):
+    dest = str(tmp_path / os.path.basename(folder))
+    shutil.copytree(folder, dest)
+    return dest
+
+
+def _resumes_to_the_whole_run(folder, whole):
+    assert run_ga.main(["--resume", folder, "--frame-budget", "7000"]) == 0
+    assert metrics_without_clock(folder) == whole
+
+
+def _signal_at(monkeypatch, signum, generation, phase):
+    """Send this process signum when the loop starts `phase` ("train", "validate") of generation."""
+    start = progress.Progress.start_phase
+
+    def start_phase(self, gen, name, frames):
+        start(self, gen, name, frames)
+        if (gen, name) == (generation, phase):
+            os.kill(os.getpid(), signum)
+
+    monkeypatch.setattr(progress.Progress, "start_phase", start_phase)
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stop_signal_mid_generation_stops_at_once_in_one_line(signum, status, maze_run, tmp_path,
+                                                                 monkeypatch, capsys):  # fmt: skip
+    """SIGTERM or SIGINT while a generation is evaluated: exit 128 + the signal, one line naming
+    the generation and the exact --resume command, the generation in flight not written."""
+    folder = _copy(maze_run[0], tmp_path)
+    first = len(runs.read_metrics(folder))
+    _signal_at(monkeypatch, signum, first + 1, "validate")
+    capsys.readouterr()
+    assert run_ga.main(["--resume", folder, "--frame-budget", "7000"]) == status
+    out, err = capsys.readouterr()
+    name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT (Ctrl-C)"
+    assert out.splitlines()[-1] == (
+        f"stopped by {name} in generation {first + 1}; the run folder holds every generation before "
+        f"{first + 1}; continue with: python -m experiments.run_ga --resume {folder}"
+    )
+    assert err == ""
+    assert [r["generation"] for r in runs.read_metrics(folder)] == list(range(first + 1))
+    assert not [n for n in os.listdir(folder) if n.endswith(".tmp")]
+    monkeypatch.undo()
+    _resumes_to_the_whole_run(folder, maze_run[1])
+
+
+def test_a_stop_signal_while_a_generation_is_written_waits_for_its_files(maze_run, tmp_path, monkeypatch,
+                                                                          capsys):  # fmt: skip
+    """A signal that arrives while a generation's row, elite and checkpoint are written stops the
+    run once they all are: never half a generation."""
+    folder = _copy(maze_run[0], tmp_path)
+    first = len(runs.read_metrics(folder))
+    append = runs.append_metrics
+
+    def append_metrics(run_dir, row):
+        if row["generation"] == first:
+            os.kill(os.getpid(), signal.SIGTERM)
+        append(run_dir, row)
+
+    monkeypatch.setattr(runs, "append_metrics", append_metrics)
+    assert run_ga.main(["--resume", folder, "--frame-budget", "7000"]) == 143
+    assert (
+        f"in generation {first + 1}; the run folder holds every generation before {first + 1};"
+        in (capsys.readouterr().out.splitlines()[-1])
+    )
+    assert int(runs.load_checkpoint(folder)["generation"]) == first + 1
+    assert json.load(open(os.path.join(folder, runs.ELITE)))["generation"] == first
+    monkeypatch.undo()
+    _resumes_to_the_whole_run(folder, maze_run[1])
+
+
+def _fails(monkeypatch, owner, name, code, after):
+    """owner.name works `after` times, then raises OSError(code) for good (a disk that filled up)."""
+    real, calls = getattr(owner, name), []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > after:
+            if name == "savez":  # half a file first, as a full disk leaves it
+                args[0].write(b"PK\x03\x04 cut")
+            raise OSError(code, os.strerror(code))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, failing)
+
+
+@pytest.mark.parametrize(
+    "owner, name, code, file, cause",
+    [
+        (np, "savez", errno.ENOSPC, runs.CHECKPOINT, "no space left on device (ENOSPC); "),
+        (
+            os,
+            "fsync",
+            errno.EDQUOT,
+            runs.BEHAVIOURS,
+            "disk quota exceeded (EDQUOT); ",
+        ),  # a generation's first
+        (os, "replace", errno.EROFS, runs.ELITE, "read-only file system (EROFS); "),  # after behaviours
+    ],
+)
+def test_a_failed_write_stops_the_run_in_one_line(owner, name, code, file, cause, maze_run, tmp_path,
+                                                   monkeypatch, capsys):  # fmt: skip
+    """No space, no quota, no permission: exit 4, one line naming the file, the cause and what to
+    do, no temporary file left, the files written before whole; freed, the run resumes to the
+    uninterrupted one."""
+    folder = _copy(maze_run[0], tmp_path)
+    first = len(runs.read_metrics(folder))
+    _fails(monkeypatch, owner, name, code, 3)
+    capsys.readouterr()
+    assert run_ga.main(["--resume", folder, "--frame-budget", "7000"]) == 4
+    out, err = capsys.readouterr()
+    monkeypatch.undo()
+    assert "Traceback" not in out + err and err.count("\n") == 1, err
+    held = int(runs.load_checkpoint(folder)["generation"])
+    remedy = "free space" if code != errno.EROFS else "make the folder writable"
+    assert err == (
+        f"error: cannot write {os.path.join(folder, file)}: {cause}the run folder holds every generation "
+        f"before {held}: {remedy}, then continue with: python -m experiments.run_ga --resume {folder}\n"
+    )
+    assert held >= first and not [n for n in os.listdir(folder) if n.endswith(".tmp")]
+    rows = runs.read_metrics(folder)
+    assert metrics_without_clock(folder) == maze_run[1][: len(rows)]
+    _resumes_to_the_whole_run(folder, maze_run[1])
+
+
+def test_a_new_run_where_no_folder_can_be_made_says_so(tmp_path, monkeypatch, capsys):
+    def denied(path, *args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", path)
+
+    monkeypatch.setattr(os, "makedirs", denied)
+    _, argv = RUNS["ga-maze"]
+    assert run_ga.main([*argv, "--out-dir", str(tmp_path / "runs")]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot write {tmp_path / 'runs'}{os.sep}maze__ga__0__") and err.endswith(
+        ": permission denied (EACCES); nothing of the run was written: make the folder writable, then start "
+        "it again\n"
+    )
+
+
+def test_a_metrics_row_that_fails_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+    runs.append_metrics(str(tmp_path), {"generation": 0})
+    before = (tmp_path / runs.METRICS).read_bytes()
+    _fails(monkeypatch, os, "fsync", errno.ENOSPC, 0)
+    with pytest.raises(runs.WriteFailed, match="no space left on device"):
+        runs.append_metrics(str(tmp_path), {"generation": 1})
+    assert (tmp_path / runs.METRICS).read_bytes() == before
+
+
+@pytest.fixture(scope="module")
+def atari_run(tmp_path_factory):
+    """The tiny Atari GA run, uninterrupted (4 generations)."""
+    out = tmp_path_factory.mktemp("atari")
+    return run_folder(run_ga.main, [*ATARI, "--frame-budget", "16000"], out)
+
+
+def _left_behind(mark: str) -> list[int]:
+    """Processes whose environment holds mark (a run's children inherit it)."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if mark.encode() in f.read():
+                    pids.append(int(pid))
+        except OSError:
+            pass
+    return pids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stop_signal_ends_an_atari_run_and_everything_it_started(signum, status, atari_run, tmp_path):
+    """SIGTERM or SIGINT to a running Atari run: within seconds, exit 128 + the signal, one line,
+    nothing on stderr, no process of it left; --resume gives the
+    uninterrupted run's generations."""
+    out, mark = str(tmp_path / "runs"), f"NEVO_STOP_TEST={uuid.uuid4().hex}"
+    env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
+    cmd = [sys.executable, "-m", "experiments.run_ga", *ATARI, "--frame-budget", "16000", "--out-dir", out]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    folder, deadline = None, time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        folders = os.listdir(out) if os.path.isdir(out) else []
+        if folders and runs.read_metrics(folder := os.path.join(out, folders[0])):
+            break
+        time.sleep(0.05)
+    proc.send_signal(signum)
+    sent = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - sent < 10
+    assert proc.returncode == status, stderr
+    assert stderr == "" and stdout.splitlines()[-1].startswith(f"stopped by {signal.Signals(signum).name}")
+    assert stdout.splitlines()[-1].endswith(
+        f"; continue with: python -m experiments.run_ga --resume {folder}"
+    )
+    assert len(runs.read_metrics(folder)) < 4, "the run finished before the signal"
+    assert _left_behind(mark) == []
+    assert run_ga.main(["--resume", folder]) == 0
+    assert metrics_without_clock(folder) == metrics_without_clock(atari_run)
