@@ -1,18 +1,26 @@
-"""Benchmark the evaluation pipeline against the emulator limit, in one run on one machine.
+"""Benchmark the evaluation pipeline against the emulator limits, in one run on one machine.
 
     python -m experiments.bench_pipeline                      # large and small nets, CPU or GPU
     python -m experiments.bench_pipeline --nets large --populations 64 256 1000 --frame-cap 20000
 
-Prints, for the same vector env, preprocessing, emulator groups and threads:
-- the emulator limit: game frames/s with random actions and no inference;
+Prints, for the same game, frame cap, emulator slots and groups:
+- the emulator limit of ale-py's vector env (the comparison: nevo's pipeline stepped it until it
+  got an emulator pool of its own): game frames/s of its groups with random actions, no inference,
+  --threads threads per group;
+- the emulator roof (emulator_roof): bare emulators doing the pipeline's observation work with
+  random actions in one process per core, nothing sent between processes: what this machine's
+  cores emulate at most;
+- the emulator pool's limit (pool_limit): nevo's pool of the same slots in --threads processes,
+  every slot stepping random actions in lockstep, no inference: the roof less the pool's IPC;
 - nevo's pipeline for each net and population, one episode per individual as in a GA
   generation (so the straggler tail is included), in its two modes: overlap (one group's
   forward runs while the other groups' emulators step; the default with a GPU) and lockstep
   (one forward over every live emulator, then they all step, each its own group; the default
   on the CPU); and
   the foundation's plain loop (one group of all slots, lockstep) for comparison;
-- each one's ratio to the emulator limit, the share of its time in the straggler tail (tail)
-  and the share in the forward pass (fwd: near 100% the net is the limit, low the emulators are).
+- each one's ratio to the vector env's limit and to the emulator roof, the share of its time in
+  the straggler tail (tail) and the share in the forward pass (fwd: near 100% the net is the
+  limit, low the emulators are).
 With --env TASK (a gymnasium task, e.g. Humanoid-v5): the same comparison for its in-process
 evaluator: the stepping limit of its envs (random actions, no inference, in the threads the
 evaluator picks) beside an ES-like evaluation with the task's net (one episode per individual),
@@ -20,10 +28,9 @@ and that evaluation's rate beside the rate of its own steps alone (the time in t
 calls: the same actions and episodes, where random actions load the physics differently);
 with --processes also the stepping limit of the same envs split over one process per core
 (actions sent and observations returned through pipes each step), to compare the two.
-With --ram, also what novelty search's Atari behaviours cost (nevo.tasks.atari_ram): the replay limit
-(frames/s of the worker processes replaying random episodes, nothing else running) and, for each
-net and population, the device's default mode again with every episode's final RAM replayed,
-beside its ratio to the same mode without.
+With --ram, also what novelty search's Atari behaviours cost: for each net and population, the
+device's default mode again with every episode's final RAM as its behaviour (read from the pool
+at the episode's end), beside its ratio to the same mode without.
 """
 
 from __future__ import annotations
@@ -66,31 +73,144 @@ def emulator_limit(env_cfg, slots: int, group: int, threads: int, seconds: float
     return (sum(end.values()) - start) / dt
 
 
+def play(emulators, obs: np.ndarray, actions: np.ndarray, rounds: int) -> int:
+    """Step each of these AtariEmulators `rounds` times in turn, action indices taken in order from
+    `actions` (a cycle), each restarting at its episode's end; obs (E, STACK, 84, 84) uint8 holds
+    their observations. Returns the advance of their episode frame counters (an ended episode
+    counts its whole counter, as the pipeline counts an episode's frames: frameskip per step that
+    goes on, the frames up to the end of the one that ends it, and the FIRE of each restart)."""
+    frames = -sum(em.episode_frames() for em in emulators)
+    k = 0
+    for _ in range(rounds):
+        for e, em in enumerate(emulators):
+            _, done = em.step(int(actions[k]), obs[e])
+            k = (k + 1) % len(actions)
+            if done:
+                frames += em.episode_frames()
+                em.restart(obs[e])
+    return frames + sum(em.episode_frames() for em in emulators)
+
+
+def _roof_worker(conn, game: str, frameskip: int, frame_cap: int, emulators: int, seed: int) -> None:
+    """A process of emulator_roof: make and warm its emulators, send "ready", then play for the
+    seconds it receives and send back (frames, seconds)."""
+    from nevo.tasks.atari_emulator import FRAME, STACK, AtariEmulator
+
+    try:
+        ems = [AtariEmulator(game, frameskip, frame_cap) for _ in range(emulators)]
+        obs = np.zeros((emulators, STACK, *FRAME), np.uint8)
+        for e, em in enumerate(ems):
+            em.restart(obs[e])
+        actions = np.random.default_rng(seed).integers(0, len(ems[0].actions), 4096)
+        play(ems, obs, actions, 2)  # warm: Numba's resize loaded (or compiled) before the timing
+    except Exception as e:
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+        return
+    conn.send("ready")
+    try:
+        seconds = conn.recv()
+    except EOFError:  # called off: another process failed
+        return
+    frames, t0 = 0, time.perf_counter()
+    while (dt := time.perf_counter() - t0) < seconds:
+        frames += play(ems, obs, actions, 4)
+    conn.send((frames, dt))
+
+
+def emulator_roof(game: str, frameskip: int = 4, frame_cap: int = 20_000, processes: int = 0,
+                  seconds: float = 5.0, emulators: int = 8) -> float:  # fmt: skip
+    """This machine's emulator roof: game frames/s of bare emulators doing the pipeline's
+    observation work (nevo.tasks.atari_emulator) with uniformly random actions, no inference and
+    nothing sent between processes while timed; `processes` processes (0: one per core), each
+    stepping its own `emulators` in a tight loop. The processes start, make and warm their
+    emulators, then all play for the same `seconds`; the roof is the sum of their rates (frames
+    as `play` counts them). Every process is gone when it returns."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    processes = processes or machine.cores()
+    pipes, procs = [], []
+    try:
+        for w in range(processes):
+            mine, theirs = ctx.Pipe()
+            args = (theirs, game, frameskip, frame_cap, emulators, w)
+            proc = ctx.Process(target=_roof_worker, args=args, daemon=True)
+            proc.start()
+            theirs.close()
+            pipes.append(mine)
+            procs.append(proc)
+        for w, pipe in enumerate(pipes):
+            msg = pipe.recv() if pipe.poll(300) else ("error", "it did not start in 300 s")
+            if msg != "ready":
+                raise RuntimeError(f"emulator_roof: process {w}: {msg[1]}")
+        for pipe in pipes:  # every process plays from now on, for the same seconds
+            pipe.send(seconds)
+        rates = []
+        for pipe in pipes:
+            frames, dt = pipe.recv()
+            rates.append(frames / dt)
+        return sum(rates)
+    except EOFError:
+        codes = ", ".join(str(p.exitcode) for p in procs)
+        raise RuntimeError(f"emulator_roof: a process died (exit statuses: {codes})") from None
+    finally:
+        for pipe in pipes:
+            pipe.close()
+        for proc in procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+
+def lockstep_frames(pool, frameskip: int, actions: np.ndarray, steps: np.ndarray) -> int:
+    """Step every slot of an EmulatorPool in lockstep, once per row of the (rounds, slots) action
+    indices; steps (slots,) int64: each slot's steps into its episode, kept up to date. Returns
+    the frames of those steps, counted as `play` counts them: frameskip per step that goes on
+    (each plays exactly that many), and at an episode's end its frames from the pool less the
+    frameskip x steps of it counted before."""
+    every = np.arange(pool.slots)
+    frames = -frameskip * int(steps.sum())
+    for r in range(len(actions)):
+        pool.actions[:] = actions[r]
+        pool.wait(pool.step(every))
+        ended = pool.done != 0
+        frames += int(pool.frames[ended].sum())
+        steps += 1
+        steps[ended] = 0
+    return frames + frameskip * int(steps.sum())
+
+
+def pool_limit(env_cfg, slots: int, workers: int = 0, seconds: float = 5.0) -> float:
+    """Game frames/s of an EmulatorPool (nevo.tasks.emulator_pool) of `slots` emulators in
+    `workers` processes (0: one per core), at the evaluator's priority, every slot stepping
+    uniformly random actions in lockstep, no inference: the pool's own limit, its commands and
+    waits included (against emulator_roof: what its IPC costs)."""
+    from nevo.evaluation.pipeline import EMULATOR_NICE
+    from nevo.tasks.emulator_pool import EmulatorPool
+
+    workers = workers or machine.cores()
+    pool = EmulatorPool(
+        env_cfg.game, env_cfg.frameskip, env_cfg.frame_cap, slots, workers, nice=EMULATOR_NICE
+    )
+    try:
+        rng, n_actions, skip = np.random.default_rng(0), atari_actions(env_cfg.game), env_cfg.frameskip
+        steps = np.zeros(slots, np.int64)
+        lockstep_frames(pool, skip, rng.integers(0, n_actions, (2, slots)), steps)  # warm
+        frames, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            frames += lockstep_frames(pool, skip, rng.integers(0, n_actions, (8, slots)), steps)
+        return frames / (time.perf_counter() - t0)
+    finally:
+        pool.close()
+
+
 def population(spec, n: int, seed: int, dtype=np.float32):
     """(Population of n fresh networks, as in a GA's first generation; its WeightBuilder, whose rows
     are of dtype: float32, or float16 for --weights fp16)."""
     table = noise.make_table(spec.n_params + 1_000_000, seed=seed)
     fresh = Population([], np.full(n, -1, np.int64), np.arange(n, dtype=np.int64), np.zeros(n, np.float32))
     return fresh, noise.WeightBuilder(table, nets.init_scale(spec), dtype=dtype)
-
-
-def replay_limit(env_cfg, workers: int, episodes: int, n_actions: int) -> float:
-    """Game frames/s of the RAM replay workers alone, replaying random-action episodes."""
-    from nevo.tasks.atari_ram import RamReplayer
-
-    rng = np.random.default_rng(0)
-    steps = env_cfg.frame_cap // env_cfg.frameskip
-    replayer = RamReplayer(env_cfg.game, env_cfg.frameskip, workers)
-    try:
-        replayer.submit(np.zeros(1, np.uint8)).result()  # workers started, the ROM loaded
-        for f in [replayer.submit(np.zeros(1, np.uint8)) for _ in range(4 * workers)]:
-            f.result()
-        t0 = time.perf_counter()
-        jobs = [replayer.submit(rng.integers(0, n_actions, steps).astype(np.uint8)) for _ in range(episodes)]
-        frames = sum(f.result()[2] for f in jobs)
-        return frames / (time.perf_counter() - t0)
-    finally:
-        replayer.close()
 
 
 def fresh_weights(spec, n: int, seed: int) -> np.ndarray:
@@ -258,7 +378,12 @@ def main(argv=None) -> None:
     p.add_argument(
         "--emulators-per-group", type=int, default=0, help="emulators per group of the overlap mode"
     )
-    p.add_argument("--threads", type=int, default=0, help="emulator threads per group (default: cores)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="the pipeline's emulator processes; the vector env's threads per group (default: cores)",
+    )
     p.add_argument("--device", default="auto")
     p.add_argument("--no-plain", action="store_true", help="skip the plain-loop comparison")
     p.add_argument("--limit-seconds", type=float, default=10.0)
@@ -286,17 +411,20 @@ def main(argv=None) -> None:
 
     print(f"machine: {cores} cores; device {device}; game {a.game}; frame cap {a.frame_cap}")
     print(
-        f"emulators: {slots} slots; overlap: {slots // group} groups of {group}, {threads} threads "
-        f"per group; lockstep: groups of {lock_group}, {min(threads, lock_group)} threads per group"
+        f"emulators: {slots} slots in {min(threads, slots)} processes; overlap: {slots // group} groups "
+        f"of {group}; lockstep: groups of {lock_group}; the vector env: {threads} threads per group"
     )
     limit = emulator_limit(env_cfg, slots, group, threads, a.limit_seconds, n_actions)
-    print(f"emulator limit (random actions, no inference): {limit:,.0f} frames/s")
-    if a.ram:
-        rate = replay_limit(env_cfg, cores, 8 * cores, n_actions)
-        print(f"RAM replay limit ({cores} worker processes, random actions): {rate:,.0f} frames/s")
+    print(f"emulator limit, ale-py's vector env (random actions, no inference): {limit:,.0f} frames/s")
+    roof = emulator_roof(a.game, env_cfg.frameskip, a.frame_cap, cores, a.limit_seconds)
+    print(f"emulator roof, bare emulators in {cores} processes (random actions, no inference, no IPC): "
+          f"{roof:,.0f} frames/s")  # fmt: skip
+    pool = pool_limit(env_cfg, slots, threads, a.limit_seconds)
+    print(f"emulator pool's limit, {slots} slots in {min(threads, slots)} processes (lockstep, random "
+          f"actions, no inference): {pool:,.0f} frames/s = {pool / roof:.0%} of the roof")  # fmt: skip
     print()
     head = f"{'net':>6} {'pop':>5} {'mode':>12} {'frames':>10} {'frames/s':>10} {'of limit':>9}"
-    print(f"{head} {'tail':>6} {'fwd':>6}")
+    print(f"{head} {'of roof':>8} {'tail':>6} {'fwd':>6}")
     for name in a.nets:
         spec = nets.net_spec(name, nets.OBS_SHAPE, n_actions)
         policy = make_policy(device, spec)
@@ -322,7 +450,7 @@ def main(argv=None) -> None:
                 row = f"{name:>6} {n:>5} {mode:>12} {frames:>10,} {rate:>10,.0f} {rate / limit:>8.0%}"
                 base = mode.removesuffix("+ram")
                 extra = f"  {rate / rates[base]:.0%} of {base} without RAM" if ram else ""
-                print(f"{row} {tail:>6.0%} {fwd:>6.0%}{extra}", flush=True)
+                print(f"{row} {rate / roof:>8.0%} {tail:>6.0%} {fwd:>6.0%}{extra}", flush=True)
             del pop
 
 
