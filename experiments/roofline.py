@@ -70,15 +70,28 @@ adds "gpu f/s" (nevo's CUDA policy, a call with its upload, same rotation) again
 
 End to end (Frostbite, --e2e-net, one generation of --population fresh individuals, one episode
 each, --frame-cap game frames per episode at most; the --e2e-device evaluator's default layout,
-or --slots emulators: on the CPU lockstep, one emulator per group), its time split by timing the
-evaluator's calls (nothing in nevo changes): forward (the policy), emulation (waiting in the
-vector envs' recv for the step), send (handing them the actions: a loaded machine's sender loses
-its core to the emulator threads it wakes), resets (waiting on seeded resets),
-weights (building individuals' weights), Python (the rest); tail (fewer live episodes than slots)
-overlaps them. Beside it: the emulator limit (random actions, no inference, the same layout), the
-forward-bound limits (frames / forward time; the roofline's forwards/s x frames per forward), and
-the H100 box model (16 cores of emulation at this machine's per-core rate, each episode paying a
-seeded reset measured here in frames; the H100 forward roofline; the two overlapped).
+or --slots emulators: on the CPU lockstep, one emulator per group; the emulator pool's processes
+one per core, as training starts them), its time split by timing the evaluator's calls (nothing in
+nevo changes): forward (the policy), emulation (waiting for the pool's steps, the episode starts
+it makes as episodes end included), send (handing the pool its step commands), resets (the
+episode starts asked for: the run's first episodes), weights (building individuals' weights),
+Python (the rest); tail (fewer live episodes than slots) overlaps them. Beside it, each with
+nevo's share of it:
+  emulator limit   ale-py's vector env in the same layout, random actions, no inference (the
+                   comparison: the pipeline stepped it before nevo's pool);
+  emulator roof    bare emulators doing the pipeline's observation work, random actions, in one
+                   process per core, nothing sent between processes (bench_pipeline.emulator_roof);
+  pool's limit     nevo's emulator pool of the same slots, every slot stepping random actions in
+                   lockstep, no inference: the roof less the pool's IPC (bench_pipeline.pool_limit);
+  forward-bound    frames / forward time (nevo's forward alone); the roofline's forwards/s x
+                   frames per forward;
+  in turn          on the CPU, where forward and emulation take the cores in turn, 1 / (1 / a +
+                   1 / b): the vector env's limit with the roofline's forward (its in-turn bound),
+                   and the emulator roof with nevo's forward alone (the in-turn roof);
+then a seeded reset (the vector env's episode start: it reloads the ROM) and an episode start in
+the pool (restoreState, the mean of many), each in frames of one core's emulation, and the H100
+box model (16 cores of emulation at this machine's per-core rate of the vector env, each episode
+paying a seeded reset measured here in frames; the H100 forward roofline; the two overlapped).
 """
 
 from __future__ import annotations
@@ -911,9 +924,53 @@ def seeded_reset_s(game: str, reps: int = 3) -> float:
     return best
 
 
+def restart_s(game: str, reps: int = 200) -> float:
+    """Seconds of one episode start in nevo's emulator pool (AtariEmulator.restart: restoreState of
+    the seeded reset's state), the mean of reps, each after a few random steps."""
+    from nevo.tasks.atari_emulator import FRAME, STACK, AtariEmulator
+
+    em = AtariEmulator(game)
+    obs = np.zeros((STACK, *FRAME), np.uint8)
+    actions = np.random.default_rng(0).integers(0, len(em.actions), (reps, 4))
+    em.restart(obs)
+    total = 0.0
+    for k in range(reps):
+        for a in actions[k]:
+            em.step(int(a), obs)
+        t0 = time.perf_counter()
+        em.restart(obs)
+        total += time.perf_counter() - t0
+    return total / reps
+
+
+def in_turn(a: float, b: float) -> float:
+    """The rate of two stages that run one after the other on the same cores, at rates a and b."""
+    return 1 / (1 / a + 1 / b)
+
+
+def timed_pool(pool, split: dict) -> None:
+    """Time the pool's calls into split: "send" (step commands handed out), "emulation" (waiting
+    for steps, the episode starts the pool makes as they end included), "resets" (the episode
+    starts asked for: the run's first episodes)."""
+    starts = set()  # tickets of restart commands
+    step, restart, wait = pool.step, pool.restart, pool.wait
+
+    def restarting(slots):
+        t = restart(slots)
+        starts.add(t)
+        return t
+
+    def waiting(ticket):
+        return timed(wait, split["resets"] if ticket in starts else split["emulation"])(ticket)
+
+    pool.step = timed(step, split["send"])
+    pool.restart = timed(restarting, split["resets"])
+    pool.wait = waiting  # (drain() waits through it too)
+
+
 def end_to_end(a, forward_roof: dict) -> dict:
     """One Frostbite generation of a.e2e_net, its time split, beside the limits (module docstring)."""
-    from experiments.bench_pipeline import emulator_limit, population
+    from experiments.bench_pipeline import emulator_limit, emulator_roof, pool_limit, population
     from nevo.config import EnvConfig, RunConfig
     from nevo.evaluation import pipeline
     from nevo.evaluation.episodes import Episodes
@@ -927,62 +984,66 @@ def end_to_end(a, forward_roof: dict) -> dict:
     spec = nets.net_spec(a.e2e_net, nets.OBS_SHAPE, n_actions)
     device = a.e2e_device
     slots, group, overlap = pipeline.layout(device, cores, a.population, RunConfig(env_slots=a.slots))
-    threads = min(cores, group)
-    limit = emulator_limit(env_cfg, slots, group, threads, a.limit_seconds, n_actions)
-    reset_s = seeded_reset_s(a.game)
+    limit = emulator_limit(env_cfg, slots, group, min(cores, group), a.limit_seconds, n_actions)
+    roof = emulator_roof(a.game, env_cfg.frameskip, a.frame_cap, cores, a.limit_seconds)
+    pool_rate = pool_limit(env_cfg, slots, cores, a.limit_seconds)
+    reset_s, start_s = seeded_reset_s(a.game), restart_s(a.game)
     per_core = limit / cores
     reset_frames = reset_s * per_core  # a seeded reset, in frames of one core's emulation
+    start_frames = start_s * roof / cores  # an episode start in the pool, in frames of one core's roof
 
     fresh, builder = population(spec, a.population, seed=a.population, dtype=half.dtype_of(a.weights))
     weights = for_device(builder, device)
     policy = CountedPolicy(make_policy(device, spec))
-    ev = pipeline.AtariEvaluator(env_cfg, policy, weights, slots, threads, group_size=group, overlap=overlap)
-    emu, send, resets, build = [0.0], [0.0], [0.0], [0.0]
-    for env in ev.envs:  # the vector envs' calls: handing out the actions, waiting for the step
-        env.send, env.recv = timed(env.send, send), timed(env.recv, emu)
-    weights.take, weights.start = timed(weights.take, build), timed(weights.start, build)
-    wait = pipeline.wait
-    pipeline.wait = timed(wait, resets)  # start()'s and finished_resets()'s waits on seeded resets
+    # the evaluator's emulator processes: one per core, as training starts them
+    ev = pipeline.AtariEvaluator(env_cfg, policy, weights, slots, cores, group_size=group, overlap=overlap)
+    timings = {"emulation": [0.0], "send": [0.0], "resets": [0.0], "weights": [0.0]}
+    timed_pool(ev.pool, timings)
+    weights.take = timed(weights.take, timings["weights"])
+    weights.start = timed(weights.start, timings["weights"])
     try:
         n = a.population
         res = ev.run(fresh, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
     finally:
-        pipeline.wait = wait
         ev.close()
     wall, frames = res.wall_s, res.total_frames
     fpf = frames / max(policy.rows, 1)  # game frames per forward row (frameskip, no-ops)
-    split = {
-        "forward": res.forward_s,
-        "emulation": emu[0],
-        "send": send[0],
-        "resets": resets[0],
-        "weights": build[0],
-    }
+    split = {"forward": res.forward_s, **{k: v[0] for k, v in timings.items()}}
     split["python"] = max(wall - sum(split.values()), 0.0)
     rate = frames / wall
     fwd_bound = frames / res.forward_s
-    roof = forward_roof[a.e2e_net]
-    roof_bound = roof["roofline_per_s"] * fpf
-    lockstep_bound = 1 / (1 / limit + 1 / roof_bound)  # forward and emulation in turn on the same cores
+    net_roof = forward_roof[a.e2e_net]
+    roof_bound = net_roof["roofline_per_s"] * fpf
+    lockstep_bound = in_turn(limit, roof_bound)  # forward and emulation in turn on the same cores
+    in_turn_roof = in_turn(roof, fwd_bound)  # the emulator roof, then nevo's forward, in turn
     mean_ep = frames / n
     h100_emu = H100_CORES * per_core * mean_ep / (mean_ep + reset_frames)
+    cpu = device == "cpu"  # (the in-turn figures: on the CPU, where the two share the cores)
     out = {
         "net": a.e2e_net, "game": a.game, "population": n, "frame_cap": a.frame_cap, "slots": slots,
-        "group": group, "cores": cores, "frames": frames, "wall_s": wall, "frames_per_s": rate,
-        "forward_rows": policy.rows, "frames_per_forward": fpf, "split_s": split, "tail_s": res.tail_s,
-        "emulator_limit": limit, "seeded_reset_s": reset_s, "seeded_reset_frames": reset_frames,
-        "forward_bound_nevo": fwd_bound, "device": device,  # (the CPU's roofline bounds: on the CPU)
-        "forward_bound_roofline": roof_bound if device == "cpu" else None,
-        "lockstep_bound_roofline": lockstep_bound if device == "cpu" else None, "h100": {},
+        "group": group, "cores": cores, "workers": ev.threads, "frames": frames, "wall_s": wall,
+        "frames_per_s": rate, "forward_rows": policy.rows, "frames_per_forward": fpf, "split_s": split,
+        "tail_s": res.tail_s, "emulator_limit": limit, "emulator_roof": roof, "pool_limit": pool_rate,
+        "seeded_reset_s": reset_s, "seeded_reset_frames": reset_frames, "restart_s": start_s,
+        "restart_frames": start_frames, "forward_bound_nevo": fwd_bound, "device": device,
+        "forward_bound_roofline": roof_bound if cpu else None,  # (the CPU's roofline: on the CPU)
+        "lockstep_bound_roofline": lockstep_bound if cpu else None,
+        "in_turn_roof": in_turn_roof if cpu else None, "h100": {},
     }  # fmt: skip
     print(f"\nend to end: {a.game}, net {a.e2e_net} ({a.weights}) on the {device.upper()}, population {n} "
           f"(one episode each, cap {a.frame_cap:,} frames), {slots} emulators in groups of {group} "
-          f"({'overlap' if overlap else 'lockstep'}), {cores} cores")  # fmt: skip
+          f"({'overlap' if overlap else 'lockstep'}) in {ev.threads} processes, {cores} cores")  # fmt: skip
     print(f"  nevo: {frames:,} frames in {wall:.1f} s = {rate:,.0f} frames/s; {policy.rows:,} forward rows "
           f"({fpf:.2f} frames each)")  # fmt: skip
-    print(f"  emulator limit (random actions, no inference): {limit:,.0f} frames/s -> nevo at "
-          f"{rate / limit:.0%}")  # fmt: skip
-    if device == "cuda":  # the CPU's roofline says nothing of the GPU's forward
+    print(f"  emulator limit, ale-py's vector env (random actions, no inference): {limit:,.0f} frames/s "
+          f"-> nevo at {rate / limit:.0%}")  # fmt: skip
+    print(f"  emulator roof, bare emulators in {cores} processes (random actions, no inference, no IPC): "
+          f"{roof:,.0f} frames/s -> nevo at {rate / roof:.0%}")  # fmt: skip
+    print(f"  emulator pool's limit, {slots} slots in {min(cores, slots)} processes (lockstep, random "
+          f"actions, no inference): {pool_rate:,.0f} frames/s = {pool_rate / roof:.0%} of the roof "
+          f"-> nevo at {rate / pool_rate:.0%}")  # fmt: skip
+    shares = f"{rate / limit:.0%} of the vector env's limit, {rate / roof:.0%} of the emulator roof"
+    if not cpu:  # the CPU's roofline says nothing of the GPU's forward
         print(f"  forward-bound: nevo's GPU forward alone (its upload included) {fwd_bound:,.0f} frames/s "
               f"-> nevo at {rate / fwd_bound:.0%}")  # fmt: skip
     else:
@@ -991,12 +1052,19 @@ def end_to_end(a, forward_roof: dict) -> dict:
               f"{rate / roof_bound:.0%}")  # fmt: skip
         print(f"  forward and emulation in turn at their limits (roofline forward): {lockstep_bound:,.0f} "
               f"frames/s -> nevo at {rate / lockstep_bound:.0%}")  # fmt: skip
+        print(f"  in-turn roof (the emulator roof, then nevo's forward alone): {in_turn_roof:,.0f} frames/s "
+              f"-> nevo at {rate / in_turn_roof:.0%}")  # fmt: skip
+        shares = (f"{rate / limit:.0%} of the vector env's limit, {rate / lockstep_bound:.0%} of its in-turn "
+                  f"bound, {rate / roof:.0%} of the emulator roof, {rate / in_turn_roof:.0%} of the in-turn "
+                  "roof")  # fmt: skip
+    print(f"  nevo's share: {shares}")
     parts = ", ".join(f"{k} {v / wall:.0%}" for k, v in split.items())
     print(f"  generation's time: {parts}; tail (overlapping them) {res.tail_s / wall:.0%}")
     print(f"  a seeded reset: {reset_s * 1e3:.0f} ms = {reset_frames:,.0f} frames of one core's emulation; "
-          f"mean episode {mean_ep:,.0f} frames")  # fmt: skip
+          f"an episode start in the pool: {start_s * 1e3:.2f} ms = {start_frames:,.1f} frames of one core's "
+          f"roof; mean episode {mean_ep:,.0f} frames")  # fmt: skip
     for box, (bw, pk) in H100.items():
-        fwd = roofline_rate(roof["flops"], roof["bytes"], bw, pk)[0] * fpf
+        fwd = roofline_rate(net_roof["flops"], net_roof["bytes"], bw, pk)[0] * fpf
         model = min(h100_emu, fwd)
         out["h100"][box] = {"emulator_limit": h100_emu, "forward_bound": fwd, "frames_per_s": model}
         print(f"  H100 {box} model: emulation {H100_CORES} cores x {per_core:,.0f} frames/s with resets "

@@ -139,10 +139,38 @@ def test_the_script_runs_end_to_end_at_tiny_settings(tmp_path):
     assert (tmp_path / "r.json").exists()
 
 
-@pytest.mark.slow  # ~20 s: two emulators, three capped episodes, the small net's kernels
+def test_two_stages_in_turn_run_slower_than_either_alone():
+    assert roofline.in_turn(300.0, 600.0) == pytest.approx(200.0)  # 1 / (1/300 + 1/600)
+    assert roofline.in_turn(500.0, 500.0) == pytest.approx(250.0)
+    assert roofline.in_turn(1e3, 1e9) < 1e3
+
+
+def test_an_episode_start_in_the_pool_costs_a_small_part_of_a_seeded_reset():
+    """restoreState (~0.1 ms) against a seeded reset that reloads the ROM (~70-190 ms)."""
+    start = roofline.restart_s("frostbite", reps=20)
+    assert 0 < start < roofline.seeded_reset_s("frostbite", reps=1) / 10
+
+
+def test_the_pools_calls_are_timed_into_their_parts():
+    """A wait on an episode start counts as resets, a wait on a step as emulation, a step command
+    as send."""
+    from nevo.tasks.emulator_pool import EmulatorPool
+
+    split = {"emulation": [0.0], "send": [0.0], "resets": [0.0]}
+    with EmulatorPool("frostbite", 4, 400, 2, 2) as pool:
+        roofline.timed_pool(pool, split)
+        pool.wait(pool.restart(np.arange(2)))
+        assert split["resets"][0] > 0 and split["emulation"][0] == 0 and split["send"][0] == 0
+        resets = split["resets"][0]
+        pool.wait(pool.step(np.arange(2)))
+        assert split["emulation"][0] > 0 and split["send"][0] > 0 and split["resets"][0] == resets
+
+
+@pytest.mark.slow  # ~30 s (a minute on a loaded machine): the limits, three capped episodes, small's kernels
 def test_the_generation_is_split_into_its_parts_on_the_slots_asked_for(tmp_path):
     """End to end on the CPU at tiny settings: --slots is the layout's, every part of the split is
-    timed (the vector envs' send apart from their recv), and the parts add up to the wall time."""
+    timed (the pool's step commands apart from its waits), and the parts add up to the wall time;
+    beside it the emulator limits, and the in-turn figures below both of their terms."""
     out = roofline.main(
         ["--nets", "small", "--rows", "2", "--seconds", "0.02", "--bandwidth-mb", "16", "--passes", "1",
          "--max-gb", "0.05", "--e2e-net", "small", "--population", "3", "--frame-cap", "100", "--slots",
@@ -155,6 +183,13 @@ def test_the_generation_is_split_into_its_parts_on_the_slots_asked_for(tmp_path)
     assert list(split) == ["forward", "emulation", "send", "resets", "weights", "python"]
     assert all(split[k] > 0 for k in ("forward", "emulation", "send", "resets"))
     assert sum(split.values()) == pytest.approx(e2e["wall_s"], rel=1e-9) or split["python"] == 0
+    assert e2e["workers"] == min(machine.cores(), 2)  # the pool: one process per core, one per slot at most
+    roof, fwd = e2e["emulator_roof"], e2e["forward_bound_nevo"]
+    assert roof > 0 and e2e["pool_limit"] > 0 and e2e["emulator_limit"] > 0
+    assert e2e["in_turn_roof"] == pytest.approx(1 / (1 / roof + 1 / fwd))
+    assert e2e["in_turn_roof"] < min(roof, fwd)
+    assert e2e["lockstep_bound_roofline"] < min(e2e["emulator_limit"], e2e["forward_bound_roofline"])
+    assert 0 < e2e["restart_s"] < e2e["seeded_reset_s"]
 
 
 @pytest.mark.slow  # the base's kernels compile afresh (their copy's cache is a new folder): a minute
