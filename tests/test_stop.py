@@ -232,3 +232,44 @@ def test_a_stop_signal_ends_an_atari_run_and_everything_it_started(signum, statu
     assert _left_behind(mark) == []
     assert run_ga.main(["--resume", folder]) == 0
     assert metrics_without_clock(folder) == metrics_without_clock(atari_run)
+
+
+@pytest.mark.slow
+def test_an_emulator_process_killed_mid_run_is_one_line_and_the_run_resumes(atari_run, tmp_path):
+    """kill -9 of one of a running Atari run's emulator processes: the run stops within seconds,
+    exit 5, one line on stderr naming the process, no process of it left; --resume gives the
+    uninterrupted run's generations."""
+    out, mark = str(tmp_path / "runs"), f"NEVO_STOP_TEST={uuid.uuid4().hex}"
+    env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
+    cmd = [sys.executable, "-m", "experiments.run_ga", *ATARI, "--frame-budget", "16000", "--out-dir", out]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    folder, deadline = None, time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        folders = os.listdir(out) if os.path.isdir(out) else []
+        if folders and runs.read_metrics(folder := os.path.join(out, folders[0])):
+            break
+        time.sleep(0.05)
+
+    def emulators():
+        found = []
+        for pid in _left_behind(mark):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"nevo.tasks.emulator_pool" in f.read():
+                        found.append(pid)
+            except OSError:
+                pass
+        return found
+
+    victim = emulators()[0]
+    os.kill(victim, signal.SIGKILL)
+    sent = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - sent < 10
+    assert proc.returncode == 5, stderr
+    (line,) = stderr.splitlines()
+    assert line.startswith("error: emulator process ") and f"(pid {victim}) died (killed by signal 9)" in line
+    assert line.endswith(f": continue with python -m experiments.run_ga --resume {folder}")
+    assert _left_behind(mark) == []
+    assert run_ga.main(["--resume", folder]) == 0
+    assert metrics_without_clock(folder) == metrics_without_clock(atari_run)

@@ -42,6 +42,7 @@ from nevo.genomes import noise
 from nevo.runs import elite as elite_files
 from nevo.runs import owner, stop
 from nevo.runs.progress import Progress
+from nevo.tasks.emulator_pool import EmulatorError
 
 
 class RunStopped(RuntimeError):
@@ -151,7 +152,7 @@ def _run(cfg, task, p: Plan, run_dir: str, resume_dir, cluster, fitness, out) ->
             evaluator = ClusterEvaluator(cluster.address, cfg, task, ref, table, p.population, p.bases,
                                          behaviours, cluster.timeout_s, cluster.chunk, out.say)  # fmt: skip
             facts = evaluator.facts
-    except ClusterError:
+    except (ClusterError, EmulatorError):
         if resume_dir is None and not os.path.exists(os.path.join(run_dir, runs.CONFIG)):
             owner.release(run_dir)
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -328,6 +329,15 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
             3,
             run_dir,
         ) from None
+    except EmulatorError as e:  # one line; the last checkpoint is whole
+        if stop.caused(e):
+            raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
+        then = f"python -m experiments.{declared(cfg).script} --resume {run_dir}"
+        raise RunStopped(
+            f"error: {e}; the run folder holds every generation before {saved}: continue with {then}",
+            5,
+            run_dir,
+        ) from None
     except BaseException as e:
         if stop.caused(e) or isinstance(e, runs.WriteFailed):
             raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
@@ -360,8 +370,8 @@ def fitness_of(fitness, train: Results, generation: int) -> np.ndarray:
 def main(argv, description: str, presets) -> int:
     """A family's command line (run_ga, run_es, run_ns): parse, plan, run; one line and an exit
     code for every way it can stop (2: bad settings, a damaged run folder or one another process
-    holds, or no cluster; 3: the cluster lost; 4: a write failed; 130: SIGINT, Ctrl-C; 143:
-    SIGTERM)."""
+    holds, or no cluster; 3: the cluster lost; 4: a write failed; 5: an emulator process died;
+    130: SIGINT, Ctrl-C; 143: SIGTERM)."""
     with stop.on_signals():
         try:
             return _main(argv, description, presets)
@@ -388,11 +398,11 @@ def _main(argv, description: str, presets) -> int:
     except ConfigError as e:  # a damaged run file met on the way (experiences, ...)
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except ClusterError as e:
+    except (ClusterError, EmulatorError) as e:  # no cluster; emulators that would not start
         print(f"error: {e}", file=sys.stderr)
         return 2
     except RunStopped as e:
-        said(str(e), sys.stderr if e.code in (3, 4) else sys.stdout)
+        said(str(e), sys.stderr if e.code in (3, 4, 5) else sys.stdout)
         return e.code
     return 0
 

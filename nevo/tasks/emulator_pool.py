@@ -183,7 +183,10 @@ class EmulatorPool:
         owners = slots % self.workers
         busy = set()
         for w in np.unique(owners).tolist():
-            self.conns[w].send_bytes(head + slots[owners == w].tobytes())
+            try:
+                self.conns[w].send_bytes(head + slots[owners == w].tobytes())
+            except OSError:  # its end of the pipe closed: it died
+                raise self._died(w) from None
             busy.add(w)
         self._open[self._ticket] = busy
         return self._ticket
@@ -218,18 +221,25 @@ class EmulatorPool:
         except (EOFError, OSError):  # its end of the pipe closed: it died
             msg = None
         if msg is None:
-            try:
-                code = proc.wait(2)
-            except subprocess.TimeoutExpired:
-                code = None
-            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
-            raise EmulatorError(f"emulator process {w} (pid {proc.pid}) died ({how})")
+            raise self._died(w)
         if msg[:1] == b"E":
             raise EmulatorError(f"emulator process {w}: {msg[1:].decode(errors='replace')}")
         if msg[:1] == b"R":
             return
         ticket = _HEADER.unpack_from(msg, 1)[0]
         self._open.get(ticket, set()).discard(w)
+
+    def _died(self, w: int) -> EmulatorError:
+        """The error of worker w, whose pipe closed: how it ended. The tickets in flight are
+        dropped (a drain after the error waits for nothing: the pool is to be closed)."""
+        self._open.clear()
+        proc = self.procs[w]
+        try:
+            code = proc.wait(2)
+        except subprocess.TimeoutExpired:
+            code = None
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+        return EmulatorError(f"emulator process {w} (pid {proc.pid}) died ({how})")
 
     def close(self) -> None:
         """Stop every worker (at once; they hold no state worth saving)."""
@@ -245,9 +255,7 @@ class EmulatorPool:
 def _importing_nevo() -> dict:
     """This process's environment, with the folder this nevo is imported from first on
     PYTHONPATH: a worker imports the same nevo, installed or not."""
-    import nevo
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(nevo.__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = [root, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
