@@ -1,18 +1,16 @@
 """The GPU's pipeline without a GPU: the overlap pipeline driven by a stand-in GPU policy, with the
-emulator threads at the driving thread's priority and lowered (nevo.evaluation.pipeline's
-EMULATOR_NICE), with ended slots reset one by one and in batches (its reset_batch), or with
-the policy's steps waited for call by call and submitted to be collected later, in turn in one
-process.
+emulator processes at the driving process's priority and lowered (nevo.evaluation.pipeline's
+EMULATOR_NICE), or with the policy's steps waited for call by call and submitted to be collected
+later, in turn in one process.
 
     python -m experiments.bench_driver                                   # 2 cores: 32 slots in 4 groups
     python -m experiments.bench_driver --python-ms 1 --wait-ms 1 --rounds 2
-    python -m experiments.bench_driver --slots 64 --groups 4 --nice 10 --reset-batch 1 0   # resets batched
     python -m experiments.bench_driver --nice 10 --calls sync submit   # a step collected after the next
     python -m experiments.bench_driver --slots 256 --groups 4 --population 1000   # a 16-core GPU box's shape
 
 On a GPU box one thread drives every group: it receives a group's step, calls the policy (the
 gather, the launches in Python, then a wait while the GPU runs), sends the actions and goes on;
-meanwhile the other groups' emulator threads step. In a 16-core H200 generation that thread spent
+meanwhile the other groups' emulators step in their processes. In a 16-core H200 generation that thread spent
 ~80 us a row in policy calls against ~11 in bench_forward's step (docs/performance.md, session
 20). The stand-in policy has that shape: it gathers the acting slots' frames on one thread (as
 CudaPolicy does), spends --python-ms holding the GIL (the launches' Python), then waits --wait-ms
@@ -87,9 +85,9 @@ class SubmittingStandIn(StandInGpu):
         return self._finish(step)
 
 
-def run(a, nice: int, batch: int, calls: str) -> tuple[float, float, float, int]:
-    """One generation at this EMULATOR_NICE and reset batch, the policy's steps submitted and
-    collected later or called: (frames/s, policy share, ms per call, frames)."""
+def run(a, nice: int, calls: str) -> tuple[float, float, float, int]:
+    """One generation at this EMULATOR_NICE, the policy's steps submitted and collected later or
+    called: (frames/s, policy share, ms per call, frames)."""
     from nevo.tasks.envs import atari_actions
 
     env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
@@ -98,9 +96,7 @@ def run(a, nice: int, batch: int, calls: str) -> tuple[float, float, float, int]
     policy = kind(a.python_ms / 1e3, a.wait_ms / 1e3, atari_actions(a.game), a.slots, 4 * 84 * 84)
     saved, pipeline.EMULATOR_NICE = pipeline.EMULATOR_NICE, nice
     try:
-        ev = pipeline.AtariEvaluator(
-            env_cfg, policy, GivenRows(), a.slots, a.threads, group_size=group, reset_batch=batch
-        )
+        ev = pipeline.AtariEvaluator(env_cfg, policy, GivenRows(), a.slots, a.threads, group_size=group)
     finally:
         pipeline.EMULATOR_NICE = saved
     try:
@@ -117,18 +113,15 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--game", default="frostbite")
     p.add_argument("--slots", type=int, default=32, help="emulators in all (default: 32)")
-    p.add_argument("--groups", type=int, default=4, help="vector envs driven round robin (default: 4)")
-    p.add_argument("--threads", type=int, default=0, help="C++ threads per vector env (default: the cores)")
+    p.add_argument("--groups", type=int, default=4, help="groups of slots driven round robin (default: 4)")
+    p.add_argument("--threads", type=int, default=0, help="emulator processes (default: one per core)")
     p.add_argument("--population", type=int, default=64, help="episodes, one per individual (default: 64)")
     p.add_argument("--frame-cap", type=int, default=2000, help="frames per episode at most (default: 2000)")
     p.add_argument("--python-ms", type=float, default=1.0, help="a call's Python, GIL held (default: 1)")
     p.add_argument("--wait-ms", type=float, default=1.0, help="a call's wait, GIL free (default: 1)")
     p.add_argument("--nice", type=int, nargs="+", default=[0, pipeline.EMULATOR_NICE],
-                   help="how much nicer the emulator threads run, each in turn "
+                   help="how much nicer the emulator processes run, each in turn "
                         f"(default: 0 {pipeline.EMULATOR_NICE})")  # fmt: skip
-    p.add_argument("--reset-batch", type=int, nargs="+", default=[0],
-                   help="ended slots of a group started in one seeded reset, each in turn (0: the "
-                        "default for the group size, pipeline.reset_batch_of; 1: each at once)")  # fmt: skip
     p.add_argument("--calls", nargs="+", choices=["submit", "sync"], default=["submit"],
                    help="submit: a step's actions collected after the next group is staged (as "
                         "CudaPolicy's are); sync: each call waits for its own; each in turn "
@@ -139,15 +132,14 @@ def main(argv=None) -> int:
         p.error("--slots, --groups, --population and --rounds must be at least 1")
     a.threads = a.threads or machine.cores()
     print(f"{a.game}: {a.population} episodes (cap {a.frame_cap:,} frames) on {a.slots} emulators in "
-          f"{a.groups} groups, {a.threads} C++ threads each, {machine.cores()} cores; a policy call: "
+          f"{a.groups} groups, {a.threads} emulator processes, {machine.cores()} cores; a policy call: "
           f"gather, {a.python_ms:g} ms of Python, {a.wait_ms:g} ms waiting")  # fmt: skip
-    configs = [(n, b, c) for n in a.nice for b in a.reset_batch for c in a.calls]
+    configs = [(n, c) for n in a.nice for c in a.calls]
     rates: dict[tuple, list[float]] = {c: [] for c in configs}
 
     def name(config):
-        n, b, c = config
-        batch = b or pipeline.reset_batch_of(-(-a.slots // a.groups))
-        return f"nicer by {n:2d}, reset batch {batch}, {c} calls"
+        n, c = config
+        return f"nicer by {n:2d}, {c} calls"
 
     for r in range(a.rounds):
         for c in configs:

@@ -291,3 +291,19 @@ def test_a_submitted_step_is_collected_after_the_next_group_is_staged(reference,
     np.testing.assert_array_equal(res.returns, [r for r, _, _ in reference])
     np.testing.assert_array_equal(res.lengths, [n for _, n, _ in reference])
     np.testing.assert_array_equal(res.frames, [f for _, _, f in reference])
+
+
+def test_bench_driver_plays_the_same_episodes_at_either_priority(capsys):
+    """experiments.bench_driver's stand-in GPU runs the overlap pipeline at each priority in turn:
+    the emulator processes' priority changes when they run, never what they play."""
+    import re
+
+    from experiments import bench_driver
+
+    argv = "--slots 4 --groups 2 --population 4 --frame-cap 200 --python-ms 0.1 --wait-ms 0.1 --rounds 1"
+    assert bench_driver.main(argv.split()) == 0
+    out = capsys.readouterr().out
+    runs = re.findall(r"nicer by +(\d+), submit calls: ([\d,]+) frames, ([\d,]+) f", out)
+    assert [n for n, _, _ in runs] == ["0", "10"]
+    assert runs[0][1] == runs[1][1] and int(runs[0][1].replace(",", "")) > 4 * 50
+    assert re.search(r"nicer by 10, submit calls against nicer by  0, submit calls: [\d.]+x", out)
