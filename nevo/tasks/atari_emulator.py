@@ -170,6 +170,25 @@ def push_frame(stack, raw, xi, xw, yd, ys, ya, rows, acc) -> None:
     resize_area(a, stack[stack.shape[0] - 1], xi, xw, yd, ys, ya, rows, acc)
 
 
+def compile_kernels() -> None:
+    """Compile (or load from Numba's cache) the observation's kernels in this process: a pool
+    does it once before it starts its workers, which then load them from the cache instead of
+    all compiling at once."""
+    r = area_resize()
+    rows, acc = r.scratch()
+    push_frame(
+        np.zeros((STACK, *FRAME), np.uint8),
+        np.zeros((2, *SCREEN), np.uint8),
+        r.xi,
+        r.xw,
+        r.yd,
+        r.ys,
+        r.ya,
+        rows,
+        acc,
+    )
+
+
 class AtariEmulator:
     """One Atari game on a bare ALEInterface, stepped as ale-py's vector env steps it.
 

@@ -35,7 +35,7 @@ from multiprocessing.connection import Connection, wait
 
 import numpy as np
 
-from nevo.tasks.atari_emulator import FRAME, RAM_BYTES, STACK
+from nevo.tasks.atari_emulator import FRAME, RAM_BYTES, STACK, compile_kernels
 
 STEP, RESTART = 1, 2
 _HEADER = struct.Struct("<IB")  # (ticket, command), then the slots as int32
@@ -141,6 +141,7 @@ class EmulatorPool:
 
     def __init__(self, game: str, frameskip: int, frame_cap: int, slots: int, workers: int, nice: int = 0):
         self.slots, self.workers = slots, max(1, min(workers, slots))
+        compile_kernels()  # here once, so that the workers load them from Numba's cache
         size = Shared.nbytes(slots)
         fd = os.memfd_create("nevo-emulators") if hasattr(os, "memfd_create") else _temp_fd()
         try:
