@@ -221,8 +221,8 @@ def test_many_emulators_say_that_they_are_starting(monkeypatch, capsys):
 
 def test_emulator_processes_run_nicer_than_the_driving_process():
     """The emulator processes run EMULATOR_NICE nicer than the process that drives them, which
-    keeps its own priority: where emulators outnumber the cores, the driving thread (the
-    pipeline's one serial path) must not wait for a slice behind them."""
+    keeps its own priority, and as batch work (a woken one does not preempt the driver): the
+    driving thread (the pipeline's one serial path) must not wait for a slice behind them."""
     import os
 
     import nevo.evaluation.pipeline as pipeline
@@ -234,6 +234,7 @@ def test_emulator_processes_run_nicer_than_the_driving_process():
     try:
         assert len(ev.pool.procs) == 2
         assert {os.getpriority(os.PRIO_PROCESS, p.pid) for p in ev.pool.procs} == {lowered}
+        assert {os.sched_getscheduler(p.pid) for p in ev.pool.procs} == {os.SCHED_BATCH}
         assert os.getpriority(os.PRIO_PROCESS, 0) == driver
     finally:
         ev.close()
