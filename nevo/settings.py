@@ -118,14 +118,15 @@ class RunConfig:
     noise_seed: int = setting(42, "seed of the shared noise table")
     env_slots: int = setting(0, "episodes run at once (emulators); 0 = chosen from the machine")
     emulators_per_group: int = setting(
-        0, "emulators per group; 0 = env_slots/4 (overlap), env_slots/32 (lockstep)"
+        0,
+        "emulators per group driven round robin (overlap); 0 = env_slots/4 (lockstep steps every live slot)",
     )
     pipeline: str = setting(
         "auto", "overlap (a group's forward runs while others step), lockstep, or auto (overlap on GPU)"
     )
     threads: int = setting(
         0,
-        "emulator threads per group (at most its emulators); gymnasium tasks: threads stepping the envs; "
+        "Atari: emulator processes (at most one per slot); gymnasium tasks: threads stepping the envs; "
         "0 = one per core (gymnasium: 1 or one per core, whichever a short timing finds faster)",
     )
     out_dir: str = setting("runs", "folder under which run folders are made")
