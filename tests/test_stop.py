@@ -46,6 +46,21 @@ def _resumes_to_the_whole_run(folder, whole):
     assert metrics_without_clock(folder) == whole
 
 
+@pytest.fixture
+def python_ctrl_c():
+    """SIGINT handled as Python does from a terminal, even where the tests run with it ignored (a
+    job started in the background: a run leaves an ignored SIGINT alone, as nohup asks)."""
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def _default_sigint():
+    """In a child before it starts Python: SIGINT back to its default (Python then handles it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _signal_at(monkeypatch, signum, generation, phase):
     """Send this process signum when the loop starts `phase` ("train", "validate") of generation."""
     start = progress.Progress.start_phase
@@ -59,6 +74,7 @@ def _signal_at(monkeypatch, signum, generation, phase):
 
 
 @pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.usefixtures("python_ctrl_c")
 def test_a_stop_signal_mid_generation_stops_at_once_in_one_line(signum, status, maze_run, tmp_path,
                                                                  monkeypatch, capsys):  # fmt: skip
     """SIGTERM or SIGINT while a generation is evaluated: exit 128 + the signal, one line naming
@@ -212,7 +228,9 @@ def test_a_stop_signal_ends_an_atari_run_and_everything_it_started(signum, statu
     out, mark = str(tmp_path / "runs"), f"NEVO_STOP_TEST={uuid.uuid4().hex}"
     env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
     cmd = [sys.executable, "-m", "experiments.run_ga", *ATARI, "--frame-budget", "16000", "--out-dir", out]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_default_sigint
+    )
     folder, deadline = None, time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
         folders = os.listdir(out) if os.path.isdir(out) else []
@@ -242,7 +260,9 @@ def test_an_emulator_process_killed_mid_run_is_one_line_and_the_run_resumes(atar
     out, mark = str(tmp_path / "runs"), f"NEVO_STOP_TEST={uuid.uuid4().hex}"
     env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
     cmd = [sys.executable, "-m", "experiments.run_ga", *ATARI, "--frame-budget", "16000", "--out-dir", out]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_default_sigint
+    )
     folder, deadline = None, time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
         folders = os.listdir(out) if os.path.isdir(out) else []

@@ -119,7 +119,7 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
     individual (default: the returns); out: a nevo.runs.progress.Progress."""
     cfg = config.weights_resolved(cfg)  # a Config built in Python: config.json names the format
     out = out or Progress(cfg.run.frame_budget)
-    finished = 0 if p.checkpoint is None else int(p.checkpoint["generation"])  # generations in the folder
+    finished = _finished(p.checkpoint)  # generations in the folder
     with stop.on_signals():
         try:
             run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
@@ -174,6 +174,15 @@ def _run(cfg, task, p: Plan, run_dir: str, resume_dir, cluster, fitness, out) ->
     also += f", test accuracy {100 * accuracy:.2f}%" if accuracy == accuracy else ""
     out.say(f"done: {frames:,} frames in {wall / 60:.1f} min; elite {algo.elite_score:.1f}{also}; {run_dir}")
     return Outcome(run_dir, algo, frames, wall)
+
+
+def _finished(checkpoint) -> int:
+    """Generations whole in a run folder, by its checkpoint (0 without one): an algorithm's state
+    counts them as "generation", or nested in a part of it (GA-NS's "ga/generation")."""
+    if checkpoint is None:
+        return 0
+    counts = [int(v) for k, v in checkpoint.items() if k == "generation" or k.endswith("/generation")]
+    return counts[0] if counts else 0
 
 
 def stopped(cfg, run_dir: str, finished: int, cause, new=False, unit="generation") -> RunStopped:
