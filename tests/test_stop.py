@@ -219,12 +219,9 @@ def _left_behind(mark: str) -> list[int]:
     return pids
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_a_stop_signal_ends_an_atari_run_and_everything_it_started(signum, status, atari_run, tmp_path):
-    """SIGTERM or SIGINT to a running Atari run: within seconds, exit 128 + the signal, one line,
-    nothing on stderr, no process of it left; --resume gives the
-    uninterrupted run's generations."""
+def _atari_run_after_its_first_generation(tmp_path):
+    """(the process, its run folder, the environment mark its children inherit) of the tiny Atari
+    run started in a subprocess (SIGINT at its default), once its first generation is written."""
     out, mark = str(tmp_path / "runs"), f"NEVO_STOP_TEST={uuid.uuid4().hex}"
     env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
     cmd = [sys.executable, "-m", "experiments.run_ga", *ATARI, "--frame-budget", "16000", "--out-dir", out]
@@ -237,6 +234,16 @@ def test_a_stop_signal_ends_an_atari_run_and_everything_it_started(signum, statu
         if folders and runs.read_metrics(folder := os.path.join(out, folders[0])):
             break
         time.sleep(0.05)
+    return proc, folder, mark
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stop_signal_ends_an_atari_run_and_everything_it_started(signum, status, atari_run, tmp_path):
+    """SIGTERM or SIGINT to a running Atari run: within seconds, exit 128 + the signal, one line,
+    nothing on stderr, no process of it left; --resume gives the
+    uninterrupted run's generations."""
+    proc, folder, mark = _atari_run_after_its_first_generation(tmp_path)
     proc.send_signal(signum)
     sent = time.monotonic()
     stdout, stderr = proc.communicate(timeout=60)
@@ -257,18 +264,7 @@ def test_an_emulator_process_killed_mid_run_is_one_line_and_the_run_resumes(atar
     """kill -9 of one of a running Atari run's emulator processes: the run stops within seconds,
     exit 5, one line on stderr naming the process, no process of it left; --resume gives the
     uninterrupted run's generations."""
-    out, mark = str(tmp_path / "runs"), f"NEVO_STOP_TEST={uuid.uuid4().hex}"
-    env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
-    cmd = [sys.executable, "-m", "experiments.run_ga", *ATARI, "--frame-budget", "16000", "--out-dir", out]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_default_sigint
-    )
-    folder, deadline = None, time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None:
-        folders = os.listdir(out) if os.path.isdir(out) else []
-        if folders and runs.read_metrics(folder := os.path.join(out, folders[0])):
-            break
-        time.sleep(0.05)
+    proc, folder, mark = _atari_run_after_its_first_generation(tmp_path)
 
     def emulators():
         found = []

@@ -34,7 +34,6 @@ import numpy as np
 from nevo.evaluation.episodes import Episodes, Results
 from nevo.evaluation.experiences import sample_for
 from nevo.evaluation.slot_weights import in_parts, mutation_s
-from nevo.tasks.atari_emulator import STACK
 from nevo.tasks.emulator_pool import EmulatorPool
 from nevo.tasks.envs import NOOP, noop_count
 
@@ -326,6 +325,3 @@ class _RunState:
             experience_counts=None if self.sample is None else self.sample.counts(),
             mutation_s=mutation_s(self.ev.weights) - self.mutation_s0,
         )
-
-
-assert STACK == 4  # the Atari nets' input: 4 frames

@@ -63,18 +63,21 @@ def area_table(src: int, dst: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(di, np.int32), np.array(si, np.int32), np.array(alpha, np.float32)
 
 
-def _runs(di: np.ndarray, si: np.ndarray, alpha: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(source indices (n, width), weights (n, width)) of each destination index's run of terms,
+def _runs(
+    di: np.ndarray, si: np.ndarray, alpha: np.ndarray, n: int, width: int = 3
+) -> tuple[np.ndarray, np.ndarray]:
+    """(source indices (width, n), weights (width, n)) of each destination index's run of terms,
     in order. Shorter runs end with weight-0 terms (on their last pixel), which add +0 to a sum
     that is never -0: the same float32 value."""
-    width = int(np.bincount(di, minlength=n).max())
-    index = np.zeros((n, width), np.int32)
-    weights = np.zeros((n, width), np.float32)
+    index = np.zeros((width, n), np.int32)
+    weights = np.zeros((width, n), np.float32)
     for d in range(n):
         (k,) = np.nonzero(di == d)
-        index[d] = si[k[-1]]
-        index[d, : k.size] = si[k]
-        weights[d, : k.size] = alpha[k]
+        if k.size > width:  # (160 columns to 84: at most 3 a cell)
+            raise ValueError(f"an area resize to {n}: a cell spans more than {width} pixels")
+        index[:, d] = si[k[-1]]
+        index[: k.size, d] = si[k]
+        weights[: k.size, d] = alpha[k]
     return index, weights
 
 
@@ -89,13 +92,7 @@ class AreaResize:
 
     def __init__(self, shape=SCREEN, out=FRAME):
         (h, w), (oh, ow) = shape, out
-        xd, xs, xa = area_table(w, ow)
-        xi, xw = _runs(xd, xs, xa, ow)
-        if xw.shape[1] > 3:  # (160 columns to 84: at most 3 a cell)
-            raise ValueError(f"an area resize of {w} columns to {ow}: a cell spans more than 3 columns")
-        pad = 3 - xw.shape[1]  # (cells of fewer columns: weight-0 terms on their last column)
-        self.xi = np.ascontiguousarray(np.pad(xi, ((0, 0), (0, pad)), mode="edge").T)  # (3, ow)
-        self.xw = np.ascontiguousarray(np.pad(xw, ((0, 0), (0, pad))).T)  # (3, ow)
+        self.xi, self.xw = _runs(*area_table(w, ow), ow)  # (3, ow) each
         self.yd, self.ys, self.ya = area_table(h, oh)
         self.shape, self.out = (h, w), (oh, ow)
 

@@ -35,6 +35,7 @@ from multiprocessing.connection import Connection, wait
 
 import numpy as np
 
+from nevo.settings import raised
 from nevo.tasks.atari_emulator import FRAME, RAM_BYTES, STACK, compile_kernels
 
 STEP, RESTART = 1, 2
@@ -64,25 +65,27 @@ class Shared:
     )
 
     def __init__(self, buffer, slots: int):
-        offset = 0
-        for name, dtype, shape in self.FIELDS:
+        for (name, dtype, shape), offset in zip(self.FIELDS, self.offsets(slots)):
             count = slots * int(np.prod(shape, dtype=np.int64))
             setattr(self, name, np.frombuffer(buffer, dtype, count, offset).reshape(slots, *shape))
-            offset += -(-count * np.dtype(dtype).itemsize // 64) * 64
+
+    @classmethod
+    def offsets(cls, slots: int) -> list[int]:
+        """Where each field starts in the block (64-byte aligned), then the block's size."""
+        ends = [0]
+        for _, dtype, shape in cls.FIELDS:
+            n = slots * int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            ends.append(ends[-1] + -(-n // 64) * 64)
+        return ends
 
     @classmethod
     def nbytes(cls, slots: int) -> int:
-        sizes = [slots * int(np.prod(s, dtype=np.int64)) * np.dtype(d).itemsize for _, d, s in cls.FIELDS]
-        return sum(-(-n // 64) * 64 for n in sizes)
-
-
-def _one_line(e: BaseException) -> str:
-    return f"{type(e).__name__}: {' '.join(str(e).split())}"
+        return cls.offsets(slots)[-1]
 
 
 def _serve(
     conn, fd: int, slots: int, index: int, workers: int, game: str, frameskip: int, frame_cap: int, nice: int
-):  # noqa: E501
+):
     """A worker process: make this worker's emulators, then step or restart slots on command."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driving process stops the pool
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -105,7 +108,7 @@ def _serve(
         for s, em in zip(mine, emulators):
             em.restart(shared.obs[s])
     except Exception as e:  # a bad game or ROM: one line back to the driver
-        conn.send_bytes(b"E" + _one_line(e).encode())
+        conn.send_bytes(b"E" + raised(e).encode())
         return
     conn.send_bytes(b"R")
     obs, actions, reward, done = shared.obs, shared.actions, shared.reward, shared.done
@@ -130,7 +133,7 @@ def _serve(
                     em.restart(obs[s])
                     reward[s], done[s] = 0, 0
         except Exception as e:
-            conn.send_bytes(b"E" + _one_line(e).encode())
+            conn.send_bytes(b"E" + raised(e).encode())
             return
         try:
             conn.send_bytes(b"T" + _HEADER.pack(ticket, command))
