@@ -108,6 +108,10 @@ print(f'GPU streaming read {r.gpu_bandwidth(2**31, 5) / 1e12:.2f} TB/s, fp32 FMA
   # The kernels and the policy's steps in flight against the NumPy reference, small shapes
   # (session 23: 19 in 116 s; now with conv_pixels_per_thread_give_the_same_outputs)
   try cuda_checks 170 python3 -m tests.cuda_checks
+  # The same generation with every individual in a slot at once (1,000 slots, 4 groups of 250):
+  # fewer episode waves, more rows a forward; beside 512, which of the two the default should be
+  try e2e_1000 200 python3 -m experiments.roofline --nets large --rows 1000 --seconds 0.1 --max-gb 1 \
+    --weights fp16 --e2e-device cuda --population 1000 --slots 1000 --limit-seconds 3
   # The convs are the GPU kernels' gap (session 23: large's at 8.7 TFLOP/s, 14% of the H200's
   # measured 61; the dense layer at 57% of its measured read): output pixels a thread, 4 against
   # 8 (kernel_report: instructions per FMA 2.7-3.4 against 2.0-2.7, 40 against 56-64 registers,

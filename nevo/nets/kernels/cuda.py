@@ -178,6 +178,12 @@ def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, act,
     n_tiles = ceil_div(oh, tile)
     tile_pix = tile * ow
     pg_t = ceil_div(tile_pix, px)  # threads across a tile's output pixels, px each
+    # The last thread's pixels past the tile (tile_pix not a multiple of px) are computed and
+    # never written; the window holds the rows they read, so every pixel's window offset is
+    # that of its own index p = ty * px + i. (Replacing such a p by 0 made one kernel fault on
+    # an H200 with CUDA_ERROR_MISALIGNED_ADDRESS: ptxas pairs a pixel's shared loads into 64-
+    # and 128-bit ones from the alignment p = ty * px + i gives, which the 0 did not keep.)
+    win_h = max(win_h, ((pg_t * px - 1) // ow) * s + kh)
     win = win_h * win_w * cin  # (win_h, win_w, cin) float32 in shared memory
     threads = co_t * pg_t
     exact = cout % cg == 0  # every thread's channels exist: no bounds test (a constant)
@@ -222,8 +228,7 @@ def conv_kernel(kh, kw, s, cin, cout, ih, iw, oh, ow, pt, pl, w_off, b_off, act,
         wv = cuda.local.array(cg, float32)
         at = cuda.local.array(px, int32)  # each pixel's window offset at tap (0, 0)
         for i in range(px):
-            p = ty * px + i
-            p = p if p < tile_pix else 0  # past the tile: computed, never written
+            p = ty * px + i  # past the tile: computed from the window's extra rows, never written
             at[i] = int32(((p // ow) * s * win_w + (p % ow) * s) * cin)
             for j in range(cg):
                 acc[i, j] = float32(0)
