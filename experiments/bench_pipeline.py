@@ -163,29 +163,35 @@ def emulator_roof(game: str, frameskip: int = 4, frame_cap: int = 20_000, proces
                 proc.join()
 
 
-def lockstep_frames(pool, frameskip: int, actions: np.ndarray, steps: np.ndarray) -> int:
-    """Step every slot of an EmulatorPool in lockstep, once per row of the (rounds, slots) action
-    indices; steps (slots,) int64: each slot's steps into its episode, kept up to date. Returns
-    the frames of those steps, counted as `play` counts them: frameskip per step that goes on
-    (each plays exactly that many), and at an episode's end its frames from the pool less the
-    frameskip x steps of it counted before."""
-    every = np.arange(pool.slots)
-    frames = -frameskip * int(steps.sum())
+def lockstep_frames(pool, frameskip: int, actions: np.ndarray, steps: np.ndarray, slots=None, ticket=None) -> int:
+    """Step these slots of an EmulatorPool (default: every slot) in lockstep, once per row of the
+    (rounds, len(slots)) action indices; steps (pool.slots,) int64: each slot's steps into its
+    episode, kept up to date. Returns the frames of those steps, counted as `play` counts them:
+    frameskip per step that goes on (each plays exactly that many), and at an episode's end its
+    frames from the pool less the frameskip x steps of it counted before. ticket: the slots' step
+    already in flight (its actions given): waited for first, then counted as the first round."""
+    slots = np.arange(pool.slots) if slots is None else slots
+    frames = -frameskip * int(steps[slots].sum())
     for r in range(len(actions)):
-        pool.actions[:] = actions[r]
-        pool.wait(pool.step(every))
-        ended = pool.done != 0
+        if ticket is None or r > 0:
+            pool.actions[slots] = actions[r]
+            ticket = pool.step(slots)
+        pool.wait(ticket)
+        ended = slots[pool.done[slots] != 0]
         frames += int(pool.frames[ended].sum())
-        steps += 1
+        steps[slots] += 1
         steps[ended] = 0
-    return frames + frameskip * int(steps.sum())
+    return frames + frameskip * int(steps[slots].sum())
 
 
-def pool_limit(env_cfg, slots: int, workers: int = 0, seconds: float = 5.0) -> float:
+def pool_limit(env_cfg, slots: int, workers: int = 0, seconds: float = 5.0, groups: int = 1) -> float:
     """Game frames/s of an EmulatorPool (nevo.tasks.emulator_pool) of `slots` emulators in
     `workers` processes (0: one per core), at the evaluator's priority, every slot stepping
-    uniformly random actions in lockstep, no inference: the pool's own limit, its commands and
-    waits included (against emulator_roof: what its IPC costs)."""
+    uniformly random actions, no inference: the pool's own limit, its commands and waits
+    included (against emulator_roof: what its IPC costs). groups 1: every slot in lockstep (the
+    CPU's layout); more: the slots split in that many groups stepped round robin, each group's
+    next step sent as soon as its last one is read while the others are in flight (the GPU's
+    overlap layout without its forward)."""
     from nevo.evaluation.pipeline import EMULATOR_NICE
     from nevo.tasks.emulator_pool import EmulatorPool
 
@@ -196,13 +202,46 @@ def pool_limit(env_cfg, slots: int, workers: int = 0, seconds: float = 5.0) -> f
     try:
         rng, n_actions, skip = np.random.default_rng(0), atari_actions(env_cfg.game), env_cfg.frameskip
         steps = np.zeros(slots, np.int64)
+        parts = np.array_split(np.arange(slots), groups)
         lockstep_frames(pool, skip, rng.integers(0, n_actions, (2, slots)), steps)  # warm
+        tickets = []
+        for part in parts:  # every group in flight
+            pool.actions[part] = rng.integers(0, n_actions, len(part))
+            tickets.append(pool.step(part))
         frames, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < seconds:
-            frames += lockstep_frames(pool, skip, rng.integers(0, n_actions, (8, slots)), steps)
+            for g, part in enumerate(parts):  # read group g, count it, send its next step
+                frames += lockstep_frames(pool, skip, rng.integers(0, n_actions, (1, len(part))), steps, part,
+                                          tickets[g])  # fmt: skip
+                pool.actions[part] = rng.integers(0, n_actions, len(part))
+                tickets[g] = pool.step(part)
+        pool.drain()
         return frames / (time.perf_counter() - t0)
     finally:
         pool.close()
+
+
+def pool_sweep(game: str, frame_cap: int, seconds: float, workers: int = 0) -> None:
+    """Where the pool's limit goes on this machine: the emulator roof with 8, 16 and 32 bare
+    emulators a process (the cache a process's emulators share), then the pool's limit at 256,
+    512 and 1,024 slots, in lockstep and with 4 groups in flight, in `workers` processes (0: one
+    per core) and one fewer (a core left to the driving process)."""
+    cores = machine.cores()
+    workers = workers or cores
+    env_cfg = EnvConfig(game=game, frame_cap=frame_cap)
+    print(f"pool sweep: {game}, {cores} cores, {seconds:g} s a measure")
+    roofs = {}
+    for k in (8, 16, 32):
+        roofs[k] = emulator_roof(game, env_cfg.frameskip, frame_cap, cores, seconds, emulators=k)
+        print(f"  roof, {cores} processes x {k:>2} bare emulators: {roofs[k]:>9,.0f} frames/s", flush=True)
+    roof = max(roofs.values())
+    for slots in (256, 512, 1024):
+        for w in sorted({workers, max(1, workers - 1)}, reverse=True):
+            for groups in (1, 4):
+                rate = pool_limit(env_cfg, slots, w, seconds, groups)
+                how = "lockstep" if groups == 1 else f"{groups} groups in flight"
+                print(f"  pool, {slots:>5} slots in {w:>2} processes, {how:>19}: {rate:>9,.0f} frames/s "
+                      f"= {rate / roof:.0%} of the best roof", flush=True)  # fmt: skip
 
 
 def population(spec, n: int, seed: int, dtype=np.float32):
@@ -390,7 +429,11 @@ def main(argv=None) -> None:
     p.add_argument("--ram", action="store_true", help="also measure the cost of Atari RAM behaviours")
     p.add_argument("--processes", action="store_true",
                    help="--env: also the stepping limit with the envs in one process per core")  # fmt: skip
+    p.add_argument("--pool-sweep", action="store_true",
+                   help="Atari: only the emulator roof and the pool's limit at several sizes (pool_sweep)")  # fmt: skip
     a = p.parse_args(argv)
+    if a.pool_sweep:
+        return pool_sweep(a.game, a.frame_cap, a.limit_seconds, a.threads)
     if a.env:
         a.nets = a.nets if a.nets != ["large", "small"] else ["mlp"]
         return bench_task(a)

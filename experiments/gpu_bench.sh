@@ -98,6 +98,11 @@ print(f'GPU streaming read {r.gpu_bandwidth(2**31, 5) / 1e12:.2f} TB/s, fp32 FMA
     exit 0
   fi
   try smoke 60 python3 -c "$DETECT; $TINY_KERNEL"
+  # Where the 16 cores' emulator pool loses (session 26 on the H200 box: the pool's lockstep limit
+  # at 512 slots 70% of the roof, and the generation 94% of that limit): the roof with 8, 16 and 32
+  # emulators a process, the pool at 256/512/1,024 slots, lockstep and 4 groups in flight, in 16
+  # and 15 processes (CPU only)
+  try pool_sweep 150 python3 -m experiments.bench_pipeline --pool-sweep --limit-seconds 2
   # First, the emulator pool on 16 cores (issue 47, point 4): a population-1,000 generation of
   # large on Frostbite, 512 slots (the GPU layout's 32 a core) in 16 emulator processes, beside
   # the 16 cores' emulator roof (bare emulators, no IPC) and the pool's own limit; asked: >= 80%
@@ -110,7 +115,8 @@ print(f'GPU streaming read {r.gpu_bandwidth(2**31, 5) / 1e12:.2f} TB/s, fp32 FMA
   try cuda_checks 170 python3 -m tests.cuda_checks
   # The same generation with every individual in a slot at once (1,000 slots, 4 groups of 250):
   # fewer episode waves, more rows a forward; beside 512, which of the two the default should be
-  try e2e_1000 200 python3 -m experiments.roofline --nets large --rows 1000 --seconds 0.1 --max-gb 1 \
+  # (session 26: cut at 200 s before it printed its end-to-end lines)
+  try e2e_1000 240 python3 -m experiments.roofline --nets large --rows 1000 --seconds 0.1 --max-gb 1 \
     --weights fp16 --e2e-device cuda --population 1000 --slots 1000 --limit-seconds 3
   # The convs are the GPU kernels' gap (session 23: large's at 8.7 TFLOP/s, 14% of the H200's
   # measured 61; the dense layer at 57% of its measured read): output pixels a thread, 4 against
