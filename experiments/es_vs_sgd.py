@@ -384,7 +384,7 @@ def main(argv=None) -> int:
         f"The paper's ES runs 10,000 offspring for 2,000 iterations; here ES gets {g:,} generations of "
         f"{a.population:,}, and SGD {iterations(a):,} of the paper's 40,000 iterations. This table says "
         "where each method stands after this budget, not where it would end; the paper's scale is a GPU "
-        "job: `bash experiments/gpu_bench.sh mnist`."
+        "job: `bash experiments/bench/gpu_bench.sh mnist`."
         + (" With one seed there is no spread to compare." if a.seeds == 1 else ""),
         "",
         "## Commands",

@@ -970,7 +970,7 @@ def timed_pool(pool, split: dict) -> None:
 
 def end_to_end(a, forward_roof: dict) -> dict:
     """One Frostbite generation of a.e2e_net, its time split, beside the limits (module docstring)."""
-    from experiments.bench_pipeline import emulator_limit, emulator_roof, pool_limit, population
+    from experiments.bench.bench_pipeline import emulator_limit, emulator_roof, pool_limit, population
     from nevo.config import EnvConfig, RunConfig
     from nevo.evaluation import pipeline
     from nevo.evaluation.episodes import Episodes

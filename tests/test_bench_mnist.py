@@ -1,7 +1,7 @@
-"""experiments/bench_mnist.py on random images at tiny shapes: a forward row per net and shape, and
+"""experiments/bench/bench_mnist.py on random images at tiny shapes: a forward row per net and shape, and
 an ES generation whose parts' shares sum to 1 (no timing is asserted)."""
 
-from experiments import bench_mnist
+from experiments.bench import bench_mnist
 
 
 def table(out: str, header: str) -> list[list[str]]:

@@ -1,11 +1,11 @@
-"""bench_pipeline's emulator figures (experiments/bench_pipeline.py): the frames they count and the
+"""bench_pipeline's emulator figures (experiments/bench/bench_pipeline.py): the frames they count and the
 processes they leave. No rate is checked beyond being positive."""
 
 import numpy as np
 import psutil
 import pytest
 
-from experiments import bench_pipeline
+from experiments.bench import bench_pipeline
 from nevo.config import EnvConfig
 from nevo.tasks.atari_emulator import FRAME, STACK, AtariEmulator
 from nevo.tasks.emulator_pool import EmulatorPool

@@ -186,7 +186,7 @@ def test_replay_records_a_mujoco_episode_as_the_test_played_it(tmp_path):
 
 @pytest.mark.slow
 def test_bench_pipeline_compares_a_task_with_its_stepping_limit(capsys):
-    from experiments import bench_pipeline
+    from experiments.bench import bench_pipeline
 
     bench_pipeline.main(["--env", "Pendulum-v1", "--populations", "4", "--frame-cap", "20", "--limit-seconds",
                          "0.2", "--slots", "4", "--processes"])  # fmt: skip

@@ -1,8 +1,9 @@
-"""experiments/dense_fetch.py: a dense layer's time on one thread for three kinds of input row."""
+"""experiments/bench/dense_fetch.py: a dense layer's time on one thread for three kinds of input row."""
 
 import numpy as np
 
-from experiments import dense_fetch, roofline
+from experiments import roofline
+from experiments.bench import dense_fetch
 from nevo import nets
 from nevo.nets import B_OFF, CIN, COUT, W_OFF, half
 from nevo.nets.kernels import cpu

@@ -28,8 +28,8 @@ PAGES = [
     *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))),
 ]
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
-COMMAND = re.compile(r"python -m ((?:experiments|plots)\.\w+)(.*)", re.S)
-SCRIPT = re.compile(r"bash (experiments/[\w.]+\.sh)(.*)", re.S)
+COMMAND = re.compile(r"python -m ((?:experiments|plots)(?:\.\w+)+)(.*)", re.S)
+SCRIPT = re.compile(r"bash (experiments/[\w./]+\.sh)(.*)", re.S)
 # run_ga, run_es, run_ns and run_sgd read their settings with nevo.cli, from these presets
 CLI_PRESETS = {
     "experiments.run_ga": "PRESETS",
@@ -165,7 +165,7 @@ def test_every_script_is_listed_in_docs_experiments():
     listed = read("docs/experiments.md")
     scripts = [
         os.path.relpath(p, ROOT)
-        for folder in ("experiments", "plots")
+        for folder in ("experiments", "experiments/bench", "plots")
         for p in sorted(glob.glob(os.path.join(ROOT, folder, "*.*")))
         if p.endswith((".py", ".sh")) and not p.endswith("__init__.py")
     ]

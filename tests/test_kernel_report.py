@@ -1,5 +1,5 @@
 """The CUDA kernels, compiled to sm_90 machine code (H100, H200) without a GPU: no spill, no local
-memory, no fp64, within the launch limits (experiments/kernel_report.py; its default run adds
+memory, no fp64, within the launch limits (experiments/bench/kernel_report.py; its default run adds
 sm_80, the A100, which CI leaves out for time: each arch is ~2 minutes of compiling)."""
 
 import os
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from experiments import kernel_report
+from experiments.bench import kernel_report
 from nevo.nets.kernels import nvvm_found
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_every_kernel_compiles_without_spills_local_memory_or_fp64():
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}  # the real compiler
     run = subprocess.run(
-        [sys.executable, "-m", "experiments.kernel_report", "--arch", "sm_90"],
+        [sys.executable, "-m", "experiments.bench.kernel_report", "--arch", "sm_90"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -77,7 +77,7 @@ def test_copy_rows_are_exact(source):
 
 
 def test_bench_build_times_a_generations_build_on_the_host(capsys):
-    from experiments import bench_build
+    from experiments.bench import bench_build
 
     argv = ["--net", "small", "--rows", "4", "--population", "8", "--truncation", "2",
             "--noise-table-size", "2000000", "--repeats", "1"]  # fmt: skip

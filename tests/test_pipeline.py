@@ -295,11 +295,11 @@ def test_a_submitted_step_is_collected_after_the_next_group_is_staged(reference,
 
 
 def test_bench_driver_plays_the_same_episodes_at_either_priority(capsys):
-    """experiments.bench_driver's stand-in GPU runs the overlap pipeline at each priority in turn:
+    """experiments.bench.bench_driver's stand-in GPU runs the overlap pipeline at each priority in turn:
     the emulator processes' priority changes when they run, never what they play."""
     import re
 
-    from experiments import bench_driver
+    from experiments.bench import bench_driver
 
     argv = "--slots 4 --groups 2 --population 4 --frame-cap 200 --python-ms 0.1 --wait-ms 0.1 --rounds 1"
     assert bench_driver.main(argv.split()) == 0

@@ -1,6 +1,6 @@
-"""experiments/reset_restore.py: the facts a restore-based reset would rest on (ale-py 0.12)."""
+"""experiments/bench/reset_restore.py: the facts a restore-based reset would rest on (ale-py 0.12)."""
 
-from experiments import reset_restore
+from experiments.bench import reset_restore
 
 
 def test_a_restored_emulator_replays_a_fresh_seeded_episode():

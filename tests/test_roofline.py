@@ -198,7 +198,7 @@ def test_ab_forward_compares_a_checkout_with_itself(capsys, tmp_path):
     positive. A base whose logits differ is refused, and so is a folder without nevo's kernels."""
     import os
 
-    from experiments import ab_forward
+    from experiments.bench import ab_forward
 
     here = os.path.dirname(os.path.dirname(os.path.abspath(roofline.__file__)))
     rows = ab_forward.main(
@@ -226,7 +226,7 @@ def test_ab_forward_compares_a_checkout_with_itself(capsys, tmp_path):
 
 
 def test_interleaved_times_each_side_on_its_own_calls():
-    from experiments.ab_forward import interleaved
+    from experiments.bench.ab_forward import interleaved
 
     def slow(spec, weights, rows_ind, obs):
         time.sleep(0.002)

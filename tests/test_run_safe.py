@@ -152,7 +152,7 @@ def test_sm_compare_writes_its_table_and_figure(tmp_path):
 
 @pytest.mark.slow
 def test_bench_safe_prints_a_cost_per_operator(capsys):
-    from experiments import bench_safe
+    from experiments.bench import bench_safe
 
     argv = ["--net", "small", "--experiences", "3", "--repeats", "1", "--operators", "sm-g-sum", "sm-r"]
     assert bench_safe.main(argv) == 0

@@ -17,7 +17,7 @@ Shape:
   chunk to whichever worker frees up first, so a slow worker or a long episode holds up one
   chunk, not the generation. More chunks balance better but each ends in a tail with fewer live
   episodes than slots: on 2 cores, Frostbite at N=1,000 took 2.8% longer than without Dask in
-  2 chunks and 6.6% in 4 (experiments/bench_cluster.py, docs/cluster.md).
+  2 chunks and 6.6% in 4 (experiments/bench/bench_cluster.py, docs/cluster.md).
 - An episode's outcome depends only on (individual, episode seed), so a chunk lost with its
   worker runs again elsewhere with the same result, and a run on a cluster of any size gives the
   metrics of the same run on one machine (with the same kind of forward: the CPU's and a GPU's

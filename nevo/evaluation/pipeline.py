@@ -45,7 +45,7 @@ SAY_START_SLOTS = 128
 # driving thread (the forward's calls, sends, receives, bookkeeping) is the pipeline's one serial
 # path, and where emulators outnumber the cores it waited for a slice behind them. A GPU run's
 # generation is bound by it; with a stand-in GPU policy on 2 cores the overlap pipeline ran 1.21x
-# faster with the emulators nicer (experiments.bench_driver; docs/performance.md, session 21).
+# faster with the emulators nicer (experiments.bench.bench_driver; docs/performance.md, session 21).
 EMULATOR_NICE = 10
 
 

@@ -15,7 +15,7 @@ What differs is how an episode starts. The vector env starts a seeded episode by
 ROM (`setInt("random_seed")`, `loadROM`, `reset_game`: 72-191 ms, 600-790 frames of one core's
 emulation). Here the state right after that reset (and its observation) is saved once, and every
 episode starts by `restoreState` of it (64-165 us), which replays the fresh episode's RAM, rewards
-and screens (experiments.reset_restore). Games where it does not are listed in RELOAD_GAMES and
+and screens (experiments.bench.reset_restore). Games where it does not are listed in RELOAD_GAMES and
 start each episode by the reload, as the vector env does.
 """
 

@@ -604,7 +604,7 @@ def gather_rows(src, take, dst):
     thread: the evaluator calls the policy while other groups' emulator threads hold the cores,
     and a parallel region then waits for its last thread to be scheduled (on the 2-core VM, with
     16 emulators stepping, 64 rows took 0.95-1.27 ms on average on both threads against 0.22-0.26
-    on one; idle, 0.04 against 0.06: `python -m experiments.bench_forward --staging --load 16`)."""
+    on one; idle, 0.04 against 0.06: `python -m experiments.bench.bench_forward --staging --load 16`)."""
     if dst.nbytes < PARALLEL_GATHER_BYTES:
         _gather_one_thread(src, take, dst)
     else:

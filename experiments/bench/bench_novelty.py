@@ -1,7 +1,7 @@
 """Benchmark knn_novelty: Atari RAM behaviours (uint8, 128 bytes) against a large archive.
 
-    python -m experiments.bench_novelty                    # 1,000 queries vs 100,000, k = 10
-    python -m experiments.bench_novelty --threads 1        # one thread
+    python -m experiments.bench.bench_novelty                    # 1,000 queries vs 100,000, k = 10
+    python -m experiments.bench.bench_novelty --threads 1        # one thread
 
 Goal (issue): the novelty of 1,000 RAM behaviours against an archive of 100,000 in <= 1 s on the
 2-core machine. Prints, for the best of a few repeats after a warm-up (compilation or cache load),
@@ -44,7 +44,7 @@ def one_query_per_thread(out, queries, reference, k):
 
 def parse(argv):
     p = argparse.ArgumentParser(
-        prog="python -m experiments.bench_novelty", description=__doc__.split("\n")[0]
+        prog="python -m experiments.bench.bench_novelty", description=__doc__.split("\n")[0]
     )
     p.add_argument("--queries", type=int, default=1000, help="behaviours to score (default: 1000)")
     p.add_argument("--archive", type=int, default=100_000, help="archive size (default: 100000)")

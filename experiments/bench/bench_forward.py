@@ -1,11 +1,11 @@
 """Benchmark the forward pass: forwards/s and GB/s, on the CPU (Numba) or a CUDA GPU (numba.cuda).
 
-    python -m experiments.bench_forward [--net large|small] [--rows 1 8 64] [--individuals N]
-    python -m experiments.bench_forward --device cuda [--net large|small] [--rows 64 1000 4096]
-    python -m experiments.bench_forward --weights fp32 fp16 ...   # both weight formats, in turn
-    python -m experiments.bench_forward --device cuda --word-bytes 2 4 8 ...  # the dense loads' width
-    python -m experiments.bench_forward --device cuda --conv-px 4 8 ...     # the convs' pixels a thread
-    python -m experiments.bench_forward --staging [--rows 64 256 1000] [--load 16]  # a GPU step, host side
+    python -m experiments.bench.bench_forward [--net large|small] [--rows 1 8 64] [--individuals N]
+    python -m experiments.bench.bench_forward --device cuda [--net large|small] [--rows 64 1000 4096]
+    python -m experiments.bench.bench_forward --weights fp32 fp16 ...           # both weight formats, in turn
+    python -m experiments.bench.bench_forward --device cuda --word-bytes 2 4 8 ...  # the dense loads' width
+    python -m experiments.bench.bench_forward --device cuda --conv-px 4 8 ...   # the convs' pixels a thread
+    python -m experiments.bench.bench_forward --staging [--rows 64 256 1000] [--load 16]  # a GPU step's host
 
 CPU: "distinct": every row has its own individual, and each timed call uses individuals the previous
 calls did not (rotating through all N), so the weights come from memory, not from a warm cache.

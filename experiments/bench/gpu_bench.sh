@@ -2,15 +2,15 @@
 # The GPU checks and benchmarks, in parts that each fit one device call (10 minutes; each part is
 # planned for at most 8 on a 16-core H100 machine):
 #
-#   bash experiments/gpu_bench.sh smoke      # numba.cuda.detect(), one tiny kernel, the full-size CUDA checks
-#   bash experiments/gpu_bench.sh forward    # the forward benchmark (torch.func.vmap beside it where installed),
+#   bash experiments/bench/gpu_bench.sh smoke      # numba.cuda.detect(), one tiny kernel, the full-size CUDA checks
+#   bash experiments/bench/gpu_bench.sh forward    # the forward benchmark (torch.func.vmap beside it where installed),
 #                                             # then a generation's individuals built on the GPU
-#   bash experiments/gpu_bench.sh pipeline   # the pipeline benchmark: emulator limit, overlap, lockstep, plain
-#   bash experiments/gpu_bench.sh algos      # the ES update beside a generation at ~150K frames/s
-#   bash experiments/gpu_bench.sh mnist      # ES against SGD at the paper's scale: MNIST's forward, then
+#   bash experiments/bench/gpu_bench.sh pipeline   # the pipeline benchmark: emulator limit, overlap, lockstep, plain
+#   bash experiments/bench/gpu_bench.sh algos      # the ES update beside a generation at ~150K frames/s
+#   bash experiments/bench/gpu_bench.sh mnist      # ES against SGD at the paper's scale: MNIST's forward, then
 #                                             # NMB-ES with 10,000 offspring on the 28,938-parameter net
-#   bash experiments/gpu_bench.sh all        # all five in order (longer than one device call)
-#   bash experiments/gpu_bench.sh lease      # one call of <= 10 minutes for a 15-minute lease: every step
+#   bash experiments/bench/gpu_bench.sh all        # all five in order (longer than one device call)
+#   bash experiments/bench/gpu_bench.sh lease      # one call of <= 10 minutes for a 15-minute lease: every step
 #                                             # shortened and cut on its own and at a deadline (9 minutes),
 #                                             # a failure does not stop the rest, the most needed first:
 #                                             # a GPU generation on the emulator pool against the 16
@@ -18,7 +18,7 @@
 #                                             # a thread and Nsight Compute on them, the GPU's own
 #                                             # roofline (each step's log in $OUT, the exit codes last;
 #                                             # a call cut short keeps the logs)
-#   bash experiments/gpu_bench.sh lease2     # the lease's second call (~3 minutes): the GPU's fp32 peak
+#   bash experiments/bench/gpu_bench.sh lease2     # the lease's second call (~3 minutes): the GPU's fp32 peak
 #                                             # and memory read alone, the kernels with a step's parts
 #
 # Each part stops at its first failure, and each command is cut at 8 minutes. Logs go to $OUT (or
@@ -27,11 +27,11 @@
 # install stops the script. Carry numpy 2.4.x too while the image has numpy 2.5: numba-cuda 0.30
 # cannot compile a kernel with it (docs/performance.md, 2026-11-26).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 part="${1:-}"
 case "$part" in
   smoke|forward|pipeline|algos|mnist|all|lease|lease2) ;;
-  *) echo "usage: bash experiments/gpu_bench.sh smoke|forward|pipeline|algos|mnist|all|lease|lease2" >&2
+  *) echo "usage: bash experiments/bench/gpu_bench.sh smoke|forward|pipeline|algos|mnist|all|lease|lease2" >&2
      exit 2 ;;
 esac
 out="${OUT:-gpu_logs}"
@@ -92,7 +92,7 @@ if [[ $part == lease || $part == lease2 ]]; then
     # read alone, then the kernels alone with a step's parts and the layers' shares
     try gpu_roof 60 python3 -c "from experiments import roofline as r
 print(f'GPU streaming read {r.gpu_bandwidth(2**31, 5) / 1e12:.2f} TB/s, fp32 FMA peak {r.gpu_peak(0.5) / 1e12:.1f} TFLOP/s')"
-    try bench_forward 100 python3 -m experiments.bench_forward --device cuda --seconds 0.3 --rows 256 1000 \
+    try bench_forward 100 python3 -m experiments.bench.bench_forward --device cuda --seconds 0.3 --rows 256 1000 \
       --weights fp16 fp32 --no-torch
     echo "== exit codes: ${codes[*]}"
     exit 0
@@ -102,7 +102,7 @@ print(f'GPU streaming read {r.gpu_bandwidth(2**31, 5) / 1e12:.2f} TB/s, fp32 FMA
   # at 512 slots 70% of the roof, and the generation 94% of that limit): the roof with 8, 16 and 32
   # emulators a process, the pool at 256/512/1,024 slots, lockstep and 4 groups in flight, in 16
   # and 15 processes (CPU only)
-  try pool_sweep 150 python3 -m experiments.bench_pipeline --pool-sweep --limit-seconds 2
+  try pool_sweep 150 python3 -m experiments.bench.bench_pipeline --pool-sweep --limit-seconds 2
   # First, the emulator pool on 16 cores (issue 47, point 4): a population-1,000 generation of
   # large on Frostbite, 512 slots (the GPU layout's 32 a core) in 16 emulator processes, beside
   # the 16 cores' emulator roof (bare emulators, no IPC) and the pool's own limit; asked: >= 80%
@@ -122,11 +122,11 @@ print(f'GPU streaming read {r.gpu_bandwidth(2**31, 5) / 1e12:.2f} TB/s, fp32 FMA
   # measured 61; the dense layer at 57% of its measured read): output pixels a thread, 4 against
   # 8 (kernel_report: instructions per FMA 2.7-3.4 against 2.0-2.7, 40 against 56-64 registers,
   # no spills), then Nsight Compute's view of the conv kernels (occupancy, stalls, memory)
-  try conv_px 120 python3 -m experiments.bench_forward --device cuda --seconds 0.3 --rows 256 1000 \
+  try conv_px 120 python3 -m experiments.bench.bench_forward --device cuda --seconds 0.3 --rows 256 1000 \
     --weights fp16 --conv-px 4 8 --no-torch
   try conv_ncu 150 ncu --kernel-name regex:conv --launch-skip 6 --launch-count 3 --section SpeedOfLight \
     --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-    python3 -m experiments.bench_forward --device cuda --net large --rows 1000 --seconds 0.05 --weights fp16 --no-torch
+    python3 -m experiments.bench.bench_forward --device cuda --net large --rows 1000 --seconds 0.05 --weights fp16 --no-torch
   # The GPU's own roofline: its memory's streaming read and fp32 peak measured, each net's forward
   # on the GPU against them (and the 16-core CPU's beside)
   try roofline_gpu 130 python3 -m experiments.roofline --nets large small mnist --rows 256 1000 \
@@ -140,16 +140,16 @@ if [[ $part == smoke || $part == all ]]; then
   step cuda_checks python3 -m tests.cuda_checks --full
 fi
 if [[ $part == forward || $part == all ]]; then
-  step bench_forward python3 -m experiments.bench_forward --device cuda --weights fp32 fp16
-  step bench_build python3 -m experiments.bench_build --device cuda
+  step bench_forward python3 -m experiments.bench.bench_forward --device cuda --weights fp32 fp16
+  step bench_build python3 -m experiments.bench.bench_build --device cuda
 fi
 if [[ $part == pipeline || $part == all ]]; then
-  step bench_pipeline python3 -m experiments.bench_pipeline --nets large small --populations 256 1000 --frame-cap 5000
+  step bench_pipeline python3 -m experiments.bench.bench_pipeline --nets large small --populations 256 1000 --frame-cap 5000
 fi
 if [[ $part == algos || $part == all ]]; then
   # The ES update on 16 cores beside a generation at ~150K frames/s (the emulator limit of a 16-core
   # box, at ~13K preprocessed frames/s per core; compare with the pipeline figure).
-  step bench_algos python3 -m experiments.bench_algos --frames-per-s 150000
+  step bench_algos python3 -m experiments.bench.bench_algos --frames-per-s 150000
 fi
 if [[ $part == mnist || $part == all ]]; then
   # Zhang, Clune & Stanley 2017's scale: 10,000 pseudo-offspring of the 28,938-parameter net, each on
@@ -157,7 +157,7 @@ if [[ $part == mnist || $part == all ]]; then
   # carry MNIST's cache (mkdir -p .data && cp ~/.cache/nevo/mnist.npz .data/; .data in carry, 55 MB).
   if [[ -f .data/mnist.npz ]]; then export NEVO_DATA=.data; fi
   step get_mnist python3 -m experiments.get_mnist
-  step bench_mnist python3 -m experiments.bench_mnist --nets mnist mnist-large --individuals 100 1000 --examples 100
+  step bench_mnist python3 -m experiments.bench.bench_mnist --nets mnist mnist-large --individuals 100 1000 --examples 100
   step nmb_es python3 -m experiments.run_es --env mnist --population 10000 --common-episodes 0 --device cuda \
     --frame-budget 30000000 --out-dir "$out/runs"
 fi

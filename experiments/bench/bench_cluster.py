@@ -1,8 +1,8 @@
 """What a Dask cluster costs: one GA generation's evaluation on this machine's evaluator against
 local clusters on the same cores, in one run.
 
-    python -m experiments.bench_cluster                      # small net at N=64 and 1,000; large at 64
-    python -m experiments.bench_cluster --nets small --populations 64 --clusters local:2
+    python -m experiments.bench.bench_cluster                      # small net at N=64 and 1,000; large at 64
+    python -m experiments.bench.bench_cluster --nets small --populations 64 --clusters local:2
 
 For each net and population N: a GA is stepped (without playing) until its genomes are
 --generations long, then its next generation's N training episodes (Frostbite, --frame-cap)

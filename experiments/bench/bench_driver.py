@@ -3,10 +3,10 @@ emulator processes at the driving process's priority and lowered (nevo.evaluatio
 EMULATOR_NICE), or with the policy's steps waited for call by call and submitted to be collected
 later, in turn in one process.
 
-    python -m experiments.bench_driver                                   # 2 cores: 32 slots in 4 groups
-    python -m experiments.bench_driver --python-ms 1 --wait-ms 1 --rounds 2
-    python -m experiments.bench_driver --nice 10 --calls sync submit   # a step collected after the next
-    python -m experiments.bench_driver --slots 256 --groups 4 --population 1000   # a 16-core GPU box's shape
+    python -m experiments.bench.bench_driver                            # 2 cores: 32 slots in 4 groups
+    python -m experiments.bench.bench_driver --python-ms 1 --wait-ms 1 --rounds 2
+    python -m experiments.bench.bench_driver --nice 10 --calls sync submit  # collected after the next
+    python -m experiments.bench.bench_driver --slots 256 --groups 4 --population 1000  # a 16-core GPU box
 
 On a GPU box one thread drives every group: it receives a group's step, calls the policy (the
 gather, the launches in Python, then a wait while the GPU runs), sends the actions and goes on;

@@ -1,7 +1,7 @@
 """How long building a generation's individuals takes: on the host (build_rows) and on a GPU.
 
-    python -m experiments.bench_build                          # the host: large net, 64 rows
-    python -m experiments.bench_build --device cuda            # a GPU: 1,000 rows built there
+    python -m experiments.bench.bench_build                          # the host: large net, 64 rows
+    python -m experiments.bench.bench_build --device cuda            # a GPU: 1,000 rows built there
 
 A GA generation of --population children of --truncation parents (the elite copied, the rest
 parent + sigma * eps), built as the evaluators build them: on the CPU by nevo.genomes.noise.WeightBuilder
@@ -27,7 +27,9 @@ from nevo.genomes import noise
 
 
 def parse(argv):
-    p = argparse.ArgumentParser(prog="python -m experiments.bench_build", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.bench.bench_build", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--net", default="large", choices=["large", "small"])
     p.add_argument("--population", type=int, default=1000, help="(default: 1000)")

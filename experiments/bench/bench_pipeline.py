@@ -1,7 +1,7 @@
 """Benchmark the evaluation pipeline against the emulator limits, in one run on one machine.
 
-    python -m experiments.bench_pipeline                      # large and small nets, CPU or GPU
-    python -m experiments.bench_pipeline --nets large --populations 64 256 1000 --frame-cap 20000
+    python -m experiments.bench.bench_pipeline                      # large and small nets, CPU or GPU
+    python -m experiments.bench.bench_pipeline --nets large --populations 64 256 1000 --frame-cap 20000
 
 Prints, for the same game, frame cap, emulator slots and groups:
 - the emulator limit of ale-py's vector env (the comparison: nevo's pipeline stepped it until it
@@ -163,7 +163,9 @@ def emulator_roof(game: str, frameskip: int = 4, frame_cap: int = 20_000, proces
                 proc.join()
 
 
-def lockstep_frames(pool, frameskip: int, actions: np.ndarray, steps: np.ndarray, slots=None, ticket=None) -> int:
+def lockstep_frames(
+    pool, frameskip: int, actions: np.ndarray, steps: np.ndarray, slots=None, ticket=None
+) -> int:
     """Step these slots of an EmulatorPool (default: every slot) in lockstep, once per row of the
     (rounds, len(slots)) action indices; steps (pool.slots,) int64: each slot's steps into its
     episode, kept up to date. Returns the frames of those steps, counted as `play` counts them:
@@ -430,7 +432,7 @@ def main(argv=None) -> None:
     p.add_argument("--processes", action="store_true",
                    help="--env: also the stepping limit with the envs in one process per core")  # fmt: skip
     p.add_argument("--pool-sweep", action="store_true",
-                   help="Atari: only the emulator roof and the pool's limit at several sizes (pool_sweep)")  # fmt: skip
+                   help="Atari: only the emulator roof and the pool's limit at several sizes")  # fmt: skip
     a = p.parse_args(argv)
     if a.pool_sweep:
         return pool_sweep(a.game, a.frame_cap, a.limit_seconds, a.threads)

@@ -1,8 +1,8 @@
 """The CPU forward of this checkout against another's, call by call interleaved, on one machine.
 
     git worktree add /tmp/base HEAD~1           # the code to compare against
-    python -m experiments.ab_forward --base /tmp/base
-    python -m experiments.ab_forward --base /tmp/base --nets small --rows 64 --seconds 10 --weights fp16
+    python -m experiments.bench.ab_forward --base /tmp/base
+    python -m experiments.bench.ab_forward --base /tmp/base --nets small --rows 64 --seconds 10 --weights fp16
 
 The 2-core VMs this project is measured on drift by 20% within minutes (bandwidth and FMA peak
 both move), so two runs one after the other rarely compare. Here the two forwards alternate, one
@@ -79,7 +79,9 @@ def interleaved(forwards: dict, spec, weights, obs, rows: int, seconds: float) -
 
 
 def main(argv=None) -> list[dict]:
-    p = argparse.ArgumentParser(prog="python -m experiments.ab_forward", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.bench.ab_forward", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--base", required=True, help="the other nevo checkout (a git worktree, say)")
     p.add_argument("--nets", nargs="+", default=["large", "small"], help="named nets")
     p.add_argument("--rows", nargs="+", type=int, default=[32, 64], help="rows per forward call")

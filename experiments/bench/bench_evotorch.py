@@ -2,8 +2,8 @@
 CPU goal: nevo >= 1.5x EvoTorch's game frames/s).
 
     pip install evotorch==0.6.0        # only this benchmark needs it (and torch); not a requirement
-    python -m experiments.bench_evotorch                      # large net, populations 8 and 32
-    python -m experiments.bench_evotorch --net small --populations 64 --rounds 3
+    python -m experiments.bench.bench_evotorch                      # large net, populations 8 and 32
+    python -m experiments.bench.bench_evotorch --net small --populations 64 --rounds 3
 
 EvoTorch's side is its `VecGymNE` problem (ale-py's `AtariVectorEnv` with nevo's emulator settings,
 the same threads) with the net built in torch exactly as nevo's (`bench_forward.torch_module`).
@@ -33,8 +33,8 @@ import time
 
 import numpy as np
 
-from experiments.bench_forward import torch_module, torch_params
-from experiments.bench_pipeline import fresh_weights, given, pipeline_rate
+from experiments.bench.bench_forward import torch_module, torch_params
+from experiments.bench.bench_pipeline import fresh_weights, given, pipeline_rate
 from nevo import machine, nets
 from nevo.algos.ga import GA
 from nevo.config import EnvConfig, GAConfig, RunConfig

@@ -1,9 +1,9 @@
 """Benchmark the MNIST nets' forward and one mini-batch ES generation: what an ES generation on
 MNIST costs (ES against SGD, Zhang, Clune & Stanley 2017, arXiv 1712.06564).
 
-    python -m experiments.bench_mnist                       # both nets; ~1 min on 2 cores
-    python -m experiments.bench_mnist --nets mnist --individuals 100 --examples 100 1000
-    python -m experiments.bench_mnist --data synthetic      # random images: no MNIST needed
+    python -m experiments.bench.bench_mnist                       # both nets; ~1 min on 2 cores
+    python -m experiments.bench.bench_mnist --nets mnist --individuals 100 --examples 100 1000
+    python -m experiments.bench.bench_mnist --data synthetic      # random images: no MNIST needed
 
 Forward: offspring-examples per second of nevo's per-individual forward, every row with its own
 individual's weights, in mini-batch ES's shape: each of --individuals individuals on the same
@@ -44,7 +44,9 @@ ES_HEADER = "| part | s | share |"
 
 
 def parse(argv):
-    p = argparse.ArgumentParser(prog="python -m experiments.bench_mnist", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.bench.bench_mnist", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--nets", nargs="+", default=["mnist", "mnist-large"], choices=["mnist", "mnist-large"])
     p.add_argument("--individuals", type=int, nargs="+", default=[10, 100], help="per forward call")
     p.add_argument("--examples", type=int, nargs="+", default=[100], help="images per individual")

@@ -1,8 +1,8 @@
 """Can an episode start from a saved state instead of a seeded reset? What each costs, per game.
 
-    python -m experiments.reset_restore                      # the Deep GA's 13 games, pong, space_invaders
-    python -m experiments.reset_restore --games frostbite --steps 500
-    python -m experiments.reset_restore --games frostbite pong --step-rates 3
+    python -m experiments.bench.reset_restore          # the Deep GA's 13 games, pong, space_invaders
+    python -m experiments.bench.reset_restore --games frostbite --steps 500
+    python -m experiments.bench.reset_restore --games frostbite pong --step-rates 3
 
 A seeded reset reloads the ROM (ale-py's vector env does it for every episode nevo starts, so that
 an episode depends only on its seed; docs/performance.md). Per game, on plain `ALEInterface`s set
@@ -26,7 +26,7 @@ import ale_py
 import numpy as np
 from ale_py import roms
 
-from experiments.bench_pipeline import emulator_limit
+from experiments.bench.bench_pipeline import emulator_limit
 from nevo.config import EnvConfig
 from nevo.tasks.envs import atari_actions
 
@@ -94,7 +94,7 @@ def bare_rate(game: str, seconds: float, seed: int = 0) -> float:
 
 def step_rates(game: str, seconds: float) -> dict:
     """One game's emulation rates on one thread (main's --step-rates): the vector env's as
-    experiments.bench_pipeline's emulator limit measures them, one group of 1 or of 32 emulators."""
+    experiments.bench.bench_pipeline's emulator limit measures them, one group of 1 or of 32 emulators."""
     cfg, n = EnvConfig(game=game), atari_actions(game)
     return {"game": game, "bare": bare_rate(game, seconds),
             "vector_1": emulator_limit(cfg, 1, 1, 1, seconds, n),

@@ -1,8 +1,8 @@
 """What the GPU will run, checked without a GPU: every CUDA kernel nevo launches, compiled to
 machine code, with its resources and launch limits.
 
-    python -m experiments.kernel_report                 # sm_90 (H100, H200) and sm_80 (A100)
-    python -m experiments.kernel_report --arch sm_90
+    python -m experiments.bench.kernel_report                 # sm_90 (H100, H200) and sm_80 (A100)
+    python -m experiments.bench.kernel_report --arch sm_90
 
 For every net a run can build (large and small on Atari's 18 actions and the maze's 5, the mlp
 and the deep net on a vector task, the two MNIST nets with their max-pools), the kernels of
@@ -271,7 +271,7 @@ def problems(kernel: Kernel, r: dict) -> list[str]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m experiments.kernel_report", description=__doc__.split("\n")[0]
+        prog="python -m experiments.bench.kernel_report", description=__doc__.split("\n")[0]
     )
     p.add_argument("--arch", nargs="+", default=["sm_90", "sm_80"], help="(default: sm_90 sm_80)")
     p.add_argument("--ptxas", default=shutil.which("ptxas"), help="ptxas to use (default: the one on PATH)")

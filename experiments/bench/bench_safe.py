@@ -1,7 +1,7 @@
 """What safe mutations cost per parent and per child, beside a generation's time.
 
-    python -m experiments.bench_safe                      # the large net, 100 Frostbite observations
-    python -m experiments.bench_safe --net small --experiences 50 --operators sm-g-sum sm-r
+    python -m experiments.bench.bench_safe                      # the large net, 100 Frostbite observations
+    python -m experiments.bench.bench_safe --net small --experiences 50 --operators sm-g-sum sm-r
 
 Times nevo.genomes.safe_build as a run uses it (the Numba backend: float64, fixed-order sums): a
 parent's trace and sensitivity (SM-G-SUM, SM-G-ABS: once per parent per generation) and a
@@ -27,7 +27,9 @@ from nevo.genomes.noise import offsets_of
 
 
 def parse(argv):
-    p = argparse.ArgumentParser(prog="python -m experiments.bench_safe", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.bench.bench_safe", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--net", default="large", help="an image net (default: large)")
     p.add_argument("--game", default="frostbite", help="Atari game of the observations (default: frostbite)")
     p.add_argument("--experiences", type=int, default=100, help="observations per parent (default: 100)")

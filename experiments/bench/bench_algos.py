@@ -1,7 +1,7 @@
 """Benchmark what the algorithms cost beside the evaluation they drive, in one run on one machine.
 
-    python -m experiments.bench_algos                         # ES at population 5,000, large net
-    python -m experiments.bench_algos --frames-per-s 150000   # against a GPU box's throughput
+    python -m experiments.bench.bench_algos                         # ES at population 5,000, large net
+    python -m experiments.bench.bench_algos --frames-per-s 150000   # against a GPU box's throughput
 
 OpenAI-ES, per generation (Salimans et al. 2017; issue: the update must cost <= 2% of a
 generation on the GPU machine, <= 5% on 2 cores):
@@ -14,7 +14,7 @@ generation on the GPU machine, <= 5% on 2 cores):
   default is the measured 2-core CPU figure of docs/performance.md) for a few episode lengths,
   since the length of an episode sets how many frames a generation is.
 Novelty search (issue: <= 1 s on 2 cores): the novelty of 1,000 behaviours against an archive of
-100,000 Atari RAM vectors, as `experiments/bench_novelty.py` measures it (--no-novelty skips it).
+100,000 Atari RAM vectors, as `experiments/bench/bench_novelty.py` measures it (--no-novelty skips it).
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ CPU_FRAMES_PER_S = 3676  # bench_pipeline, large net, population 64, lockstep, 2
 
 
 def parse(argv):
-    p = argparse.ArgumentParser(prog="python -m experiments.bench_algos", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.bench.bench_algos", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--net", default="large", help="large or small (default: large)")
     p.add_argument("--population", type=int, default=5000, help="ES perturbations (default: 5000)")
     p.add_argument("--noise-table-size", type=int, default=250_000_000, help="(default: 250M, the paper's)")
@@ -106,7 +108,7 @@ def main(argv=None) -> int:
             f"| {ep:,} | {ev:,.0f} | {100 * update_s / gen:.2f}% | {100 * (update_s + build_s) / gen:.2f}% |"
         )
     if not a.no_novelty:
-        from experiments import bench_novelty
+        from experiments.bench import bench_novelty
 
         print("\nnovelty search:")
         bench_novelty.main([])

@@ -1,8 +1,8 @@
 """What a dense layer's zero-skipping saves in time, on one thread: the bytes asked for against
 the bytes the memory actually moves.
 
-    python -m experiments.dense_fetch
-    python -m experiments.dense_fetch --nets small --weights fp16 --seconds 1
+    python -m experiments.bench.dense_fetch
+    python -m experiments.bench.dense_fetch --nets small --weights fp16 --seconds 1
 
 nevo's dense layer never reads the weight row of a zero input (nevo.nets.kernels.cpu.dense_block),
 and experiments.roofline counts only the kept rows' bytes. The hardware may move more: its
@@ -92,7 +92,9 @@ def measure(name: str, fmt: str, seconds: float, max_gb: float, game: str, n_rea
 
 
 def main(argv=None) -> list[dict]:
-    p = argparse.ArgumentParser(prog="python -m experiments.dense_fetch", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m experiments.bench.dense_fetch", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--nets", nargs="+", default=["small", "large"], choices=["small", "large"])
     p.add_argument("--weights", nargs="+", default=["fp32", "fp16"], choices=list(half.FORMATS))
     p.add_argument("--seconds", type=float, default=2.0, help="time per net, format and pattern")
