@@ -1,27 +1,21 @@
-"""Train with OpenAI evolution strategies (Salimans et al. 2017), on Atari or a gymnasium task.
+"""Train with OpenAI evolution strategies (Salimans et al. 2017): `nevo train es`'s alias, kept for checkouts and scripts
+that name it.
 
-    python -m experiments.run_es --env CartPole-v1        # a vector task: about a minute on 2 cores
-    python -m experiments.run_es                          # the quick preset on Frostbite
-    python -m experiments.run_es --preset paper --game frostbite   # 5,000 perturbations, VBN
-    python -m experiments.run_es --resume runs/<folder>   # continue a killed run
-    python -m experiments.run_es --env HalfCheetah-v5      # a MuJoCo robot: 10M steps, ~7 min
-    python -m experiments.run_es --preset mujoco           # OpenAI-ES's Humanoid-v5 settings
+    python -m experiments.run_es [flags]     # the same as: nevo train es [flags]
+    python -m experiments.run_es --resume runs/<folder>
 
-Each generation: ask the perturbations -> evaluate -> tell (the update of theta) -> validate
-theta -> log -> checkpoint. Run folders, metrics and resume are the GA's; the elite
-of an ES run is theta itself, saved as theta.npy beside elite.json.
+`nevo train es --help` (or this script's --help) lists the flags and presets (nevo.command).
 """
 
 from __future__ import annotations
 
 import sys
 
-from nevo import cli
-from nevo.runs import loop
+from nevo.command import train
 
 
 def main(argv=None) -> int:
-    return loop.main(argv, __doc__, cli.ES_PRESETS)
+    return train("run_es", argv)
 
 
 if __name__ == "__main__":

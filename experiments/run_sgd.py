@@ -1,23 +1,21 @@
-"""Train the MNIST net by SGD from nevo's own gradients: the baseline of ES against SGD (Zhang,
-Clune & Stanley 2017, arXiv 1712.06564), or their SGD proxy at a chosen correlation.
+"""Train with SGD on MNIST, the baseline of ES against SGD (Zhang, Clune & Stanley 2017):
+`nevo train sgd`'s alias, kept for checkouts and scripts that name it.
 
-    python -m experiments.run_sgd --env mnist                  # the quick preset: minutes on 2 cores
-    python -m experiments.run_sgd --env mnist --proxy-rho 0.04  # the proxy that tracks ES (10,000 offspring)
-    python -m experiments.run_sgd --resume runs/<folder>       # continue a killed run
+    python -m experiments.run_sgd [flags]     # the same as: nevo train sgd [flags]
+    python -m experiments.run_sgd --resume runs/<folder>
 
-Each row of metrics.jsonl: --validate-every iterations of one mini-batch each (the sequence
-mini-batch ES draws), then theta on the whole test set (score/test_accuracy).
+`nevo train sgd --help` (or this script's --help) lists the flags and presets (nevo.command).
 """
 
 from __future__ import annotations
 
 import sys
 
-from nevo.runs import sgd
+from nevo.command import train
 
 
 def main(argv=None) -> int:
-    return sgd.main(argv, __doc__)
+    return train("run_sgd", argv)
 
 
 if __name__ == "__main__":

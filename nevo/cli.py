@@ -319,23 +319,33 @@ class ClusterSettings:
     chunk: int = 0  # episodes per chunk (0: two chunks per worker)
 
 
+def resume_command(run_dir: str) -> str:
+    """The command that continues a run (any algorithm's): what a stopped run's last line says."""
+    return f"nevo train --resume {run_dir}"
+
+
+def first_args(argv):
+    """--algo, --algo-module and --resume of argv, read before the rest (which depends on them)."""
+    first = _Parser(add_help=False)
+    first.add_argument("--algo", default=None)
+    first.add_argument("--algo-module", default="")
+    first.add_argument("--resume", default=None)
+    return first.parse_known_args(argv)[0]
+
+
 def parse_args(argv, description: str, presets=None) -> tuple:
     """Parse argv into (checked config, resume dir or None, ClusterSettings or None); presets:
     PRESETS, ES_PRESETS, NS_PRESETS or SGD_PRESETS. On resume the run folder's config is taken as
     it was written. The flags are the algorithm's: --algo and --algo-module are read first (on
     resume only the run's settings may change, which every algorithm has)."""
     presets = presets or PRESETS
-    first = _Parser(add_help=False)
-    first.add_argument("--algo", default=None)
-    first.add_argument("--algo-module", default="")
-    first.add_argument("--resume", default=None)
-    known, _ = first.parse_known_args(argv)
+    known = first_args(argv)
     algo, module = (None, "") if known.resume else (known.algo, known.algo_module)
     if module and algo is None:
         raise ConfigError("--algo-module: name the algorithm it declares with --algo")
     script = script_of(presets)
     if algo is not None and not module and (algo not in OWN or declaration(algo).script != script):
-        elsewhere = f" (python -m experiments.{declaration(algo).script} runs {algo})" if algo in OWN else ""
+        elsewhere = f" (nevo train {algo} runs it)" if algo in OWN else ""
         raise ConfigError(
             f"--algo: got {algo!r}, allowed: {', '.join(algorithms_of(script))}, or one that --algo-module "
             f"declares{elsewhere}"
@@ -371,7 +381,7 @@ def _config_of(args, presets, saved=None) -> tuple:
         if declared(cfg).script != script_of(presets):
             raise ConfigError(
                 f"--resume: {args.resume!r} is a run of {cfg.algo!r}; resume it with its own command "
-                f"(python -m experiments.{declared(cfg).script})"
+                f"({resume_command(args.resume)})"
             )
         changed = set(given) | ({"algo"} if algo not in (None, cfg.algo) else set())
         changed = (changed | ({"algo_module"} if module not in ("", cfg.algo_module) else set())) - RESUMABLE

@@ -254,7 +254,7 @@ def test_one_kernel_on_every_worker_is_not_mixed():
 
 NO_NEVO = (
     r"refused worker tcp://127\.0\.0\.1:\d+: cannot import nevo \(No module named 'nevo'\); "
-    r"start it from a nevo checkout with `python -m experiments\.cluster_worker {}`"
+    r"start it where nevo is installed with `nevo worker {}`"
 )
 
 

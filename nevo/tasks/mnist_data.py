@@ -40,7 +40,7 @@ import numpy as np
 
 from nevo.settings import ConfigError, DamagedFile
 
-GET = "python -m experiments.get_mnist"
+GET = "nevo get-mnist"
 CACHE_FILE = "mnist.npz"
 SIDE = 28  # images are (SIDE, SIDE) uint8
 # the official IDX files and the arrays of mnist.npz they become

@@ -1,0 +1,128 @@
+"""The installed `nevo` command: its subcommands, `nevo train ALGO` against the run scripts it
+replaces, resume by the run folder's own algorithm, one-line errors, and a plain (non-editable)
+`pip install .` into a fresh virtual environment."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from experiments import run_es
+from nevo import command
+from tests.conftest import metrics_without_clock, run_folder
+from tests.tiny import CARTPOLE
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY_ES = [*CARTPOLE, "--frame-budget", "3000"]
+
+
+def test_help_lists_every_subcommand(capsys):
+    assert command.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in ("train", "replay", "plot", "worker", "roofline", "get-mnist"):
+        assert f"\n  {name} " in out, name
+
+
+def test_train_help_lists_every_algorithm_of_each_command(capsys):
+    from nevo.algos import OWN, declaration
+
+    assert command.main(["train", "--help"]) == 0
+    out = capsys.readouterr().out
+    for name in OWN:
+        assert name in out
+        assert declaration(name).script in command.FAMILIES
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["frob"], "nevo: unknown command 'frob'; allowed: train, replay"),
+        (["train", "xyz"], "nevo train: unknown algorithm 'xyz'; allowed: ga, rs, es"),
+        (["train", "--preset", "quick"], "nevo train: name an algorithm (ga, rs, es"),
+        (["train", "--resume", "/no/such/run"], "--resume: '/no/such/run' is not a run folder (no config.json)"),
+        (["plot", "pie", "runs/x"], "nevo plot: unknown kind 'pie'; allowed: curves, throughput, table, mujoco"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, said, capsys):
+    assert command.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err, err
+
+
+def test_a_damaged_run_folder_is_one_line(tmp_path, capsys):
+    (tmp_path / "config.json").write_text("{not json")
+    assert command.main(["train", "--resume", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --resume: {tmp_path}/config.json is damaged") and err.count("\n") == 1
+
+
+def test_resume_picks_the_run_folders_own_command(tmp_path):
+    """A run folder of any algorithm continues with `nevo train --resume`: the command is its
+    algorithm's (ES runs through run_es's presets, GA-NS through run_ns's)."""
+    for algo, script in (("es", "run_es"), ("ga-ns", "run_ns"), ("rs", "run_ga"), ("sgd", "run_sgd")):
+        (tmp_path / "config.json").write_text(json.dumps({"algo": algo, "algo_module": ""}))
+        assert command.script_for(["--resume", str(tmp_path)]) == script
+
+
+@pytest.mark.slow
+def test_nevo_train_runs_what_the_run_script_runs(tmp_path, capsys):
+    """`nevo train es ARGS` and `python -m experiments.run_es ARGS` make the same run, metric for
+    metric; the run's last line names `nevo train --resume`, which continues it."""
+    alias = run_folder(run_es.main, TINY_ES, tmp_path / "alias")
+    nevo = run_folder(lambda argv: command.main(["train", "es", *argv]), TINY_ES, tmp_path / "nevo")
+    assert metrics_without_clock(nevo) == metrics_without_clock(alias)
+    assert json.load(open(os.path.join(nevo, "config.json")))["algo"] == "es"
+    capsys.readouterr()
+    more = ["--resume", nevo, "--frame-budget", "6000"]
+    assert command.main(["train", *more]) == 0
+    assert len(metrics_without_clock(nevo)) > len(metrics_without_clock(alias))
+
+
+@pytest.mark.slow
+def test_the_installed_command_works_from_any_folder(tmp_path):
+    """The README's install puts `nevo` on PATH: it runs from a folder outside the checkout."""
+    exe = shutil.which("nevo")
+    assert exe, "no `nevo` on PATH: pip install -r requirements.txt installs it"
+    out = subprocess.run([exe, "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "nevo train" in out.stdout
+    out = subprocess.run([exe, "plot", "curves", "--help"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert out.returncode == 0 and "RUN_DIR" in out.stdout, out.stderr
+
+
+@pytest.mark.slow
+def test_a_plain_install_into_a_fresh_venv_gives_the_whole_command(tmp_path):
+    """`pip install .` (not editable) into a fresh virtual environment: `nevo` trains, plots and
+    replays from another folder, importing the installed copy, not the checkout. The venv sees this
+    machine's packages (its dependencies); nevo itself is installed into it from a copy of the checkout."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    py, exe = venv / "bin" / "python", venv / "bin" / "nevo"
+    build = tmp_path / "build"  # a copy of the checkout's sources: the build leaves nothing in it
+    shutil.copytree(ROOT, build, ignore=shutil.ignore_patterns(".git", "runs", "__pycache__", "*.egg-info",
+                                                               "build", ".whl", ".data", ".gl"))  # fmt: skip
+    install = subprocess.run(
+        [py, "-m", "pip", "install", "-q", "--no-deps", str(build)],  # setuptools from the index, as pip does
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stderr[-2000:]
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    where = subprocess.run([py, "-c", "import nevo, plots, experiments; print(nevo.__file__, plots.__file__)"],
+                           cwd=work, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert where.returncode == 0 and str(ROOT) not in where.stdout and str(venv) in where.stdout, where
+    train = subprocess.run([str(exe), "train", "es", *TINY_ES, "--out-dir", "runs"], cwd=work, env=env,
+                           capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert train.returncode == 0, train.stderr[-2000:]
+    (run,) = os.listdir(work / "runs")
+    plot = subprocess.run([str(exe), "plot", "curves", f"runs/{run}", "--out", "c"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert plot.returncode == 0 and any(f.startswith("c_") for f in os.listdir(work)), plot.stderr[-2000:]
+    for tool in ("replay", "worker", "roofline", "get-mnist"):
+        out = subprocess.run([str(exe), tool, "--help"], cwd=work, env=env, capture_output=True, text=True,
+                             timeout=300)  # fmt: skip
+        assert out.returncode == 0 and "usage" in out.stdout.lower(), (tool, out.stderr[-2000:])
