@@ -4,7 +4,7 @@ against SGD (Zhang, Clune & Stanley 2017, arXiv 1712.06564), and their SGD proxy
 The gradient of the mean cross-entropy of a mini-batch is the reverse-mode product that safe
 mutations use (nevo.genomes.safe_mutation.vjp, Numba kernels with fixed-order sums) with the
 cotangent (softmax - one-hot) / batch on the logits; no PyTorch. The step descends
-g + l2 * theta with Adam or SGD with momentum (nevo.algos.es's optimizers, as ES steps).
+g + l2 * theta with Adam or SGD with momentum (nevo.algos.optimizers, as ES steps).
 
 The proxy (the paper's section 4.3) steps along g_Proxy = g_True + m g_Noise, g_Noise ~ N(0, I),
 m = sqrt(var(g_True) (1 - rho^2) / (var(g_Noise) rho^2)): a gradient whose correlation with the
@@ -24,14 +24,8 @@ import numpy as np
 
 from nevo import runs
 from nevo.algos.declaration import Declaration
-from nevo.algos.es import (
-    INIT_SEED,
-    TRAIN_EPISODES,
-    load_theta_state,
-    make_optimizer,
-    theta_state,
-    vector_norm,
-)
+from nevo.algos.es import INIT_SEED, TRAIN_EPISODES
+from nevo.algos.optimizers import load_theta_state, make_optimizer, theta_state, vector_norm
 from nevo.algos.streams import rng_for
 from nevo.evaluation.episodes import Episodes, Population
 from nevo.genomes.noise import SEED_LIMIT
