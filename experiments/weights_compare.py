@@ -13,7 +13,7 @@ the forward computes with. Finished runs are reused, unfinished ones resumed; --
 the page from the finished runs alone. Writes <runs-dir>/weights16_table.md (per task and format: each
 seed's final and best elite, and the medians) and <out>/weights16.png (the best elite against
 frames, each seed a line, per task). Speed is measured apart (bracketed runs on a quiet machine:
-docs/performance.md), since these runs may share the machine.
+docs/lab/2026-11-26.md), since these runs may share the machine.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = [
     "README.md",
     *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))),
+    *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "lab", "*.md"))),
 ]
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 COMMAND = re.compile(r"python -m ((?:experiments|plots)(?:\.\w+)+)(.*)", re.S)

@@ -11,7 +11,7 @@ generation on the GPU machine, <= 5% on 2 cores):
   them as episodes take slots, timed here --chunk rows at a time), which the evaluation needs
   whatever the algorithm;
 - beside them, one generation's evaluation time at a pipeline throughput (--frames-per-s; the
-  default is the measured 2-core CPU figure of docs/performance.md) for a few episode lengths,
+  default is the measured 2-core CPU figure of docs/lab/2026-11-21.md) for a few episode lengths,
   since the length of an episode sets how many frames a generation is.
 Novelty search (issue: <= 1 s on 2 cores): the novelty of 1,000 behaviours against an archive of
 100,000 Atari RAM vectors, as `experiments/bench/bench_novelty.py` measures it (--no-novelty skips it).
@@ -30,7 +30,7 @@ from nevo.config import ESConfig
 from nevo.evaluation.episodes import Results
 from nevo.genomes import noise
 
-CPU_FRAMES_PER_S = 3676  # bench_pipeline, large net, population 64, lockstep, 2 cores (performance.md)
+CPU_FRAMES_PER_S = 3676  # bench_pipeline, large, population 64, lockstep, 2 cores (docs/lab/2026-11-21.md)
 
 
 def parse(argv):

@@ -18,7 +18,7 @@ nevo's no-op start (1..30 steps, from each episode's seed), so the difference is
 rounds alternate EvoTorch and nevo, so that the noise of a shared machine falls on both. Also
 timed, generation by generation in turn: each system's own GA, EvoTorch's `GeneticAlgorithm`
 (its initialisation, Gaussian mutation of sigma 0.002, as the earlier peer figure in
-docs/performance.md was) and
+docs/lab/2026-11-21.md was) and
 nevo's GA (its initialisation, sigma 0.002, no elite re-evaluation, like EvoTorch's).
 
 Frames are emulated game frames of live episodes: nevo's from ALE's frame counters, EvoTorch's

@@ -4,28 +4,28 @@
 #
 #   bash experiments/bench/gpu_bench.sh smoke      # numba.cuda.detect(), one tiny kernel, the full-size CUDA checks
 #   bash experiments/bench/gpu_bench.sh forward    # the forward benchmark (torch.func.vmap beside it where installed),
-#                                             # then a generation's individuals built on the GPU
+#                                                   # then a generation's individuals built on the GPU
 #   bash experiments/bench/gpu_bench.sh pipeline   # the pipeline benchmark: emulator limit, overlap, lockstep, plain
 #   bash experiments/bench/gpu_bench.sh algos      # the ES update beside a generation at ~150K frames/s
 #   bash experiments/bench/gpu_bench.sh mnist      # ES against SGD at the paper's scale: MNIST's forward, then
-#                                             # NMB-ES with 10,000 offspring on the 28,938-parameter net
+#                                                   # NMB-ES with 10,000 offspring on the 28,938-parameter net
 #   bash experiments/bench/gpu_bench.sh all        # all five in order (longer than one device call)
 #   bash experiments/bench/gpu_bench.sh lease      # one call of <= 10 minutes for a 15-minute lease: every step
-#                                             # shortened and cut on its own and at a deadline (9 minutes),
-#                                             # a failure does not stop the rest, the most needed first:
-#                                             # a GPU generation on the emulator pool against the 16
-#                                             # cores' emulator roof, the CUDA checks, the convs' pixels
-#                                             # a thread and Nsight Compute on them, the GPU's own
-#                                             # roofline (each step's log in $OUT, the exit codes last;
-#                                             # a call cut short keeps the logs)
+#                                                   # shortened and cut on its own and at a deadline (9 minutes),
+#                                                   # a failure does not stop the rest, the most needed first:
+#                                                   # a GPU generation on the emulator pool against the 16
+#                                                   # cores' emulator roof, the CUDA checks, the convs' pixels
+#                                                   # a thread and Nsight Compute on them, the GPU's own
+#                                                   # roofline (each step's log in $OUT, the exit codes last;
+#                                                   # a call cut short keeps the logs)
 #   bash experiments/bench/gpu_bench.sh lease2     # the lease's second call (~3 minutes): the GPU's fp32 peak
-#                                             # and memory read alone, the kernels with a step's parts
+#                                                   # and memory read alone, the kernels with a step's parts
 #
 # Each part stops at its first failure, and each command is cut at 8 minutes. Logs go to $OUT (or
 # ./gpu_logs). Wheels for packages the GPU image lacks (ale-py, gymnasium, farama-notifications)
 # may be carried in .whl/ (see the device tool's README); they are installed first, and a failed
 # install stops the script. Carry numpy 2.4.x too while the image has numpy 2.5: numba-cuda 0.30
-# cannot compile a kernel with it (docs/performance.md, 2026-11-26).
+# cannot compile a kernel with it (docs/lab/2026-11-26.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 part="${1:-}"

@@ -5,7 +5,7 @@
     python -m experiments.bench.reset_restore --games frostbite pong --step-rates 3
 
 A seeded reset reloads the ROM (ale-py's vector env does it for every episode nevo starts, so that
-an episode depends only on its seed; docs/performance.md). Per game, on plain `ALEInterface`s set
+an episode depends only on its seed; docs/lab/2026-11-21.md). Per game, on plain `ALEInterface`s set
 as the vector env sets them (random_seed 0, no sticky actions): the time of a seeded `loadROM`,
 the time of `restoreState` of the state cloned right after it, and whether an emulator that played
 --warm-up random steps and was then restored goes through the same episode as a fresh seeded one

@@ -14,7 +14,7 @@ A's results received (the GPU runs B's forward while this thread works: B's step
 is received and its step submitted, then B's actions are collected and sent). Where the forward
 runs on the same few cores as the emulators (the CPU backend) the two would only fight over them,
 so there the slots run in lockstep: one forward over every live slot, then every live slot steps
-(docs/performance.md).
+(docs/lab/2026-11-21.md).
 
 A queue of episodes (individual, episode seed) feeds the slots: when an episode ends its slot
 starts the next one at once (the pool restores the seeded reset's state in the same step); when
@@ -45,7 +45,7 @@ SAY_START_SLOTS = 128
 # driving thread (the forward's calls, sends, receives, bookkeeping) is the pipeline's one serial
 # path, and where emulators outnumber the cores it waited for a slice behind them. A GPU run's
 # generation is bound by it; with a stand-in GPU policy on 2 cores the overlap pipeline ran 1.21x
-# faster with the emulators nicer (experiments.bench.bench_driver; docs/performance.md, session 21).
+# faster with the emulators nicer (experiments.bench.bench_driver; docs/lab/2026-11-26.md, session 21).
 EMULATOR_NICE = 10
 
 
@@ -140,7 +140,7 @@ class AtariEvaluator:
         With a policy that submits a step and collects its actions later (CudaPolicy), group g's
         actions are collected and sent after the next group is received and its step submitted:
         the GPU runs g's forward while this thread works. speed: a GPU generation's driving thread
-        spent most of its time in policy calls (docs/performance.md, session 20)."""
+        spent most of its time in policy calls (docs/lab/2026-11-26.md, session 20)."""
         G = self.group
         groups = [np.arange(g * G, (g + 1) * G) for g in range(self.slots // G)]
         pending = deque()  # (group, ticket) in the order sent
@@ -181,7 +181,7 @@ class AtariEvaluator:
         """One forward pass over every live slot, then those slots step at once.
 
         speed: where the forward and the emulators share the same few cores (the CPU backend),
-        running each on all cores in turn beats overlapping them (measured: docs/performance.md).
+        running each on all cores in turn beats overlapping them (measured: docs/lab/2026-11-21.md).
         """
         every = [np.arange(self.slots)]
         batch.start(every)

@@ -2,7 +2,7 @@
 
 Why not ale-py's vector env: on 2 cores a vector env of one emulator steps at 0.61-0.65 of a
 bare `ALEInterface`'s frames/s, and its seeded reset reloads the ROM (72-191 ms) at every episode
-start (docs/performance.md). A bare `ALEInterface` holds the GIL while it emulates, so emulators
+start (docs/lab/2026-11-27.md). A bare `ALEInterface` holds the GIL while it emulates, so emulators
 run in parallel only in processes. So, in the shape of the Uber GPU implementation's emulator
 threads and EnvPool's workers (Weng et al. 2022):
 - W worker processes (one per core by default), each owning the slots s with s % W == its index
@@ -96,7 +96,7 @@ def _serve(
             # speed: a woken worker no longer preempts the driving process mid-command (Linux's
             # SCHED_BATCH: no wakeup preemption, the same share of the cores); the driver's time in
             # step commands fell from 0.9-1.3 s to 0.15-0.17 s a generation, 1.08x frames/s
-            # (2 cores, docs/performance.md)
+            # (2 cores, docs/lab/2026-11-27.md)
             os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
         from nevo.tasks.atari_emulator import AtariEmulator
 

@@ -29,7 +29,7 @@ NO_NVVM = (
 )
 
 # numba-cuda 0.30 registers an overload for np.row_stack, which numpy 2.5 removed: with both, the
-# first kernel compile fails (seen on a GPU image with numpy 2.5.2, docs/performance.md).
+# first kernel compile fails (seen on a GPU image with numpy 2.5.2, docs/lab/2026-11-26.md).
 NUMPY_TOO_NEW = (
     "--device cuda: numba-cuda {cuda} cannot compile kernels with numpy {numpy} (it needs numpy < 2.5, "
     "as nevo pins it): pip install 'numpy<2.5', or {install}"
