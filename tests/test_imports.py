@@ -108,7 +108,7 @@ LAYERS = [
     ("nevo.evaluation",),
     ("nevo.algos.grad_corr",),
     ("nevo.cli",),
-    ("nevo.runs.loop", "nevo.runs.elite", "nevo.runs.sgd", "nevo.runs.progress"),
+    ("nevo.runs.loop", "nevo.runs.skeleton", "nevo.runs.elite", "nevo.runs.sgd", "nevo.runs.progress"),
     ("nevo.api", "nevo", "nevo.command", "nevo.__main__"),
 ]
 EXACT = ("nevo", "nevo.runs")  # names that stand for their own module only

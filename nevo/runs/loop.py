@@ -5,6 +5,9 @@ NSR-ES, NSRA-ES): `experiments/run_ga.py`, `run_es.py`, `run_ns.py` and `nevo.tr
     ask -> evaluate -> tell -> ask_validation -> evaluate -> tell_validation
         -> one metrics row -> progress line -> elite files -> checkpoint
 
+The generation is `GenerationStep`; the row, the files and the stop lines after it are the
+skeleton every loop runs in (nevo.runs.skeleton, the SGD baseline's loop too).
+
 Small extensions plug into it where a run's settings want them (EXTENSIONS, each an
 nevo.algos.contract.Extension), instead of branches per script, each beside the algorithm it
 serves: nevo.algos.es's `ObservationStatistics` (--obs-norm 1, the ES families: observations
@@ -12,9 +15,9 @@ normalised by running statistics, frozen per generation and sent to the evaluato
 Population), nevo.algos.ga's `Experiences` (safe mutations: the parents' observations, kept in
 the run folder) and nevo.algos.grad_corr's `GradientCorrelation` (--grad-corr 1, ES on a
 labelled data set: es/grad_corr in each row). The run folder's files are nevo.runs's and
-nevo.runs.elite's; the algorithms' contract is nevo.algos.contract's, and what each algorithm
-declares of itself (its command, summary, rows, behaviour) nevo.algos.declaration's: the loop
-compares no algorithm names.
+nevo.runs.elite's, written by the skeleton; the algorithms' contract is nevo.algos.contract's,
+and what each algorithm declares of itself (its command, summary, rows, behaviour)
+nevo.algos.declaration's: the loop compares no algorithm names.
 """
 
 from __future__ import annotations
@@ -28,9 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nevo import cli, config, machine, nets, runs, tasks
+from nevo import cli, config, nets, runs, tasks
 from nevo.algos import bases_of, declared, make_algo
-from nevo.algos.contract import Algorithm
 from nevo.algos.es import ObservationStatistics
 from nevo.algos.ga import Experiences
 from nevo.algos.grad_corr import GradientCorrelation
@@ -39,20 +41,10 @@ from nevo.evaluation import setup
 from nevo.evaluation.cluster import ClusterError, ClusterEvaluator, check_address
 from nevo.evaluation.episodes import Results
 from nevo.genomes import noise
-from nevo.runs import elite as elite_files
 from nevo.runs import owner, stop
 from nevo.runs.progress import Progress
+from nevo.runs.skeleton import Outcome, RunStopped, said, skeleton, stopped, write_config
 from nevo.tasks.emulator_pool import EmulatorError
-
-
-class RunStopped(RuntimeError):
-    """A run that stopped before its frame budget, the last checkpoint whole: by a stop signal
-    (code 128 + the signal: 130 for SIGINT, 143 for SIGTERM), its cluster gone (code 3) or a
-    write that failed (code 4); the message, one line, says how to continue."""
-
-    def __init__(self, message: str, code: int, run_dir: str):
-        super().__init__(message)
-        self.code, self.run_dir = code, run_dir
 
 
 @dataclass
@@ -64,16 +56,6 @@ class Plan:
     checkpoint: dict | None
     population: int  # individuals a generation evaluates
     bases: int  # the rows they are built from
-
-
-@dataclass
-class Outcome:
-    """A finished run: its folder, the algorithm in its last state, the frames and time it took."""
-
-    run_dir: str
-    algo: Algorithm
-    frames: int
-    wall_s: float
 
 
 def plan(cfg, task, resume_dir: str | None = None, cluster=None) -> Plan:
@@ -185,25 +167,6 @@ def _finished(checkpoint) -> int:
     return counts[0] if counts else 0
 
 
-def stopped(cfg, run_dir: str, finished: int, cause, new=False, unit="generation") -> RunStopped:
-    """The one line of a run stopped before its budget by a stop signal (nevo.runs.stop.caused) or
-    a failed write (runs.WriteFailed), `finished` generations (units) whole in its folder: where it
-    stopped and the command that goes on. A new run's folder without config.json holds nothing to
-    resume: it is removed, and the line says to start the run again."""
-    if new and os.path.isdir(run_dir) and not os.path.exists(os.path.join(run_dir, runs.CONFIG)):
-        shutil.rmtree(run_dir, ignore_errors=True)
-    if not os.path.exists(os.path.join(run_dir, runs.CONFIG)):
-        held, then = "nothing of the run was written", "start it again"
-    else:
-        held = f"the run folder holds every {unit} before {finished}" if finished else f"no {unit} finished"
-        then = f"continue with: python -m experiments.{declared(cfg).script} --resume {run_dir}"
-    if not isinstance(cause, runs.WriteFailed):
-        signum = stop.signum_of(cause)
-        name = signal.Signals(signum).name + (" (Ctrl-C)" if signum == signal.SIGINT else "")
-        return RunStopped(f"stopped by {name} in {unit} {finished}; {held}; {then}", 128 + signum, run_dir)
-    return RunStopped(f"error: {cause}; {held}: {cause.remedy}, then {then}", 4, run_dir)
-
-
 def _start(cfg, spec, table, task, checkpoint, run_dir, out):
     """The algorithm and the run's extensions, and the counters, from the checkpoint on resume."""
     sigma = declared(cfg).sigma(cfg)
@@ -295,65 +258,6 @@ class GenerationStep:
             e.checkpointed(self.algo)
 
 
-def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tuple[int, float, dict]:
-    """What every loop of nevo shares, generation after generation until the frame budget (the
-    generation loop's GenerationStep; the SGD baseline's steps, nevo.runs.sgd): step(frames) gives
-    its fields of the metrics row and the frames it took; the skeleton adds the counters and the
-    timing, step.finish its extensions' fields; then the row, the elite files (where the algorithm
-    validated), the checkpoint and the progress line. Returns (frames, wall_s, the last row); a
-    RunStopped where the run is stopped, a write fails or its cluster is lost (the last checkpoint
-    whole). A generation's files are written with the stop signals held (nevo.runs.stop.held): a
-    stop never writes half a generation."""
-    row: dict = {}
-    saved = algo.generation  # the generations the folder holds
-    try:
-        while frames < cfg.run.frame_budget:
-            t0, cpu0 = time.monotonic(), time.process_time()
-            fields, step_frames = step(frames)
-            gen_s, cpu_s = time.monotonic() - t0, time.process_time() - cpu0
-            frames, wall = frames + step_frames, wall + gen_s
-            # perf/cores_busy: the share of this machine's cores that this process's threads (the
-            # emulators' and the forward's among them; not child processes, nor a cluster's
-            # workers) kept busy over the generation: the tail and idle waits in one figure
-            row = {"generation": fields.pop("generation"), "frames": frames, "wall_s": round(wall, 3),
-                   "perf/gen_s": round(gen_s, 3), "perf/frames_per_s": round(step_frames / gen_s, 1),
-                   "perf/cores_busy": round(cpu_s / gen_s / machine.cores(), 3), **fields}  # fmt: skip
-            step.finish(row)
-            with stop.held():
-                runs.append_metrics(run_dir, row)
-                if algo.validated:  # a skipped validation leaves the last validated theta's files
-                    elite_files.write(run_dir, cfg, row["generation"], algo, **step.elite())
-                state = {**algo.state(), **step.state(), "frames": frames, "wall_s": wall}
-                runs.save_checkpoint(run_dir, state)
-                saved = algo.generation
-                step.checkpointed()
-                out.generation_done(row)
-    except ClusterError as e:  # one line; the last checkpoint is whole
-        if stop.caused(e):
-            raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
-        script = declared(cfg).script
-        raise RunStopped(
-            f"error: {e}; the run folder holds every generation before {saved}: continue with "
-            f"python -m experiments.{script} --resume {run_dir} (with --cluster ADDRESS, or on this machine)",
-            3,
-            run_dir,
-        ) from None
-    except EmulatorError as e:  # one line; the last checkpoint is whole
-        if stop.caused(e):
-            raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
-        then = f"python -m experiments.{declared(cfg).script} --resume {run_dir}"
-        raise RunStopped(
-            f"error: {e}; the run folder holds every generation before {saved}: continue with {then}",
-            5,
-            run_dir,
-        ) from None
-    except BaseException as e:
-        if stop.caused(e) or isinstance(e, runs.WriteFailed):
-            raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
-        raise
-    return frames, wall, row
-
-
 def fitness_of(fitness, train: Results, generation: int) -> np.ndarray:
     """A caller's fitness(train) checked: one number per individual (float64, NaN allowed: it
     ranks last), else a ConfigError naming `fitness` and what it raised or returned."""
@@ -416,14 +320,6 @@ def _main(argv, description: str, presets) -> int:
     return 0
 
 
-def said(text: str, stream=None) -> None:
-    """A run's last line, on a line of its own (after a terminal's live status line)."""
-    if sys.stdout.isatty():  # clear the status line
-        sys.stdout.write("\r\033[K")
-        sys.stdout.flush()
-    print(text, file=stream or sys.stdout)
-
-
 def header(cfg, task, spec, facts: dict, run_dir: str) -> str:
     """The run's first line: the algorithm, task, net, the family's main settings, the evaluator."""
     mutation = config.mutation_of(cfg)
@@ -460,22 +356,6 @@ def metrics_row(gen, gen_s, tell_s, train: Results, valid: Results, algo) -> dic
         **runs.cluster_row(train, valid),
     }
     return row
-
-
-def write_config(run_dir: str, cfg, task, spec, facts: dict) -> None:
-    """config.json: the settings, the net's sizes, the evaluator's facts, and what rebuilds the
-    policy from the folder alone (nevo.load_policy), a user's own environment included."""
-    shapes = {
-        "obs_shape": list(spec.obs_shape),
-        "obs_dtype": np.dtype(spec.obs_dtype).name,
-        "action": spec.action,
-        "action_box": task.action_box,  # a continuous action's bounds, or None
-    }
-    runs.write_config(
-        run_dir,
-        config.to_dict(cfg),
-        {"n_params": spec.n_params, "n_actions": spec.n_actions, **shapes, **facts},
-    )
 
 
 # The extensions a run may have (nevo.algos.contract.Extension), in the order their hooks run and

@@ -23,8 +23,8 @@ from nevo.config import ConfigError
 from nevo.evaluation import setup
 from nevo.genomes import noise
 from nevo.runs import owner, stop
-from nevo.runs.loop import Outcome, RunStopped, said, skeleton, stopped, write_config
 from nevo.runs.progress import Progress
+from nevo.runs.skeleton import Outcome, RunStopped, said, skeleton, stopped, write_config
 from nevo.tasks.supervised import Supervised
 
 
