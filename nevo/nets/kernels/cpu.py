@@ -29,6 +29,13 @@ first dense layer is memory bound (every row generally has different weights; `l
 Scratch is allocated once per call: the conv buffers and im2col patches per thread, the dense
 layers' inputs and outputs per row.
 Every kernel here releases the GIL (nogil), so an emulator thread runs beside the forward.
+
+One module, past the 450 lines others keep to: the conv kernels and the dense one would part
+cleanly, but Numba's cache (cache=True) keeps `_forward` with the kernels it calls compiled into
+it, and knows only this file's date: a kernel edited in another file would leave `_forward`
+running the old one until nevo/nets/kernels/__pycache__ is cleared (numba 0.68.1, checked). So
+the kernels most often tuned stay in one file with their caller, and
+experiments/bench/ab_forward.py compares two versions of them by swapping this one file.
 """
 
 import os
