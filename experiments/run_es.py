@@ -1,5 +1,5 @@
-"""Train with OpenAI evolution strategies (Salimans et al. 2017): `nevo train es`'s alias, kept for checkouts and scripts
-that name it.
+"""Train with OpenAI evolution strategies (Salimans et al. 2017):
+`nevo train es`'s alias, kept for checkouts and scripts that name it.
 
     python -m experiments.run_es [flags]     # the same as: nevo train es [flags]
     python -m experiments.run_es --resume runs/<folder>

@@ -1,5 +1,5 @@
-"""Train with the deep GA and random search (Such et al. 2017): `nevo train ga`'s alias, kept for checkouts and scripts
-that name it.
+"""Train with the deep GA and random search (Such et al. 2017):
+`nevo train ga`'s alias, kept for checkouts and scripts that name it.
 
     python -m experiments.run_ga [flags]     # the same as: nevo train ga [flags]
     python -m experiments.run_ga --resume runs/<folder>

@@ -1,5 +1,5 @@
-"""Train with novelty search (GA-NS, NS-ES, NSR-ES, NSRA-ES): `nevo train ga-ns`'s alias, kept for checkouts and scripts
-that name it.
+"""Train with novelty search (GA-NS, NS-ES, NSR-ES, NSRA-ES):
+`nevo train ga-ns`'s alias, kept for checkouts and scripts that name it.
 
     python -m experiments.run_ns [flags]     # the same as: nevo train ga-ns [flags]
     python -m experiments.run_ns --resume runs/<folder>

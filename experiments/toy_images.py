@@ -1,5 +1,5 @@
 """ES and SGD with their defaults on small image data sets made here, not MNIST: do the defaults
-for a data set of one's own (nevo.tasks.supervised.Supervised.OWN) learn one within a minute?
+for a data set of one's own (nevo.algos.es: ON_TASKS["own data set"]) learn one within a minute?
 
     python -m experiments.toy_images                      # 3 data sets x 2 seeds: ~11 minutes on 2 cores
     python -m experiments.toy_images --seeds 1 --data glyphs   # one run of each algorithm

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nevo import cli, config, nets, runs
-from nevo.algos import declared
+from nevo.algos import DEFAULT, declared
 from nevo.config import ConfigError
 from nevo.evaluation.setup import REF_BATCH
 from nevo.nets import half, vbn
@@ -79,7 +79,7 @@ class TrainResult:
     settings: config.Config
 
 
-def train(algo: str = "ga", env="CartPole-v1", *, net=None, frames: int | None = None, fitness=None,
+def train(algo: str = DEFAULT, env="CartPole-v1", *, net=None, frames: int | None = None, fitness=None,
           behaviour=None, seed: int = 0, out_dir: str = "runs", progress: bool = True, algo_module: str = "",
           **settings) -> TrainResult:  # fmt: skip
     """Train with `algo` (ga, rs, es, ga-ns, ns-es, nsr-es, nsra-es, or sgd on a labelled data

@@ -21,11 +21,7 @@ from nevo.config import (
     Config,
     ConfigError,
     EnvConfig,
-    ESConfig,
-    GAConfig,
-    GANSConfig,
     NetConfig,
-    NSESConfig,
     RunConfig,
     all_fields,
     flag,
@@ -39,109 +35,46 @@ from nevo.config import (
     weights_resolved,
 )
 
-PRESETS: dict[str, Config] = {
-    # The reference Deep GA (Such et al. 2017, as Uber's GPU code runs it): N=1000, T=20,
-    # sigma=0.002, the top 10 re-evaluated on 30 episodes each.
-    "paper": Config(preset="paper"),
-    # Random search: the same loop with T=0, every offspring a fresh random network.
-    "rs": Config(settings=GAConfig(truncation=0), preset="rs", algo="rs"),
-    # The Deep GA on a MuJoCo robot: the Deep GA's loop with the 2 x 64 tanh policy; the values
-    # are our pick (Such et al. 2017 evolve Humanoid too, but their settings for it are not
-    # restated here): N 1,000, T 20, sigma 0.02 (a tanh policy's useful step, OpenAI-ES's), the
-    # top 10 re-evaluated on 30 episodes each.
-    "mujoco": Config(
-        env=EnvConfig(env="Humanoid-v5"),
-        net=NetConfig(net="mlp-tanh"),
-        settings=GAConfig(sigma=0.02),
-        preset="mujoco",
-    ),
-    # About 10 minutes on 2 cores: the small net, a small population, short validation.
-    "quick": Config(
-        net=NetConfig(net="small"),
-        settings=GAConfig(population=64, truncation=8, elite_candidates=3, validation_episodes=5),
-        run=RunConfig(frame_budget=3_000_000, noise_table_size=32_000_000),
-        preset="quick",
-    ),
-}
 
-ES_PRESETS: dict[str, Config] = {
-    # The reference OpenAI-ES Atari run (Uber's GPU es_atari_config): 5,000 perturbations
-    # in mirrored pairs, sigma 0.02, Adam 0.01, L2 0.005, centered ranks, the small net with
-    # virtual batch norm over 128 reference observations.
-    "paper": Config(net=NetConfig(net="small", vbn=128), algo="es"),
-    # OpenAI-ES on MuJoCo (Salimans et al. 2017; the values of OpenAI's released configuration):
-    # the 2 x 64 tanh policy of the paper's MuJoCo comparison, sigma 0.02, Adam 0.01, L2 0.005,
-    # centered ranks, mirrored pairs, observation statistics from 1% of the episodes, 10,000
-    # episodes a generation. Our picks: 30 validation episodes, Humanoid-v5 (--env for another
-    # robot). Left out: the code's action noise (std 0.01 on training actions) and its clip of
-    # normalised observations to [-5, 5] (nevo.nets.obs_norm says why).
-    "mujoco": Config(
-        env=EnvConfig(env="Humanoid-v5"),
-        net=NetConfig(net="mlp-tanh"),
-        settings=ESConfig(population=10_000, obs_norm=1),
-        preset="mujoco",
-        algo="es",
-    ),
-    # Minutes on 2 cores: a small population, short validation.
-    "quick": Config(
-        net=NetConfig(net="small", vbn=128),
-        settings=ESConfig(population=64, validation_episodes=5),
-        run=RunConfig(frame_budget=3_000_000, noise_table_size=32_000_000),
-        preset="quick",
-        algo="es",
-    ),
-}
+def presets_of(script: str) -> dict[str, Config]:
+    """The presets of a command (run_ga, run_es, run_ns, run_sgd): those its algorithms' declarations
+    bring (nevo.algos.declaration: presets), as configs, in their order; the first one's algorithm
+    is the command's own."""
+    out = {}
+    for d in _declarations_of(script):
+        for name, p in d.presets.items():
+            out[name] = Config(
+                env=EnvConfig(**p.get("env", {})),
+                net=NetConfig(**p.get("net", {})),
+                settings=d.settings(**p.get("settings", {})),
+                run=RunConfig(**p.get("run", {})),
+                preset=name,
+                algo=p.get("algo", d.names[0]),
+            )
+    return out
 
-# Novelty search's presets run on the maze with the small net unless they name another task.
-_MAZE, _SMALL = EnvConfig(env="maze"), NetConfig(net="small")
-NS_PRESETS: dict[str, Config] = {
-    # The deceptive maze, minutes per seed on 2 cores: the small net, 64 individuals, 200-step
-    # episodes (frames = agent steps), GA-NS by default (--algo picks the others).
-    "quick": Config(
-        env=_MAZE,
-        net=_SMALL,
-        settings=GANSConfig(population=64, truncation=10),
-        run=RunConfig(frame_budget=1_000_000, noise_table_size=32_000_000),
-        preset="quick",
-        algo="ga-ns",
-    ),
-    # Such et al.'s GA-NS scale on the maze (population 1000, T 20); the ES family as Conti et al.
-    "paper": Config(
-        env=_MAZE,
-        net=_SMALL,
-        settings=GANSConfig(),
-        run=RunConfig(frame_budget=200_000_000),
-        preset="paper",
-        algo="ga-ns",
-    ),  # fmt: skip
-    # Conti et al. 2018's humanoid runs (the values of Uber's released configuration): NSR-ES in
-    # the deceptive trap, 1,000 perturbations a generation in mirrored pairs, sigma 0.02, Adam
-    # 0.01, L2 0.005, a meta-population of 5, novelty over the 10 nearest final (x, y), the
-    # 2 x 256 tanh policy, OpenAI-ES's observation normalisation. Not here: the code's action
-    # noise. --algo ns-es or nsra-es for the others.
-    "humanoid": Config(
-        env=EnvConfig(env="HumanoidTrap-v5"),
-        net=NetConfig(net="mlp-tanh-256"),
-        settings=NSESConfig(meta_population=5, obs_norm=1),
-        preset="humanoid",
-        algo="nsr-es",
-    ),
-}
-# Presets made for one kind of task: the task's defaults are not applied over them (they fill in
-# what the command line leaves open for the other presets, as for --preset paper on CartPole-v1).
-TASK_PRESETS = ("mujoco", "humanoid")
-# The SGD baseline of ES against SGD on MNIST (Zhang, Clune & Stanley 2017; nevo.runs.sgd): the
-# 28,938-parameter net, mini-batches of --examples, Adam; "quick": a few minutes on 2 cores.
-SGD_PRESETS: dict[str, Config] = {
-    "paper": Config(env=EnvConfig(env="mnist"), net=NetConfig(net="mnist"), preset="paper", algo="sgd"),
-    "quick": Config(
-        env=EnvConfig(env="mnist"),
-        net=NetConfig(net="mnist"),
-        run=RunConfig(frame_budget=200_000),
-        preset="quick",
-        algo="sgd",
-    ),
-}
+
+def _declarations_of(script: str) -> list:
+    """The declarations of a command's algorithms, each once, in their order."""
+    found = []
+    for name in OWN:
+        d = REGISTRY[name]
+        if d.script == script and all(d is not e for e in found):
+            found.append(d)
+    return found
+
+
+def made_for(preset: str, algo: str, module: str = "") -> str | None:
+    """The kind of task a preset is made for (its algorithm's command's), or None."""
+    for d in _declarations_of(declaration(algo, module).script):
+        if preset in d.presets:
+            return d.presets[preset].get("made_for")
+    return None
+
+
+PRESETS, ES_PRESETS, NS_PRESETS, SGD_PRESETS = (
+    presets_of(script) for script in ("run_ga", "run_es", "run_ns", "run_sgd")
+)
 
 
 def script_of(presets: dict) -> str:
@@ -151,20 +84,20 @@ def script_of(presets: dict) -> str:
 
 
 def apply_defaults(cfg, given=(), task_defaults=True, kind=None):
-    """cfg with the defaults of its task (tasks' DEFAULTS; not with task_defaults=False, for a
-    preset made for its task) and of its algorithm (its declaration's `defaults`) for every setting not
-    named in `given` (the names set explicitly); `--env frostbite` becomes `--env atari --game
-    frostbite` first. kind: the task's class where its name does not say it (a data set of
-    one's own)."""
+    """cfg with what its algorithm's declaration brings for every setting not named in `given`
+    (the names set explicitly): for the kind of task (its on_tasks and on_task; not with
+    task_defaults=False, for a preset made for its task), then on every task (its defaults).
+    `--env frostbite` becomes `--env atari --game frostbite` first. kind: the task's class where
+    its name does not say it (a data set of one's own: the DataSet).
+
+    A setting's value, in this order, the later winning: the algorithm's settings class; the
+    preset (cfg as given here); the declaration's values for the task's kind, unless the preset is
+    made for that task; the user's flag or argument (`given`)."""
     cfg = replace(cfg, env=tasks.normalize_env(cfg.env))
     name, d = cfg.algo, declared(cfg)
     kind = kind or tasks.kind_of(cfg.env)
-    like = d.like.get(name, name)
-    by_task = kind.defaults(cfg.env, like) if task_defaults else {}
-    if like != name:  # another's defaults: those of the settings it has too
-        by_task = {
-            k: v for k, v in by_task.items() if k in {f.name for _, f in all_fields(name, cfg.algo_module)}
-        }
+    data = None if isinstance(kind, type) else kind  # a DataSet of one's own
+    by_task = d.brings(name, kind.KIND, cfg.env, data) if task_defaults else {}
     for defaults in (by_task, d.defaults.get(name, {})):
         cfg = override(cfg, {k: v for k, v in defaults.items() if k not in given})
     return fit_defaults(cfg, given)
@@ -282,16 +215,16 @@ def _preset_defaults(presets: dict, group: str, name: str) -> str:
 
 
 def _brought(algos, name: str) -> str:
-    """'; where not set: gymnasium tasks 64, maze 0.005' (the task and algorithm defaults of a
-    setting that apply to these algorithms), or ''."""
-    sources = [(kind.LABEL, kind.DEFAULTS) for kind in tasks.KINDS]
-    own = [a for a in algos if REGISTRY[a].like.get(a, a) == a]  # random search takes the GA's
+    """'; where not set: gymnasium tasks 64, maze 0.005' (what these algorithms' declarations bring
+    for a setting on each kind of task, and on every task), or ''."""
+    tables = {a: REGISTRY[a].on_tasks.get(a, {}) for a in algos}
+    own = [a for i, a in enumerate(algos) if all(tables[a] is not tables[b] for b in algos[:i])]
     said = []
-    for label, defaults in sources:
+    for kind in tasks.KINDS:
         for algo in own:
-            if name in defaults.get(algo, {}):
-                who = " ".join(w for w in (label, algo if len(own) > 1 or not label else "") if w)
-                said.append(f"{who} {defaults[algo][name]}")
+            if name in tables[algo].get(kind.KIND, {}):
+                who = " ".join(w for w in (kind.LABEL, algo if len(own) > 1 else "") if w)
+                said.append(f"{who} {tables[algo][kind.KIND][name]}")
     for algo in algos:  # what an algorithm itself brings
         brings = REGISTRY[algo].defaults.get(algo, {})
         if name in brings:
@@ -395,7 +328,7 @@ def _config_of(args, presets, saved=None) -> tuple:
         close = difflib.get_close_matches(args.preset, list(presets), n=3)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ConfigError(f"--preset: unknown preset {args.preset!r}{hint}; allowed: {', '.join(presets)}")
-    by_task = args.preset not in TASK_PRESETS
+    by_task = made_for(args.preset, algo or next(iter(presets.values())).algo, module) is None
     start = presets[args.preset] if algo is None else presets[args.preset].with_algo(algo, module)
     cfg = apply_defaults(override(start, given), given, task_defaults=by_task)
     return check(cfg)[0], None

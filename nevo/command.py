@@ -30,7 +30,9 @@ from nevo.config import ConfigError
 
 # Each training command: its presets, its description (what `--help` prints above the flags).
 FAMILIES = {
-    "run_ga": (cli.PRESETS, """\
+    "run_ga": (
+        cli.PRESETS,
+        """\
 The deep genetic algorithm (or random search) of Such et al. 2017, on Atari or any task.
 
     nevo train ga                                    # the quick preset on Frostbite
@@ -42,8 +44,11 @@ The deep genetic algorithm (or random search) of Such et al. 2017, on Atari or a
     nevo train ga --env CartPole-v1 --net deep --mutation sm-g-sum  # safe mutations
 
 Each generation: ask -> evaluate -> tell, validate the top candidates -> log -> checkpoint.
-"""),
-    "run_es": (cli.ES_PRESETS, """\
+""",
+    ),
+    "run_es": (
+        cli.ES_PRESETS,
+        """\
 OpenAI evolution strategies (Salimans et al. 2017), on Atari or a gymnasium task.
 
     nevo train es --env CartPole-v1                  # a vector task: about a minute on 2 cores
@@ -54,8 +59,11 @@ OpenAI evolution strategies (Salimans et al. 2017), on Atari or a gymnasium task
 
 Each generation: ask the perturbations -> evaluate -> tell (the update of theta) -> validate
 theta -> log -> checkpoint. The elite of an ES run is theta itself (theta.npy beside elite.json).
-"""),
-    "run_ns": (cli.NS_PRESETS, """\
+""",
+    ),
+    "run_ns": (
+        cli.NS_PRESETS,
+        """\
 Novelty search: GA-NS (Such et al. 2017) and NS-ES, NSR-ES, NSRA-ES (Conti et al. 2018).
 
     nevo train ga-ns --env maze                      # the deceptive image maze
@@ -65,8 +73,11 @@ Novelty search: GA-NS (Such et al. 2017) and NS-ES, NSR-ES, NSRA-ES (Conti et al
 Behaviour: the maze's final (x, y); on Atari the 128-byte RAM at the end of the episode; a MuJoCo
 robot's final centre of mass (x, y); another gymnasium task's final observation. Novelty = mean
 distance to the k nearest neighbours among the archive (and, for GA-NS, the population).
-"""),
-    "run_sgd": (cli.SGD_PRESETS, """\
+""",
+    ),
+    "run_sgd": (
+        cli.SGD_PRESETS,
+        """\
 SGD on the MNIST net, from nevo's own gradients: ES against SGD's baseline, or its proxy.
 
 The baseline of Zhang, Clune & Stanley 2017 (arXiv 1712.06564), or their SGD proxy at a chosen
@@ -74,14 +85,15 @@ correlation with the true gradient.
 
     nevo train sgd --env mnist                       # the quick preset: minutes on 2 cores
     nevo train sgd --env mnist --proxy-rho 0.04      # the proxy that tracks ES (10,000 offspring)
-"""),
+""",
+    ),
 }
 
 # The other subcommands: (module, what it does); each module's main(argv) parses the rest.
 TOOLS = {
     "replay": ("experiments.replay", "test a run's elite as the paper scores it, and record it playing"),
     "worker": ("experiments.cluster_worker", "start one Dask worker for --cluster on this node"),
-    "roofline": ("experiments.roofline", "this machine's roofline: each net's forward, a generation beside it"),
+    "roofline": ("experiments.roofline", "this machine's roofline: each net's forward, a generation beside"),
     "get-mnist": ("experiments.get_mnist", "MNIST into nevo's cache, fetched once and checked"),
 }
 PLOTS = {

@@ -25,10 +25,11 @@ import os
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from nevo.algos import declaration, declared, is_path
+from nevo.algos import DEFAULT, declaration, declared, is_path
 from nevo.algos.es import ESConfig
 from nevo.algos.ga import GAConfig
-from nevo.algos.ns import GANSConfig, NoveltyConfig, NSESConfig
+from nevo.algos.ns import BEFORE_OWN_SECTIONS
+from nevo.algos.ns_settings import GANSConfig, NoveltyConfig, NSESConfig
 from nevo.algos.sgd import SGDConfig
 from nevo.genomes.operators import mutation
 from nevo.nets import NAMED_LAYERS, layers_of
@@ -70,7 +71,7 @@ class Config:
     settings: Any = None
     run: RunConfig = RunConfig()
     preset: str = "paper"
-    algo: str = "ga"
+    algo: str = DEFAULT
     algo_module: str = ""  # a module of one's own that declares algo: a .py file or a module name
 
     def __post_init__(self):
@@ -112,7 +113,7 @@ def section_name(algo: str, module: str = "") -> str:
     return declaration(algo, module).section
 
 
-def groups(algo: str = "ga", module: str = "") -> tuple[str, ...]:
+def groups(algo: str = DEFAULT, module: str = "") -> tuple[str, ...]:
     """The setting groups an algorithm reads, e.g. ("env", "net", "ga", "run")."""
     return ("env", "net", section_name(algo, module), "run")
 
@@ -122,7 +123,7 @@ def part(cfg, group: str):
     return getattr(cfg, group) if group in ("env", "net", "run") else cfg.settings
 
 
-def all_fields(algo: str = "ga", module: str = ""):
+def all_fields(algo: str = DEFAULT, module: str = ""):
     """(group, field) for every setting an algorithm reads, in --help order."""
     kinds = {"env": EnvConfig, "net": NetConfig, "run": RunConfig}
     for group in groups(algo, module):
@@ -144,8 +145,8 @@ def from_dict(d: dict):
     d = dict(d)
     if d.get("algo") == "ns":
         ns = dict(d.get("ns", {}))
-        d["algo"], d["ns"] = ns.pop("algo", "ga-ns"), ns
-    algo, module = d.get("algo", "ga"), d.get("algo_module", "")
+        d["algo"], d["ns"] = ns.pop("algo", BEFORE_OWN_SECTIONS), ns
+    algo, module = d.get("algo", DEFAULT), d.get("algo_module", "")
     kinds = {"env": EnvConfig, "net": NetConfig, "run": RunConfig}
     parts = {}
     for group in groups(algo, module):
@@ -187,9 +188,9 @@ def load(path: str):
 def _from_saved(d: dict):
     """The settings of a config.json (which also holds facts: the git commit, shapes, ...): the
     common sections, the algorithm's own (named by its declaration) and the names of both."""
-    algo, module = d.get("algo", "ga"), d.get("algo_module", "")
+    algo, module = d.get("algo", DEFAULT), d.get("algo_module", "")
     if algo == "ns":  # a run folder from before the one root: from_dict reads it
-        algo = dict(d.get("ns", {})).get("algo", "ga-ns")
+        algo = dict(d.get("ns", {})).get("algo", BEFORE_OWN_SECTIONS)
     names = {"env", "net", "run", "preset", "algo", "algo_module", section_name(algo, module)}
     d = {k: v for k, v in d.items() if k in names} | ({"ns": d["ns"]} if "ns" in d else {})
     d["net"] = {"weights": "fp32", **d.get("net", {})}  # folders from before --weights read fp32

@@ -42,8 +42,14 @@ def test_train_help_lists_every_algorithm_of_each_command(capsys):
         (["frob"], "nevo: unknown command 'frob'; allowed: train, replay"),
         (["train", "xyz"], "nevo train: unknown algorithm 'xyz'; allowed: ga, rs, es"),
         (["train", "--preset", "quick"], "nevo train: name an algorithm (ga, rs, es"),
-        (["train", "--resume", "/no/such/run"], "--resume: '/no/such/run' is not a run folder (no config.json)"),
-        (["plot", "pie", "runs/x"], "nevo plot: unknown kind 'pie'; allowed: curves, throughput, table, mujoco"),
+        (
+            ["train", "--resume", "/no/such/run"],
+            "--resume: '/no/such/run' is not a run folder (no config.json)",
+        ),
+        (
+            ["plot", "pie", "runs/x"],
+            "nevo plot: unknown kind 'pie'; allowed: curves, throughput, table, mujoco",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, said, capsys):
@@ -99,7 +105,9 @@ def test_a_plain_install_into_a_fresh_venv_gives_the_whole_command(tmp_path):
     replays from another folder, importing the installed copy, not the checkout. The venv sees this
     machine's packages (its dependencies); nevo itself is installed into it from a copy of the checkout."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300
+    )
     py, exe = venv / "bin" / "python", venv / "bin" / "nevo"
     build = tmp_path / "build"  # a copy of the checkout's sources: the build leaves nothing in it
     shutil.copytree(ROOT, build, ignore=shutil.ignore_patterns(".git", "runs", "__pycache__", "*.egg-info",
@@ -112,8 +120,8 @@ def test_a_plain_install_into_a_fresh_venv_gives_the_whole_command(tmp_path):
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    where = subprocess.run([py, "-c", "import nevo, plots, experiments; print(nevo.__file__, plots.__file__)"],
-                           cwd=work, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    probe = "import nevo, plots, experiments; print(nevo.__file__, plots.__file__)"
+    where = subprocess.run([py, "-c", probe], cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert where.returncode == 0 and str(ROOT) not in where.stdout and str(venv) in where.stdout, where
     train = subprocess.run([str(exe), "train", "es", *TINY_ES, "--out-dir", "runs"], cwd=work, env=env,
                            capture_output=True, text=True, timeout=600)  # fmt: skip

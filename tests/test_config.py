@@ -223,3 +223,56 @@ def test_a_novelty_run_folder_from_before_its_own_section_loads(algo, tmp_path):
     assert ("truncation" in mine) == (algo == "ga-ns") and ("lr" in mine) == (algo != "ga-ns")
     config.save(cfg, str(path))
     assert set(json.loads(path.read_text())["ns"]) == mine and config.load(str(path)) == cfg
+
+
+def test_no_algorithm_is_named_outside_nevo_algos():
+    """An algorithm owns its defaults and presets (its declaration: on_tasks, on_task, presets,
+    defaults): no code outside nevo/algos/ names one of nevo's algorithms in a string (docstrings
+    aside; the optimizer "sgd" of nevo.settings.OPTIMIZERS is an optimizer's name)."""
+    import ast
+    import os
+
+    from nevo.algos import OWN
+
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nevo")
+    found = []
+    for folder, _, files in os.walk(root):
+        if os.path.relpath(folder, root).split(os.sep)[0] == "algos":
+            continue
+        for name in (f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            tree = ast.parse(open(path).read())
+            skip = set()
+            for node in ast.walk(tree):
+                body = getattr(node, "body", None)
+                if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+                    skip.add(id(body[0].value))  # a docstring
+                targets = getattr(node, "targets", [])
+                if isinstance(node, ast.Assign) and any(
+                    getattr(t, "id", "") == "OPTIMIZERS" for t in targets
+                ):
+                    skip.update(id(n) for n in ast.walk(node.value))
+            found += [f"{os.path.relpath(path, root)}:{n.lineno} {n.value!r}" for n in ast.walk(tree)
+                      if isinstance(n, ast.Constant) and n.value in OWN and id(n) not in skip]  # fmt: skip
+    assert not found, found
+
+
+def test_each_command_takes_its_presets_from_its_algorithms_declarations():
+    """A command's presets are those its algorithms declare, in their order, each with the
+    algorithm it names (or the declaration's first); a preset made for a kind of task says so."""
+    from nevo.algos import OWN, declaration
+
+    for script, presets in (("run_ga", cli.PRESETS), ("run_es", cli.ES_PRESETS), ("run_ns", cli.NS_PRESETS),
+                            ("run_sgd", cli.SGD_PRESETS)):  # fmt: skip
+        declared_here = []
+        for name in OWN:
+            d = declaration(name)
+            if d.script == script and all(d is not e for e in declared_here):
+                declared_here.append(d)
+        assert list(presets) == [p for d in declared_here for p in d.presets]
+        for d in declared_here:
+            for p, spec in d.presets.items():
+                assert presets[p].algo == spec.get("algo", d.names[0]) and presets[p].preset == p
+                assert type(presets[p].settings) is d.settings
+    assert cli.made_for("mujoco", "es") == cli.made_for("humanoid", "nsr-es") == "mujoco"
+    assert cli.made_for("quick", "ga") is None

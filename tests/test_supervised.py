@@ -10,7 +10,7 @@ import pytest
 
 import nevo
 from nevo import nets, runs
-from nevo.algos import make_algo
+from nevo.algos import declaration, make_algo
 from nevo.config import Config, EnvConfig, ESConfig
 from nevo.evaluation.episodes import Episodes, Population
 from nevo.evaluation.slot_weights import PooledWeights
@@ -135,15 +135,18 @@ def test_a_data_set_of_ones_own_gets_defaults_by_its_size():
     wide = DataSet.of(
         np.zeros((4, 16, 16), np.uint8), np.arange(4), np.zeros((4, 16, 16), np.uint8), np.arange(4)
     )
-    es = small.defaults(env, "es")
-    assert es == Supervised.defaults(env, "es", small) and es["lr"] == 0.01 and es["validate_every"] == 1
-    assert (
-        Supervised.defaults(env, "es", large_test)["validate_every"] == 15
-    )  # 15,000 test / 10,000 a generation
-    for family in ("es", "sgd"):
-        assert wide.defaults(env, family)["frame_budget"] < small.defaults(env, family)["frame_budget"]
-    assert Supervised.defaults(EnvConfig(env="mnist"), "es") == Supervised.DEFAULTS["es"]
-    assert small.defaults(env, "ga") == Supervised.DEFAULTS["ga"]
+
+    def brings(algo, data):  # what an algorithm's declaration brings on a data set
+        return declaration(algo).brings(algo, "own data set" if data is not None else "data set", env, data)
+
+    es = brings("es", small)
+    assert es["lr"] == 0.01 and es["validate_every"] == 1 and es["population"] == 100
+    assert brings("es", large_test)["validate_every"] == 15  # 15,000 test / 10,000 a generation
+    for algo in ("es", "sgd"):
+        assert brings(algo, wide)["frame_budget"] < brings(algo, small)["frame_budget"]
+    mnist = brings("es", None)
+    assert mnist["lr"] == 0.001 and mnist["population"] == 200 and "validate_every" not in mnist
+    assert brings("ga", small) == brings("ga", None)  # the GA takes MNIST's on any data set
 
 
 @pytest.mark.slow
@@ -155,7 +158,7 @@ def test_es_with_a_data_sets_defaults_learns_toy_glyphs(tmp_path):
 
     result = nevo.train("es", env=data_set("glyphs"), net=[64], frames=1_500_000, out_dir=str(tmp_path),
                         progress=False)  # fmt: skip
-    assert result.settings.settings.lr == Supervised.OWN["es"]["lr"]
+    assert result.settings.settings.lr == declaration("es").on_tasks["es"]["own data set"]["lr"]
     assert result.metrics[-1]["score/test_accuracy"] >= 0.45
 
 

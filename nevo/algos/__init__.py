@@ -51,6 +51,7 @@ REGISTRY: dict[str, Declaration] = {
     name: d for m in (ga, es, ns, sgd) for d in m.DECLARATIONS for name in d.names
 }
 OWN = tuple(REGISTRY)  # nevo's own algorithms (one of one's own is named with its module)
+DEFAULT = OWN[0]  # the algorithm of a config that names none: the deep GA (nevo.algos.ga)
 NAMES = tuple(name for name, d in REGISTRY.items() if not d.own_loop)  # those of the generation loop
 NOVELTY = tuple(name for name, d in REGISTRY.items() if d.needs_behaviour)  # a behaviour per episode
 _LOADED: dict[str, tuple[str, ...]] = {}  # a user's module as given -> the names it declared

@@ -20,6 +20,11 @@ def _no_validation(settings, name: str) -> None:
     """Every value of its settings is allowed."""
 
 
+def _nothing_more(name: str, kind: str, env_cfg, data) -> dict:
+    """No setting that depends on the task itself beyond its kind."""
+    return {}
+
+
 def _population_setting(cfg) -> int:
     return cfg.settings.population
 
@@ -31,7 +36,7 @@ def _sigma_setting(cfg) -> float:
 @dataclass(frozen=True)
 class Declaration:
     names: tuple[str, ...]  # the --algo values it answers to
-    script: str  # the command that runs (and continues) it: python -m experiments.<script>
+    script: str  # its command (run_ga, run_es, run_ns, run_sgd): `nevo train NAME` runs it
     make: Callable  # (name, cfg, noise, behaviour) -> the Algorithm (cfg.settings: its section)
     bases: Callable  # cfg -> the rows its populations are built from (the evaluator caches them)
     summary: Callable  # cfg -> its main settings for the run's first line
@@ -41,11 +46,22 @@ class Declaration:
     settings: type
     section: str
     validate: Callable = _no_validation
-    # {name: {setting: value}}: what each of its names brings where the command line is silent
+    # {name: {setting: value}}: what each of its names brings on every task where the command
+    # line is silent (random search: truncation 0)
     defaults: dict = field(default_factory=dict)
-    # {name: other name}: whose defaults a task brings it (random search takes the GA's); a name
-    # not here takes its own (nevo.tasks' DEFAULTS)
-    like: dict = field(default_factory=dict)
+    # {name: {kind of task: {setting: value}}}: what each of its names takes on each kind of task
+    # (nevo.tasks' classes, their KIND: "atari", "maze", "gymnasium", "mujoco", "data set" (MNIST),
+    # "own data set") where the command line is silent; a preset made for another kind gives way
+    # to it (nevo.cli.apply_defaults says the order)
+    on_tasks: dict = field(default_factory=dict)
+    # (name, kind, env_cfg, data) -> {setting: value}: what it takes from the task itself beyond
+    # its kind (ES's discretised actions on two robots, a data set's budget by its image size);
+    # data: a data set of one's own (kind "own data set"), else None
+    on_task: Callable = _nothing_more
+    # {preset: {"algo": one of its names (default: the first), "made_for": the kind of task it is
+    # made for (the task's own values then do not come over it), "env" | "net" | "settings" |
+    # "run": {setting: value}}}: its command's presets (--preset), in the order --help lists them
+    presets: dict = field(default_factory=dict)
     # cfg -> the individuals a generation evaluates (the memory check sizes by it); default: the
     # settings' `population`
     population: Callable = _population_setting
@@ -57,3 +73,7 @@ class Declaration:
     needs_behaviour: bool = False  # novelty search: a behaviour per episode
     check_device: Callable = _no_check  # (cfg, device) -> None, or a ConfigError of one line
     own_loop: bool = False  # runs in a loop of its own (the SGD baseline), not the generation loop
+
+    def brings(self, name: str, kind: str, env_cfg=None, data=None) -> dict:
+        """What `name` takes on this kind of task (on_tasks), and from the task itself (on_task)."""
+        return {**self.on_tasks.get(name, {}).get(kind, {}), **self.on_task(name, kind, env_cfg, data)}

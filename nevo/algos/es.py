@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import numba
 import numpy as np
 
 from nevo.algos.contract import Extension
 from nevo.algos.declaration import Declaration
+from nevo.algos.noise_sums import bucket_edges, bucketed_noise_sum, weighted_noise_sum
+from nevo.algos.noise_sums import weighted_noise_sum_reference as weighted_noise_sum_reference
 from nevo.algos.optimizers import load_theta_state, make_optimizer, theta_state, vector_norm
 from nevo.algos.ranking import centered_ranks
 from nevo.algos.streams import rng_for
@@ -104,66 +105,6 @@ def validate_es_step(s) -> None:
 # Purposes of the per-generation random streams (distinct from the GA's by value, not needed).
 TRAIN_EPISODES, VALIDATION_EPISODES, NOISE_SEEDS, INIT_SEED, BUCKETS = range(5)
 _AGENT_STRIDE = 16  # purpose + 16 * agent: meta-population members draw from disjoint streams
-
-_BLOCK = 4096  # parameters per work item of weighted_noise_sum: 16 KB of accumulators, in L1
-
-
-@numba.njit(parallel=True, nogil=True, cache=True)
-def weighted_noise_sum(out, coeffs, offsets, table):
-    """out (P,) float32 = sum_k coeffs[k] * table[offsets[k] : offsets[k] + P].
-
-    Threads map to blocks of _BLOCK parameters; each block sums the perturbations in the order
-    k = 0, 1, ... (float32 accumulators), so the result does not depend on the thread count.
-    speed: memory bound (every perturbation's slice is read once); a block's accumulators stay
-    in L1 while the slices stream past, and two perturbations are added per pass.
-    """
-    p, n = out.shape[0], coeffs.shape[0]
-    n_blocks = (p + _BLOCK - 1) // _BLOCK
-    for b in numba.prange(n_blocks):
-        lo = b * _BLOCK
-        hi = min(lo + _BLOCK, p)
-        acc = out[lo:hi]
-        acc[:] = 0.0
-        k = 0
-        while k + 2 <= n:
-            c0, c1 = coeffs[k], coeffs[k + 1]
-            t0 = table[offsets[k] + lo : offsets[k] + hi]
-            t1 = table[offsets[k + 1] + lo : offsets[k + 1] + hi]
-            for j in range(hi - lo):
-                acc[j] = acc[j] + c0 * t0[j] + c1 * t1[j]
-            k += 2
-        if k < n:
-            c0 = coeffs[k]
-            t0 = table[offsets[k] + lo : offsets[k] + hi]
-            for j in range(hi - lo):
-                acc[j] += c0 * t0[j]
-
-
-@numba.njit(nogil=True, cache=True)
-def bucketed_noise_sum(out, coeffs, offsets, table, lo, hi):
-    """out (P,) float32 = sum_k coeffs[k] * eps_k restricted to [lo[k], hi[k]) (limited-perturbation
-    ES): each perturbation adds only its bucket's slice, in the order k = 0, 1, ... (speed: a
-    perturbation costs its bucket, not P: Zhang et al.'s update is that much cheaper to aggregate)."""
-    out[:] = 0.0
-    for k in range(coeffs.shape[0]):
-        c, o = coeffs[k], offsets[k]
-        dst, eps = out[lo[k] : hi[k]], table[o + lo[k] : o + hi[k]]  # speed: 1-D views vectorise
-        for j in range(hi[k] - lo[k]):
-            dst[j] += c * eps[j]
-
-
-def bucket_edges(n_params: int, size: int) -> np.ndarray:
-    """(B + 1,) int64 edges of B contiguous buckets of at most `size` parameters, as even as can be."""
-    n = -(-n_params // size)
-    return np.round(np.linspace(0, n_params, n + 1)).astype(np.int64)
-
-
-def weighted_noise_sum_reference(coeffs, offsets, table, n_params) -> np.ndarray:
-    """The plain NumPy twin of weighted_noise_sum, in float64."""
-    out = np.zeros(n_params, np.float64)
-    for c, o in zip(coeffs, offsets):
-        out += float(c) * table[o : o + n_params]
-    return out
 
 
 class ES:
@@ -394,6 +335,62 @@ def _es_device(cfg, device: str) -> None:
         )
 
 
+# What ES takes on each kind of task where the command line is silent (on Atari: its presets).
+# Gymnasium tasks: values that solve CartPole-v1 in about a minute. MuJoCo, for one workstation
+# (~7 minutes for 10M steps of HalfCheetah-v5): OpenAI-ES's 2 x 64 tanh policy, sigma 0.02, Adam
+# 0.01, L2 0.005 and observation normalisation (Salimans et al. 2017), our population. MNIST:
+# mini-batch ES with the paper's sigma 0.002 and L2 0.0002 (Zhang, Clune & Stanley 2017), our
+# population, step and budget for 2 cores. A data set of one's own: Adam 0.01, sigma 0.01, 50
+# mirrored pairs (picked on experiments.toy_images' data sets), and by the task itself a budget of
+# OWN_BUDGET / (pixels per image + 200) examples (the 200: an example's cost beyond the first
+# layer), about a minute with a dense [64] net on 2 cores, theta tested every generation up to
+# 1,000 test examples, every second up to 2,000, ...
+GYMNASIUM = {"net": "mlp", "vbn": 0, "population": 64, "sigma": 0.05, "lr": 0.03, "frame_budget": 3_000_000}
+MUJOCO = {"net": "mlp-tanh", "vbn": 0, "sigma": 0.02, "frame_budget": 10_000_000, "population": 40,
+          "lr": 0.01, "l2": 0.005}  # fmt: skip
+TABLE = {"vbn": 0, "noise_table_size": 32_000_000}  # 128 MB: a net of up to 32M parameters
+ON_TASKS = {
+    "gymnasium": GYMNASIUM,
+    "mujoco": {**MUJOCO, "obs_norm": 1, "validation_episodes": 5},
+    "data set": {"net": "mnist", "population": 200, "sigma": 0.002, "lr": 0.001, "l2": 0.0002,
+                 "common_episodes": 1, "validation_episodes": 1, "frame_budget": 20_000_000, **TABLE},
+    "own data set": {"net": "mnist", "population": 100, "sigma": 0.01, "lr": 0.01, "l2": 0.0002,
+                     "common_episodes": 1, "validation_episodes": 1, **TABLE},
+}  # fmt: skip
+OWN_BUDGET = 2_100_000_000  # 8,000,000 8x8 images
+
+
+def discretised(name: str, kind: str, env_cfg, data) -> dict:
+    """Actions in 10 bins per component on the robots Salimans et al. 2017 discretised for ES's
+    exploration (their section 4.1; nevo.tasks.MuJoCo.BINNED)."""
+    from nevo.tasks import MuJoCo
+
+    return {"actions": "bins"} if kind == MuJoCo.KIND and env_cfg.env in MuJoCo.BINNED else {}
+
+
+def _on_task(name: str, kind: str, env_cfg, data) -> dict:
+    if data is None:
+        return discretised(name, kind, env_cfg, data)
+    return {"frame_budget": OWN_BUDGET // (data.pixels + 200) // 1000 * 1000,
+            "validate_every": max(1, -(-len(data.test_y) // 1000))}  # fmt: skip
+
+
+PRESETS = {
+    # The reference OpenAI-ES Atari run (Uber's GPU es_atari_config): 5,000 perturbations in
+    # mirrored pairs, sigma 0.02, Adam 0.01, L2 0.005, centered ranks, the small net with VBN.
+    "paper": {"net": {"net": "small", "vbn": 128}},
+    # OpenAI-ES on MuJoCo (Salimans et al. 2017; OpenAI's released configuration): the 2 x 64
+    # tanh policy, sigma 0.02, Adam 0.01, L2 0.005, centered ranks, mirrored pairs, observation
+    # statistics from 1% of the episodes, 10,000 episodes a generation; our picks: 30 validation
+    # episodes, Humanoid-v5. Left out: the code's action noise and its clip of normalised
+    # observations to [-5, 5] (nevo.nets.obs_norm says why).
+    "mujoco": {"made_for": "mujoco", "env": {"env": "Humanoid-v5"}, "net": {"net": "mlp-tanh"},
+               "settings": {"population": 10_000, "obs_norm": 1}},
+    # Minutes on 2 cores: a small population, short validation.
+    "quick": {"net": {"net": "small", "vbn": 128}, "settings": {"population": 64, "validation_episodes": 5},
+              "run": {"frame_budget": 3_000_000, "noise_table_size": 32_000_000}},
+}  # fmt: skip
+
 DECLARATIONS = (
     Declaration(
         names=("es",),
@@ -405,5 +402,8 @@ DECLARATIONS = (
         section="es",
         validate=validate_es,
         check_device=_es_device,
+        on_tasks={"es": ON_TASKS},
+        on_task=_on_task,
+        presets=PRESETS,
     ),
 )

@@ -354,6 +354,50 @@ class Experiences(Extension):
         self.living = now
 
 
+# What the GA (and random search, its loop with T = 0) takes on each kind of task where the
+# command line is silent. On Atari: the presets, made for it (Such et al. 2017's settings).
+# - maze: deterministic, one validation episode says all; the mutation power 0.005;
+# - gymnasium tasks: the mlp net, a population and sigma that solve CartPole-v1 in about a minute;
+# - MuJoCo, for one workstation: the 2 x 64 tanh policy and sigma 0.02 of OpenAI-ES (Salimans et
+#   al. 2017), a population of 64 (the papers': 1,000 and more, the presets), 10M steps;
+# - MNIST (and a data set of one's own): the 28,938-parameter net, the paper's sigma 0.002
+#   (Zhang, Clune & Stanley 2017), 64 individuals, the whole test set as one validation episode;
+#   a noise table of 128 MB (a net of up to 32M parameters).
+GYMNASIUM = {"net": "mlp", "vbn": 0, "population": 64, "truncation": 8, "sigma": 0.05,
+             "frame_budget": 3_000_000}  # fmt: skip
+MUJOCO = {"net": "mlp-tanh", "vbn": 0, "sigma": 0.02, "frame_budget": 10_000_000, "population": 64,
+          "truncation": 8}  # fmt: skip
+DATA_SET = {"net": "mnist", "population": 64, "truncation": 8, "sigma": 0.002, "elite_candidates": 3,
+            "validation_episodes": 1, "frame_budget": 20_000_000, "vbn": 0,
+            "noise_table_size": 32_000_000}  # fmt: skip
+ON_TASKS = {
+    "maze": {"elite_candidates": 1, "validation_episodes": 1, "sigma": 0.005, "frame_budget": 1_000_000},
+    "gymnasium": GYMNASIUM,
+    "mujoco": {**MUJOCO, "elite_candidates": 3, "validation_episodes": 5},
+    "data set": DATA_SET,
+    "own data set": DATA_SET,
+}  # fmt: skip
+
+PRESETS = {
+    # The reference Deep GA (Such et al. 2017, as Uber's GPU code runs it): N=1000, T=20,
+    # sigma=0.002, the top 10 re-evaluated on 30 episodes each.
+    "paper": {},
+    # Random search: the same loop with T=0, every offspring a fresh random network.
+    "rs": {"algo": "rs", "settings": {"truncation": 0}},
+    # The Deep GA on a MuJoCo robot: the Deep GA's loop with the 2 x 64 tanh policy; the values
+    # are our pick (Such et al. 2017 evolve Humanoid too, but their settings for it are not
+    # restated here): N 1,000, T 20, sigma 0.02 (a tanh policy's useful step, OpenAI-ES's), the
+    # top 10 re-evaluated on 30 episodes each.
+    "mujoco": {"made_for": "mujoco", "env": {"env": "Humanoid-v5"}, "net": {"net": "mlp-tanh"},
+               "settings": {"sigma": 0.02}},
+    # About 10 minutes on 2 cores: the small net, a small population, short validation.
+    "quick": {
+        "net": {"net": "small"},
+        "settings": {"population": 64, "truncation": 8, "elite_candidates": 3, "validation_episodes": 5},
+        "run": {"frame_budget": 3_000_000, "noise_table_size": 32_000_000},
+    },
+}  # fmt: skip
+
 DECLARATIONS = (
     Declaration(
         names=("ga", "rs"),  # random search: the GA with truncation 0 (--preset rs)
@@ -367,6 +411,7 @@ DECLARATIONS = (
         section="ga",
         validate=validate_ga,
         defaults={"rs": {"truncation": 0}},  # random search has no parents
-        like={"rs": "ga"},  # random search is the GA's loop: a task brings it the GA's defaults
+        on_tasks={"ga": ON_TASKS, "rs": ON_TASKS},  # random search is the GA's loop
+        presets=PRESETS,
     ),
 )

@@ -25,89 +25,27 @@ resumed run repeats an uninterrupted one exactly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 
 import numpy as np
 
+from nevo.algos import es, ga
 from nevo.algos.declaration import Declaration
-from nevo.algos.es import ES, ESConfig, validate_es_step
-from nevo.algos.ga import GA, GAConfig, validate_mutation
+from nevo.algos.es import ES, ESConfig
+from nevo.algos.ga import GA, GAConfig
 from nevo.algos.novelty import Archive, NSRAWeight, knn_novelty, mix_ranks, pick_agent, sample_for_archive
+from nevo.algos.ns_settings import (
+    GA_NS_GA,
+    NS_ES_ES,
+    GANSConfig,
+    NSESConfig,
+    validate_gans,
+    validate_nses,
+)
 from nevo.algos.ranking import fitness_order
 from nevo.algos.streams import rng_for
 from nevo.evaluation.episodes import Episodes, Population, Results
 from nevo.genomes.noise import NoiseSource
-from nevo.settings import compose, require, setting
-
-
-@dataclass(frozen=True)
-class NoveltyConfig:
-    """Novelty search's own settings; GA-NS and the ES family each take theirs (GANSConfig, NSESConfig)."""
-
-    k: int = setting(
-        10, "novelty: mean distance to the k nearest behaviours (archive + population; Conti et al.: 10)"
-    )
-    archive_prob: float = setting(0.01, "chance that each individual's behaviour joins the archive")
-    meta_population: int = setting(3, "agents, the one to update drawn with probability ~ novelty")
-    reward_weight: float = setting(
-        0.5, "NSR-ES: weight of reward's ranks vs novelty's; NSRA-ES: its start (1.0 unless set)"
-    )
-    nsra_patience: int = setting(
-        10, "NSRA-ES: generations without a better reward before the weight drops (our pick)"
-    )
-    nsra_delta: float = setting(0.05, "NSRA-ES: step of the reward weight (Conti et al.: 0.05)")
-
-
-# GA-NS: the deep GA's selection settings (its elite is the most novel individual, kept without
-# validation: one candidate, no validation episodes) and the archive's.
-GA_NS_GA = ("population", "truncation", "sigma", "mutation", "experiences")
-GANSConfig = compose("GANSConfig", __name__, (GAConfig, GA_NS_GA), (NoveltyConfig, ("k", "archive_prob")))
-# NS-ES, NSR-ES, NSRA-ES: OpenAI-ES's step settings for each agent (with ES's sigma, 0.02), a
-# meta-population's and NSRA-ES's weight's; 1,000 perturbations and one validation episode (Conti
-# et al.'s agents are evaluated once per update).
-NS_ES_ES = (
-    "population",
-    "sigma",
-    "optimizer",
-    "lr",
-    "l2",
-    "momentum",
-    "mirrored",
-    "validation_episodes",
-    "obs_norm",
-)
-NSESConfig = compose(
-    "NSESConfig",
-    __name__,
-    (ESConfig, NS_ES_ES),
-    (NoveltyConfig, ("k", "meta_population", "reward_weight", "nsra_patience", "nsra_delta")),
-    defaults={"population": 1000, "validation_episodes": 1},
-)
-
-
-def validate_gans(s, algo: str = "ga-ns") -> None:
-    require(s.population >= 2, "population", "an integer >= 2", s.population)
-    require(s.sigma > 0, "sigma", "a number > 0", s.sigma)
-    require(
-        1 <= s.truncation <= s.population, "truncation", f"1 .. population ({s.population})", s.truncation
-    )
-    validate_mutation(s, 1)
-    require(1 <= s.k, "k", "an integer >= 1", s.k)
-    require(0 <= s.archive_prob <= 1, "archive_prob", "a probability in [0, 1]", s.archive_prob)
-
-
-def validate_nses(s, algo: str) -> None:
-    require(s.population >= 2, "population", "an integer >= 2", s.population)
-    require(s.sigma > 0, "sigma", "a number > 0", s.sigma)
-    require(1 <= s.k, "k", "an integer >= 1", s.k)
-    require(s.validation_episodes >= 1, "validation_episodes", "an integer >= 1", s.validation_episodes)
-    require(s.obs_norm in (0, 1), "obs_norm", "0 or 1", s.obs_norm)
-    require(s.meta_population >= 1, "meta_population", "an integer >= 1", s.meta_population)
-    validate_es_step(s)
-    require(0 <= s.reward_weight <= 1, "reward_weight", "a number in [0, 1]", s.reward_weight)
-    require(s.nsra_patience >= 1, "nsra_patience", "an integer >= 1", s.nsra_patience)
-    require(0 < s.nsra_delta <= 1, "nsra_delta", "a number in (0, 1]", s.nsra_delta)
-
 
 # Purposes of the novelty-search random streams (apart from the GA's and the agents' by value).
 ARCHIVE_PICK, AGENT_PICK = 100, 101
@@ -397,6 +335,45 @@ def _retired(kind) -> tuple[str, ...]:
     return tuple(n for n in _SHARED_BEFORE if n not in {f.name for f in fields(kind)})
 
 
+# What novelty search takes on each kind of task where the command line is silent:
+# - GA-NS as the GA (its population, net and sigma on gymnasium tasks and MuJoCo; the maze's
+#   mutation power 0.005), and on Atari the Deep GA's large net and sigma (Such et al. 2017);
+# - the ES family as ES on gymnasium tasks, with OpenAI-ES's sigma 0.02 (as it has run here since
+#   novelty search came to gymnasium tasks), ES's MuJoCo values with observation normalisation,
+#   and on Atari OpenAI-ES's small net with virtual batch norm, which Conti et al. 2018 build on;
+#   the hopping and swimming robots with discretised actions, as ES (nevo.algos.es.discretised).
+GA_NS_ON_TASKS = {
+    "atari": {"net": "large", "sigma": 0.002},
+    "maze": {"sigma": 0.005},
+    "gymnasium": ga.GYMNASIUM,
+    "mujoco": ga.MUJOCO,
+}
+NS_ES_ON_TASKS = {
+    "atari": {"net": "small", "vbn": 128},
+    "gymnasium": {**es.GYMNASIUM, "sigma": 0.02},
+    "mujoco": {**es.MUJOCO, "obs_norm": 1},
+}
+
+# Novelty search's presets run on the maze with the small net unless they name another task.
+_MAZE, _SMALL = {"env": "maze"}, {"net": "small"}
+GA_NS_PRESETS = {
+    # The deceptive maze, minutes per seed on 2 cores: the small net, 64 individuals, 200-step
+    # episodes (frames = agent steps), GA-NS by default (--algo picks the others).
+    "quick": {"env": _MAZE, "net": _SMALL, "settings": {"population": 64, "truncation": 10},
+              "run": {"frame_budget": 1_000_000, "noise_table_size": 32_000_000}},
+    # Such et al.'s GA-NS scale on the maze (population 1000, T 20); the ES family as Conti et al.
+    "paper": {"env": _MAZE, "net": _SMALL, "run": {"frame_budget": 200_000_000}},
+}  # fmt: skip
+NS_ES_PRESETS = {
+    # Conti et al. 2018's humanoid runs (the values of Uber's released configuration): NSR-ES in
+    # the deceptive trap, 1,000 perturbations a generation in mirrored pairs, sigma 0.02, Adam
+    # 0.01, L2 0.005, a meta-population of 5, novelty over the 10 nearest final (x, y), the
+    # 2 x 256 tanh policy, OpenAI-ES's observation normalisation. Not here: the code's action
+    # noise. --algo ns-es or nsra-es for the others.
+    "humanoid": {"algo": "nsr-es", "made_for": "mujoco", "env": {"env": "HumanoidTrap-v5"},
+                 "net": {"net": "mlp-tanh-256"}, "settings": {"meta_population": 5, "obs_norm": 1}},
+}  # fmt: skip
+
 DECLARATIONS = (
     Declaration(
         names=("ga-ns",),
@@ -409,6 +386,8 @@ DECLARATIONS = (
         validate=validate_gans,
         retired=_retired(GANSConfig),
         needs_behaviour=True,
+        on_tasks={"ga-ns": GA_NS_ON_TASKS},
+        presets=GA_NS_PRESETS,
     ),
     Declaration(
         names=ES_VARIANTS,
@@ -424,7 +403,13 @@ DECLARATIONS = (
         retired=_retired(NSESConfig),
         # NSRA-ES starts with all weight on reward (Conti et al.)
         defaults={"nsra-es": {"reward_weight": 1.0}},
-        like={"nsr-es": "ns-es", "nsra-es": "ns-es"},  # a task brings the three the same defaults
+        on_tasks={name: NS_ES_ON_TASKS for name in ES_VARIANTS},  # the three take the same
+        on_task=es.discretised,
+        presets=NS_ES_PRESETS,
         needs_behaviour=True,
     ),
 )
+
+# A run folder from before each algorithm had its own section named its novelty search "ns", the
+# algorithm inside it, GA-NS where it said none (nevo.config.from_dict reads it).
+BEFORE_OWN_SECTIONS = "ga-ns"

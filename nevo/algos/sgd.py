@@ -194,6 +194,29 @@ def _sgd_summary(cfg) -> str:
     return f"batch {cfg.env.examples} {s.optimizer} lr={s.lr} l2={s.l2}{rho}"
 
 
+# What SGD takes on a data set where the command line is silent: on MNIST ten epochs of 60,000
+# examples; on a data set of one's own a budget of OWN_BUDGET / (pixels per image + 200) examples
+# (ES's rule, nevo.algos.es: about half a minute with a dense [64] net on 2 cores). Its noise table
+# only draws theta_0, as ES's does: 128 MB, a net of up to 32M parameters.
+_TABLE = {"vbn": 0, "noise_table_size": 32_000_000}
+ON_TASKS = {
+    "data set": {"net": "mnist", "frame_budget": 600_000, **_TABLE},
+    "own data set": {"net": "mnist", **_TABLE},
+}
+OWN_BUDGET = 158_000_000  # 600,000 8x8 images
+
+
+def _on_task(name: str, kind: str, env_cfg, data) -> dict:
+    return {} if data is None else {"frame_budget": OWN_BUDGET // (data.pixels + 200) // 1000 * 1000}
+
+
+# The SGD baseline of ES against SGD on MNIST (Zhang, Clune & Stanley 2017; nevo.runs.sgd): the
+# 28,938-parameter net, mini-batches of --examples, Adam; "quick": a few minutes on 2 cores.
+PRESETS = {
+    "paper": {"env": {"env": "mnist"}, "net": {"net": "mnist"}},
+    "quick": {"env": {"env": "mnist"}, "net": {"net": "mnist"}, "run": {"frame_budget": 200_000}},
+}
+
 DECLARATIONS = (
     Declaration(
         names=("sgd",),
@@ -205,5 +228,8 @@ DECLARATIONS = (
         section="sgd",
         validate=validate_sgd,
         own_loop=True,
+        on_tasks={"sgd": ON_TASKS},
+        on_task=_on_task,
+        presets=PRESETS,
     ),
 )

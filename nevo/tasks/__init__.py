@@ -32,10 +32,6 @@ from nevo.settings import ConfigError, EnvConfig, require
 from nevo.tasks import envs, supervised
 from nevo.tasks.supervised import Supervised
 
-# A task's DEFAULTS are keyed by the algorithm, or by the one whose defaults it takes (its
-# declaration's `like`, nevo.algos.declaration: random search takes the GA's, NSR-ES and NSRA-ES
-# take NS-ES's).
-
 
 def atari_games() -> list[str]:
     from ale_py import roms
@@ -51,28 +47,18 @@ def normalize_env(env_cfg: EnvConfig) -> EnvConfig:
 
 
 class _Kind:
-    """What every kind of task shares: the settings it brings where the command line is silent."""
+    """What every kind of task shares: its KIND, the key under which an algorithm's declaration
+    says what it takes on such tasks (nevo.algos.declaration: on_tasks), and LABEL, its name in
+    --help."""
 
-    DEFAULTS: dict = {}  # algorithm family -> {setting: value}
-
-    @classmethod
-    def defaults(cls, env_cfg: EnvConfig, family: str) -> dict:
-        """The settings this kind of task brings for an algorithm family (some tasks of a kind
-        bring more: MuJoCo.defaults)."""
-        return cls.DEFAULTS.get(family, {})
+    KIND = ""
+    LABEL = ""
 
 
 class AtariGame(_Kind):
     """An Atari game from pixels: 4 stacked 84x84 grayscale frames, the minimal action set."""
 
-    LABEL = "Atari"
-    # Where the command line is silent, novelty search on Atari: GA-NS with the Deep GA's large
-    # net and sigma (Such et al. 2017), the ES family with OpenAI-ES's small net and virtual batch
-    # norm, which Conti et al. 2018 build on.
-    DEFAULTS = {
-        "ga-ns": {"net": "large", "sigma": 0.002},
-        "ns-es": {"net": "small", "vbn": 128},
-    }
+    KIND, LABEL = "atari", "Atari"
     obs_dtype = np.uint8
     behaviour = None  # set in __init__: (128, uint8), the final RAM
     device = "auto"  # a GPU where there is one
@@ -122,13 +108,7 @@ class _InProcess(_Kind):
 class Maze(_InProcess):
     """The deceptive image maze: an 84x84 top-down image, 4 stacked frames, 5 moves."""
 
-    LABEL = "maze"
-    # The maze is deterministic: one validation episode says all. The GA's and GA-NS's mutation
-    # power on it is 0.005 (the ES family keeps ES's sigma, 0.02).
-    DEFAULTS = {
-        "ga": {"elite_candidates": 1, "validation_episodes": 1, "sigma": 0.005, "frame_budget": 1_000_000},
-        "ga-ns": {"sigma": 0.005},
-    }
+    KIND, LABEL = "maze", "maze"
 
     obs_dtype = np.uint8
     behaviour = (2, np.float32)  # the final (x, y) in [0, 1]
@@ -161,17 +141,6 @@ class Maze(_InProcess):
         return MazeSlots(slots)
 
 
-_GYM_GA = {
-    "net": "mlp",
-    "vbn": 0,
-    "population": 64,
-    "truncation": 8,
-    "sigma": 0.05,
-    "frame_budget": 3_000_000,
-}
-_GYM_ES = {"net": "mlp", "vbn": 0, "population": 64, "sigma": 0.05, "lr": 0.03, "frame_budget": 3_000_000}
-
-
 class GymTask(_InProcess):
     """A gymnasium environment with a flat Box observation and Discrete actions or a bounded Box
     of continuous ones (Pendulum-v1, MountainCarContinuous-v0, ...): a registered id
@@ -180,11 +149,7 @@ class GymTask(_InProcess):
     Its behaviour for novelty search is `behaviour_of(observation, info)` at an episode's last step
     (a user's function; default: the final observation)."""
 
-    LABEL = "gymnasium tasks"
-    # The mlp net, and a population and sigma that solve CartPole-v1 in about a minute; novelty
-    # search as the GA (GA-NS) or as ES (its ES family, with OpenAI-ES's sigma 0.02, as it has
-    # run here since novelty search came to gymnasium tasks) on the same task.
-    DEFAULTS = {"ga": _GYM_GA, "es": _GYM_ES, "ga-ns": _GYM_GA, "ns-es": {**_GYM_ES, "sigma": 0.02}}
+    KIND, LABEL = "gymnasium", "gymnasium tasks"
     obs_dtype = np.float32
     behaviour = None  # (d, float32), set in __init__
 
@@ -244,14 +209,6 @@ class GymTask(_InProcess):
         return envs.VectorTaskSlots(self.make_env, slots)
 
 
-# Where the command line is silent, MuJoCo settings for one workstation (about 7 minutes for 10M
-# steps of HalfCheetah-v5 in one process), in OpenAI-ES's style (Salimans et al. 2017): its 2 x 64
-# tanh policy, sigma 0.02, Adam 0.01, L2 0.005, observation normalisation; the populations are our
-# pick (the papers' are 1,000 to 10,000 episodes a generation: the presets).
-_MUJOCO = {"net": "mlp-tanh", "vbn": 0, "sigma": 0.02, "frame_budget": 10_000_000}
-_MUJOCO_ES = {**_MUJOCO, "population": 40, "lr": 0.01, "l2": 0.005}
-
-
 class MuJoCo(GymTask):
     """A MuJoCo task of gymnasium's: the locomotion robots (Humanoid-v5, HalfCheetah-v5,
     Hopper-v5, Walker2d-v5, Ant-v5, Swimmer-v5), the deceptive HumanoidTrap-v5 of nevo.tasks.trap, and
@@ -259,23 +216,12 @@ class MuJoCo(GymTask):
     whose behaviour, for novelty search, is the final (x, y) of the model's centre of mass
     (Conti et al. 2018's for the humanoid)."""
 
-    LABEL = "MuJoCo"
-    DEFAULTS = {
-        "es": {**_MUJOCO_ES, "obs_norm": 1, "validation_episodes": 5},
-        "ga": {**_MUJOCO, "population": 64, "truncation": 8, "elite_candidates": 3, "validation_episodes": 5},
-        "ga-ns": {**_MUJOCO, "population": 64, "truncation": 8},
-        "ns-es": {**_MUJOCO_ES, "obs_norm": 1},
-    }
+    KIND, LABEL = "mujoco", "MuJoCo"
     # Salimans et al. 2017 discretised the actions of the hopping and swimming tasks for ES, for
     # exploration (their section 4.1): with tanh actions ES stalls on Hopper-v5 at standing still
-    # (~1,180; docs/mujoco.md), with 10 bins per component it reaches ~3,370.
+    # (~1,180; docs/mujoco.md), with 10 bins per component it reaches ~3,370 (nevo.algos.es).
     BINNED = ("Hopper-v5", "Swimmer-v5")
     behaviour = (2, np.float32)  # the final (x, y) of the centre of mass
-
-    @classmethod
-    def defaults(cls, env_cfg: EnvConfig, family: str) -> dict:
-        binned = env_cfg.env in cls.BINNED and family in ("es", "ns-es")  # the ES kinds
-        return {**cls.DEFAULTS.get(family, {}), **({"actions": "bins"} if binned else {})}
 
     def make_slots(self, slots: int, behaviours: bool = False):
         if behaviours and self.behaviour_of is not None:  # a user's behaviour instead of the centre of mass

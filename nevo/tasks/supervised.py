@@ -51,10 +51,12 @@ class DataSet:
             images(train_x), np.asarray(train_y, np.int64), images(test_x), np.asarray(test_y, np.int64)
         )
 
-    def defaults(self, env_cfg: EnvConfig, family: str) -> dict:
-        """The settings that suit this data set where the caller is silent (Supervised.defaults
-        for it): a DataSet is its own task kind for nevo.cli.apply_defaults."""
-        return Supervised.defaults(env_cfg, family, self)
+    KIND = "own data set"  # what an algorithm takes on it: its declaration's on_tasks and on_task
+
+    @property
+    def pixels(self) -> int:
+        """Values in one example (C x H x W)."""
+        return int(np.prod(self.train_x.shape[1:]))
 
 
 def mnist() -> DataSet:
@@ -70,32 +72,7 @@ class Supervised:
     net's outputs is its prediction), an episode a batch of `--examples` training examples (or,
     for a validation, the whole test set); frames count examples."""
 
-    LABEL = "data sets"
-    # Where the command line is silent: mini-batch ES (one shared batch a generation) with the
-    # paper's sigma 0.002 and L2 0.0002 on the 28,938-parameter net; the population, Adam's step
-    # and the budget are our picks for 2 cores (the paper: 10,000 pseudo-offspring; its
-    # optimizer and step are not known). The validation is the whole test set: one episode.
-    _TABLE = {"vbn": 0, "noise_table_size": 32_000_000}  # 128 MB: a net of up to 32M parameters
-    DEFAULTS = {
-        "es": {"net": "mnist", "population": 200, "sigma": 0.002, "lr": 0.001, "l2": 0.0002,
-               "common_episodes": 1, "validation_episodes": 1, "frame_budget": 20_000_000, **_TABLE},
-        "ga": {"net": "mnist", "population": 64, "truncation": 8, "sigma": 0.002, "elite_candidates": 3,
-               "validation_episodes": 1, "frame_budget": 20_000_000, **_TABLE},
-        # SGD: ten epochs of 60,000 examples (its noise table only draws theta_0, as ES's does)
-        "sgd": {"net": "mnist", "frame_budget": 600_000, **_TABLE},
-    }  # fmt: skip
-    # A data set of one's own (nevo.train(env=DataSet.of(...))): small images and a small net,
-    # where MNIST's ES step of 0.001 barely moves in the minute such a run should take. Picked by
-    # short runs on toy data sets (experiments.toy_images; figures in docs/algorithms.md): Adam
-    # 0.01, sigma 0.01, 50 mirrored pairs. The budgets are OWN_BUDGET / (pixels per image + 200)
-    # examples, the 200 for an example's cost beyond the first layer (measured on 8x8 and 12x12
-    # images): about a minute for ES with a dense [64] net on 2 cores, half that for SGD.
-    OWN = {
-        "es": {"net": "mnist", "population": 100, "sigma": 0.01, "lr": 0.01, "l2": 0.0002,
-               "common_episodes": 1, "validation_episodes": 1, **_TABLE},
-        "sgd": {"net": "mnist", **_TABLE},
-    }  # fmt: skip
-    OWN_BUDGET = {"es": 2_100_000_000, "sgd": 158_000_000}  # 8,000,000 and 600,000 8x8 images
+    KIND, LABEL = "data set", "data sets"  # MNIST (a DataSet of one's own: "own data set")
     obs_dtype = np.uint8
     behaviour = None  # no behaviour for novelty search
     device = "auto"  # a GPU where there is one: every example is a forward pass
@@ -117,20 +94,6 @@ class Supervised:
         if self._data is None:
             self._data = mnist()
         return self._data
-
-    @classmethod
-    def defaults(cls, env_cfg: EnvConfig, family: str, data: DataSet | None = None) -> dict:
-        """MNIST's defaults, or with `data` those of a data set of one's own (OWN): ES's and SGD's
-        budgets by its image size, and ES's theta tested every generation up to 1,000 test
-        examples, every second up to 2,000, ... (a validation is the whole test set: about a
-        tenth of a generation's 10,000 training examples at most)."""
-        if data is None or family not in cls.OWN:
-            return cls.DEFAULTS.get(family, {})
-        pixels = int(np.prod(data.train_x.shape[1:]))
-        own = dict(cls.OWN[family], frame_budget=cls.OWN_BUDGET[family] // (pixels + 200) // 1000 * 1000)
-        if family == "es":
-            own["validate_every"] = max(1, -(-len(data.test_y) // 1000))
-        return own
 
     def check(self, net_cfg) -> None:
         """Every net reads images (a dense one flattens them): nothing to refuse."""

@@ -121,6 +121,28 @@ DECLARATIONS = (
         settings=OnePlusLambdaConfig,
         section="one_plus_lambda",
         validate=validate,
-        like={"one-plus-lambda": "ga"},  # a task's defaults for the GA (its net, its frame budget)
+        # what it takes on each kind of task where the command line is silent: the GA's net,
+        # mutation power, validation and frame budget (nevo.algos.ga.ON_TASKS)
+        on_tasks={
+            "one-plus-lambda": {
+                "maze": {"validation_episodes": 1, "sigma": 0.005, "frame_budget": 1_000_000},
+                "gymnasium": {"net": "mlp", "vbn": 0, "sigma": 0.05, "frame_budget": 3_000_000},
+                "mujoco": {
+                    "net": "mlp-tanh",
+                    "vbn": 0,
+                    "sigma": 0.02,
+                    "frame_budget": 10_000_000,
+                    "validation_episodes": 5,
+                },
+                "data set": {
+                    "net": "mnist",
+                    "vbn": 0,
+                    "sigma": 0.002,
+                    "validation_episodes": 1,
+                    "frame_budget": 20_000_000,
+                    "noise_table_size": 32_000_000,
+                },
+            }
+        },  # fmt: skip
     ),
 )
