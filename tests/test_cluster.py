@@ -17,7 +17,8 @@ import pytest
 from experiments import run_es, run_ga, run_ns
 from nevo import cli, runs, tasks
 from nevo.evaluation import setup
-from nevo.evaluation.cluster import ClusterError, ClusterEvaluator, check_address, mixed_kernels
+from nevo.evaluation.cluster import ClusterError, ClusterEvaluator
+from nevo.evaluation.cluster_connection import check_address, mixed_kernels
 from nevo.evaluation.cluster_worker import differences, fingerprint
 from nevo.evaluation.episodes import Episodes, Population
 from nevo.genomes import noise

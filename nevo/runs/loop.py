@@ -38,7 +38,8 @@ from nevo.algos.ga import Experiences
 from nevo.algos.grad_corr import GradientCorrelation
 from nevo.config import ConfigError
 from nevo.evaluation import setup
-from nevo.evaluation.cluster import ClusterError, ClusterEvaluator, check_address
+from nevo.evaluation.cluster import ClusterError, ClusterEvaluator
+from nevo.evaluation.cluster_connection import check_address
 from nevo.evaluation.episodes import Results
 from nevo.genomes import noise
 from nevo.runs import owner, stop

@@ -1,0 +1,338 @@
+"""The driver's connection to a Dask cluster (`--cluster`), which nevo.evaluation.cluster's
+ClusterEvaluator extends to play a generation's episodes: the scheduler reached or a local cluster
+started, each worker set up once for the run (a worker plugin, nevo.evaluation.cluster_worker's
+Setup), the workers followed as they join, refuse and leave, and the one line of every way the
+cluster fails. Dask is imported only once a connection is made.
+
+- Before any work, each worker compares its nevo version, nevo's source and its noise table with
+  the driver's, and a worker that differs refuses (one line in the driver's output) and leaves;
+  so does a worker that cannot import nevo at all (the line names `python -m
+  experiments.cluster_worker ADDRESS`, which starts one that can).
+- The scheduler unpickles every task it is sent, and nevo's tasks name nevo's functions: a
+  scheduler whose Python cannot import nevo cannot take them. The driver asks it first, and
+  says so in one line (with the fix) before any run folder is written.
+- Every way the cluster fails (no scheduler at the address, one that cannot import nevo, no
+  worker, the scheduler lost, a chunk that fails or keeps killing its workers) is a
+  ClusterError: one line that names the cause and the fix, never a traceback.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+import uuid
+
+
+class ClusterError(RuntimeError):
+    """The cluster cannot go on (scheduler lost, no workers for too long, a chunk that keeps
+    killing workers); the run stops with this one line, its last checkpoint intact."""
+
+
+LOCAL = "local:"
+# how to start what a cluster needs (README, docs/cluster.md), given the scheduler's address
+SCHEDULER_COMMAND = "dask scheduler --host {} --port {}"
+INSTALL = "`pip install -r requirements.txt` in a nevo checkout"
+
+
+def one_line(text: str) -> str:
+    """text (an exception's, perhaps of several lines) as one line."""
+    return " ".join(str(text).split())
+
+
+def check_address(address: str) -> None:
+    """ValueError unless address is local:N (N >= 1) or a scheduler address (scheme://host:port)."""
+    if address.startswith(LOCAL):
+        n = address[len(LOCAL) :]
+        if not (n.isdigit() and int(n) >= 1):
+            raise ValueError(f"--cluster: {address!r}: local:N needs a number of workers N >= 1")
+    elif "://" not in address or not address.rsplit(":", 1)[-1].isdigit():
+        raise ValueError(f"--cluster: {address!r} is not a scheduler address (tcp://host:8786) or local:N")
+
+
+def mixed_kernels(facts_by_worker: dict) -> str | None:
+    """Where the workers' facts name more than one OpenBLAS kernel for their CPU convs (a cluster
+    of mixed CPU generations: OpenBLAS picks per CPU), which, on how many workers: "Haswell on 2
+    workers, SkylakeX on 1 worker"; else None. A conv's last bits depend on the kernel, so such a
+    cluster's results depend on which worker played which episode."""
+    counts = collections.Counter(f["blas"] for f in facts_by_worker.values() if f.get("blas"))
+    if len(counts) < 2:
+        return None
+    return ", ".join(f"{k} on {n} worker{'s' if n > 1 else ''}" for k, n in sorted(counts.items()))
+
+
+class ClusterConnection:
+    """A run's Dask cluster, as the driver sees it: reached (or started), its workers set up for
+    this run and followed as they come and go, closed at the end.
+
+    address: tcp://host:port of a running scheduler, or local:N (a local cluster of N worker
+    processes on 127.0.0.1, each pinned to its share of this machine's cores, stopped at close).
+    timeout_s: how long the run waits for a worker (at the start, or when all are gone) before
+    it stops with a ClusterError. cfg, task, ref_batch, table, population, bases, behaviours: what
+    each worker's setup needs (nevo.evaluation.cluster_worker.Setup); say: where refusals and
+    warnings are said.
+    """
+
+    def __init__(self, address, cfg, task, ref_batch, table, population, bases, behaviours=False,
+                 timeout_s=120.0, say=print):  # fmt: skip
+        import logging
+
+        from distributed import LocalCluster
+
+        from nevo.evaluation import cluster_worker as worker_side
+
+        check_address(address)
+        # The driver's client logs each reconnection attempt with a traceback; what matters
+        # reaches the run's output as nevo's own lines (ClusterError, refusals).
+        for name in ["distributed", *logging.root.manager.loggerDict]:
+            if name.startswith("distributed"):
+                logging.getLogger(name).setLevel(logging.CRITICAL)
+        self.address, self.timeout_s, self.say = address, timeout_s, say
+        self.cluster = None
+        cores = 0
+        if address.startswith(LOCAL):
+            import dask
+
+            from nevo.machine import cores as machine_cores
+
+            n = int(address[len(LOCAL) :])
+            cores = max(1, machine_cores() // n)
+            # not daemonic: code in a worker may start processes of its own through multiprocessing
+            with dask.config.set({"distributed.worker.daemon": False}):
+                self.cluster = LocalCluster(
+                    n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                    dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
+                    silence_logs=logging.ERROR,
+                )  # fmt: skip
+            target = self.cluster
+        else:
+            target = address
+        try:
+            self.client = self._connect(target)
+        except BaseException:
+            self._stop_local()
+            raise
+        try:
+            self._check_scheduler()
+            self.name = f"nevo-{uuid.uuid4().hex[:8]}"
+            self.reported = set()
+            self.kernels: dict = {}  # worker -> the OpenBLAS kernels of its CPU convs (None: no convs)
+            self.mixed_said = None  # the mix of kernels last warned of
+            self.plugin = worker_side.Setup(
+                self.name,
+                cfg,
+                task,
+                ref_batch,
+                population,
+                bases,
+                behaviours,
+                worker_side.fingerprint(table),
+                cores,
+            )
+            # portable: a worker that cannot import nevo refuses in one line, as below
+            self.client.register_plugin(worker_side.portable(self.plugin), name=self.name)
+            self.workers = self._wait_for_workers()
+            self.facts = {"cluster": address, "workers": len(self.workers), **self._worker_facts()}
+        except BaseException as e:  # no scheduler connection or local cluster outlives a failed start
+            self.close()
+            if isinstance(e, OSError):  # Dask's CommClosedError and timeouts included
+                raise ClusterError(self._lost()) from None
+            raise
+
+    def _connect(self, target):
+        """A Client of target (an address or a LocalCluster); a ClusterError if none in about
+        timeout_s. Dask bounds the connection but not the handshake after it: a port where
+        something else listens (the dashboard's, say) would hold the run for ever."""
+        from distributed import Client
+
+        made = {}
+
+        def connect():
+            try:
+                made["client"] = Client(target, timeout=f"{self.timeout_s}s")
+            except BaseException as e:  # noqa: BLE001 (raised below, in the caller's thread)
+                made["error"] = e
+
+        thread = threading.Thread(target=connect, name="nevo-cluster-connect", daemon=True)
+        thread.start()
+        thread.join(self.timeout_s + 5)
+        if thread.is_alive():  # left behind: a daemon thread, stuck in a read that never ends
+            raise ClusterError(
+                f"--cluster: something listens at {self.address} but does not answer as a Dask scheduler "
+                f"(in {self.timeout_s + 5:g} s; the dashboard's port instead of the scheduler's?): "
+                f"check the address"
+            )
+        if isinstance(made.get("error"), OSError):
+            raise ClusterError(self._unreachable(made["error"])) from None
+        if "error" in made:
+            raise made["error"]
+        return made["client"]
+
+    def _unreachable(self, e: OSError) -> str:
+        host_port = self.address.split("://", 1)[-1].rsplit(":", 1)
+        start = SCHEDULER_COMMAND.format(*host_port) if len(host_port) == 2 else "dask scheduler"
+        return (
+            f"--cluster: no Dask scheduler answers at {self.address} ({one_line(e)}): check the address, "
+            f"or start one there (`{start}`, on that host)"
+        )
+
+    def _check_scheduler(self) -> None:
+        """A ClusterError unless the scheduler's Python imports nevo (it unpickles nevo's tasks)."""
+        if self.cluster is not None:  # local:N: the scheduler runs in this process
+            return
+        try:
+            why, python = self.client.run_on_scheduler(_importer())
+        except OSError:
+            raise
+        except Exception:  # noqa: BLE001 (a scheduler that runs no functions: the first task will tell)
+            return
+        if why:
+            raise ClusterError(self._no_nevo_on_scheduler(why, python))
+
+    def _no_nevo_on_scheduler(self, why: str, python: str | None = None) -> str:
+        where = f" ({python})" if python else ""
+        return (
+            f"the Dask scheduler at {self.address} cannot import nevo ({why}), so it cannot read nevo's "
+            f"tasks: install nevo for the Python that runs it{where} with {INSTALL}, and restart it"
+        )
+
+    def _lost(self) -> str:
+        return (
+            f"lost the Dask scheduler at {self.address} (stopped, or its host or the network down): "
+            f"restart it, and its workers"
+        )
+
+    # -- the cluster's state ------------------------------------------------------------------
+
+    def _refusals(self) -> None:
+        """Say each refusal reported since the last call: one line per worker."""
+        from nevo.evaluation import cluster_worker as worker_side
+
+        for _, msg in self.client.get_events(worker_side.EVENTS):
+            if msg["worker"] not in self.reported:
+                self.reported.add(msg["worker"])
+                self.say(f"refused worker {msg['worker']}: {msg['why']}")
+
+    def _accepted(self) -> set:
+        """Addresses of the running workers that have not refused; a ClusterError when the
+        scheduler is gone (any call to it may find that out first)."""
+        return self._workers()[0]
+
+    def _workers(self) -> tuple[set, set]:
+        """(running, present): the workers that have not refused and run tasks now, and those
+        still known to the scheduler at all (a worker paused by its memory monitor is present,
+        not lost); a ClusterError when the scheduler is gone."""
+        try:
+            if self.client.status != "running":
+                raise OSError(f"the client is {self.client.status}")
+            info = self.client.scheduler_info(n_workers=-1).get("workers", {})
+            self._refusals()
+        except OSError:  # Dask's CommClosedError and connection timeouts included
+            raise ClusterError(self._lost()) from None
+        running = {a for a, w in info.items() if w.get("status", "running") == "running"}
+        present = {a for a, w in info.items() if w.get("status", "running") in ("running", "paused", "init")}
+        return running - self.reported, present - self.reported
+
+    def _wait_for_workers(self, gone: bool = False) -> set:
+        """The accepted workers, once there is one; a ClusterError after timeout_s without any.
+        gone: the run had workers and lost them all (between two evaluations), not none yet."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            workers = self._accepted()
+            if workers:
+                time.sleep(0.2)  # a refusal on the way is reported before the run begins
+                workers = self._accepted()
+            if workers:
+                return workers
+            if time.monotonic() > deadline:
+                raise ClusterError(self._gone() if gone else self._none_joined())
+            time.sleep(0.5)
+
+    def _none_joined(self) -> str:
+        why = f" ({len(self.reported)} refused)" if self.reported else ""
+        return (
+            f"no nevo worker joined the cluster at {self.address} in {self.timeout_s:g} s{why}: "
+            f"start one on each node with {self._start_worker()}"
+        )
+
+    def _gone(self) -> str:
+        return (
+            f"every worker of the cluster at {self.address} has been gone for {self.timeout_s:g} s: "
+            f"start them again with {self._start_worker()}"
+        )
+
+    def _start_worker(self) -> str:
+        from nevo.evaluation import cluster_worker as worker_side
+
+        return f"`{worker_side.WORKER_COMMAND.format(self.address)}` in a nevo checkout"
+
+    def _worker_facts(self) -> dict:
+        """What the workers run, as config.json's facts: the first accepted worker's, except the
+        OpenBLAS kernels of their CPU convs, which are every worker's (mixed_kernels)."""
+        from nevo.evaluation import cluster_worker as worker_side
+
+        workers = sorted(self.workers)
+        facts = self.client.run(worker_side.facts, self.name, workers=workers)
+        first = facts.get(workers[0], next(iter(facts.values()), {}))
+        out = {f"worker {k}": v for k, v in first.items()}
+        mixed = self._note_kernels(facts)
+        return {**out, "worker blas": mixed} if mixed else out
+
+    def _note_kernels(self, facts: dict) -> str | None:
+        """Record the workers' kernels (facts by worker; a worker not set up yet is asked again
+        next time) and warn, once per new mix, when they sum on more than one."""
+        self.kernels.update({w: f.get("blas") for w, f in facts.items() if f})
+        mixed = mixed_kernels({w: {"blas": k} for w, k in self.kernels.items()})
+        if mixed and mixed != self.mixed_said:
+            self.mixed_said = mixed
+            self.say(
+                f"warning: the workers' CPU convs sum on different OpenBLAS kernels ({mixed}), so an "
+                "individual's actions may differ in the last bits with the worker that plays it and "
+                "results are not repeatable; start every worker with one OPENBLAS_CORETYPE "
+                "(Haswell runs on any AVX2 CPU) for identical results"
+            )
+        return mixed
+
+    def _check_new_workers(self, workers) -> None:
+        """The kernels of workers that joined since the last look (see _note_kernels)."""
+        from nevo.evaluation import cluster_worker as worker_side
+
+        new = sorted(set(workers) - set(self.kernels))
+        if not new:
+            return
+        try:
+            facts = self.client.run(worker_side.facts, self.name, workers=new)
+        except Exception:  # noqa: BLE001 (a worker gone meanwhile; the run finds out on its own)
+            return
+        self._note_kernels(facts)
+
+    def close(self) -> None:
+        try:
+            if self.client.status == "running" and hasattr(self, "name"):
+                self.client.unregister_worker_plugin(self.name)
+        except Exception:  # noqa: BLE001 (the cluster may be gone already; closing must not fail)
+            pass
+        self.client.close(timeout=10)
+        self._stop_local()
+
+    def _stop_local(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close(timeout=10)
+            self.cluster = None
+
+
+def _importer():
+    """A function, sent by value (cloudpickle pickles a local function itself, not a reference
+    to nevo), that says whether its process imports what unpickling nevo's tasks imports:
+    ("", its Python) or ("ExceptionName: why", its Python). So nothing from nevo in here."""
+
+    def importer():
+        import sys
+
+        try:
+            import nevo.evaluation.cluster_worker  # noqa: F401 (run_chunk, hold, Population)
+        except Exception as e:  # noqa: BLE001 (every reason is said in one line)
+            return f"{type(e).__name__}: {e}", sys.executable
+        return "", sys.executable
+
+    return importer
