@@ -88,7 +88,7 @@ def test_a_stop_signal_mid_generation_stops_at_once_in_one_line(signum, status, 
     name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT (Ctrl-C)"
     assert out.splitlines()[-1] == (
         f"stopped by {name} in generation {first + 1}; the run folder holds every generation before "
-        f"{first + 1}; continue with: python -m experiments.run_ga --resume {folder}"
+        f"{first + 1}; continue with: nevo train --resume {folder}"
     )
     assert err == ""
     assert [r["generation"] for r in runs.read_metrics(folder)] == list(range(first + 1))
@@ -168,7 +168,7 @@ def test_a_failed_write_stops_the_run_in_one_line(owner, name, code, file, cause
     remedy = "free space" if code != errno.EROFS else "make the folder writable"
     assert err == (
         f"error: cannot write {os.path.join(folder, file)}: {cause}the run folder holds every generation "
-        f"before {held}: {remedy}, then continue with: python -m experiments.run_ga --resume {folder}\n"
+        f"before {held}: {remedy}, then continue with: nevo train --resume {folder}\n"
     )
     assert held >= first and not [n for n in os.listdir(folder) if n.endswith(".tmp")]
     rows = runs.read_metrics(folder)
@@ -251,7 +251,7 @@ def test_a_stop_signal_ends_an_atari_run_and_everything_it_started(signum, statu
     assert proc.returncode == status, stderr
     assert stderr == "" and stdout.splitlines()[-1].startswith(f"stopped by {signal.Signals(signum).name}")
     assert stdout.splitlines()[-1].endswith(
-        f"; continue with: python -m experiments.run_ga --resume {folder}"
+        f"; continue with: nevo train --resume {folder}"
     )
     assert len(runs.read_metrics(folder)) < 4, "the run finished before the signal"
     assert _left_behind(mark) == []
@@ -285,7 +285,7 @@ def test_an_emulator_process_killed_mid_run_is_one_line_and_the_run_resumes(atar
     assert proc.returncode == 5, stderr
     (line,) = stderr.splitlines()
     assert line.startswith("error: emulator process ") and f"(pid {victim}) died (killed by signal 9)" in line
-    assert line.endswith(f": continue with python -m experiments.run_ga --resume {folder}")
+    assert line.endswith(f": continue with nevo train --resume {folder}")
     assert _left_behind(mark) == []
     assert run_ga.main(["--resume", folder]) == 0
     assert metrics_without_clock(folder) == metrics_without_clock(atari_run)

@@ -6,8 +6,8 @@ cluster fails. Dask is imported only once a connection is made.
 
 - Before any work, each worker compares its nevo version, nevo's source and its noise table with
   the driver's, and a worker that differs refuses (one line in the driver's output) and leaves;
-  so does a worker that cannot import nevo at all (the line names `python -m
-  experiments.cluster_worker ADDRESS`, which starts one that can).
+  so does a worker that cannot import nevo at all (the line names `nevo worker
+  ADDRESS`, which starts one that can).
 - The scheduler unpickles every task it is sent, and nevo's tasks name nevo's functions: a
   scheduler whose Python cannot import nevo cannot take them. The driver asks it first, and
   says so in one line (with the fix) before any run folder is written.
@@ -264,7 +264,7 @@ class ClusterConnection:
     def _start_worker(self) -> str:
         from nevo.evaluation import cluster_worker as worker_side
 
-        return f"`{worker_side.WORKER_COMMAND.format(self.address)}` in a nevo checkout"
+        return f"`{worker_side.WORKER_COMMAND.format(self.address)}` on each node (where nevo is installed)"
 
     def _worker_facts(self) -> dict:
         """What the workers run, as config.json's facts: the first accepted worker's, except the

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nevo import config, machine, runs
-from nevo.algos import declared
+from nevo import cli, config, machine, runs
 from nevo.algos.contract import Algorithm
 from nevo.evaluation.cluster import ClusterError
 from nevo.runs import elite as elite_files
@@ -90,17 +89,16 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
     except ClusterError as e:  # one line; the last checkpoint is whole
         if stop.caused(e):
             raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
-        script = declared(cfg).script
         raise RunStopped(
             f"error: {e}; the run folder holds every generation before {saved}: continue with "
-            f"python -m experiments.{script} --resume {run_dir} (with --cluster ADDRESS, or on this machine)",
+            f"{cli.resume_command(run_dir)} (with --cluster ADDRESS, or on this machine)",
             3,
             run_dir,
         ) from None
     except EmulatorError as e:  # one line; the last checkpoint is whole
         if stop.caused(e):
             raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
-        then = f"python -m experiments.{declared(cfg).script} --resume {run_dir}"
+        then = cli.resume_command(run_dir)
         raise RunStopped(
             f"error: {e}; the run folder holds every generation before {saved}: continue with {then}",
             5,
@@ -124,7 +122,7 @@ def stopped(cfg, run_dir: str, finished: int, cause, new=False, unit="generation
         held, then = "nothing of the run was written", "start it again"
     else:
         held = f"the run folder holds every {unit} before {finished}" if finished else f"no {unit} finished"
-        then = f"continue with: python -m experiments.{declared(cfg).script} --resume {run_dir}"
+        then = f"continue with: {cli.resume_command(run_dir)}"
     if not isinstance(cause, runs.WriteFailed):
         signum = stop.signum_of(cause)
         name = signal.Signals(signum).name + (" (Ctrl-C)" if signum == signal.SIGINT else "")
