@@ -79,20 +79,30 @@ def test_every_evaluator_meets_the_evaluator_contract(cls):
     )
 
 
-def test_a_runs_extensions_come_from_its_settings():
-    """The loop iterates over EXTENSIONS, each an Extension that says from the settings whether a
-    run has it: none for a plain GA; the experiences for a safe mutation; the statistics for ES
-    with --obs-norm 1; the gradient correlation for ES with --grad-corr 1."""
+def test_a_runs_extensions_come_from_its_declaration_and_settings():
+    """A run has the extensions its algorithm's declaration lists that its settings want (each an
+    Extension): none for a plain GA; the experiences for a safe mutation (GA, GA-NS); the
+    statistics for ES and the ES family with --obs-norm 1; the gradient correlation for ES with
+    --grad-corr 1. The loop names none of them."""
+    from nevo.algos import extensions_of
     from nevo.algos.contract import Extension
-    from nevo.runs.loop import EXTENSIONS
-
-    assert all(issubclass(e, Extension) for e in EXTENSIONS)
 
     def has(cfg):
-        return [e.__name__ for e in EXTENSIONS if e.wanted(cfg)]
+        found = extensions_of(cfg)
+        assert all(issubclass(e, Extension) for e in found)
+        return [e.__name__ for e in found]
 
-    ga = config.Config(algo="ga")
-    assert has(ga) == []
+    assert has(config.Config(algo="ga")) == [] == has(config.Config(algo="es"))
     assert has(config.Config(algo="ga", settings=config.GAConfig(mutation="sm-g-sum"))) == ["Experiences"]
+    assert has(config.Config(algo="ga-ns", settings=config.GANSConfig(mutation="sm-g-sum"))) == [
+        "Experiences"
+    ]
     assert has(config.Config(algo="es", settings=config.ESConfig(obs_norm=1))) == ["ObservationStatistics"]
+    assert has(config.Config(algo="nsr-es", settings=config.NSESConfig(obs_norm=1))) == [
+        "ObservationStatistics"
+    ]
     assert has(config.Config(algo="es", settings=config.ESConfig(grad_corr=1))) == ["GradientCorrelation"]
+    loop = open(
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nevo/runs/loop.py")
+    )
+    assert not re.search(r"Experiences|ObservationStatistics|GradientCorrelation|EXTENSIONS", loop.read())

@@ -58,15 +58,28 @@ def test_it_runs_by_name_and_its_settings_are_saved_as_its_own(reference):
 
 
 @pytest.mark.slow
+def test_its_own_extension_writes_a_metric_and_a_file(reference):
+    """The module's extension (its declaration lists it; nevo names it nowhere): a count in every
+    metrics row and a file in the run folder that holds the last one."""
+    counts = [r["opl/parent_changes"] for r in runs.read_metrics(reference)]
+    assert counts[0] == 1 and counts == sorted(counts) and counts[-1] > 1  # a child beat its parent
+    with open(os.path.join(reference, "parent_changes.json")) as f:
+        assert json.load(f) == {"generation": len(counts) - 1, "changes": counts[-1]}
+
+
+@pytest.mark.slow
 def test_it_resumes_exactly_in_a_new_process(reference, tmp_path):
     """A shorter run, then --resume with the reference's budget in a new process: that process
-    knows the algorithm only from config.json."""
+    knows the algorithm only from config.json; its extension counts on from the checkpoint."""
     folder = run_folder(run_ga.main, [*ARGV, "--frame-budget", "4000"], tmp_path)
     assert len(runs.read_metrics(folder)) < len(runs.read_metrics(reference))
     cmd = [sys.executable, "-m", "experiments.run_ga", "--resume", folder, *BUDGET]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert metrics_without_clock(folder) == metrics_without_clock(reference)
+    name = "parent_changes.json"
+    with open(os.path.join(folder, name)) as f, open(os.path.join(reference, name)) as g:
+        assert json.load(f) == json.load(g)
 
 
 @pytest.mark.slow

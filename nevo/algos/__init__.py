@@ -103,6 +103,19 @@ def load_module(module: str) -> tuple[str, ...]:
     return names
 
 
+def extensions_of(cfg) -> list:
+    """The extension classes a run has: those its algorithm declares that its settings want, in
+    the declaration's order ("module:Class" names imported here)."""
+    found = []
+    for e in declared(cfg).extensions:
+        if isinstance(e, str):
+            module, _, name = e.partition(":")
+            e = getattr(importlib.import_module(module), name)
+        if e.wanted(cfg):
+            found.append(e)
+    return found
+
+
 def declaration(name: str, module: str = "") -> Declaration:
     """What algorithm `name` declares of itself (its module's DECLARATIONS); module: a user's
     module that declares it (imported once), "" for nevo's own."""

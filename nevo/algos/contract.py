@@ -85,6 +85,9 @@ class Extension:
     calls every hook of every extension of the run, in order, and knows none of them; each hook
     here does nothing.
 
+    An algorithm's declaration lists the extensions its runs may have (`extensions`); the run
+    has those its settings want, checked before any work (`check`).
+
     A generation: ask -> before -> (prepare, evaluate the training episodes) -> tell -> (prepare,
     evaluate the validation episodes) -> after (its fields into the metrics row) -> the elite
     files (with elite()) -> state() into the checkpoint -> checkpointed().
@@ -94,6 +97,11 @@ class Extension:
     def wanted(cfg) -> bool:
         """Whether a run with these settings has this extension."""
         return False
+
+    @staticmethod
+    def check(cfg, task) -> None:
+        """Before any work, for a run that wants it: a ConfigError of one line where the settings
+        and the task cannot have it."""
 
     def load_state(self, checkpoint: dict) -> None:
         """Resume from a checkpoint that state() wrote into."""
@@ -109,7 +117,8 @@ class Extension:
         """After the generation's validation: its fields into the metrics row."""
 
     def elite(self, algo) -> dict:
-        """Keyword arguments for the elite files (nevo.runs.elite.write) of this generation."""
+        """Files beside this generation's elite: {key in elite.json: (file name, array)}, each
+        array saved in the run folder and named in elite.json (and best.json) under its key."""
         return {}
 
     def state(self, algo) -> dict:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from nevo import runs
 from nevo.algos.contract import Extension
 from nevo.algos.declaration import Declaration
 from nevo.algos.noise_sums import bucket_edges, bucketed_noise_sum, weighted_noise_sum
@@ -315,8 +316,8 @@ class ObservationStatistics(Extension):
         self.norm.advance(train)
 
     def elite(self, algo) -> dict:
-        """The statistics the elite agent was validated with, saved beside it."""
-        return {"obs_stats": self.agents[algo.elite_agent].copy()}
+        """The statistics the elite agent was validated with, saved beside it (obs_norm.npy)."""
+        return {"obs_norm": (runs.OBS_NORM, self.agents[algo.elite_agent].copy())}
 
     def state(self, algo) -> dict:
         return {**self.norm.stat.state(), "obs_norm/agents": self.agents}
@@ -402,6 +403,8 @@ DECLARATIONS = (
         section="es",
         validate=validate_es,
         check_device=_es_device,
+        # --grad-corr 1 (above the algorithms: it evaluates the true gradient), --obs-norm 1
+        extensions=("nevo.algos.grad_corr:GradientCorrelation", ObservationStatistics),
         on_tasks={"es": ON_TASKS},
         on_task=_on_task,
         presets=PRESETS,

@@ -412,6 +412,7 @@ DECLARATIONS = (
         validate=validate_ga,
         defaults={"rs": {"truncation": 0}},  # random search has no parents
         on_tasks={"ga": ON_TASKS, "rs": ON_TASKS},  # random search is the GA's loop
+        extensions=(Experiences,),  # safe mutations' parent experiences
         presets=PRESETS,
     ),
 )

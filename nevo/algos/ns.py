@@ -387,6 +387,7 @@ DECLARATIONS = (
         retired=_retired(GANSConfig),
         needs_behaviour=True,
         on_tasks={"ga-ns": GA_NS_ON_TASKS},
+        extensions=(ga.Experiences,),  # safe mutations' parent experiences
         presets=GA_NS_PRESETS,
     ),
     Declaration(
@@ -405,6 +406,7 @@ DECLARATIONS = (
         defaults={"nsra-es": {"reward_weight": 1.0}},
         on_tasks={name: NS_ES_ON_TASKS for name in ES_VARIANTS},  # the three take the same
         on_task=es.discretised,
+        extensions=(es.ObservationStatistics,),  # --obs-norm 1
         presets=NS_ES_PRESETS,
         needs_behaviour=True,
     ),

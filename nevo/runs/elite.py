@@ -24,13 +24,14 @@ from nevo.evaluation import setup
 from nevo.genomes import noise, safe_build
 from nevo.genomes.operators import GAUSSIAN, mutation
 from nevo.nets import obs_norm
-from nevo.runs import BEST, CONFIG, ELITE, OBS_NORM, THETA, DamagedFile, read_array, read_json
+from nevo.runs import BEST, CONFIG, ELITE, THETA, DamagedFile, read_array, read_json
 
 
-def write(run_dir: str, cfg, generation: int, algo, obs_stats: np.ndarray | None = None) -> None:
+def write(run_dir: str, cfg, generation: int, algo, extras: dict | None = None) -> None:
     """elite.json (and best.json where the algorithm keeps a best elite; theta.npy for a theta)
-    after `generation`. obs_stats: (2, n) the observation mean and std the elite was validated
-    with (--obs-norm 1), saved beside it."""
+    after `generation`. extras: the run's extensions' files beside the elite, {key: (file name,
+    array)} (nevo.algos.contract.Extension.elite: the observation statistics of --obs-norm 1),
+    each saved and named in the record under its key."""
     kept = [(ELITE, generation, algo.elite, algo.elite_score)]
     if algo.best_elite is not None:  # None only while every validation mean was NaN
         kept.append((BEST, *algo.best_elite))
@@ -49,9 +50,9 @@ def write(run_dir: str, cfg, generation: int, algo, obs_stats: np.ndarray | None
         else:  # the ES families: theta as it is
             runs.save_array(run_dir, THETA, elite)
             record["theta"] = THETA
-            if obs_stats is not None:
-                runs.save_array(run_dir, OBS_NORM, obs_stats)
-                record["obs_norm"] = OBS_NORM
+        for key, (file, array) in (extras or {}).items():
+            runs.save_array(run_dir, file, array)
+            record[key] = file
         runs.write_json(run_dir, name, record)
 
 

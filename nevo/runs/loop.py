@@ -8,16 +8,13 @@ NSR-ES, NSRA-ES): `experiments/run_ga.py`, `run_es.py`, `run_ns.py` and `nevo.tr
 The generation is `GenerationStep`; the row, the files and the stop lines after it are the
 skeleton every loop runs in (nevo.runs.skeleton, the SGD baseline's loop too).
 
-Small extensions plug into it where a run's settings want them (EXTENSIONS, each an
-nevo.algos.contract.Extension), instead of branches per script, each beside the algorithm it
-serves: nevo.algos.es's `ObservationStatistics` (--obs-norm 1, the ES families: observations
-normalised by running statistics, frozen per generation and sent to the evaluator inside each
-Population), nevo.algos.ga's `Experiences` (safe mutations: the parents' observations, kept in
-the run folder) and nevo.algos.grad_corr's `GradientCorrelation` (--grad-corr 1, ES on a
-labelled data set: es/grad_corr in each row). The run folder's files are nevo.runs's and
-nevo.runs.elite's, written by the skeleton; the algorithms' contract is nevo.algos.contract's,
-and what each algorithm declares of itself (its command, summary, rows, behaviour)
-nevo.algos.declaration's: the loop compares no algorithm names.
+Small extensions plug into it where a run's settings want them, instead of branches per
+script: each an nevo.algos.contract.Extension beside the algorithm it serves, listed by that
+algorithm's declaration (nevo.algos.extensions_of: observation statistics, safe mutations'
+experiences, the gradient correlation, or a user's own algorithm's). The run folder's files
+are nevo.runs's and nevo.runs.elite's, written by the skeleton; the algorithms' contract is
+nevo.algos.contract's, and what each algorithm declares of itself (its command, summary, rows,
+behaviour, extensions) nevo.algos.declaration's: the loop compares no algorithm names.
 """
 
 from __future__ import annotations
@@ -32,10 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nevo import cli, config, nets, runs, tasks
-from nevo.algos import bases_of, declared, make_algo
-from nevo.algos.es import ObservationStatistics
-from nevo.algos.ga import Experiences
-from nevo.algos.grad_corr import GradientCorrelation
+from nevo.algos import bases_of, declared, extensions_of, make_algo
 from nevo.config import ConfigError
 from nevo.evaluation import setup
 from nevo.evaluation.cluster import ClusterError, ClusterEvaluator
@@ -64,7 +58,8 @@ def plan(cfg, task, resume_dir: str | None = None, cluster=None) -> Plan:
     line each): the net for the task, the noise table's size, memory, the checkpoint to resume."""
     spec = setup.net_for(cfg, task)
     config.check_noise_table(cfg, spec.n_params)
-    GradientCorrelation.check(cfg, task)
+    for extension in extensions_of(cfg):
+        extension.check(cfg, task)
     if declared(cfg).needs_behaviour and task.behaviour is None:
         raise ConfigError(
             f"--env: novelty search needs a behaviour per episode; {task.name} has none here "
@@ -176,7 +171,7 @@ def _start(cfg, spec, table, task, checkpoint, run_dir, out):
     if checkpoint is not None:
         algo.load_state(checkpoint)
         frames, wall = int(checkpoint["frames"]), float(checkpoint["wall_s"])
-    extensions = [e.of(cfg, spec, task, algo, run_dir) for e in EXTENSIONS if e.wanted(cfg)]
+    extensions = [e.of(cfg, spec, task, algo, run_dir) for e in extensions_of(cfg)]
     if checkpoint is not None:
         for e in extensions:
             e.load_state(checkpoint)
@@ -248,7 +243,7 @@ class GenerationStep:
             runs.save_array(self.run_dir, runs.BEHAVIOURS, self.train.behaviours)
 
     def elite(self) -> dict:
-        """Keyword arguments for the elite files from the extensions (e.g. the obs statistics)."""
+        """The extensions' files beside the elite (e.g. the observation statistics)."""
         return {k: v for e in self.extensions for k, v in e.elite(self.algo).items()}
 
     def state(self) -> dict:
@@ -357,8 +352,3 @@ def metrics_row(gen, gen_s, tell_s, train: Results, valid: Results, algo) -> dic
         **runs.cluster_row(train, valid),
     }
     return row
-
-
-# The extensions a run may have (nevo.algos.contract.Extension), in the order their hooks run and
-# their fields join a metrics row; each says from the settings whether a run has it.
-EXTENSIONS = (Experiences, GradientCorrelation, ObservationStatistics)

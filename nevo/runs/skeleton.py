@@ -80,7 +80,7 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
             with stop.held():
                 runs.append_metrics(run_dir, row)
                 if algo.validated:  # a skipped validation leaves the last validated theta's files
-                    elite_files.write(run_dir, cfg, row["generation"], algo, **step.elite())
+                    elite_files.write(run_dir, cfg, row["generation"], algo, step.elite())
                 state = {**algo.state(), **step.state(), "frames": frames, "wall_s": wall}
                 runs.save_checkpoint(run_dir, state)
                 saved = algo.generation

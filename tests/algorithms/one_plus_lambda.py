@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nevo import runs
 from nevo.algos import Declaration, fitness_order
+from nevo.algos.contract import Extension
 from nevo.algos.streams import rng_for
 from nevo.evaluation.episodes import Episodes, Population, Results
 from nevo.genomes.noise import SEED_LIMIT
@@ -110,6 +112,38 @@ class OnePlusLambda:
         self.parent = np.asarray(st["parent"], np.int64)
 
 
+class ParentChanges(Extension):
+    """An extension of its own: the generations so far whose parent was new, as a metric
+    (opl/parent_changes) and a file in the run folder (parent_changes.json), kept in the
+    checkpoint so that a resumed run counts on."""
+
+    FILE = "parent_changes.json"
+
+    def __init__(self, run_dir: str):
+        self.run_dir, self.changes, self.parent = run_dir, 0, np.zeros(0, np.int64)
+
+    @staticmethod
+    def wanted(cfg) -> bool:
+        return True  # every run of it
+
+    @classmethod
+    def of(cls, cfg, spec, task, algo, run_dir):
+        return cls(run_dir)
+
+    def after(self, row: dict, train: Results, valid: Results, algo) -> None:
+        if not np.array_equal(algo.parent, self.parent):
+            self.changes, self.parent = self.changes + 1, algo.parent.copy()
+        row["opl/parent_changes"] = self.changes
+
+    def state(self, algo) -> dict:
+        runs.write_json(self.run_dir, self.FILE, {"generation": algo.generation - 1, "changes": self.changes})
+        return {"opl/parent_changes": np.int64(self.changes), "opl/parent": self.parent}
+
+    def load_state(self, checkpoint: dict) -> None:
+        self.changes = int(checkpoint["opl/parent_changes"])
+        self.parent = np.asarray(checkpoint["opl/parent"], np.int64)
+
+
 DECLARATIONS = (
     Declaration(
         names=("one-plus-lambda",),
@@ -143,6 +177,7 @@ DECLARATIONS = (
                     "noise_table_size": 32_000_000,
                 },
             }
-        },  # fmt: skip
+        },
+        extensions=(ParentChanges,),  # its own: nevo names it nowhere
     ),
 )
