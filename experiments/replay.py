@@ -30,12 +30,12 @@ from dataclasses import replace
 import numpy as np
 
 from nevo import config, runs, tasks
+from nevo.episodes import Episodes, Population
 from nevo.evaluation import setup
-from nevo.evaluation.episodes import Episodes, Population
 from nevo.evaluation.setup import evaluator_for
 from nevo.genomes import noise
+from nevo.loops import elite as elite_files
 from nevo.nets.kernels import make_policy
-from nevo.runs import elite as elite_files
 from nevo.tasks import envs
 
 GIF_MAX_BYTES = 5_000_000

@@ -29,14 +29,14 @@ from dataclasses import replace
 import numpy as np
 
 from nevo import config, tasks
+from nevo.episodes import Episodes, Population
 from nevo.evaluation import setup
-from nevo.evaluation.episodes import Episodes, Population
 from nevo.evaluation.setup import evaluator_for
 from nevo.genomes import noise
+from nevo.loops.elite import load as load_elite
+from nevo.loops.elite import obs_stats
 from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy
-from nevo.runs.elite import load as load_elite
-from nevo.runs.elite import obs_stats
 
 SIGMAS = (0.0, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1)
 COLOURS = {"es": "tab:blue", "ga": "tab:red", "rs": "tab:gray"}

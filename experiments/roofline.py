@@ -972,8 +972,8 @@ def end_to_end(a, forward_roof: dict) -> dict:
     """One Frostbite generation of a.e2e_net, its time split, beside the limits (module docstring)."""
     from experiments.bench.bench_pipeline import emulator_limit, emulator_roof, pool_limit, population
     from nevo.config import EnvConfig, RunConfig
+    from nevo.episodes import Episodes
     from nevo.evaluation import pipeline
-    from nevo.evaluation.episodes import Episodes
     from nevo.evaluation.slot_weights import for_device
     from nevo.nets.kernels import make_policy
     from nevo.tasks.envs import atari_actions

@@ -26,11 +26,11 @@ import numpy as np
 
 from nevo import nets, tasks
 from nevo.config import ConfigError
-from nevo.evaluation.episodes import Population
+from nevo.episodes import Population
 from nevo.genomes import safe_mutation as sm
 from nevo.genomes.operators import NAMES
+from nevo.loops.elite import load as load_elite
 from nevo.nets.kernels import make_policy
-from nevo.runs.elite import load as load_elite
 
 
 def record(cfg, spec, weights, n_record: int, seed: int) -> np.ndarray:

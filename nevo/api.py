@@ -7,7 +7,7 @@ gives the same Policy for any finished run.
     action = result.policy.act(observation)        # one observation, or a batch
     policy = nevo.load_policy(result.run_dir)      # the same, from the folder alone
 
-Both sit over the parts a researcher can use one by one (nevo.runs.loop, nevo.algos, nevo.tasks):
+Both sit over the parts a researcher can use one by one (nevo.loops.loop, nevo.algos, nevo.tasks):
 `train` builds the settings the command line would (nevo.cli: the task's and the algorithm's
 defaults), then runs the generation loop, writing the same run folder as `python -m
 experiments.run_ga`.
@@ -24,10 +24,10 @@ from nevo import cli, config, nets, runs
 from nevo.algos import DEFAULT, declared
 from nevo.config import ConfigError
 from nevo.evaluation.setup import REF_BATCH
+from nevo.loops import elite as elite_files
+from nevo.loops import loop, sgd
 from nevo.nets import half, vbn
 from nevo.nets.kernels import make_policy
-from nevo.runs import elite as elite_files
-from nevo.runs import loop, sgd
 from nevo.tasks.envs import box_action
 from nevo.tasks.supervised import DataSet, Supervised
 

@@ -1,16 +1,17 @@
-"""`nevo`: the installed command (pyproject.toml's console script; `python -m nevo` is the same).
+"""nevo: deep neuroevolution (the deep GA, ES, novelty search, safe mutations) in one command.
 
     nevo train ga                                # the deep GA's quick preset on Frostbite
     nevo train ga --preset paper --game frostbite
     nevo train es --env CartPole-v1              # any algorithm: nevo train --help lists them
     nevo train --resume runs/<folder>            # continue a stopped run, whatever its algorithm
-    nevo train one_plus_lambda --algo-module my_algo.py   # an algorithm of one's own
+    nevo train NAME --algo-module mine.py        # an algorithm of one's own (NAME: it declares)
     nevo replay runs/<folder>                    # test the elite as the paper scores it
     nevo plot curves runs/<folder>               # or throughput, table, mujoco
     nevo worker tcp://10.0.0.1:8786              # one Dask worker for --cluster, on each node
     nevo roofline                                # this machine's roofline and a generation beside it
     nevo get-mnist                               # MNIST into nevo's cache, once
 
+The installed command (pyproject.toml's console script; `python -m nevo` is the same).
 `nevo train ALGO ...` takes every flag of the algorithm's own command (`nevo train ALGO --help`),
 which `python -m experiments.run_ga`, `run_es`, `run_ns` and `run_sgd` still run as they did.
 Each subcommand's `--help` lists its options. Replay, plots, the worker and the roofline are the
@@ -93,7 +94,7 @@ correlation with the true gradient.
 TOOLS = {
     "replay": ("experiments.replay", "test a run's elite as the paper scores it, and record it playing"),
     "worker": ("experiments.cluster_worker", "start one Dask worker for --cluster on this node"),
-    "roofline": ("experiments.roofline", "this machine's roofline: each net's forward, a generation beside"),
+    "roofline": ("experiments.roofline", "this machine's roofline, and a generation measured beside it"),
     "get-mnist": ("experiments.get_mnist", "MNIST into nevo's cache, fetched once and checked"),
 }
 PLOTS = {
@@ -109,10 +110,10 @@ def train(script: str, argv: list[str]) -> int:
     and what the experiments/run_*.py aliases call."""
     presets, description = FAMILIES[script]
     if script == "run_sgd":
-        from nevo.runs import sgd
+        from nevo.loops import sgd
 
         return sgd.main(argv, description)
-    from nevo.runs import loop
+    from nevo.loops import loop
 
     return loop.main(argv, description, presets)
 

@@ -29,7 +29,7 @@ NOT_CONFIG = {
     ("emulators_per_group",),
     ("batch_size",),
     ("git_commit",),
-    ("obs_shape",),  # facts of the task, the same for every run of it (nevo.runs.loop writes them)
+    ("obs_shape",),  # facts of the task, the same for every run of it (nevo.loops.loop writes them)
     ("obs_dtype",),
     ("action",),
     ("action_box",),

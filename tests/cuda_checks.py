@@ -201,7 +201,7 @@ def device_build_matches_host_build(rng, full):
     """Rows built on the GPU (nevo.genomes.cuda_build) equal the host's build_rows bit for bit:
     fresh networks, copies and children of seed-list parents (GA), theta +- sigma eps (ES);
     a builder with a host-side fold builds on the host."""
-    from nevo.evaluation.episodes import Population
+    from nevo.episodes import Population
     from nevo.evaluation.slot_weights import AllWeights, for_device
     from nevo.genomes.cuda_build import DeviceWeights
     from nevo.genomes.noise import WeightBuilder
@@ -236,7 +236,7 @@ def evaluator_builds_its_rows_on_the_device(rng, full):
     policy read equal the host's build."""
     from nevo import nets, tasks
     from nevo.config import EnvConfig, RunConfig
-    from nevo.evaluation.episodes import Episodes, Population
+    from nevo.episodes import Episodes, Population
     from nevo.genomes.cuda_build import DeviceWeights
     from nevo.genomes.noise import WeightBuilder
     from nevo.nets.kernels import make_policy
@@ -266,7 +266,7 @@ def fp16_weights_match_reference(rng, full):
     matches the reference on the same halves, for every layer kind; rows built on the device in
     fp16 are the host's float32 build rounded once (nevo.nets.half.round_rows), bit for bit, in
     rows padded to 128 bytes."""
-    from nevo.evaluation.episodes import Population
+    from nevo.episodes import Population
     from nevo.genomes.cuda_build import DeviceWeights
     from nevo.genomes.noise import WeightBuilder
 
@@ -448,7 +448,7 @@ def pipeline_with_steps_in_flight_plays_the_synchronous_episodes(rng, full):
     call waits for its own actions: each row's frames get the same action, and the returns,
     lengths and frames are the same."""
     from nevo.config import EnvConfig
-    from nevo.evaluation.episodes import Episodes
+    from nevo.episodes import Episodes
     from nevo.evaluation.pipeline import AtariEvaluator
     from nevo.evaluation.slot_weights import GivenRows
     from nevo.nets import OBS_SHAPE

@@ -12,7 +12,7 @@ from nevo.algos.ga import GA
 from nevo.algos.novelty import mix_ranks
 from nevo.algos.ns import GANS, NSES
 from nevo.config import Config, ESConfig, GAConfig, GANSConfig, NSESConfig
-from nevo.evaluation.episodes import Results
+from nevo.episodes import Results
 from nevo.genomes.noise import WeightBuilder
 
 BEHAVIOUR = (2, np.float32)  # the maze's: final (x, y)

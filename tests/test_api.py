@@ -12,7 +12,7 @@ import nevo
 from nevo import config, runs, tasks
 from nevo.algos import NAMES
 from nevo.config import ConfigError, EnvConfig, RunConfig
-from nevo.evaluation.episodes import Episodes, Population
+from nevo.episodes import Episodes, Population
 from nevo.evaluation.setup import evaluator_for
 from nevo.genomes.noise import WeightBuilder
 from nevo.nets import obs_norm

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from ale_py import roms
 
-from nevo.evaluation.episodes import Episodes
+from nevo.episodes import Episodes
 from nevo.evaluation.pipeline import AtariEvaluator
 from nevo.tasks.envs import NOOP, make_atari, noop_count
 from tests.conftest import RowsAreIndividuals

@@ -16,11 +16,11 @@ import pytest
 
 from experiments import run_es, run_ga, run_ns
 from nevo import cli, runs, tasks
+from nevo.episodes import Episodes, Population
 from nevo.evaluation import setup
 from nevo.evaluation.cluster import ClusterError, ClusterEvaluator
 from nevo.evaluation.cluster_connection import check_address, mixed_kernels
 from nevo.evaluation.cluster_worker import differences, fingerprint
-from nevo.evaluation.episodes import Episodes, Population
 from nevo.genomes import noise
 from tests.conftest import kernels_under, metrics_without_clock, run_folder
 from tests.dask_procs import ROOT, DaskProcesses, listening

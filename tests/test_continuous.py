@@ -11,9 +11,9 @@ from experiments import replay, run_es, run_ga
 from nevo import nets, tasks
 from nevo.config import Config, ConfigError, EnvConfig, GAConfig, NetConfig
 from nevo.evaluation import setup
+from nevo.loops import elite as elite_files
 from nevo.nets.kernels import cpu, reference
 from nevo.nets.kernels.actions import actions_of
-from nevo.runs import elite as elite_files
 from nevo.tasks import envs
 from tests.conftest import metrics_without_clock, run_folder
 from tests.tiny import PENDULUM

@@ -1,5 +1,5 @@
 """The written contracts hold: every algorithm is an Algorithm and every evaluator an Evaluator
-(nevo.algos.contract, nevo.evaluation.episodes), with the same argument names everywhere."""
+(nevo.algos.contract, nevo.episodes), with the same argument names everywhere."""
 
 import inspect
 import os
@@ -11,8 +11,8 @@ import pytest
 from nevo import config
 from nevo.algos import NAMES, NOVELTY, OWN, REGISTRY, bases_of, declaration, make_algo
 from nevo.algos.contract import Algorithm
+from nevo.episodes import Evaluator
 from nevo.evaluation.cluster import ClusterEvaluator
-from nevo.evaluation.episodes import Evaluator
 from nevo.evaluation.in_process import InProcessEvaluator
 from nevo.evaluation.pipeline import AtariEvaluator
 from tests.test_algos import BEHAVIOUR, tiny_config
@@ -57,7 +57,7 @@ NAME_SWITCHES = re.compile(
 
 def test_the_loop_and_the_evaluators_know_no_algorithm_by_name():
     """Under nevo/runs and nevo/evaluation nothing switches on an algorithm's name: they ask its
-    declaration (nevo.algos.declaration) or the contract. (nevo/runs/sgd.py, the SGD baseline's own
+    declaration (nevo.algos.declaration) or the contract. (nevo/loops/sgd.py, the SGD baseline's own
     loop, is one algorithm's loop.)"""
     root = os.path.join(os.path.dirname(__file__), "..", "nevo")
     found = []
@@ -103,6 +103,6 @@ def test_a_runs_extensions_come_from_its_declaration_and_settings():
     ]
     assert has(config.Config(algo="es", settings=config.ESConfig(grad_corr=1))) == ["GradientCorrelation"]
     loop = open(
-        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nevo/runs/loop.py")
+        os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nevo/loops/loop.py")
     )
     assert not re.search(r"Experiences|ObservationStatistics|GradientCorrelation|EXTENSIONS", loop.read())

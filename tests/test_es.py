@@ -12,7 +12,7 @@ from nevo.algos.es import ES, weighted_noise_sum, weighted_noise_sum_reference
 from nevo.algos.ranking import centered_ranks
 from nevo.cli import ES_PRESETS, parse_args
 from nevo.config import ConfigError, ESConfig
-from nevo.evaluation.episodes import Results
+from nevo.episodes import Results
 from nevo.genomes.noise import NoiseSource, WeightBuilder
 from tests.conftest import metrics_without_clock, run_folder
 from tests.tiny import CARTPOLE

@@ -6,7 +6,7 @@ import pytest
 from nevo.algos import fitness_order
 from nevo.algos.ga import GA
 from nevo.config import GAConfig
-from nevo.evaluation.episodes import Results
+from nevo.episodes import Results
 from nevo.genomes.noise import NoiseSource, WeightBuilder
 
 

@@ -10,7 +10,11 @@ import pytest
 import nevo
 from nevo import nets
 from nevo.algos import make_algo
-from nevo.algos.grad_corr import (
+from nevo.config import Config, ConfigError, EnvConfig, ESConfig, NetConfig, RunConfig, validate
+from nevo.evaluation.supervised import batch_of
+from nevo.genomes.noise import NoiseSource, make_table
+from nevo.loops import loop
+from nevo.loops.grad_corr import (
     GradientCorrelation,
     batch_evaluator,
     correlation_curve,
@@ -19,11 +23,7 @@ from nevo.algos.grad_corr import (
     pearson,
     shaped_fitness,
 )
-from nevo.config import Config, ConfigError, EnvConfig, ESConfig, NetConfig, RunConfig, validate
-from nevo.evaluation.supervised import batch_of
-from nevo.genomes.noise import NoiseSource, make_table
 from nevo.nets import init_scale
-from nevo.runs import loop
 from nevo.tasks.supervised import Supervised
 from tests.test_supervised import small_data
 

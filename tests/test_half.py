@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from nevo import config
-from nevo.evaluation.episodes import Population
+from nevo.episodes import Population
 from nevo.evaluation.slot_weights import AllWeights, PooledWeights
 from nevo.genomes.noise import ROUND_ROWS, WeightBuilder
 from nevo.nets import half, init_scale
@@ -204,7 +204,7 @@ def test_a_16_bit_run_differs_from_fp32_resumes_exactly_and_plays_its_own_weight
     from experiments import run_ga
     from nevo import api, nets, runs
     from nevo.evaluation import setup
-    from nevo.runs import elite as elite_files
+    from nevo.loops import elite as elite_files
     from nevo.tasks import task_for
     from tests.conftest import metrics_without_clock, run_folder
 
@@ -279,7 +279,7 @@ def test_a_run_s_memory_check_reads_its_weight_format(monkeypatch, weights, fits
     from nevo.algos import bases_of
     from nevo.cli import parse_args
     from nevo.evaluation import setup
-    from nevo.runs import loop
+    from nevo.loops import loop
     from nevo.tasks import task_for
 
     cfg, _, _ = parse_args(["--net", "large", "--env-slots", "63", "--population", "100",

@@ -96,22 +96,79 @@ def test_the_circle_finder_finds_a_circle_of_three():
 
 # The layers of docs/architecture.md, lowest first: a module imports its own layer and those below,
 # never one above (a name matches a module and everything under it, the longest name winning;
-# `nevo.runs` is the run folder's own module, nevo/runs/__init__.py, alone).
+# `nevo` is the package's own module, nevo/__init__.py, alone).
 LAYERS = [
-    ("nevo.version", "nevo.machine", "nevo.settings", "nevo.runs", "nevo.runs.owner", "nevo.runs.stop"),
+    ("nevo.version", "nevo.machine", "nevo.settings", "nevo.runs"),
     ("nevo.nets",),
     ("nevo.genomes",),
     ("nevo.tasks",),
-    ("nevo.evaluation.episodes",),
+    ("nevo.episodes",),
     ("nevo.algos",),
     ("nevo.config",),
     ("nevo.evaluation",),
-    ("nevo.algos.grad_corr",),
     ("nevo.cli",),
-    ("nevo.runs.loop", "nevo.runs.skeleton", "nevo.runs.elite", "nevo.runs.sgd", "nevo.runs.progress"),
+    ("nevo.loops",),
     ("nevo.api", "nevo", "nevo.command", "nevo.__main__"),
 ]
-EXACT = ("nevo", "nevo.runs")  # names that stand for their own module only
+EXACT = ("nevo",)  # names that stand for their own module only
+
+
+def folder_of(module: str) -> str:
+    """The room a module is drawn in: its folder under nevo/ (nevo.nets.kernels.cpu: nevo.nets), or,
+    for a module at nevo's top, the module itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def folder_problems(deps: dict[str, set[str]]) -> list[str]:
+    """Drawn by folder: a folder whose modules are not in one layer or a run of adjacent ones; an
+    arrow from a folder to one whose layers lie above any of its own (a folder's arrow runs up);
+    a circle of folders."""
+    layers: dict[str, set[int]] = {}
+    for m in deps:
+        layers.setdefault(folder_of(m), set()).add(layer_of(m))
+    bad = [
+        f"{f} spans layers {sorted(ls)}"
+        for f, ls in sorted(layers.items())
+        if max(ls) - min(ls) + 1 != len(ls)
+    ]
+    arrows = {f: set() for f in layers}
+    for m, ds in deps.items():
+        for d in ds:
+            a, b = folder_of(m), folder_of(d)
+            if a != b and b != "nevo":
+                arrows[a].add(b)
+                if max(layers[b]) > min(layers[a]):
+                    bad.append(f"{a} {sorted(layers[a])} -> {b} {sorted(layers[b])} ({m} -> {d})")
+    bad += [" -> ".join(c) for c in circles(arrows)]
+    return bad
+
+
+def test_drawn_by_folder_no_arrow_runs_up_and_none_circles():
+    """Each folder (package; a module at nevo's top is a room of its own) holds one layer or a run
+    of adjacent ones, and its imports reach only folders at or below its lowest layer."""
+    deps = nevo_imports()
+    assert {"nevo.runs", "nevo.loops", "nevo.evaluation", "nevo.algos", "nevo.episodes"} <= {
+        folder_of(m) for m in deps
+    }
+    assert folder_problems(deps) == []
+
+
+def test_the_folder_check_sees_an_arrow_up_and_a_circle():
+    """Were the loop back in nevo/runs/ (as before nevo/loops/), the run-folder files' folder would
+    import the algorithms and the command line above it, and the algorithms it: a circle."""
+    deps = {
+        "nevo.runs.loop": {"nevo.algos.ga", "nevo.cli"},
+        "nevo.runs": set(),
+        "nevo.algos.ga": {"nevo.runs"},
+    }
+    deps["nevo.cli"] = set()
+    problems = folder_problems(deps)
+    assert "nevo.runs [0] -> nevo.algos [5] (nevo.runs.loop -> nevo.algos.ga)" in problems
+    assert "nevo.algos -> nevo.runs -> nevo.algos" in problems
+    assert (
+        folder_problems({"nevo.nets.kernels.cpu": {"nevo.nets"}, "nevo.nets": {"nevo.nets.kernels.cpu"}})
+        == []
+    )
 
 
 def layer_of(module: str) -> int | None:
@@ -147,5 +204,5 @@ def test_the_layer_check_sees_an_import_upwards():
     assert upward({"nevo.tasks": {"nevo.evaluation.pipeline"}, "nevo.evaluation.pipeline": set()}) == [
         "nevo.tasks (3) -> nevo.evaluation.pipeline (7)"
     ]
-    assert layer_of("nevo.runs") < layer_of("nevo.evaluation.setup") < layer_of("nevo.runs.loop")
-    assert layer_of("nevo.evaluation.episodes") < layer_of("nevo.algos.ga") < layer_of("nevo.config")
+    assert layer_of("nevo.runs") < layer_of("nevo.evaluation.setup") < layer_of("nevo.loops.loop")
+    assert layer_of("nevo.episodes") < layer_of("nevo.algos.ga") < layer_of("nevo.config")

@@ -10,7 +10,7 @@ import pytest
 from experiments import replay, run_ga
 from nevo import nets
 from nevo.config import EnvConfig
-from nevo.evaluation.episodes import Episodes, Population
+from nevo.episodes import Episodes, Population
 from nevo.evaluation.in_process import InProcessEvaluator
 from nevo.nets.kernels import make_policy
 from nevo.tasks import task_for

@@ -3,7 +3,7 @@
 import numpy as np
 
 from nevo import nets
-from nevo.evaluation.episodes import Episodes, Population
+from nevo.episodes import Episodes, Population
 from nevo.evaluation.in_process import InProcessEvaluator
 from nevo.nets.kernels import make_policy
 from nevo.tasks import maze

@@ -11,12 +11,12 @@ import pytest
 from experiments import replay, robustness, run_es, run_ga, run_ns
 from nevo import cli, runs, tasks
 from nevo.config import ConfigError, EnvConfig
-from nevo.evaluation.episodes import Episodes, Population
+from nevo.episodes import Episodes, Population
 from nevo.evaluation.setup import evaluator_for
 from nevo.genomes import noise
+from nevo.loops import elite as elite_files
 from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy
-from nevo.runs import elite as elite_files
 from nevo.tasks import envs, trap
 from tests.conftest import metrics_without_clock, run_folder
 

@@ -12,12 +12,12 @@ from experiments import replay, run_es
 from nevo import nets, runs, tasks
 from nevo.cli import parse_args
 from nevo.config import ConfigError, EnvConfig, RunConfig
-from nevo.evaluation.episodes import Episodes, Population
+from nevo.episodes import Episodes, Population
 from nevo.evaluation.setup import evaluator_for
 from nevo.genomes.noise import WeightBuilder
+from nevo.loops import elite as elite_files
 from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy, reference
-from nevo.runs import elite as elite_files
 from tests.conftest import metrics_without_clock, run_folder
 from tests.tiny import PENDULUM
 
@@ -157,7 +157,7 @@ def test_obs_norm_on_images_is_one_line(capsys, tmp_path):
 def test_observation_statistics_survive_evaluations_in_parts():
     """An evaluation run in parts (nevo.evaluation.slot_weights.in_parts: concat, then select back into the
     episodes' order) reports every part's counted episodes, one after the other."""
-    from nevo.evaluation.episodes import Results
+    from nevo.episodes import Results
 
     one = np.ones(2, np.int64)
     a = Results(

@@ -7,7 +7,7 @@ import pytest
 from ale_py.vector_env import AtariVectorEnv
 
 from nevo.config import EnvConfig
-from nevo.evaluation.episodes import Episodes, Population
+from nevo.episodes import Episodes, Population
 from nevo.evaluation.pipeline import AtariEvaluator
 from nevo.evaluation.slot_weights import PooledWeights
 from nevo.genomes.noise import WeightBuilder

@@ -2,7 +2,7 @@
 
 import io
 
-from nevo.runs.progress import Progress
+from nevo.loops.progress import Progress
 
 ROW = {
     "generation": 3,

@@ -12,8 +12,8 @@ from experiments import run_ga, run_ns
 from nevo import config, nets, runs
 from nevo.cli import parse_args
 from nevo.genomes import noise
-from nevo.runs import elite as elite_files
-from nevo.runs import loop
+from nevo.loops import elite as elite_files
+from nevo.loops import loop
 from tests.conftest import metrics_without_clock, run_folder
 
 DEEP = [

@@ -10,7 +10,7 @@ import pytest
 from nevo import nets, runs
 from nevo.algos.ga import GA
 from nevo.config import GAConfig
-from nevo.evaluation.episodes import Episodes, Population, Results
+from nevo.episodes import Episodes, Population, Results
 from nevo.evaluation.experiences import ExperienceSample, places
 from nevo.evaluation.setup import evaluator_for
 from nevo.genomes import safe_build

@@ -14,7 +14,7 @@ from nevo.algos import make_algo
 from nevo.algos.sgd import SGD, loss_gradient, proxy
 from nevo.config import Config, EnvConfig, ESConfig, NetConfig, RunConfig, SGDConfig
 from nevo.genomes.noise import NoiseSource
-from nevo.runs import sgd as sgd_loop
+from nevo.loops import sgd as sgd_loop
 from nevo.tasks.supervised import Supervised
 from tests.conftest import metrics_without_clock
 from tests.test_supervised import small_data
@@ -111,7 +111,7 @@ def test_sgd_and_the_proxy_resume_with_the_settings_they_started_with(rho, tmp_p
 
 @pytest.mark.slow
 def test_es_on_a_data_set_resumes_with_the_settings_it_started_with(tmp_path):
-    from nevo.runs import loop
+    from nevo.loops import loop
 
     cfg = Config(algo="es", env=EnvConfig(env="stripes", examples=10), net=NetConfig(net="dense:8"),
                  settings=ESConfig(population=8, sigma=0.01, lr=0.02, l2=0.001, validation_episodes=1,

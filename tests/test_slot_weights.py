@@ -4,7 +4,7 @@ import numpy as np
 
 from nevo.algos.ga import GA
 from nevo.config import GAConfig
-from nevo.evaluation.episodes import Episodes, Population, Results
+from nevo.episodes import Episodes, Population, Results
 from nevo.evaluation.slot_weights import AllWeights, PooledWeights, in_parts
 from nevo.genomes import noise
 from nevo.genomes.noise import WeightBuilder

@@ -17,7 +17,7 @@ import pytest
 
 from experiments import run_ga
 from nevo import runs
-from nevo.runs import progress
+from nevo.loops import progress
 from tests.conftest import metrics_without_clock, run_folder
 from tests.fixtures.record import PATH, RUNS
 from tests.tiny import ATARI

@@ -12,7 +12,7 @@ import nevo
 from nevo import nets, runs
 from nevo.algos import declaration, make_algo
 from nevo.config import Config, EnvConfig, ESConfig
-from nevo.evaluation.episodes import Episodes, Population
+from nevo.episodes import Episodes, Population
 from nevo.evaluation.slot_weights import PooledWeights
 from nevo.evaluation.supervised import SupervisedEvaluator, log_softmax
 from nevo.genomes.noise import NoiseSource, WeightBuilder
@@ -206,7 +206,7 @@ def test_limited_perturbation_es_perturbs_one_bucket_per_offspring_and_steps_alo
     bucket and theta + scale * eps inside it (a mirrored pair the same bucket); the update is the
     sum of each perturbation's bucket alone."""
     from nevo.algos.es import bucket_edges, offsets_of
-    from nevo.evaluation.episodes import Results
+    from nevo.episodes import Results
 
     edges = bucket_edges(40, 7)
     assert len(edges) == 7 and np.diff(edges).max() <= 7 and edges[0] == 0 and edges[-1] == 40

@@ -4,7 +4,7 @@ import numba
 import numpy as np
 import pytest
 
-from nevo.evaluation.episodes import Population
+from nevo.episodes import Population
 from nevo.genomes.noise import WeightBuilder
 from nevo.nets import init_scale, make_spec, net_spec, vbn
 from nevo.nets.kernels import HostPolicy, cpu, reference

@@ -27,7 +27,7 @@ import numpy as np
 from nevo import machine, nets
 from nevo.algos.es import ES
 from nevo.config import ESConfig
-from nevo.evaluation.episodes import Results
+from nevo.episodes import Results
 from nevo.genomes import noise
 
 CPU_FRAMES_PER_S = 3676  # bench_pipeline, large, population 64, lockstep, 2 cores (docs/lab/2026-11-21.md)

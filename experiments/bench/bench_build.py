@@ -22,7 +22,7 @@ import numpy as np
 from nevo import nets
 from nevo.algos.ga import GA
 from nevo.config import GAConfig
-from nevo.evaluation.episodes import Results
+from nevo.episodes import Results
 from nevo.genomes import noise
 
 

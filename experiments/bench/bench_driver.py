@@ -31,8 +31,8 @@ import numpy as np
 
 from nevo import machine
 from nevo.config import EnvConfig
+from nevo.episodes import Episodes
 from nevo.evaluation import pipeline
-from nevo.evaluation.episodes import Episodes
 from nevo.evaluation.slot_weights import GivenRows
 from nevo.nets.kernels.cuda import gather_rows
 

@@ -42,7 +42,7 @@ import numpy as np
 
 from nevo import machine, nets
 from nevo.config import EnvConfig, RunConfig
-from nevo.evaluation.episodes import Episodes, Population
+from nevo.episodes import Episodes, Population
 from nevo.evaluation.pipeline import AtariEvaluator, layout
 from nevo.evaluation.setup import evaluator_for
 from nevo.evaluation.slot_weights import for_device

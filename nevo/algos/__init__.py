@@ -3,13 +3,16 @@ that builds them by name.
 
 - `ga.py`: the deep GA and random search (Such et al. 2017); `es.py`: OpenAI-ES (Salimans et al.
   2017); `ns.py`: GA-NS and NS-ES, NSR-ES, NSRA-ES (Such et al.; Conti et al. 2018), over
-  `novelty.py` (the archive and the k-nearest-neighbour novelty); `sgd.py`: the SGD baseline of
-  ES against SGD (Zhang, Clune & Stanley 2017);
-- `ranking.py`: the one fitness rule (higher is better, NaN last); `contract.py`: the contract;
-  `declaration.py`: what each algorithm module declares of itself (`DECLARATIONS`: its names, its
-  command, how it is made, its settings, the rows it builds from, its summary, whether it needs a
-  behaviour), from which the registry here is built: the loop asks `declaration(name)`, never
-  compares names.
+  `novelty.py` (the archive and the k-nearest-neighbour novelty) and `ns_settings.py` (its
+  settings); `sgd.py`: the SGD baseline of ES against SGD (Zhang, Clune & Stanley 2017);
+  `optimizers.py` (Adam, momentum) and `noise_sums.py` (the gradient's sums over the noise
+  table), which ES and SGD share;
+- `ranking.py`: the one fitness rule (higher is better, NaN last); `streams.py`: the random
+  streams; `contract.py`: the contract; `declaration.py`: what each algorithm module declares of
+  itself (`DECLARATIONS`: its names, its command, how it is made, its settings, what it takes on
+  each kind of task, its presets, its extensions, the rows it builds from, its summary, whether it
+  needs a behaviour), from which the registry here is built: the loop asks `declaration(name)`,
+  never compares names.
 
 An algorithm of one's own is a module with the same `DECLARATIONS` (a file, `path/to/mine.py`, or
 an importable module, `package.mine`): `declaration(name, module)` imports it once and adds its

@@ -13,7 +13,7 @@ size absorbs it).
 g is computed by `weighted_noise_sum`, numba-parallel over blocks of parameters, reading the
 perturbations straight from the table: no (population x parameters) matrix is ever built. Nor
 for the evaluation: `ask` describes the population as theta plus each row's noise seed and sign
-(nevo.evaluation.episodes.Population), and the evaluator builds a row when it is used, so a population
+(nevo.episodes.Population), and the evaluator builds a row when it is used, so a population
 of 5,000 large nets (80 GB as weights) costs the evaluator's slots' worth of memory.
 
 State is plain arrays: theta, the optimizer's moments and step count, the generation. Every
@@ -35,7 +35,7 @@ from nevo.algos.noise_sums import weighted_noise_sum_reference as weighted_noise
 from nevo.algos.optimizers import load_theta_state, make_optimizer, theta_state, vector_norm
 from nevo.algos.ranking import centered_ranks
 from nevo.algos.streams import rng_for
-from nevo.evaluation.episodes import Episodes, Population, Results
+from nevo.episodes import Episodes, Population, Results
 from nevo.genomes.noise import SEED_LIMIT, NoiseSource, offsets_of
 from nevo.nets.obs_norm import ObsNorm
 from nevo.settings import OPTIMIZERS, SHAPINGS, ConfigError, require, setting
@@ -128,7 +128,7 @@ class ES:
         self.validated = True  # False after a generation whose validation was skipped
         self.grad_norm = float("nan")
         self.step_norm = float("nan")
-        self.last_grad = None  # (P,) float32: the last step's gradient estimate g (nevo.algos.grad_corr)
+        self.last_grad = None  # (P,) float32: the last step's gradient estimate g (nevo.loops.grad_corr)
 
     # ---- the population: perturbation k of individual j ---------------------------------
     def _seeds(self) -> np.ndarray:
@@ -404,7 +404,7 @@ DECLARATIONS = (
         validate=validate_es,
         check_device=_es_device,
         # --grad-corr 1 (above the algorithms: it evaluates the true gradient), --obs-norm 1
-        extensions=("nevo.algos.grad_corr:GradientCorrelation", ObservationStatistics),
+        extensions=("nevo.loops.grad_corr:GradientCorrelation", ObservationStatistics),
         on_tasks={"es": ON_TASKS},
         on_task=_on_task,
         presets=PRESETS,

@@ -23,7 +23,7 @@ mean) is kept too, as the reference's final report does.
 
 State is plain data: the genomes of the population to evaluate, as the parents' seed lists plus
 how each row comes from them (copy, mutate or fresh), the elite, and the generation counter.
-The GA never builds weights: `ask` describes the population (nevo.evaluation.episodes.Population) and
+The GA never builds weights: `ask` describes the population (nevo.episodes.Population) and
 whoever evaluates builds each row where it is used. Every random choice is drawn from a generator seeded by
 (run seed, generation, purpose), so a resumed run repeats an uninterrupted one exactly.
 """
@@ -39,7 +39,7 @@ from nevo.algos.contract import Extension
 from nevo.algos.declaration import Declaration
 from nevo.algos.ranking import fitness_order
 from nevo.algos.streams import rng_for
-from nevo.evaluation.episodes import Episodes, Population, Results
+from nevo.episodes import Episodes, Population, Results
 from nevo.genomes.noise import SEED_LIMIT
 from nevo.genomes.operators import NAMES as MUTATIONS
 from nevo.genomes.operators import mutation

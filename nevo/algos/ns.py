@@ -44,7 +44,7 @@ from nevo.algos.ns_settings import (
 )
 from nevo.algos.ranking import fitness_order
 from nevo.algos.streams import rng_for
-from nevo.evaluation.episodes import Episodes, Population, Results
+from nevo.episodes import Episodes, Population, Results
 from nevo.genomes.noise import NoiseSource
 
 # Purposes of the novelty-search random streams (apart from the GA's and the agents' by value).

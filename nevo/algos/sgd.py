@@ -27,7 +27,7 @@ from nevo.algos.declaration import Declaration
 from nevo.algos.es import INIT_SEED, TRAIN_EPISODES
 from nevo.algos.optimizers import load_theta_state, make_optimizer, theta_state, vector_norm
 from nevo.algos.streams import rng_for
-from nevo.evaluation.episodes import Episodes, Population
+from nevo.episodes import Episodes, Population
 from nevo.genomes.noise import SEED_LIMIT
 from nevo.genomes.safe_mutation import trace, vjp
 from nevo.settings import OPTIMIZERS, require, setting
@@ -111,7 +111,7 @@ class SGD:
 
 
 class SGDStep:
-    """One step of the run skeleton (nevo.runs.loop.skeleton): --validate-every mini-batches, then
+    """One step of the run skeleton (nevo.loops.loop.skeleton): --validate-every mini-batches, then
     theta on the whole test set. Its row: the iterations' batch scores, SGD's metrics, the
     accuracies."""
 
@@ -185,7 +185,7 @@ def validate_sgd(s, name: str = "sgd") -> None:
 
 
 def _own_loop(name, cfg, noise, behaviour):
-    raise ValueError("sgd: the SGD baseline runs in its own loop (nevo.runs.sgd), not the generation loop")
+    raise ValueError("sgd: the SGD baseline runs in its own loop (nevo.loops.sgd), not the generation loop")
 
 
 def _sgd_summary(cfg) -> str:
@@ -210,7 +210,7 @@ def _on_task(name: str, kind: str, env_cfg, data) -> dict:
     return {} if data is None else {"frame_budget": OWN_BUDGET // (data.pixels + 200) // 1000 * 1000}
 
 
-# The SGD baseline of ES against SGD on MNIST (Zhang, Clune & Stanley 2017; nevo.runs.sgd): the
+# The SGD baseline of ES against SGD on MNIST (Zhang, Clune & Stanley 2017; nevo.loops.sgd): the
 # 28,938-parameter net, mini-batches of --examples, Adam; "quick": a few minutes on 2 cores.
 PRESETS = {
     "paper": {"env": {"env": "mnist"}, "net": {"net": "mnist"}},
@@ -221,7 +221,7 @@ DECLARATIONS = (
     Declaration(
         names=("sgd",),
         script="run_sgd",
-        make=_own_loop,  # SGD evaluates no population: nevo.runs.sgd steps it
+        make=_own_loop,  # SGD evaluates no population: nevo.loops.sgd steps it
         bases=lambda cfg: 1,  # theta
         summary=_sgd_summary,
         settings=SGDConfig,

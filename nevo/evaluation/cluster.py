@@ -39,8 +39,8 @@ from concurrent.futures import CancelledError
 
 import numpy as np
 
+from nevo.episodes import Episodes, Results
 from nevo.evaluation.cluster_connection import ClusterConnection, ClusterError, one_line
-from nevo.evaluation.episodes import Episodes, Results
 
 
 def nbytes(obj) -> int:

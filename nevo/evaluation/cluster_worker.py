@@ -17,7 +17,7 @@ import numpy as np
 from distributed import Reschedule, WorkerPlugin, get_worker
 
 from nevo import version
-from nevo.evaluation.episodes import Episodes, Results
+from nevo.episodes import Episodes, Results
 from nevo.machine import cores
 
 EVENTS = "nevo-refused"  # the topic on which a refusing worker says why

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from nevo.evaluation.episodes import Episodes, Results
+from nevo.episodes import Episodes, Results
 from nevo.evaluation.experiences import sample_for
 from nevo.evaluation.slot_weights import mutation_s
 
@@ -40,7 +40,7 @@ class InProcessEvaluator:
 
     def run(self, population, episodes: Episodes, progress=None) -> Results:
         """Play every episode to its end (or the frame cap); progress(done, total, frames).
-        population: nevo.evaluation.episodes.Population, whose rows episodes.ind name."""
+        population: nevo.episodes.Population, whose rows episodes.ind name."""
         ind, seeds = np.asarray(episodes.ind, np.int64), np.asarray(episodes.seeds, np.int64)
         n_ep, S = len(ind), self.slots
         returns, lengths = np.zeros(n_ep, np.float64), np.zeros(n_ep, np.int64)

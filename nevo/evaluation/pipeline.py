@@ -31,7 +31,7 @@ from collections import deque
 
 import numpy as np
 
-from nevo.evaluation.episodes import Episodes, Results
+from nevo.episodes import Episodes, Results
 from nevo.evaluation.experiences import sample_for
 from nevo.evaluation.slot_weights import in_parts, mutation_s
 from nevo.tasks.emulator_pool import EmulatorPool
@@ -109,7 +109,7 @@ class AtariEvaluator:
 
     def run(self, population, episodes: Episodes, progress=None) -> Results:
         """Play every episode to its end (or the frame cap); progress(done, total, frames).
-        population: nevo.evaluation.episodes.Population, whose rows episodes.ind name."""
+        population: nevo.episodes.Population, whose rows episodes.ind name."""
 
         def run_part(pop, eps):
             return self._run(pop, eps, progress)

@@ -132,7 +132,7 @@ def in_parts(run, population, episodes, max_rows):
     """run(population, episodes) over parts of at most max_rows individuals (None: all at once),
     the Results in the episodes' order. An episode's outcome depends only on its individual and
     seed, so the parts change nothing but memory."""
-    from nevo.evaluation.episodes import Episodes, Results
+    from nevo.episodes import Episodes, Results
 
     if max_rows is None or len(population) <= max_rows:
         return run(population, episodes)

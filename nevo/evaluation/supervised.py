@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from nevo.evaluation.episodes import Episodes, Results
+from nevo.episodes import Episodes, Results
 from nevo.tasks.supervised import batch_of
 
 # Examples a forward pass takes at once: the (rows, C, H, W) batch and the activations of a

@@ -2,7 +2,7 @@
 SIGINT (Ctrl-C) become a `Stopped` exception in the main thread, of KeyboardInterrupt's kind, so
 a run unwinds through the same finally paths for both: the evaluator's close() ends its
 emulators, workers and threads, whatever they are, and the generation loop says in one line where
-it stopped and how to go on (nevo.runs.loop.stopped).
+it stopped and how to go on (nevo.loops.loop.stopped).
 
 A generation's files (its metrics row, the elite files, the checkpoint) are written with the
 signals held (`held`): a signal that arrives then stops the run once they are all written, so a

@@ -23,7 +23,7 @@ from nevo import runs
 from nevo.algos import Declaration, fitness_order
 from nevo.algos.contract import Extension
 from nevo.algos.streams import rng_for
-from nevo.evaluation.episodes import Episodes, Population, Results
+from nevo.episodes import Episodes, Population, Results
 from nevo.genomes.noise import SEED_LIMIT
 from nevo.settings import require, setting
 

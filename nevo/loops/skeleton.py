@@ -1,5 +1,5 @@
-"""What every loop of nevo runs in (the generation loop, nevo.runs.loop; the SGD baseline's,
-nevo.runs.sgd): the skeleton that turns each step into the run folder's files, and what a run
+"""What every loop of nevo runs in (the generation loop, nevo.loops.loop; the SGD baseline's,
+nevo.loops.sgd): the skeleton that turns each step into the run folder's files, and what a run
 ends with.
 
     skeleton: step(frames) -> one metrics row -> elite files -> checkpoint -> progress line
@@ -11,7 +11,7 @@ ends with.
   whole;
 - `write_config`: config.json, written once before the first generation;
 - `Outcome`: a finished run.
-The run folder's files themselves are nevo.runs's and nevo.runs.elite's.
+The run folder's files themselves are nevo.runs's and nevo.loops.elite's.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 from nevo import cli, config, machine, runs
 from nevo.algos.contract import Algorithm
 from nevo.evaluation.cluster import ClusterError
-from nevo.runs import elite as elite_files
+from nevo.loops import elite as elite_files
 from nevo.runs import stop
 from nevo.tasks.emulator_pool import EmulatorError
 
@@ -55,7 +55,7 @@ class Outcome:
 
 def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tuple[int, float, dict]:
     """What every loop of nevo shares, generation after generation until the frame budget (the
-    generation loop's GenerationStep; the SGD baseline's steps, nevo.runs.sgd): step(frames) gives
+    generation loop's GenerationStep; the SGD baseline's steps, nevo.loops.sgd): step(frames) gives
     its fields of the metrics row and the frames it took; the skeleton adds the counters and the
     timing, step.finish its extensions' fields; then the row, the elite files (where the algorithm
     validated), the checkpoint and the progress line. Returns (frames, wall_s, the last row); a

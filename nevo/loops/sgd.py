@@ -22,9 +22,9 @@ from nevo.algos.sgd import SGD, SGDStep
 from nevo.config import ConfigError
 from nevo.evaluation import setup
 from nevo.genomes import noise
+from nevo.loops.progress import Progress
+from nevo.loops.skeleton import Outcome, RunStopped, said, skeleton, stopped, write_config
 from nevo.runs import owner, stop
-from nevo.runs.progress import Progress
-from nevo.runs.skeleton import Outcome, RunStopped, said, skeleton, stopped, write_config
 from nevo.tasks.supervised import Supervised
 
 
@@ -94,7 +94,7 @@ def _run(cfg, task, spec, checkpoint, run_dir: str, out) -> Outcome:
 
 def main(argv, description: str) -> int:
     """run_sgd's command line: parse, run; one line and an exit code for every way it stops (the
-    generation loop's codes, nevo.runs.loop.main)."""
+    generation loop's codes, nevo.loops.loop.main)."""
     with stop.on_signals():
         try:
             cfg, resume_dir, _ = cli.parse_args(argv, description, cli.SGD_PRESETS)

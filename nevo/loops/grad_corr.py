@@ -32,7 +32,7 @@ from nevo.algos.contract import Extension
 from nevo.algos.es import weighted_noise_sum
 from nevo.algos.ranking import centered_ranks
 from nevo.algos.sgd import loss_gradient
-from nevo.evaluation.episodes import Episodes, Population
+from nevo.episodes import Episodes, Population
 from nevo.evaluation.slot_weights import for_device
 from nevo.evaluation.supervised import SupervisedEvaluator
 from nevo.genomes.noise import SEED_LIMIT, WeightBuilder, offsets_of
@@ -140,7 +140,7 @@ class GradientCorrelation(Extension):
     """--grad-corr 1 (ES on a labelled data set, one shared mini-batch a generation): Pearson's r
     between the step's gradient estimate g_ES and the batch's true gradient at theta before the
     step, es/grad_corr in the row (Zhang, Clune & Stanley 2017's correlation, along a run;
-    nevo.algos.grad_corr). It costs one backward pass a generation."""
+    nevo.loops.grad_corr). It costs one backward pass a generation."""
 
     def __init__(self, spec, task, cfg):
         self.spec, self.data, self.examples = spec, task.data, cfg.env.examples

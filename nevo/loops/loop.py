@@ -6,13 +6,13 @@ NSR-ES, NSRA-ES): `experiments/run_ga.py`, `run_es.py`, `run_ns.py` and `nevo.tr
         -> one metrics row -> progress line -> elite files -> checkpoint
 
 The generation is `GenerationStep`; the row, the files and the stop lines after it are the
-skeleton every loop runs in (nevo.runs.skeleton, the SGD baseline's loop too).
+skeleton every loop runs in (nevo.loops.skeleton, the SGD baseline's loop too).
 
 Small extensions plug into it where a run's settings want them, instead of branches per
 script: each an nevo.algos.contract.Extension beside the algorithm it serves, listed by that
 algorithm's declaration (nevo.algos.extensions_of: observation statistics, safe mutations'
 experiences, the gradient correlation, or a user's own algorithm's). The run folder's files
-are nevo.runs's and nevo.runs.elite's, written by the skeleton; the algorithms' contract is
+are nevo.runs's and nevo.loops.elite's, written by the skeleton; the algorithms' contract is
 nevo.algos.contract's, and what each algorithm declares of itself (its command, summary, rows,
 behaviour, extensions) nevo.algos.declaration's: the loop compares no algorithm names.
 """
@@ -31,14 +31,14 @@ import numpy as np
 from nevo import cli, config, nets, runs, tasks
 from nevo.algos import bases_of, declared, extensions_of, make_algo
 from nevo.config import ConfigError
+from nevo.episodes import Results
 from nevo.evaluation import setup
 from nevo.evaluation.cluster import ClusterError, ClusterEvaluator
 from nevo.evaluation.cluster_connection import check_address
-from nevo.evaluation.episodes import Results
 from nevo.genomes import noise
+from nevo.loops.progress import Progress
+from nevo.loops.skeleton import Outcome, RunStopped, said, skeleton, stopped, write_config
 from nevo.runs import owner, stop
-from nevo.runs.progress import Progress
-from nevo.runs.skeleton import Outcome, RunStopped, said, skeleton, stopped, write_config
 from nevo.tasks.emulator_pool import EmulatorError
 
 
@@ -94,7 +94,7 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
     the Outcome, or raises RunStopped (a stop signal, the cluster gone, a write that failed: the
     last checkpoint whole) or ClusterError (no evaluator at the start; a new run's folder is
     removed). fitness: a function of a generation's training Results giving one number per
-    individual (default: the returns); out: a nevo.runs.progress.Progress."""
+    individual (default: the returns); out: a nevo.loops.progress.Progress."""
     cfg = config.weights_resolved(cfg)  # a Config built in Python: config.json names the format
     out = out or Progress(cfg.run.frame_budget)
     finished = _finished(p.checkpoint)  # generations in the folder
