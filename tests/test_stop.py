@@ -250,9 +250,7 @@ def test_a_stop_signal_ends_an_atari_run_and_everything_it_started(signum, statu
     assert time.monotonic() - sent < 10
     assert proc.returncode == status, stderr
     assert stderr == "" and stdout.splitlines()[-1].startswith(f"stopped by {signal.Signals(signum).name}")
-    assert stdout.splitlines()[-1].endswith(
-        f"; continue with: nevo train --resume {folder}"
-    )
+    assert stdout.splitlines()[-1].endswith(f"; continue with: nevo train --resume {folder}")
     assert len(runs.read_metrics(folder)) < 4, "the run finished before the signal"
     assert _left_behind(mark) == []
     assert run_ga.main(["--resume", folder]) == 0
