@@ -284,7 +284,7 @@ def parse_args(argv, description: str, presets=None) -> tuple:
             f"declares{elsewhere}"
         )
     args = build_parser(description, presets, algo, module).parse_args(argv)
-    cfg, resume = _config_of(args, presets, _saved_config(args.resume) if args.resume else None)
+    cfg, resume = _config_of(args, presets, saved_config(args.resume) if args.resume else None)
     cluster = None
     if args.cluster:
         require(args.cluster_timeout > 0, "cluster_timeout", "> 0", args.cluster_timeout)
@@ -293,8 +293,9 @@ def parse_args(argv, description: str, presets=None) -> tuple:
     return cfg, resume, cluster
 
 
-def _saved_config(run_dir: str):
-    """The config of run folder run_dir (--resume), or a ConfigError of one line."""
+def saved_config(run_dir: str):
+    """The config of run folder run_dir (--resume), or a ConfigError of one line (DamagedFile
+    where its config.json is damaged)."""
     path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(path):
         raise ConfigError(f"--resume: {run_dir!r} is not a run folder (no config.json)")

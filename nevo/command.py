@@ -21,13 +21,13 @@ checkout's experiments/ and plots/ packages, installed with nevo.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 
 from nevo import cli
-from nevo.algos import OWN, declaration
+from nevo.algos import OWN, declaration, declared
 from nevo.config import ConfigError
+from nevo.settings import DamagedFile
 
 # Each training command: its presets, its description (what `--help` prints above the flags).
 FAMILIES = {
@@ -122,15 +122,11 @@ def script_for(argv: list[str]) -> str:
     """The training command of `nevo train` argv: the algorithm's (the first word, or --algo), or
     on --resume the run folder's; a ConfigError of one line if there is none."""
     first = cli.first_args(argv)
-    if first.resume:
-        path = os.path.join(first.resume, "config.json")
+    if first.resume:  # the run folder's config as --resume reads it (older layouts included)
         try:
-            with open(path) as f:
-                saved = json.load(f)
-            return declaration(saved["algo"], saved.get("algo_module", "")).script
-        except FileNotFoundError:
-            raise ConfigError(f"--resume: {first.resume!r} is not a run folder (no config.json)") from None
-        except (OSError, ValueError, KeyError, TypeError) as e:
+            return declared(cli.saved_config(first.resume)).script
+        except DamagedFile as e:
+            path = os.path.join(first.resume, "config.json")
             raise ConfigError(f"--resume: {path} is damaged ({e}); the run cannot be resumed") from None
     if first.algo is None:
         raise ConfigError(f"nevo train: name an algorithm ({', '.join(OWN)}), or --resume RUN_DIR")
@@ -156,7 +152,7 @@ def usage() -> str:
     lines += [f"  {name:<10} {about}" for name, (_, about) in TOOLS.items() if name != "get-mnist"]
     lines.append(f"  {'plot':<10} paper-style plots and tables of run folders: {', '.join(PLOTS)}")
     lines.append(f"  {'get-mnist':<10} {TOOLS['get-mnist'][1]}")
-    lines += ["", "\n".join(line for line in __doc__.split("\n\n")[1].splitlines())]
+    lines += ["", __doc__.split("\n\n")[1]]
     return "\n".join(lines)
 
 
@@ -182,12 +178,8 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        saved = sys.argv
-        sys.argv = [f"nevo train {argv[1]}" if argv[1] != rest[0] else "nevo train", *rest]  # usage's prog
-        try:
-            return train(script, rest)
-        finally:
-            sys.argv = saved
+        prog = f"nevo train {argv[1]}" if argv[1] != rest[0] else "nevo train"
+        return _as(prog, rest, lambda args: train(script, args))
     if command == "plot":
         if not rest or rest[0] in ("-h", "--help"):
             print("usage: nevo plot KIND RUN_DIR... [options]   (nevo plot KIND --help)\n")
@@ -196,24 +188,22 @@ def main(argv: list[str] | None = None) -> int:
         if rest[0] not in PLOTS:
             print(f"error: nevo plot: unknown kind {rest[0]!r}; allowed: {', '.join(PLOTS)}", file=sys.stderr)
             return 2
-        return _run(f"plots.{rest[0]}", rest[1:], f"nevo plot {rest[0]}")
+        return _as(f"nevo plot {rest[0]}", rest[1:], importlib.import_module(f"plots.{rest[0]}").main)
     if command in TOOLS:
-        return _run(TOOLS[command][0], rest, f"nevo {command}")
+        return _as(f"nevo {command}", rest, importlib.import_module(TOOLS[command][0]).main)
     allowed = ", ".join(["train", *TOOLS, "plot"])
     print(f"error: nevo: unknown command {command!r}; allowed: {allowed} (nevo --help)", file=sys.stderr)
     return 2
 
 
-def _run(module: str, argv: list[str], prog: str) -> int:
-    """module.main(argv), its usage lines naming `prog`."""
-    main_of = importlib.import_module(module).main
+def _as(prog: str, argv: list[str], main_of) -> int:
+    """main_of(argv) with sys.argv[0] = prog, so that its usage lines name the subcommand."""
     saved = sys.argv
-    sys.argv = [prog, *argv]  # argparse's usage line: prog
+    sys.argv = [prog, *argv]
     try:
-        code = main_of(argv)
+        return main_of(argv) or 0
     finally:
         sys.argv = saved
-    return code or 0
 
 
 if __name__ == "__main__":

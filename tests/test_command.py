@@ -67,10 +67,14 @@ def test_a_damaged_run_folder_is_one_line(tmp_path, capsys):
 
 def test_resume_picks_the_run_folders_own_command(tmp_path):
     """A run folder of any algorithm continues with `nevo train --resume`: the command is its
-    algorithm's (ES runs through run_es's presets, GA-NS through run_ns's)."""
+    algorithm's (ES runs through run_es's presets, GA-NS through run_ns's), read as --resume reads
+    config.json (an older layout too)."""
     for algo, script in (("es", "run_es"), ("ga-ns", "run_ns"), ("rs", "run_ga"), ("sgd", "run_sgd")):
         (tmp_path / "config.json").write_text(json.dumps({"algo": algo, "algo_module": ""}))
         assert command.script_for(["--resume", str(tmp_path)]) == script
+    # a run folder from before each algorithm had its own section: novelty search's root "ns"
+    (tmp_path / "config.json").write_text(json.dumps({"algo": "ns", "ns": {"algo": "nsr-es"}}))
+    assert command.script_for(["--resume", str(tmp_path)]) == "run_ns"
 
 
 @pytest.mark.slow

@@ -343,9 +343,8 @@ def _es_device(cfg, device: str) -> None:
 # mini-batch ES with the paper's sigma 0.002 and L2 0.0002 (Zhang, Clune & Stanley 2017), our
 # population, step and budget for 2 cores. A data set of one's own: Adam 0.01, sigma 0.01, 50
 # mirrored pairs (picked on experiments.toy_images' data sets), and by the task itself a budget of
-# OWN_BUDGET / (pixels per image + 200) examples (the 200: an example's cost beyond the first
-# layer), about a minute with a dense [64] net on 2 cores, theta tested every generation up to
-# 1,000 test examples, every second up to 2,000, ...
+# OWN_BUDGET pixel units (DataSet.examples_for), about a minute with a dense [64] net on 2 cores,
+# theta tested every generation up to 1,000 test examples, every second up to 2,000, ...
 GYMNASIUM = {"net": "mlp", "vbn": 0, "population": 64, "sigma": 0.05, "lr": 0.03, "frame_budget": 3_000_000}
 MUJOCO = {"net": "mlp-tanh", "vbn": 0, "sigma": 0.02, "frame_budget": 10_000_000, "population": 40,
           "lr": 0.01, "l2": 0.005}  # fmt: skip
@@ -372,8 +371,10 @@ def discretised(name: str, kind: str, env_cfg, data) -> dict:
 def _on_task(name: str, kind: str, env_cfg, data) -> dict:
     if data is None:
         return discretised(name, kind, env_cfg, data)
-    return {"frame_budget": OWN_BUDGET // (data.pixels + 200) // 1000 * 1000,
-            "validate_every": max(1, -(-len(data.test_y) // 1000))}  # fmt: skip
+    return {
+        "frame_budget": data.examples_for(OWN_BUDGET),
+        "validate_every": max(1, -(-len(data.test_y) // 1000)),
+    }
 
 
 PRESETS = {

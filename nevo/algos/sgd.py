@@ -195,8 +195,8 @@ def _sgd_summary(cfg) -> str:
 
 
 # What SGD takes on a data set where the command line is silent: on MNIST ten epochs of 60,000
-# examples; on a data set of one's own a budget of OWN_BUDGET / (pixels per image + 200) examples
-# (ES's rule, nevo.algos.es: about half a minute with a dense [64] net on 2 cores). Its noise table
+# examples; on a data set of one's own a budget of OWN_BUDGET pixel units (DataSet.examples_for, as
+# ES's: about half a minute with a dense [64] net on 2 cores). Its noise table
 # only draws theta_0, as ES's does: 128 MB, a net of up to 32M parameters.
 _TABLE = {"vbn": 0, "noise_table_size": 32_000_000}
 ON_TASKS = {
@@ -207,7 +207,7 @@ OWN_BUDGET = 158_000_000  # 600,000 8x8 images
 
 
 def _on_task(name: str, kind: str, env_cfg, data) -> dict:
-    return {} if data is None else {"frame_budget": OWN_BUDGET // (data.pixels + 200) // 1000 * 1000}
+    return {} if data is None else {"frame_budget": data.examples_for(OWN_BUDGET)}
 
 
 # The SGD baseline of ES against SGD on MNIST (Zhang, Clune & Stanley 2017; nevo.loops.sgd): the
