@@ -70,18 +70,20 @@ adds "gpu f/s" (nevo's CUDA policy, a call with its upload, same rotation) again
 
 End to end (Frostbite, --e2e-net, one generation of --population fresh individuals, one episode
 each, --frame-cap game frames per episode at most; the --e2e-device evaluator's default layout,
-or --slots emulators: on the CPU lockstep, one emulator per group; the emulator pool's processes
-one per core, as training starts them), its time split by timing the evaluator's calls (nothing in
-nevo changes): forward (the policy), emulation (waiting for the pool's steps, the episode starts
-it makes as episodes end included), send (handing the pool its step commands), resets (the
-episode starts asked for: the run's first episodes), weights (building individuals' weights),
-Python (the rest); tail (fewer live episodes than slots) overlaps them. Beside it, each with
-nevo's share of it:
-  emulator limit   ale-py's vector env in the same layout, random actions, no inference (the
-                   comparison: the pipeline stepped it before nevo's pool);
+or --slots emulators: on the CPU "workers", each emulator process (one per core) playing whole
+episodes with its own forward; on a GPU "overlap"), its time split by timing the evaluator's
+calls (nothing in nevo changes): forward (the policy; in "workers" the mean process's seconds in
+it), emulation (waiting for the pool's steps, the episode starts it makes as episodes end
+included; in "workers" the mean process's seconds stepping its emulator), send (handing the pool
+its step commands), resets (the episode starts asked for: the run's first episodes), weights
+(building individuals' weights), Python (the rest); tail (fewer live episodes than slots)
+overlaps them. Beside it, each with nevo's share of it:
+  emulator limit   ale-py's vector env in the same layout (in "workers": lockstep's, 16 slots a
+                   core), random actions, no inference (the comparison: the pipeline stepped it
+                   before nevo's pool);
   emulator roof    bare emulators doing the pipeline's observation work, random actions, in one
                    process per core, nothing sent between processes (bench_pipeline.emulator_roof);
-  pool's limit     nevo's emulator pool of the same slots, every slot stepping random actions in
+  pool's limit     nevo's emulator pool of those slots, every slot stepping random actions in
                    lockstep, no inference: the roof less the pool's IPC (bench_pipeline.pool_limit);
   forward-bound    frames / forward time (nevo's forward alone); the roofline's forwards/s x
                    frames per forward;
@@ -983,10 +985,15 @@ def end_to_end(a, forward_roof: dict) -> dict:
     n_actions = atari_actions(a.game)
     spec = nets.net_spec(a.e2e_net, nets.OBS_SHAPE, n_actions)
     device = a.e2e_device
-    slots, group, overlap = pipeline.layout(device, cores, a.population, RunConfig(env_slots=a.slots))
-    limit = emulator_limit(env_cfg, slots, group, min(cores, group), a.limit_seconds, n_actions)
+    slots, group, pipe = pipeline.layout(device, cores, a.population, RunConfig(env_slots=a.slots))
+    # The limits of the emulators stepped from this process: in the lockstep layout's slots where
+    # the pipeline is "workers" (one slot a process, which says nothing of the emulators' limit).
+    lim_slots, lim_group = (slots, group)
+    if pipe == "workers":
+        lim_slots, lim_group, _ = pipeline.layout(device, cores, a.population, RunConfig(pipeline="lockstep"))
+    limit = emulator_limit(env_cfg, lim_slots, lim_group, min(cores, lim_group), a.limit_seconds, n_actions)
     roof = emulator_roof(a.game, env_cfg.frameskip, a.frame_cap, cores, a.limit_seconds)
-    pool_rate = pool_limit(env_cfg, slots, cores, a.limit_seconds)
+    pool_rate = pool_limit(env_cfg, lim_slots, cores, a.limit_seconds)
     reset_s, start_s = seeded_reset_s(a.game), restart_s(a.game)
     per_core = limit / cores
     reset_frames = reset_s * per_core  # a seeded reset, in frames of one core's emulation
@@ -994,9 +1001,10 @@ def end_to_end(a, forward_roof: dict) -> dict:
 
     fresh, builder = population(spec, a.population, seed=a.population, dtype=half.dtype_of(a.weights))
     weights = for_device(builder, device)
-    policy = CountedPolicy(make_policy(device, spec))
+    # (in "workers" the emulator processes run the policy: they count its rows)
+    policy = make_policy(device, spec) if pipe == "workers" else CountedPolicy(make_policy(device, spec))
     # the evaluator's emulator processes: one per core, as training starts them
-    ev = pipeline.AtariEvaluator(env_cfg, policy, weights, slots, cores, group_size=group, overlap=overlap)
+    ev = pipeline.AtariEvaluator(env_cfg, policy, weights, slots, cores, group_size=group, pipeline=pipe)
     timings = {"emulation": [0.0], "send": [0.0], "resets": [0.0], "weights": [0.0]}
     timed_pool(ev.pool, timings)
     weights.take = timed(weights.take, timings["weights"])
@@ -1007,8 +1015,11 @@ def end_to_end(a, forward_roof: dict) -> dict:
     finally:
         ev.close()
     wall, frames = res.wall_s, res.total_frames
-    fpf = frames / max(policy.rows, 1)  # game frames per forward row (frameskip, no-ops)
+    rows = ev.last["rows"] if pipe == "workers" else policy.rows
+    fpf = frames / max(rows, 1)  # game frames per forward row (frameskip, no-ops)
     split = {"forward": res.forward_s, **{k: v[0] for k, v in timings.items()}}
+    if pipe == "workers":  # the mean emulator process's seconds emulating
+        split["emulation"] = ev.last["emulation_s"]
     split["python"] = max(wall - sum(split.values()), 0.0)
     rate = frames / wall
     fwd_bound = frames / res.forward_s
@@ -1022,7 +1033,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
     out = {
         "net": a.e2e_net, "game": a.game, "population": n, "frame_cap": a.frame_cap, "slots": slots,
         "group": group, "cores": cores, "workers": ev.threads, "frames": frames, "wall_s": wall,
-        "frames_per_s": rate, "forward_rows": policy.rows, "frames_per_forward": fpf, "split_s": split,
+        "frames_per_s": rate, "forward_rows": rows, "pipeline": pipe, "frames_per_forward": fpf, "split_s": split,
         "tail_s": res.tail_s, "emulator_limit": limit, "emulator_roof": roof, "pool_limit": pool_rate,
         "seeded_reset_s": reset_s, "seeded_reset_frames": reset_frames, "restart_s": start_s,
         "restart_frames": start_frames, "forward_bound_nevo": fwd_bound, "device": device,
@@ -1032,14 +1043,14 @@ def end_to_end(a, forward_roof: dict) -> dict:
     }  # fmt: skip
     print(f"\nend to end: {a.game}, net {a.e2e_net} ({a.weights}) on the {device.upper()}, population {n} "
           f"(one episode each, cap {a.frame_cap:,} frames), {slots} emulators in groups of {group} "
-          f"({'overlap' if overlap else 'lockstep'}) in {ev.threads} processes, {cores} cores")  # fmt: skip
-    print(f"  nevo: {frames:,} frames in {wall:.1f} s = {rate:,.0f} frames/s; {policy.rows:,} forward rows "
+          f"({pipe}) in {ev.threads} processes, {cores} cores")  # fmt: skip
+    print(f"  nevo: {frames:,} frames in {wall:.1f} s = {rate:,.0f} frames/s; {rows:,} forward rows "
           f"({fpf:.2f} frames each)")  # fmt: skip
     print(f"  emulator limit, ale-py's vector env (random actions, no inference): {limit:,.0f} frames/s "
           f"-> nevo at {rate / limit:.0%}")  # fmt: skip
     print(f"  emulator roof, bare emulators in {cores} processes (random actions, no inference, no IPC): "
           f"{roof:,.0f} frames/s -> nevo at {rate / roof:.0%}")  # fmt: skip
-    print(f"  emulator pool's limit, {slots} slots in {min(cores, slots)} processes (lockstep, random "
+    print(f"  emulator pool's limit, {lim_slots} slots in {min(cores, lim_slots)} processes (lockstep, random "
           f"actions, no inference): {pool_rate:,.0f} frames/s = {pool_rate / roof:.0%} of the roof "
           f"-> nevo at {rate / pool_rate:.0%}")  # fmt: skip
     shares = f"{rate / limit:.0%} of the vector env's limit, {rate / roof:.0%} of the emulator roof"

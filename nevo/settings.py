@@ -122,7 +122,9 @@ class RunConfig:
         "emulators per group driven round robin (overlap); 0 = env_slots/4 (lockstep steps every live slot)",
     )
     pipeline: str = setting(
-        "auto", "overlap (a group's forward runs while others step), lockstep, or auto (overlap on GPU)"
+        "auto",
+        "overlap (a group's forward runs while others step), lockstep, workers (each emulator process "
+        "plays whole episodes with its own forward), or auto (overlap on a GPU, workers on the CPU)",
     )
     threads: int = setting(
         0,
@@ -192,6 +194,6 @@ def validate_run(r) -> None:
 
 # Settings that do not change a run's results, so a resumed run may set them anew.
 RESUMABLE = {"frame_budget", "env_slots", "emulators_per_group", "pipeline", "threads", "device", "out_dir"}
-PIPELINES = ("auto", "overlap", "lockstep")
+PIPELINES = ("auto", "overlap", "lockstep", "workers")
 OPTIMIZERS = ("adam", "sgd")
 SHAPINGS = ("centered_ranks", "none")

@@ -69,7 +69,7 @@ def test_pipeline_ram_behaviours_equal_a_single_ale_interface(alone, slots, grou
         slots=slots,
         threads=1,
         group_size=group,
-        overlap=overlap,
+        pipeline="overlap" if overlap else "lockstep",
         ram=True,
     )
     try:

@@ -71,7 +71,9 @@ def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap, 
     or not: an episode started by restoring the reset's state on a slot that played others is
     the same episode."""
     pol, ind = FakePolicy(), RowsAreIndividuals()
-    ev = AtariEvaluator(CFG, pol, ind, slots=slots, threads=workers, group_size=group, overlap=overlap)
+    ev = AtariEvaluator(
+        CFG, pol, ind, slots=slots, threads=workers, group_size=group, pipeline="overlap" if overlap else "lockstep"
+    )
     try:
         res = ev.run(None, EPISODES)
         again = ev.run(None, EPISODES)  # the same evaluator, reused, gives the same again
@@ -162,19 +164,23 @@ def test_tail_and_forward_times_are_parts_of_the_wall_time():
     assert slow.calls > 0 and 0.002 * slow.calls <= res.forward_s < res.wall_s
 
 
-def test_layout_overlaps_on_a_gpu_and_runs_lockstep_on_the_cpu():
-    """auto picks overlap with four groups on a GPU, lockstep on the CPU; settings win."""
+def test_layout_overlaps_on_a_gpu_and_plays_in_the_workers_on_the_cpu():
+    """auto picks overlap with four groups on a GPU; on the CPU each emulator process plays whole
+    episodes (one process a core, no more than the individuals); settings win."""
     from nevo.config import RunConfig
     from nevo.evaluation.pipeline import layout
 
-    assert layout("cpu", 2, 1000, RunConfig()) == (32, 1, False)
-    assert layout("cuda", 16, 1000, RunConfig()) == (512, 128, True)
-    assert layout("cpu", 2, 10, RunConfig()) == (10, 1, False)  # no more slots than individuals
-    assert layout("cpu", 16, 1000, RunConfig()) == (256, 1, False)
+    assert layout("cpu", 2, 1000, RunConfig()) == (2, 1, "workers")
+    assert layout("cuda", 16, 1000, RunConfig()) == (512, 128, "overlap")
+    assert layout("cpu", 16, 10, RunConfig()) == (10, 1, "workers")  # no more slots than individuals
+    assert layout("cpu", 16, 1000, RunConfig(threads=4)) == (4, 1, "workers")
+    assert layout("cpu", 2, 1000, RunConfig(env_slots=6)) == (6, 1, "workers")
+    assert layout("cpu", 2, 1000, RunConfig(pipeline="lockstep")) == (32, 1, "lockstep")
+    assert layout("cpu", 2, 10, RunConfig(pipeline="lockstep")) == (10, 1, "lockstep")
     assert layout("cpu", 2, 1000, RunConfig(pipeline="overlap", env_slots=12, emulators_per_group=3)) == (
         12,
         3,
-        True,
+        "overlap",
     )
 
 
@@ -193,7 +199,7 @@ def test_weights_built_per_slot_give_the_outcomes_of_one_episode_at_a_time(refer
     n = int(EPISODES.ind.max()) + 1
     ids = Population.of_weights(np.repeat(np.arange(n, dtype=np.float32)[:, None], 3, axis=1))
     weights = PooledWeights(WeightBuilder(None, np.zeros(3, np.float32)))
-    ev = AtariEvaluator(CFG, ReadsItsRow(), weights, slots=2, threads=1, group_size=1, overlap=False)
+    ev = AtariEvaluator(CFG, ReadsItsRow(), weights, slots=2, threads=1, group_size=1, pipeline="lockstep")
     try:
         res = ev.run(ids, EPISODES)
     finally:
@@ -257,6 +263,9 @@ def test_the_tail_is_counted_once_the_queue_is_empty():
     before = state.tail_s
     _RunState._clock(state)
     assert state.tail_s == before
+    state.t_last -= 1.0  # "workers" counts the episodes in play: 3 of 4 slots, 1 s more of tail
+    _RunState.clock(state, live=3)
+    assert 3.0 <= state.tail_s < 4.0
 
 
 class SubmittingPolicy(FakePolicy):

@@ -135,12 +135,12 @@ class NevoGA:
     the population); no elite re-evaluation, which EvoTorch's GA does not do either."""
 
     def __init__(self, env_cfg, spec, policy, n: int, lay, threads: int, dtype=np.float32):
-        slots, group, overlap = lay
+        slots, group, pipe = lay
         cfg = GAConfig(population=n, truncation=max(1, n // 3), sigma=0.002)
         table = noise.make_table(spec.n_params + 1_000_000, seed=n)
         self.ga = GA(cfg, seed=n)
         weights = PooledWeights(noise.WeightBuilder(table, nets.init_scale(spec), dtype=dtype))  # per slot
-        self.ev = AtariEvaluator(env_cfg, policy, weights, slots, threads, group_size=group, overlap=overlap)
+        self.ev = AtariEvaluator(env_cfg, policy, weights, slots, threads, group_size=group, pipeline=pipe)
 
     def step(self) -> tuple[float, int]:
         """(frames/s, frames) of one generation, breeding included."""
@@ -193,12 +193,12 @@ def main(argv=None) -> None:
                 rate, frames = side.evaluate(values)
                 theirs.append(rate)
                 print(f"{n:>4} {init:>8} {r:>5} {'EvoTorch':>14} {frames:>10,} {rate:>10,.0f}", flush=True)
-                for slots, group, overlap in layouts:
+                for slots, group, pipe in layouts:
                     pop = given(weights)
                     rate, _, _, frames = pipeline_rate(
-                        env_cfg, policy, "cpu", pop, slots, group, cores, overlap
+                        env_cfg, policy, "cpu", pop, slots, group, cores, pipe
                     )
-                    ours[slots, group, overlap].append(rate)
+                    ours[slots, group, pipe].append(rate)
                     name = f"nevo {slots} slots"
                     print(f"{n:>4} {init:>8} {r:>5} {name:>14} {frames:>10,} {rate:>10,.0f}", flush=True)
             for lay in layouts:

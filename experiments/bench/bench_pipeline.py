@@ -13,11 +13,11 @@ Prints, for the same game, frame cap, emulator slots and groups:
 - the emulator pool's limit (pool_limit): nevo's pool of the same slots in --threads processes,
   every slot stepping random actions in lockstep, no inference: the roof less the pool's IPC;
 - nevo's pipeline for each net and population, one episode per individual as in a GA
-  generation (so the straggler tail is included), in its two modes: overlap (one group's
-  forward runs while the other groups' emulators step; the default with a GPU) and lockstep
-  (one forward over every live emulator, then they all step, each its own group; the default
-  on the CPU); and
-  the foundation's plain loop (one group of all slots, lockstep) for comparison;
+  generation (so the straggler tail is included), in its modes: overlap (one group's forward
+  runs while the other groups' emulators step; the default with a GPU), lockstep (one forward
+  over every live emulator, then they all step, each its own group), on the CPU workers (each
+  emulator process, one per core, plays whole episodes with its own forward; the CPU's default),
+  and the foundation's plain loop (one group of all slots, lockstep) for comparison;
 - each one's ratio to the vector env's limit and to the emulator roof, the share of its time in
   the straggler tail (tail) and the share in the forward pass (fwd: near 100% the net is the
   limit, low the emulators are).
@@ -266,13 +266,13 @@ def given(weights: np.ndarray):
     return Population.of_weights(weights), noise.WeightBuilder(None, np.zeros(weights.shape[1], np.float32))
 
 
-def pipeline_rate(env_cfg, policy, device, pop, slots, group, threads, overlap, ram=False) -> tuple:
+def pipeline_rate(env_cfg, policy, device, pop, slots, group, threads, pipeline, ram=False) -> tuple:
     """(frames/s, tail fraction, forward fraction, frames) of one generation: one episode per
-    individual, its weights built as its episode starts (as in training). The fractions are
-    shares of the wall time."""
+    individual, its weights built as its episode starts (as in training), in this pipeline
+    ("overlap", "lockstep" or "workers"). The fractions are shares of the wall time."""
     population, builder = pop
     weights = for_device(builder, device)
-    ev = AtariEvaluator(env_cfg, policy, weights, slots, threads, group_size=group, overlap=overlap, ram=ram)
+    ev = AtariEvaluator(env_cfg, policy, weights, slots, threads, group_size=group, pipeline=pipeline, ram=ram)
     try:
         n = len(population)
         res = ev.run(population, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
@@ -450,6 +450,7 @@ def main(argv=None) -> None:
     slots, group, _ = layout(device, cores, 10**9, run_cfg)
     slots = -(-slots // group) * group  # whole groups, as the AtariEvaluator makes them
     lock_group = layout(device, cores, 10**9, RunConfig(env_slots=slots, pipeline="lockstep"))[1]
+    workers = layout(device, cores, 10**9, RunConfig(threads=a.threads, pipeline="workers"))[0]
     pops = a.populations or ([64, 256, 1000] if device == "cuda" else [64, 256])
     env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
     n_actions = atari_actions(a.game)
@@ -479,18 +480,19 @@ def main(argv=None) -> None:
                 print(f"{name:>6} {n:>5}  skipped: {need / 2**30:.1f} GiB of weights does not fit")
                 continue
             pop = population(spec, n, seed=n)
-            modes = [("overlap", group, True, False), ("lockstep", lock_group, False, False)]
-            modes += [] if a.no_plain else [("plain", slots, False, False)]
+            # (mode, slots, group, pipeline, ram)
+            modes = [("overlap", slots, group, "overlap", False), ("lockstep", slots, lock_group, "lockstep", False)]
+            modes += [] if a.no_plain else [("plain", slots, slots, "lockstep", False)]
+            if device != "cuda":  # each emulator process playing whole episodes, its own forward
+                modes.append(("workers", workers, 1, "workers", False))
             if a.ram:  # the default mode of this device, with RAM behaviours
                 if device == "cuda":
-                    modes.append(("overlap+ram", group, True, True))
+                    modes.append(("overlap+ram", slots, group, "overlap", True))
                 else:
-                    modes.append(("lockstep+ram", lock_group, False, True))
+                    modes.append(("workers+ram", workers, 1, "workers", True))
             rates = {}
-            for mode, g, overlap, ram in modes:
-                rate, tail, fwd, frames = pipeline_rate(
-                    env_cfg, policy, device, pop, slots, g, threads, overlap, ram
-                )
+            for mode, s, g, pipe, ram in modes:
+                rate, tail, fwd, frames = pipeline_rate(env_cfg, policy, device, pop, s, g, threads, pipe, ram)
                 rates[mode] = rate
                 row = f"{name:>6} {n:>5} {mode:>12} {frames:>10,} {rate:>10,.0f} {rate / limit:>8.0%}"
                 base = mode.removesuffix("+ram")

@@ -8,13 +8,15 @@ return, length and game frames out. Weights are built here, where they are used
 The pipeline, in SEED RL's shape on one machine (Espeholt et al. 2019; the accelerated deep
 neuroevolution of Uber AI, 2018): nevo's emulator pool (nevo.tasks.emulator_pool) steps the
 slots in worker processes, one per core, and writes their observations into shared memory, where
-the policy reads them. Where the forward runs on a GPU, the slots are split into groups driven
-round robin: while group A's emulators step, group B's forward runs, then B's actions are sent and
-A's results received (the GPU runs B's forward while this thread works: B's step is submitted, A
-is received and its step submitted, then B's actions are collected and sent). Where the forward
-runs on the same few cores as the emulators (the CPU backend) the two would only fight over them,
-so there the slots run in lockstep: one forward over every live slot, then every live slot steps
-(docs/lab/2026-11-21.md).
+the policy reads them. Where the forward runs on a GPU ("overlap"), the slots are split into
+groups driven round robin: while group A's emulators step, group B's forward runs, then B's
+actions are sent and A's results received (the GPU runs B's forward while this thread works: B's
+step is submitted, A is received and its step submitted, then B's actions are collected and
+sent). Where the forward runs on the same few cores as the emulators (the CPU backend), a round
+trip per step only costs: there each emulator process plays whole episodes with its own forward
+("workers", nevo.evaluation.in_worker), and this process hands out episodes and collects their
+outcomes. "lockstep" (one forward over every live slot, then every live slot steps) was the CPU's
+layout before, and serves policies the emulator processes cannot run.
 
 A queue of episodes (individual, episode seed) feeds the slots: when an episode ends its slot
 starts the next one at once (the pool restores the seeded reset's state in the same step); when
@@ -33,7 +35,9 @@ import numpy as np
 
 from nevo.episodes import Episodes, Results
 from nevo.evaluation.experiences import sample_for
+from nevo.evaluation.in_worker import ASK, EpisodePlayer, read_answer, runs_in_workers
 from nevo.evaluation.slot_weights import in_parts, mutation_s
+from nevo.tasks.atari_emulator import FRAME, STACK
 from nevo.tasks.emulator_pool import EmulatorPool
 from nevo.tasks.envs import NOOP, noop_count
 
@@ -49,29 +53,39 @@ SAY_START_SLOTS = 128
 EMULATOR_NICE = 10
 
 
-def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int, bool]:
-    """(slots, group size, overlap) from the settings, 0s and "auto" chosen from the machine.
+def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int, str]:
+    """(slots, group size, pipeline) from the settings, 0s and "auto" chosen from the machine.
 
-    overlap where the forward runs on a GPU: four groups, so three step while one's forward
-    runs. On the CPU the forward and the emulators share the cores, and running each on all
-    cores in turn (lockstep) is faster; there every live slot steps together and the group size
-    only names the slots' split (1: each its own). Slots: 16 per core on the CPU, 32 per core
+    The pipeline: "overlap" where the forward runs on a GPU: four groups, so three step while one's
+    forward runs. "workers" on the CPU: each emulator process plays whole episodes with its own
+    forward on one thread, one episode at a time (nevo.evaluation.in_worker), one process per core
+    (--threads) unless --env-slots says otherwise. "lockstep" (asked for by name): every live slot
+    steps together, then one forward over them all; the group size only names the slots' split
+    (1: each its own). Slots: one per core in "workers", 16 per core in "lockstep", 32 per core
     with a GPU.
     """
-    overlap = run_cfg.pipeline == "overlap" or (run_cfg.pipeline == "auto" and device == "cuda")
+    pipeline = run_cfg.pipeline
+    if pipeline == "auto":
+        pipeline = "overlap" if device == "cuda" else "workers"
+    if pipeline == "workers":
+        slots = run_cfg.env_slots or min(population, run_cfg.threads or cores)
+        return slots, 1, pipeline
+    overlap = pipeline == "overlap"
     slots = run_cfg.env_slots or min(population, (32 if device == "cuda" else 16) * cores)
     group = run_cfg.emulators_per_group or (-(-slots // 4) if overlap else 1)
-    return slots, max(1, min(slots, group)), overlap
+    return slots, max(1, min(slots, group)), pipeline
 
 
 class AtariEvaluator:
     """Runs Episodes on Atari emulator slots, `policy` choosing the actions.
 
     slots: emulators in all; workers: emulator processes (at most one per slot); group_size:
-    slots per group (0: two groups); overlap: True drives the groups round robin, one group's
-    forward running while the others step; False runs in lockstep, one forward over every live
-    slot, then all of them step. See `layout` for the defaults. ram: each episode's final RAM is
-    its behaviour (Results.behaviours; Such et al. 2017's GA-NS on Atari).
+    slots per group (0: two groups); pipeline: "overlap" drives the groups round robin, one
+    group's forward running while the others step; "lockstep" runs one forward over every live
+    slot, then all of them step; "workers" has each emulator process play whole episodes with its
+    own copy of the policy (one process per slot; a host policy over PooledWeights only). See
+    `layout` for the defaults. ram: each episode's final RAM is its behaviour (Results.behaviours;
+    Such et al. 2017's GA-NS on Atari).
     """
 
     def __init__(
@@ -82,27 +96,55 @@ class AtariEvaluator:
         slots: int,
         threads: int,
         group_size: int = 0,
-        overlap: bool = True,
+        pipeline: str = "overlap",
         ram=False,
     ):
+        if pipeline not in ("overlap", "lockstep", "workers"):
+            raise ValueError(f"pipeline: got {pipeline!r}, allowed: overlap, lockstep, workers")
+        if pipeline == "workers" and not runs_in_workers(policy, weights):
+            raise ValueError("pipeline workers: the emulator processes run only a host policy over pooled rows")
         self.env_cfg = env_cfg
         # nevo.nets.kernels.make_policy(...): load(weights), (rows_ind, obs, take) -> actions
         self.policy = policy
         self.weights = weights  # nevo.evaluation.slot_weights: the rows the policy reads, built from genomes
-        self.overlap = overlap
-        self.group = max(1, min(slots, group_size or -(-slots // 2)))
+        self.pipeline = pipeline
+        self.overlap = pipeline == "overlap"
+        self.group = 1 if pipeline == "workers" else max(1, min(slots, group_size or -(-slots // 2)))
         self.slots = -(-slots // self.group) * self.group
-        self.threads = max(1, min(threads, self.slots))  # emulator processes
+        # emulator processes (in "workers" one per slot: each plays one episode at a time)
+        self.threads = self.slots if pipeline == "workers" else max(1, min(threads, self.slots))
         self.ram = ram
+        # the last run's seconds in the forward and in emulation, each the mean of its processes
+        # ("workers"), and its forward rows
+        self.last = {}
         if self.slots >= SAY_START_SLOTS:
             print(
                 f"starting {self.slots} Atari emulators in {self.threads} processes (~0.1 s each)",
                 file=sys.stderr,
                 flush=True,
             )
+        player, extra, env = None, 0, None
+        if pipeline == "workers":
+            b = weights.builder
+            player = EpisodePlayer(policy, self.slots + 1, b.n_params, b.dtype, (STACK, *FRAME))
+            extra = EpisodePlayer.nbytes(self.slots + 1, b.n_params, b.dtype)
+            # one thread a process: the processes are the parallelism (and a row's forward is the
+            # same bits on one thread as on many)
+            env = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+            _compile(policy, b, (STACK, *FRAME))  # here once: the workers load it from Numba's cache
         self.pool = EmulatorPool(
-            env_cfg.game, env_cfg.frameskip, env_cfg.frame_cap, self.slots, self.threads, nice=EMULATOR_NICE
+            env_cfg.game,
+            env_cfg.frameskip,
+            env_cfg.frame_cap,
+            self.slots,
+            self.threads,
+            nice=EMULATOR_NICE,
+            player=player,
+            extra_bytes=extra,
+            worker_env=env,
         )
+        if player is not None:
+            weights.share(player.rows(self.pool.extra))
 
     def close(self) -> None:
         self.pool.close()
@@ -122,7 +164,9 @@ class AtariEvaluator:
             return batch.results()
         self.policy.load(self.weights.start(population, batch.ind, self.slots))
         try:
-            if self.overlap:
+            if self.pipeline == "workers":
+                self._in_workers(batch, progress)
+            elif self.overlap:
                 self._pipelined(batch, progress)
             else:
                 self._lockstep(batch, progress)
@@ -190,6 +234,55 @@ class AtariEvaluator:
             batch.report(progress)
 
 
+    def _in_workers(self, batch: _RunState, progress) -> None:
+        """Each emulator process plays one episode at a time to its end, its own forward choosing
+        the actions (nevo.evaluation.in_worker); when one ends, its slot gets the queue's next."""
+        pool, weights = self.pool, self.weights
+        keep = 0 if batch.sample is None else batch.sample.k
+        playing = {}  # ticket -> (slot, episode)
+        forward_s = emulation_s = 0.0
+        rows = 0
+
+        def give(s):
+            e = batch.next_ep
+            batch.next_ep += 1
+            row = int(weights.take(batch.ind[e : e + 1])[0])
+            ask = ASK.pack(row, int(batch.noops[e]), int(batch.seeds[e]), keep)
+            playing[pool.play(s, ask)] = (s, e)
+
+        for s in range(min(self.slots, batch.n_ep)):
+            give(s)
+        while playing:
+            for ticket, answer in pool.answers(list(playing)):
+                s, e = playing.pop(ticket)
+                ret, steps, frames, acted, fwd, emu, _, ram, kept = read_answer(answer, batch.obs.shape[1:])
+                batch.returns[e], batch.lengths[e], batch.frames[e] = ret, steps, frames
+                if batch.behaviours is not None:
+                    batch.behaviours[e] = ram
+                if keep:
+                    batch.sample.obs[e, : len(kept)] = kept
+                    batch.sample.seen[e] = acted
+                forward_s, emulation_s, rows = forward_s + fwd, emulation_s + emu, rows + acted
+                batch.frames_done += frames
+                batch.done += 1
+                weights.done(batch.ind[e])
+                if batch.next_ep < batch.n_ep:
+                    give(s)
+            batch.clock(live=len(playing))
+            batch.report(progress)
+        batch.forward_s = forward_s / self.threads  # the mean process's: a share of the wall time
+        self.last = {"forward_s": batch.forward_s, "emulation_s": emulation_s / self.threads, "rows": rows}
+
+
+def _compile(policy, builder, obs_shape) -> None:
+    """Compile the policy's forward for these rows (or load it from Numba's cache) in this process."""
+    policy.load(np.zeros((1, builder.n_params), builder.dtype))
+    try:
+        policy(np.zeros(1, np.int64), np.zeros((1, *obs_shape), np.uint8))
+    finally:
+        policy.release()
+
+
 class _RunState:
     """The state of one run(): which episode each slot plays, and the per-episode results.
 
@@ -200,6 +293,7 @@ class _RunState:
         self.submits = hasattr(ev.policy, "submit")  # a step submitted, its actions collected later
         self.n_ep = len(episodes.ind)
         self.ind = np.asarray(episodes.ind, np.int64)
+        self.seeds = np.asarray(episodes.seeds, np.int64)
         self.noops = np.array([noop_count(s, ev.env_cfg.noop_max) for s in episodes.seeds], np.int64)
         self.returns = np.zeros(self.n_ep, np.float64)
         self.lengths = np.zeros(self.n_ep, np.int64)
@@ -305,8 +399,13 @@ class _RunState:
             self.slot_row[take] = self.ev.weights.take(self.ind[new])
 
     def _clock(self) -> None:
+        _RunState.clock(self, (self.slot_ep >= 0).sum())
+
+    def clock(self, live: int) -> None:
+        """Count the time since the last call into the straggler tail if the queue is empty and
+        fewer than every slot (live of them) play."""
         now = time.monotonic()
-        if self.next_ep >= self.n_ep and (self.slot_ep >= 0).sum() < self.ev.slots:
+        if self.next_ep >= self.n_ep and live < self.ev.slots:
             self.tail_s += now - self.t_last
         self.t_last = now
 

@@ -159,13 +159,13 @@ def evaluator_for(task, run_cfg, policy, builder, device: str, population: int, 
         from nevo.evaluation.pipeline import AtariEvaluator, layout  # on use: ale-py loads for Atari only
 
         threads = run_cfg.threads or machine.cores()
-        slots, group, overlap = layout(device, machine.cores(), population, run_cfg)
-        evaluator = AtariEvaluator(task.cfg, policy, weights, slots, threads, group, overlap, ram=behaviours)
+        slots, group, pipeline = layout(device, machine.cores(), population, run_cfg)
+        evaluator = AtariEvaluator(task.cfg, policy, weights, slots, threads, group, pipeline, ram=behaviours)
         facts = {
             "env_slots": evaluator.slots,
             "emulators_per_group": evaluator.group,
             "threads": evaluator.threads,
-            "pipeline": "overlap" if overlap else "lockstep",
+            "pipeline": pipeline,
             **({"behaviour": "final RAM"} if behaviours else {}),
         }
         return evaluator, facts

@@ -25,6 +25,12 @@ class PooledWeights:
     def __init__(self, builder):
         self.builder = builder  # nevo.genomes.noise.WeightBuilder
         self.pool = np.empty((0, builder.n_params), builder.dtype)  # (rows, P), kept between evaluations
+        self.shared = False
+
+    def share(self, rows: np.ndarray) -> None:
+        """Keep the rows in this (capacity, P) array from now on (shared memory that emulator
+        processes read: nevo.evaluation.in_worker); start() then needs no more than capacity."""
+        self.pool, self.shared = rows, True
 
     def start(self, population, ind: np.ndarray, slots: int) -> np.ndarray:
         """Begin an evaluation of these episodes' individuals (ind (E,) rows of population) on
@@ -33,6 +39,8 @@ class PooledWeights:
         self.builder.use(population)
         n = len(population)
         if self.pool.shape[0] < min(slots + 1, n):
+            if self.shared:
+                raise ValueError(f"{len(self.pool)} shared weight rows, {min(slots + 1, n)} needed")
             self.pool = np.empty((min(slots + 1, n), self.builder.n_params), self.builder.dtype)
         self.left = np.bincount(ind, minlength=n)  # (N,) episodes of each individual not yet ended
         self.live = np.zeros(n, np.int64)  # (N,) episodes of each individual in a slot now

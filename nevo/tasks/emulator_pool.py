@@ -13,7 +13,12 @@ threads and EnvPool's workers (Weng et al. 2022):
   frames and RAM: the driving process reads observations with no copy and no pickling;
 - a command to a worker is a few bytes on its pipe (step or restart these slots); the worker
   answers with the command's ticket when the slots' results are in shared memory. A slot whose
-  episode ends starts its next one at once (restoreState, ~0.1 ms), its first observation in place.
+  episode ends starts its next one at once (restoreState, ~0.1 ms), its first observation in place;
+- or, given a `player` (an object the pool pickles into each worker), a command plays a whole
+  episode in the worker: play(slot, ask) calls player(emulator, obs, ask, halt) there and answers
+  with the bytes it returns. The evaluator's player runs the policy's forward in the worker
+  (nevo.evaluation.in_worker), so nothing crosses between processes while an episode plays. A
+  second block of shared memory (`extra_bytes`, e.g. the weight rows) is the player's to read.
 
 Lifecycle: workers ignore SIGINT and SIGTERM (the driving process stops them: a terminal's Ctrl-C
 reaches every process of the group, and a half-stepped worker must not print a traceback) and
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import pickle
 import signal
 import socket
 import struct
@@ -38,8 +44,8 @@ import numpy as np
 from nevo.settings import raised
 from nevo.tasks.atari_emulator import FRAME, RAM_BYTES, STACK, compile_kernels
 
-STEP, RESTART = 1, 2
-_HEADER = struct.Struct("<IB")  # (ticket, command), then the slots as int32
+STEP, RESTART, PLAY = 1, 2, 3
+_HEADER = struct.Struct("<IB")  # (ticket, command), then the slots as int32 (PLAY: one slot, then the ask)
 START_TIMEOUT_S = 600  # a worker loads its emulators' ROMs, ~0.1 s each
 
 
@@ -62,6 +68,7 @@ class Shared:
         ("done", np.int8, ()),
         ("frames", np.int64, ()),
         ("ram", np.uint8, (RAM_BYTES,)),
+        ("halt", np.int8, ()),  # (S,) set: the slot's episode in PLAY stops at its next step
     )
 
     def __init__(self, buffer, slots: int):
@@ -83,15 +90,16 @@ class Shared:
         return cls.offsets(slots)[-1]
 
 
-def _serve(
-    conn, fd: int, slots: int, index: int, workers: int, game: str, frameskip: int, frame_cap: int, nice: int
-):
-    """A worker process: make this worker's emulators, then step or restart slots on command."""
+def _serve(conn, fd: int, extra_fd: int):
+    """A worker process: read its setup (the pool's first message), make this worker's emulators,
+    then step, restart or play slots on command."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driving process stops the pool
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        if nice:
-            os.nice(nice)
+        setup = pickle.loads(conn.recv_bytes())
+        slots, index, workers = setup["slots"], setup["index"], setup["workers"]
+        if setup["nice"]:
+            os.nice(setup["nice"])
         if hasattr(os, "sched_setscheduler"):
             # speed: a woken worker no longer preempts the driving process mid-command (Linux's
             # SCHED_BATCH: no wakeup preemption, the same share of the cores); the driver's time in
@@ -103,7 +111,15 @@ def _serve(
         block = mmap.mmap(fd, Shared.nbytes(slots))
         os.close(fd)
         shared = Shared(block, slots)
+        player = setup["player"]
+        if player is not None:
+            extra = None
+            if extra_fd >= 0:
+                extra = mmap.mmap(extra_fd, setup["extra_bytes"])
+                os.close(extra_fd)
+            player.attach(extra)
         mine = range(index, slots, workers)
+        game, frameskip, frame_cap = setup["game"], setup["frameskip"], setup["frame_cap"]
         emulators = [AtariEmulator(game, frameskip, frame_cap) for _ in mine]
         for s, em in zip(mine, emulators):
             em.restart(shared.obs[s])
@@ -112,14 +128,19 @@ def _serve(
         return
     conn.send_bytes(b"R")
     obs, actions, reward, done = shared.obs, shared.actions, shared.reward, shared.done
-    frames, ram = shared.frames, shared.ram
+    frames, ram, halt = shared.frames, shared.ram, shared.halt
     while True:
         try:
             msg = conn.recv_bytes()
         except (EOFError, OSError):  # the pool closed, or the driving process died
             return
         ticket, command = _HEADER.unpack_from(msg)
+        answer = b""
         try:
+            if command == PLAY:
+                s = int(np.frombuffer(msg, np.int32, 1, _HEADER.size)[0])
+                answer = player(emulators[s // workers], obs[s], msg[_HEADER.size + 4 :], halt[s : s + 1])
+                msg = msg[: _HEADER.size]  # (no slots left to step below)
             for s in np.frombuffer(msg, np.int32, offset=_HEADER.size).tolist():
                 em = emulators[s // workers]
                 if command == STEP:
@@ -136,7 +157,7 @@ def _serve(
             conn.send_bytes(b"E" + raised(e).encode())
             return
         try:
-            conn.send_bytes(b"T" + _HEADER.pack(ticket, command))
+            conn.send_bytes(b"T" + _HEADER.pack(ticket, command) + answer)
         except OSError:
             return
 
@@ -146,38 +167,72 @@ class EmulatorPool:
 
     step(slots) / restart(slots) send a command and return its ticket; wait(ticket) returns when
     those slots' results are in the shared arrays (self.obs, self.reward, self.done, ...). Any
-    number of tickets may be in flight; a worker runs its commands in the order sent."""
+    number of tickets may be in flight; a worker runs its commands in the order sent.
 
-    def __init__(self, game: str, frameskip: int, frame_cap: int, slots: int, workers: int, nice: int = 0):
+    player: plays whole episodes in the workers (play(slot, ask), then answers(tickets)); it is
+    pickled into each worker, which calls player.attach(the extra block, or None) once, then
+    player(emulator, obs, ask, halt) -> answer bytes per PLAY command. extra_bytes: the size of a
+    second shared block, self.extra (a bytes-like view; None without). worker_env: variables set
+    in the workers' environment (e.g. NUMBA_NUM_THREADS, read when Numba loads)."""
+
+    def __init__(
+        self,
+        game: str,
+        frameskip: int,
+        frame_cap: int,
+        slots: int,
+        workers: int,
+        nice: int = 0,
+        player=None,
+        extra_bytes: int = 0,
+        worker_env: dict | None = None,
+    ):
         self.slots, self.workers = slots, max(1, min(workers, slots))
         compile_kernels()  # here once, so that the workers load them from Numba's cache
         size = Shared.nbytes(slots)
         fd = os.memfd_create("nevo-emulators") if hasattr(os, "memfd_create") else _temp_fd()
+        extra_fd = -1
+        self.extra = None
         try:
             os.ftruncate(fd, size)
             self._block = mmap.mmap(fd, size)
             self.shared = Shared(self._block, slots)
+            if extra_bytes:
+                extra_fd = os.memfd_create("nevo-rows") if hasattr(os, "memfd_create") else _temp_fd()
+                os.ftruncate(extra_fd, extra_bytes)
+                self.extra = mmap.mmap(extra_fd, extra_bytes)
             self.conns, self.procs = [], []
+            env = {**_importing_nevo(), **(worker_env or {})}
             for w in range(self.workers):
                 # A new interpreter, not fork (the driver runs native threads) nor multiprocessing's
                 # spawn (which imports the user's main script again, unless it is guarded).
                 parent, child = socket.socketpair()
-                args = [child.fileno(), fd, slots, w, self.workers, game, frameskip, frame_cap, nice]
+                fds = (child.fileno(), fd, *([extra_fd] if extra_fd >= 0 else []))
                 p = subprocess.Popen(
-                    [sys.executable, "-m", "nevo.tasks.emulator_pool", *map(str, args)],
-                    pass_fds=(child.fileno(), fd),
+                    [sys.executable, "-m", "nevo.tasks.emulator_pool", str(child.fileno()), str(fd), str(extra_fd)],
+                    pass_fds=fds,
                     stdin=subprocess.DEVNULL,
-                    env=_importing_nevo(),
+                    env=env,
                 )
                 child.close()  # (so that the worker's death reads as EOF here)
                 self.conns.append(Connection(parent.detach()))
                 self.procs.append(p)
         finally:
             os.close(fd)
+            if extra_fd >= 0:
+                os.close(extra_fd)
         self._closer = weakref.finalize(self, _stop, self.conns, self.procs)
         self._ticket = 0
         self._open: dict[int, set[int]] = {}  # ticket -> workers not yet answered
+        self._answers: dict[int, bytes] = {}  # PLAY ticket -> its answer, once in
+        setup = dict(game=game, frameskip=frameskip, frame_cap=frame_cap, slots=slots, workers=self.workers,
+                     nice=nice, player=player, extra_bytes=extra_bytes)  # fmt: skip
         try:
+            for w, conn in enumerate(self.conns):
+                try:
+                    conn.send_bytes(pickle.dumps({**setup, "index": w}))
+                except OSError:
+                    raise self._died(w) from None
             for w in range(self.workers):
                 self._reply(w, timeout=START_TIMEOUT_S)
         except BaseException:
@@ -209,6 +264,33 @@ class EmulatorPool:
         """These slots start a new episode (their first observation in self.obs): a ticket."""
         return self._send(RESTART, slots)
 
+    def play(self, slot: int, ask: bytes) -> int:
+        """The slot's worker plays an episode with its player (player(emulator, obs, ask, halt)):
+        a ticket for answers()."""
+        w = slot % self.workers
+        self._ticket += 1
+        try:
+            self.conns[w].send_bytes(_HEADER.pack(self._ticket, PLAY) + struct.pack("<i", slot) + ask)
+        except OSError:
+            raise self._died(w) from None
+        self._open[self._ticket] = {w}
+        return self._ticket
+
+    def answers(self, tickets) -> list[tuple[int, bytes]]:
+        """(ticket, answer) of the PLAY tickets among these that are in, waiting until one is."""
+        tickets = list(tickets)
+        while True:
+            done = [(t, self._answers.pop(t)) for t in tickets if t in self._answers]
+            if done:
+                for t, _ in done:
+                    self._open.pop(t, None)
+                return done
+            waiting = {self.conns[w]: w for t in tickets for w in self._open.get(t, ())}
+            if not waiting:
+                raise ValueError(f"no answer is awaited for tickets {tickets}")
+            for conn in wait(list(waiting)):
+                self._reply(waiting[conn])
+
     def wait(self, ticket: int) -> None:
         """Return when every slot of the ticket's command is done (earlier tickets of its workers too)."""
         for w in sorted(self._open.get(ticket, ())):
@@ -217,9 +299,16 @@ class EmulatorPool:
         self._open.pop(ticket, None)
 
     def drain(self) -> None:
-        """Wait for every ticket in flight (after an error: their results are not wanted)."""
-        for t in sorted(self._open):
-            self.wait(t)
+        """Wait for every ticket in flight (after an error: their results are not wanted); episodes
+        being played stop at their next step."""
+        if self._open:
+            self.halt[:] = 1
+        try:
+            for t in sorted(self._open):
+                self.wait(t)
+        finally:
+            self._answers.clear()
+            self.halt[:] = 0
 
     def _reply(self, w: int, timeout: float | None = None) -> None:
         """Read worker w's next answer; an error or its death is an EmulatorError."""
@@ -236,8 +325,10 @@ class EmulatorPool:
             raise EmulatorError(f"emulator process {w}: {msg[1:].decode(errors='replace')}")
         if msg[:1] == b"R":
             return
-        ticket = _HEADER.unpack_from(msg, 1)[0]
+        ticket, command = _HEADER.unpack_from(msg, 1)
         self._open.get(ticket, set()).discard(w)
+        if command == PLAY and ticket in self._open:
+            self._answers[ticket] = msg[1 + _HEADER.size :]
 
     def _died(self, w: int) -> EmulatorError:
         """The error of worker w, whose pipe closed: how it ended. The tickets in flight are
@@ -292,5 +383,4 @@ def _stop(conns, procs) -> None:
 
 
 if __name__ == "__main__":  # a worker process, started by EmulatorPool
-    _fd, _rest = int(sys.argv[1]), sys.argv[2:]
-    _serve(Connection(_fd), int(_rest[0]), *map(int, _rest[1:4]), _rest[4], *map(int, _rest[5:8]))
+    _serve(Connection(int(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3]))
