@@ -21,6 +21,7 @@ same as in every other layout.
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 
@@ -63,6 +64,7 @@ class EpisodePlayer:
         (from Numba's cache: the driving process compiled them) before the first episode."""
         self.policy.load(self.rows(buffer))
         self.policy(np.zeros(1, np.int64), np.zeros((1, *self.obs_shape), np.uint8))
+        self.parent = os.getppid()
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -71,17 +73,18 @@ class EpisodePlayer:
 
     def __call__(self, em, obs: np.ndarray, ask: bytes, halt: np.ndarray) -> bytes:
         """Play one episode on emulator em (its first observation in obs, (STACK, 84, 84)) to its
-        end, the frame cap or halt[0]; start the next one; the answer's bytes."""
+        end, the frame cap, halt[0] or the driving process's death (checked every 64 steps: a
+        killed run leaves no process playing on); start the next one; the answer's bytes."""
         row, noops, seed, keep = ASK.unpack(ask)
         rows = np.array([row], np.int64)
         batch = obs[None]  # (1, STACK, 84, 84): the policy's view of this slot's observation
         kept = np.empty((keep, *obs.shape), obs.dtype) if keep else None
         seeds = np.array([seed], np.int64)
         total, steps, acted, forward_s, emulation_s = 0, 0, 0, 0.0, 0.0
-        policy, step, clock = self.policy, em.step, time.perf_counter
+        policy, step, clock, parent = self.policy, em.step, time.perf_counter, self.parent
         status = PLAYING
         while status == PLAYING:
-            if halt[0]:
+            if halt[0] or (steps & 63 == 0 and os.getppid() != parent):
                 break
             action = NOOP
             if steps >= noops:

@@ -1,0 +1,212 @@
+"""The CPU's "workers" pipeline: whole episodes played in the emulator processes, each with its own
+forward, give the outcomes of the lockstep pipeline bit for bit; its faults are one line."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from nevo import nets
+from nevo.config import EnvConfig
+from nevo.episodes import Episodes, Population
+from nevo.evaluation.in_worker import ASK, EpisodePlayer, read_answer
+from nevo.evaluation.pipeline import AtariEvaluator
+from nevo.evaluation.slot_weights import PooledWeights
+from nevo.genomes import noise
+from nevo.nets.kernels import make_policy
+from nevo.tasks.atari_emulator import FRAME, STACK, AtariEmulator
+from nevo.tasks.emulator_pool import EmulatorError, EmulatorPool
+from nevo.tasks.envs import atari_actions
+from tests.conftest import RowsAreIndividuals
+
+CFG = EnvConfig(game="frostbite", frame_cap=400)
+SPEC = nets.net_spec("small", nets.OBS_SHAPE, atari_actions("frostbite"))
+N = 6
+
+
+def fresh(dtype):
+    """(a GA's first generation of N small nets, their pooled weights)."""
+    table = noise.make_table(SPEC.n_params + 1_000_000, seed=11)
+    pop = Population([], np.full(N, -1, np.int64), np.arange(N, dtype=np.int64), np.zeros(N, np.float32))
+    return pop, PooledWeights(noise.WeightBuilder(table, nets.init_scale(SPEC), dtype=dtype))
+
+
+# two episodes of each individual, so an individual's row serves two slots at once, and a sample
+# of each episode's observations (safe mutations' experiences)
+EPISODES = Episodes(np.repeat(np.arange(N), 2), np.arange(2 * N, dtype=np.int64) + 40, record=7)
+FIELDS = ("returns", "lengths", "frames", "behaviours", "experiences", "experience_counts")
+
+
+def evaluate(pipeline, slots, dtype, runs=1):
+    pop, weights = fresh(dtype)
+    ev = AtariEvaluator(CFG, make_policy("cpu", SPEC), weights, slots, 2, 1, pipeline, ram=True)
+    try:
+        return [ev.run(pop, EPISODES) for _ in range(runs)], ev
+    finally:
+        ev.close()
+
+
+@pytest.mark.parametrize("dtype, slots", [(np.float16, 2), (np.float32, 3), (np.float16, 1)])
+def test_workers_give_the_outcomes_of_lockstep(dtype, slots):
+    """Returns, lengths, frames, final RAM and the sampled observations equal the lockstep
+    pipeline's (one batched forward in this process) bit for bit, on 1 to 3 processes, and again
+    when the evaluator runs a second time."""
+    (want,), _ = evaluate("lockstep", 4, dtype)
+    got, ev = evaluate("workers", slots, dtype, runs=2)
+    assert ev.threads == slots and ev.pipeline == "workers"
+    assert want.total_frames > 0 and want.experience_counts.min() > 0
+    for res in got:
+        for f in FIELDS:
+            assert np.array_equal(getattr(res, f), getattr(want, f)), f
+    assert ev.last["rows"] > 0 and 0 < got[-1].forward_s < got[-1].wall_s
+    assert 0 < ev.last["emulation_s"] < got[-1].wall_s
+
+
+def test_workers_refuse_a_policy_they_cannot_run():
+    """A stand-in policy (no host forward to pickle) cannot play in the workers: one line."""
+
+    class StandIn:
+        def load(self, weights):
+            pass
+
+        def __call__(self, ind, obs, take=None):
+            return np.zeros(len(ind), np.int64)
+
+    with pytest.raises(ValueError) as e:
+        AtariEvaluator(CFG, StandIn(), RowsAreIndividuals(), 2, 2, 1, "workers")
+    assert "\n" not in str(e.value) and "workers" in str(e.value)
+
+
+def player_and_emulator():
+    """An EpisodePlayer attached to a block of rows in this process, row 0 a fresh net, and an
+    emulator at an episode's start."""
+    pop, weights = fresh(np.float16)
+    player = EpisodePlayer(make_policy("cpu", SPEC), 2, SPEC.n_params, np.float16, (STACK, *FRAME))
+    block = bytearray(EpisodePlayer.nbytes(2, SPEC.n_params, np.float16))
+    weights.share(player.rows(block))
+    weights.start(pop, np.arange(N), 1)
+    row = int(weights.take(np.array([0]))[0])
+    player.attach(block)
+    em = AtariEmulator("frostbite", 4, 400)
+    obs = np.zeros((STACK, *FRAME), np.uint8)
+    em.restart(obs)
+    return player, em, obs, row
+
+
+def test_a_halted_episode_or_a_dead_driver_stops_the_episode_at_once():
+    """halt (the pool's drain after an error or Ctrl-C) and the driving process's death (the
+    parent's pid changed: a killed run) each stop an episode before its next step, cut short;
+    the emulator starts afresh, so the next episode plays in full."""
+    player, em, obs, row = player_and_emulator()
+    ask = ASK.pack(row, 3, 40, 0)
+    halted = read_answer(player(em, obs, ask, np.ones(1, np.int8)), obs.shape)
+    assert halted[1] == 0 and halted[6]  # no step, cut
+    player.parent, parent = -1, player.parent  # as if the driving process had died
+    orphan = read_answer(player(em, obs, ask, np.zeros(1, np.int8)), obs.shape)
+    assert orphan[1] == 0 and orphan[6]
+    player.parent = parent
+    whole = read_answer(player(em, obs, ask, np.zeros(1, np.int8)), obs.shape)
+    assert whole[1] > 3 and not whole[6] and whole[2] > 0
+
+
+class Forever:
+    """A player that plays until halted (the test of the pool's PLAY command)."""
+
+    def attach(self, buffer):
+        self.buffer = buffer
+
+    def __call__(self, em, obs, ask, halt):
+        steps = 0
+        while not halt[0]:
+            em.step(0, obs)
+            steps += 1
+            if steps % 100 == 0:
+                em.restart(obs)
+        return bytes(ask) + steps.to_bytes(8, "little") + bytes(self.buffer[:4])
+
+
+def test_the_pool_plays_with_its_player_answers_and_drains_a_playing_slot():
+    """play() reaches the slot's worker's player with the ask and the pool's extra block; the
+    answer comes back with its ticket; drain() stops an episode still playing (halt) and throws
+    its answer away."""
+    pool = EmulatorPool("pong", 4, 20_000, 2, 2, player=Forever(), extra_bytes=64)
+    try:
+        pool.extra[:4] = b"rows"
+        pool.play(1, b"ask!")
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        pool.drain()  # the slot plays until halted
+        assert time.monotonic() - t0 < 5 and not pool._open and not pool.halt.any()
+        pool.halt[1] = 1  # the next play stops at once: an answer, with the block's bytes
+        answer = pool.answers([pool.play(1, b"ask?")])[0][1]
+        assert answer[:4] == b"ask?" and answer[-4:] == b"rows"
+    finally:
+        pool.close()
+
+
+def test_a_killed_worker_mid_episode_is_one_line_and_never_a_hang():
+    """kill -9 of an emulator process while it plays: the run raises an EmulatorError of one line
+    naming it within seconds, and the evaluator closes."""
+    pop, weights = fresh(np.float16)
+    ev = AtariEvaluator(EnvConfig(game="frostbite"), make_policy("cpu", SPEC), weights, 2, 2, 1, "workers")
+    victim = ev.pool.procs[1]
+    timer = threading.Timer(1.0, os.kill, (victim.pid, signal.SIGKILL))
+    try:
+        timer.start()
+        t0 = time.monotonic()
+        with pytest.raises(EmulatorError) as e:  # (many episodes: far more than a second's play)
+            ev.run(pop, Episodes(np.arange(N).repeat(20), np.arange(20 * N, dtype=np.int64)))
+        assert time.monotonic() - t0 < 20
+        assert str(e.value) == f"emulator process 1 (pid {victim.pid}) died (killed by signal 9)"
+    finally:
+        timer.cancel()
+        ev.close()
+
+
+OWNER = textwrap.dedent("""
+    import numpy as np
+    from nevo import nets
+    from nevo.config import EnvConfig
+    from nevo.episodes import Episodes
+    from nevo.evaluation.pipeline import AtariEvaluator
+    from nevo.nets.kernels import make_policy
+    from tests.test_in_worker import SPEC, fresh
+    pop, weights = fresh(np.float16)
+    ev = AtariEvaluator(EnvConfig(game="frostbite"), make_policy("cpu", SPEC), weights, 2, 2, 1, "workers")
+    print(*[p.pid for p in ev.pool.procs], flush=True)
+    ev.run(pop, Episodes(np.arange(6).repeat(20), np.arange(120, dtype=np.int64)))  # playing when killed
+""")
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_run_killed_mid_episode_leaves_no_emulator_process():
+    """kill -9 of the process that drives the workers while they play: they stop within a few
+    seconds (each checks its parent every 64 steps), not at their episodes' ends."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, env=env, cwd=root)
+    try:
+        workers = [int(p) for p in owner.stdout.readline().split()]
+        assert len(workers) == 2 and all(alive(p) for p in workers)
+        time.sleep(1.0)
+        owner.kill()
+        owner.wait(10)
+        deadline = time.monotonic() + 5
+        while any(alive(p) for p in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(alive(p) for p in workers)
+    finally:
+        owner.kill()
