@@ -25,6 +25,28 @@ def available_memory() -> int | None:
     return None
 
 
+def cpu_seconds() -> float:
+    """CPU seconds used so far by this process and its child processes (the emulator pool's among
+    them): the live ones read from /proc where it exists, the ended ones as the OS counts them.
+    A difference of two calls is the CPU time between them, while the children stay the same."""
+    t = os.times()
+    total = t.user + t.system + t.children_user + t.children_system
+    if not os.path.isdir("/proc"):
+        return total
+    me, tick = os.getpid(), os.sysconf("SC_CLK_TCK")
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # (gone meanwhile)
+            continue
+        if int(fields[1]) == me:  # ppid, then utime and stime (fields 14 and 15 of stat)
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 def native_threads() -> set[int]:
     """Thread ids of this process's threads, Python's and native ones alike (Linux's
     /proc/self/task), or an empty set where the system does not list them."""

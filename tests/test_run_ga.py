@@ -146,3 +146,19 @@ def test_metrics_of_the_generation_in_flight_are_dropped_on_resume(tmp_path):
         f.write('{"generation": 3, "fra')
     runs.trim_metrics(str(tmp_path), 2)
     assert [r["generation"] for r in runs.read_metrics(str(tmp_path))] == [0, 1]
+
+
+def test_the_cpu_clock_of_cores_busy_counts_child_processes():
+    """perf/cores_busy's CPU clock (machine.cpu_seconds) counts a live child process's time, as
+    the emulator processes' are: a second of a busy child while this process sleeps is in it."""
+    busy = "import time\nt = time.time()\nwhile time.time() - t < 5: pass"
+    child = subprocess.Popen([sys.executable, "-c", busy])
+    try:
+        time.sleep(0.3)
+        a, t0 = machine.cpu_seconds(), time.monotonic()
+        time.sleep(1.0)
+        b, dt = machine.cpu_seconds(), time.monotonic() - t0
+        assert b - a >= 0.4 * dt, (b - a, dt)
+    finally:
+        child.kill()
+        child.wait()

@@ -14,7 +14,8 @@
 #                                                   # shortened and cut on its own and at a deadline (9 minutes),
 #                                                   # a failure does not stop the rest, the most needed first:
 #                                                   # a GPU generation on the emulator pool against the 16
-#                                                   # cores' emulator roof, the CUDA checks, the convs' pixels
+#                                                   # cores' emulator roof, the CUDA checks, the 16 cores
+#                                                   # alone (workers), the convs' pixels
 #                                                   # a thread and Nsight Compute on them, the GPU's own
 #                                                   # roofline (each step's log in $OUT, the exit codes last;
 #                                                   # a call cut short keeps the logs)
@@ -118,6 +119,11 @@ print(f'GPU streaming read {r.gpu_bandwidth(2**31, 5) / 1e12:.2f} TB/s, fp32 FMA
   # (session 26: cut at 200 s before it printed its end-to-end lines)
   try e2e_1000 240 python3 -m experiments.roofline --nets large --rows 1000 --seconds 0.1 --max-gb 1 \
     --weights fp16 --e2e-device cuda --population 1000 --slots 1000 --limit-seconds 3
+  # The 16 cores alone, no GPU: the CPU's "workers" pipeline (each emulator process plays whole
+  # episodes with its own forward; on the 2-core VM 1.49-1.64x lockstep, session 27), against
+  # session 23's 18,384 frames/s (lockstep, ale-py's vector env)
+  try e2e_cpu 150 python3 -m experiments.roofline --nets large --rows 64 --seconds 0.2 --max-gb 1 \
+    --weights fp16 --e2e-device cpu --population 256 --limit-seconds 3
   # The convs are the GPU kernels' gap (session 23: large's at 8.7 TFLOP/s, 14% of the H200's
   # measured 61; the dense layer at 57% of its measured read): output pixels a thread, 4 against
   # 8 (kernel_report: instructions per FMA 2.7-3.4 against 2.0-2.7, 40 against 56-64 registers,

@@ -66,13 +66,13 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
     saved = algo.generation  # the generations the folder holds
     try:
         while frames < cfg.run.frame_budget:
-            t0, cpu0 = time.monotonic(), time.process_time()
+            t0, cpu0 = time.monotonic(), machine.cpu_seconds()
             fields, step_frames = step(frames)
-            gen_s, cpu_s = time.monotonic() - t0, time.process_time() - cpu0
+            gen_s, cpu_s = time.monotonic() - t0, machine.cpu_seconds() - cpu0
             frames, wall = frames + step_frames, wall + gen_s
-            # perf/cores_busy: the share of this machine's cores that this process's threads (the
-            # emulators' and the forward's among them; not child processes, nor a cluster's
-            # workers) kept busy over the generation: the tail and idle waits in one figure
+            # perf/cores_busy: the share of this machine's cores that this process and its child
+            # processes (the emulator processes; not a cluster's workers) kept busy over the
+            # generation: the tail and idle waits in one figure
             row = {"generation": fields.pop("generation"), "frames": frames, "wall_s": round(wall, 3),
                    "perf/gen_s": round(gen_s, 3), "perf/frames_per_s": round(step_frames / gen_s, 1),
                    "perf/cores_busy": round(cpu_s / gen_s / machine.cores(), 3), **fields}  # fmt: skip
