@@ -1033,7 +1033,8 @@ def end_to_end(a, forward_roof: dict) -> dict:
     out = {
         "net": a.e2e_net, "game": a.game, "population": n, "frame_cap": a.frame_cap, "slots": slots,
         "group": group, "cores": cores, "workers": ev.threads, "frames": frames, "wall_s": wall,
-        "frames_per_s": rate, "forward_rows": rows, "pipeline": pipe, "frames_per_forward": fpf, "split_s": split,
+        "frames_per_s": rate, "forward_rows": rows, "pipeline": pipe, "frames_per_forward": fpf,
+        "split_s": split,
         "tail_s": res.tail_s, "emulator_limit": limit, "emulator_roof": roof, "pool_limit": pool_rate,
         "seeded_reset_s": reset_s, "seeded_reset_frames": reset_frames, "restart_s": start_s,
         "restart_frames": start_frames, "forward_bound_nevo": fwd_bound, "device": device,
@@ -1050,8 +1051,8 @@ def end_to_end(a, forward_roof: dict) -> dict:
           f"-> nevo at {rate / limit:.0%}")  # fmt: skip
     print(f"  emulator roof, bare emulators in {cores} processes (random actions, no inference, no IPC): "
           f"{roof:,.0f} frames/s -> nevo at {rate / roof:.0%}")  # fmt: skip
-    print(f"  emulator pool's limit, {lim_slots} slots in {min(cores, lim_slots)} processes (lockstep, random "
-          f"actions, no inference): {pool_rate:,.0f} frames/s = {pool_rate / roof:.0%} of the roof "
+    print(f"  emulator pool's limit, {lim_slots} slots in {min(cores, lim_slots)} processes (lockstep, "
+          f"random actions, no inference): {pool_rate:,.0f} frames/s = {pool_rate / roof:.0%} of the roof "
           f"-> nevo at {rate / pool_rate:.0%}")  # fmt: skip
     shares = f"{rate / limit:.0%} of the vector env's limit, {rate / roof:.0%} of the emulator roof"
     if not cpu:  # the CPU's roofline says nothing of the GPU's forward

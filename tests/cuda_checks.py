@@ -486,7 +486,9 @@ def pipeline_with_steps_in_flight_plays_the_synchronous_episodes(rng, full):
     episodes = Episodes(np.array([0, 1, 2, 3, 4, 5]), np.arange(300, 306))
     results, policies = [], [Recording(CudaPolicy(spec), True), Recording(CudaPolicy(spec), False)]
     for policy in policies:
-        ev = AtariEvaluator(cfg, policy, GivenRows(weights), slots=4, threads=2, group_size=2, pipeline="overlap")
+        ev = AtariEvaluator(
+            cfg, policy, GivenRows(weights), slots=4, threads=2, group_size=2, pipeline="overlap"
+        )
         try:
             results.append(ev.run(None, episodes))
         finally:

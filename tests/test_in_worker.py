@@ -197,7 +197,9 @@ def test_a_run_killed_mid_episode_leaves_no_emulator_process():
     seconds (each checks its parent every 64 steps), not at their episodes' ends."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": root}
-    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, env=env, cwd=root)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, env=env, cwd=root
+    )
     try:
         workers = [int(p) for p in owner.stdout.readline().split()]
         assert len(workers) == 2 and all(alive(p) for p in workers)

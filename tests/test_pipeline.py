@@ -72,7 +72,13 @@ def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap, 
     the same episode."""
     pol, ind = FakePolicy(), RowsAreIndividuals()
     ev = AtariEvaluator(
-        CFG, pol, ind, slots=slots, threads=workers, group_size=group, pipeline="overlap" if overlap else "lockstep"
+        CFG,
+        pol,
+        ind,
+        slots=slots,
+        threads=workers,
+        group_size=group,
+        pipeline="overlap" if overlap else "lockstep",
     )
     try:
         res = ev.run(None, EPISODES)

@@ -195,9 +195,7 @@ def main(argv=None) -> None:
                 print(f"{n:>4} {init:>8} {r:>5} {'EvoTorch':>14} {frames:>10,} {rate:>10,.0f}", flush=True)
                 for slots, group, pipe in layouts:
                     pop = given(weights)
-                    rate, _, _, frames = pipeline_rate(
-                        env_cfg, policy, "cpu", pop, slots, group, cores, pipe
-                    )
+                    rate, _, _, frames = pipeline_rate(env_cfg, policy, "cpu", pop, slots, group, cores, pipe)
                     ours[slots, group, pipe].append(rate)
                     name = f"nevo {slots} slots"
                     print(f"{n:>4} {init:>8} {r:>5} {name:>14} {frames:>10,} {rate:>10,.0f}", flush=True)

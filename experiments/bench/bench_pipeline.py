@@ -272,7 +272,9 @@ def pipeline_rate(env_cfg, policy, device, pop, slots, group, threads, pipeline,
     ("overlap", "lockstep" or "workers"). The fractions are shares of the wall time."""
     population, builder = pop
     weights = for_device(builder, device)
-    ev = AtariEvaluator(env_cfg, policy, weights, slots, threads, group_size=group, pipeline=pipeline, ram=ram)
+    ev = AtariEvaluator(
+        env_cfg, policy, weights, slots, threads, group_size=group, pipeline=pipeline, ram=ram
+    )
     try:
         n = len(population)
         res = ev.run(population, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
@@ -481,7 +483,10 @@ def main(argv=None) -> None:
                 continue
             pop = population(spec, n, seed=n)
             # (mode, slots, group, pipeline, ram)
-            modes = [("overlap", slots, group, "overlap", False), ("lockstep", slots, lock_group, "lockstep", False)]
+            modes = [
+                ("overlap", slots, group, "overlap", False),
+                ("lockstep", slots, lock_group, "lockstep", False),
+            ]
             modes += [] if a.no_plain else [("plain", slots, slots, "lockstep", False)]
             if device != "cuda":  # each emulator process playing whole episodes, its own forward
                 modes.append(("workers", workers, 1, "workers", False))
@@ -492,7 +497,9 @@ def main(argv=None) -> None:
                     modes.append(("workers+ram", workers, 1, "workers", True))
             rates = {}
             for mode, s, g, pipe, ram in modes:
-                rate, tail, fwd, frames = pipeline_rate(env_cfg, policy, device, pop, s, g, threads, pipe, ram)
+                rate, tail, fwd, frames = pipeline_rate(
+                    env_cfg, policy, device, pop, s, g, threads, pipe, ram
+                )
                 rates[mode] = rate
                 row = f"{name:>6} {n:>5} {mode:>12} {frames:>10,} {rate:>10,.0f} {rate / limit:>8.0%}"
                 base = mode.removesuffix("+ram")

@@ -102,7 +102,9 @@ class AtariEvaluator:
         if pipeline not in ("overlap", "lockstep", "workers"):
             raise ValueError(f"pipeline: got {pipeline!r}, allowed: overlap, lockstep, workers")
         if pipeline == "workers" and not runs_in_workers(policy, weights):
-            raise ValueError("pipeline workers: the emulator processes run only a host policy over pooled rows")
+            raise ValueError(
+                "pipeline workers: the emulator processes run only a host policy over pooled rows"
+            )
         self.env_cfg = env_cfg
         # nevo.nets.kernels.make_policy(...): load(weights), (rows_ind, obs, take) -> actions
         self.policy = policy
@@ -232,7 +234,6 @@ class AtariEvaluator:
         while (choice := batch.choose(every[0])) is not None:
             batch.receive(batch.send(choice))
             batch.report(progress)
-
 
     def _in_workers(self, batch: _RunState, progress) -> None:
         """Each emulator process plays one episode at a time to its end, its own forward choosing

@@ -203,13 +203,20 @@ class EmulatorPool:
                 self.extra = mmap.mmap(extra_fd, extra_bytes)
             self.conns, self.procs = [], []
             env = {**_importing_nevo(), **(worker_env or {})}
-            for w in range(self.workers):
+            for _ in range(self.workers):
                 # A new interpreter, not fork (the driver runs native threads) nor multiprocessing's
                 # spawn (which imports the user's main script again, unless it is guarded).
                 parent, child = socket.socketpair()
                 fds = (child.fileno(), fd, *([extra_fd] if extra_fd >= 0 else []))
                 p = subprocess.Popen(
-                    [sys.executable, "-m", "nevo.tasks.emulator_pool", str(child.fileno()), str(fd), str(extra_fd)],
+                    [
+                        sys.executable,
+                        "-m",
+                        "nevo.tasks.emulator_pool",
+                        str(child.fileno()),
+                        str(fd),
+                        str(extra_fd),
+                    ],
                     pass_fds=fds,
                     stdin=subprocess.DEVNULL,
                     env=env,
