@@ -69,7 +69,7 @@ def test_the_atari_benchmark_puts_each_mode_beside_the_limit_and_the_roof(capsys
     assert "emulator limit, ale-py's vector env" in out and "emulator roof, bare emulators in" in out
     assert "of the roof" in out  # the pool's limit against the roof
     rows = [line.split() for line in out.splitlines() if line.startswith(" small")]
-    assert [r[2] for r in rows] == ["overlap", "lockstep", "lockstep+ram"]
+    assert [r[2] for r in rows] == ["overlap", "lockstep", "workers", "workers+ram"]
     for r in rows:  # frames/s, then its share of the vector env's limit and of the roof
         assert float(r[4].replace(",", "")) > 0 and r[5].endswith("%") and r[6].endswith("%")
-    assert out.count("of lockstep without RAM") == 1  # the RAM row beside the same mode without
+    assert out.count("of workers without RAM") == 1  # the RAM row beside the same mode without
