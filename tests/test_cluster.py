@@ -113,11 +113,14 @@ def _maze_setup(tmp_path, n=12):
 
 @pytest.mark.slow
 def test_a_worker_killed_mid_generation_costs_no_evaluation(tmp_path):
-    """SIGKILL one of two workers while chunks are out: its chunks run again on the other, and
-    the results are those of an undisturbed evaluation on one machine."""
+    """SIGKILL one of two workers while chunks are out: its chunks run again on the other, the
+    results are those of an undisturbed evaluation on one machine, and the loss is one line."""
     cfg, task, table, population, episodes, expected = _maze_setup(tmp_path)
+    said = []
     with DaskProcesses(workers=2) as c:
-        ev = ClusterEvaluator(c.address, cfg, task, None, table, len(population), 1, timeout_s=30, chunk=1)
+        ev = ClusterEvaluator(
+            c.address, cfg, task, None, table, len(population), 1, timeout_s=30, chunk=1, say=said.append
+        )
         killed_at = []
 
         def progress(done, total, frames):
@@ -131,6 +134,8 @@ def test_a_worker_killed_mid_generation_costs_no_evaluation(tmp_path):
             ev.close()
     assert killed_at[0] < len(episodes.ind)  # the kill came with chunks still out
     assert got.cluster["workers_lost"] == 1 and got.cluster["workers"] == 1
+    assert len(said) == 1 and said[0].startswith("lost worker tcp://127.0.0.1:"), said
+    assert "\n" not in said[0] and "its chunks go to the others" in said[0]
     np.testing.assert_array_equal(got.returns, expected.returns)
     np.testing.assert_array_equal(got.lengths, expected.lengths)
     np.testing.assert_array_equal(got.behaviours, expected.behaviours)

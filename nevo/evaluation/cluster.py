@@ -118,6 +118,9 @@ class ClusterEvaluator(ClusterConnection):
                 progress(done, n_ep, frames)
             if pending:  # is anyone still working on them?
                 now_workers, present = self._workers()
+                for gone in sorted(seen - present - lost):  # one line each, as it goes
+                    self.say(f"lost worker {gone} mid-generation: the scheduler lists it no more; "
+                             "its chunks go to the others")  # fmt: skip
                 lost |= seen - present
                 seen |= now_workers
                 if now_workers:
