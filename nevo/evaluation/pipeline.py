@@ -254,7 +254,9 @@ class AtariEvaluator:
         for s in range(min(self.slots, batch.n_ep)):
             give(s)
         while playing:
-            for ticket, answer in pool.answers(list(playing)):
+            answers = pool.answers(list(playing))
+            batch.clock(live=len(playing))  # (the time until now had these many in play)
+            for ticket, answer in answers:
                 s, e = playing.pop(ticket)
                 ret, steps, frames, acted, fwd, emu, _, ram, kept = read_answer(answer, batch.obs.shape[1:])
                 batch.returns[e], batch.lengths[e], batch.frames[e] = ret, steps, frames
@@ -269,7 +271,6 @@ class AtariEvaluator:
                 weights.done(batch.ind[e])
                 if batch.next_ep < batch.n_ep:
                     give(s)
-            batch.clock(live=len(playing))
             batch.report(progress)
         batch.forward_s = forward_s / self.threads  # the mean process's: a share of the wall time
         self.last = {"forward_s": batch.forward_s, "emulation_s": emulation_s / self.threads, "rows": rows}
