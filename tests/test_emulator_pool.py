@@ -126,6 +126,20 @@ def shared_memory() -> set[str]:
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
+def survivors_of_a_killed_owner(owner, after_s: float) -> list[int]:
+    """Read the two emulator pids the owner process prints, kill -9 the owner after_s seconds
+    later, and give the pids still alive 5 s after its death."""
+    workers = [int(p) for p in owner.stdout.readline().split()]
+    assert len(workers) == 2 and all(alive(p) for p in workers)
+    time.sleep(after_s)
+    owner.kill()
+    owner.wait(10)
+    deadline = time.monotonic() + 5
+    while any(alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [p for p in workers if alive(p)]
+
+
 def test_a_process_killed_with_sigkill_leaves_no_emulator_and_no_shared_memory():
     """kill -9 of the process that owns a pool (mid-step): its emulator processes exit within a
     few seconds (their pipe closes) and nothing is left in /dev/shm (the block is an anonymous
@@ -133,15 +147,7 @@ def test_a_process_killed_with_sigkill_leaves_no_emulator_and_no_shared_memory()
     before = shared_memory()
     owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
     try:
-        workers = [int(p) for p in owner.stdout.readline().split()]
-        assert len(workers) == 2 and all(alive(p) for p in workers)
-        time.sleep(0.5)
-        owner.kill()
-        owner.wait(10)
-        deadline = time.monotonic() + 5
-        while any(alive(p) for p in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not any(alive(p) for p in workers)
+        assert not survivors_of_a_killed_owner(owner, 0.5)
         assert shared_memory() <= before
     finally:
         owner.kill()

@@ -24,6 +24,7 @@ from nevo.tasks.atari_emulator import FRAME, STACK, AtariEmulator
 from nevo.tasks.emulator_pool import EmulatorError, EmulatorPool
 from nevo.tasks.envs import atari_actions
 from tests.conftest import RowsAreIndividuals
+from tests.test_emulator_pool import survivors_of_a_killed_owner
 
 CFG = EnvConfig(game="frostbite", frame_cap=400)
 SPEC = nets.net_spec("small", nets.OBS_SHAPE, atari_actions("frostbite"))
@@ -184,14 +185,6 @@ OWNER = textwrap.dedent("""
 """)
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_a_run_killed_mid_episode_leaves_no_emulator_process():
     """kill -9 of the process that drives the workers while they play: they stop within a few
     seconds (each checks its parent every 64 steps), not at their episodes' ends."""
@@ -201,14 +194,6 @@ def test_a_run_killed_mid_episode_leaves_no_emulator_process():
         [sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True, env=env, cwd=root
     )
     try:
-        workers = [int(p) for p in owner.stdout.readline().split()]
-        assert len(workers) == 2 and all(alive(p) for p in workers)
-        time.sleep(1.0)
-        owner.kill()
-        owner.wait(10)
-        deadline = time.monotonic() + 5
-        while any(alive(p) for p in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not any(alive(p) for p in workers)
+        assert not survivors_of_a_killed_owner(owner, 1.0)
     finally:
         owner.kill()

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from nevo.evaluation.experiences import places
+from nevo.evaluation.experiences import ExperienceSample
 from nevo.tasks.atari_emulator import PLAYING, RAM_BYTES
 from nevo.tasks.envs import NOOP
 
@@ -59,11 +59,16 @@ class EpisodePlayer:
         count = self.capacity * self.n_params
         return np.frombuffer(buffer, self.dtype, count).reshape(self.capacity, self.n_params)
 
+    def warm(self, rows: np.ndarray) -> None:
+        """Load these rows and run the forward once: its kernels compiled in this process, or
+        loaded from Numba's cache."""
+        self.policy.load(rows)
+        self.policy(np.zeros(1, np.int64), np.zeros((1, *self.obs_shape), np.uint8))
+
     def attach(self, buffer) -> None:
         """In the worker: read the rows from the shared block, and load the forward's kernels
         (from Numba's cache: the driving process compiled them) before the first episode."""
-        self.policy.load(self.rows(buffer))
-        self.policy(np.zeros(1, np.int64), np.zeros((1, *self.obs_shape), np.uint8))
+        self.warm(self.rows(buffer))
         self.parent = os.getppid()
 
     def __getstate__(self):
@@ -76,10 +81,10 @@ class EpisodePlayer:
         end, the frame cap, halt[0] or the driving process's death (checked every 64 steps: a
         killed run leaves no process playing on); start the next one; the answer's bytes."""
         row, noops, seed, keep = ASK.unpack(ask)
-        rows = np.array([row], np.int64)
+        rows, first = np.array([row], np.int64), np.zeros(1, np.int64)
         batch = obs[None]  # (1, STACK, 84, 84): the policy's view of this slot's observation
-        kept = np.empty((keep, *obs.shape), obs.dtype) if keep else None
-        seeds = np.array([seed], np.int64)
+        # the observations the net acts on: the evaluator's seeded sample, of this one episode
+        sample = ExperienceSample(np.array([seed], np.int64), keep, obs.shape, obs.dtype) if keep else None
         total, steps, acted, forward_s, emulation_s = 0, 0, 0, 0.0, 0.0
         policy, step, clock, parent = self.policy, em.step, time.perf_counter, self.parent
         status = PLAYING
@@ -88,10 +93,8 @@ class EpisodePlayer:
                 break
             action = NOOP
             if steps >= noops:
-                if keep:  # the same reservoir sample as nevo.evaluation.experiences.ExperienceSample
-                    j = acted if acted < keep else int(places(seeds, np.array([acted], np.int64))[0])
-                    if j < keep:
-                        kept[j] = obs
+                if sample is not None:
+                    sample.offer(first, batch)
                 t0 = clock()
                 action = int(policy(rows, batch)[0])
                 t1 = clock()
@@ -107,7 +110,7 @@ class EpisodePlayer:
         ram = np.ascontiguousarray(em.ram(), np.uint8)
         em.restart(obs)
         head = ANSWER.pack(float(total), steps, frames, acted, forward_s, emulation_s, status == PLAYING)
-        tail = kept[: min(acted, keep)].tobytes() if keep else b""
+        tail = sample.obs[0, : sample.counts()[0]].tobytes() if keep else b""
         return head + ram.tobytes() + tail
 
 

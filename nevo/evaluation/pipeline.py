@@ -110,7 +110,6 @@ class AtariEvaluator:
         self.policy = policy
         self.weights = weights  # nevo.evaluation.slot_weights: the rows the policy reads, built from genomes
         self.pipeline = pipeline
-        self.overlap = pipeline == "overlap"
         self.group = 1 if pipeline == "workers" else max(1, min(slots, group_size or -(-slots // 2)))
         self.slots = -(-slots // self.group) * self.group
         # emulator processes (in "workers" one per slot: each plays one episode at a time)
@@ -133,7 +132,10 @@ class AtariEvaluator:
             # one thread a process: the processes are the parallelism (and a row's forward is the
             # same bits on one thread as on many)
             env = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-            _compile(policy, b, (STACK, *FRAME))  # here once: the workers load it from Numba's cache
+            try:  # the forward compiled here once: the workers load it from Numba's cache
+                player.warm(np.zeros((1, b.n_params), b.dtype))
+            finally:
+                policy.release()
         self.pool = EmulatorPool(
             env_cfg.game,
             env_cfg.frameskip,
@@ -168,7 +170,7 @@ class AtariEvaluator:
         try:
             if self.pipeline == "workers":
                 self._in_workers(batch, progress)
-            elif self.overlap:
+            elif self.pipeline == "overlap":
                 self._pipelined(batch, progress)
             else:
                 self._lockstep(batch, progress)
@@ -274,15 +276,6 @@ class AtariEvaluator:
             batch.report(progress)
         batch.forward_s = forward_s / self.threads  # the mean process's: a share of the wall time
         self.last = {"forward_s": batch.forward_s, "emulation_s": emulation_s / self.threads, "rows": rows}
-
-
-def _compile(policy, builder, obs_shape) -> None:
-    """Compile the policy's forward for these rows (or load it from Numba's cache) in this process."""
-    policy.load(np.zeros((1, builder.n_params), builder.dtype))
-    try:
-        policy(np.zeros(1, np.int64), np.zeros((1, *obs_shape), np.uint8))
-    finally:
-        policy.release()
 
 
 class _RunState:

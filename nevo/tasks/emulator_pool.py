@@ -140,19 +140,19 @@ def _serve(conn, fd: int, extra_fd: int):
             if command == PLAY:
                 s = int(np.frombuffer(msg, np.int32, 1, _HEADER.size)[0])
                 answer = player(emulators[s // workers], obs[s], msg[_HEADER.size + 4 :], halt[s : s + 1])
-                msg = msg[: _HEADER.size]  # (no slots left to step below)
-            for s in np.frombuffer(msg, np.int32, offset=_HEADER.size).tolist():
-                em = emulators[s // workers]
-                if command == STEP:
-                    r, d = em.step(int(actions[s]), obs[s])
-                    reward[s], done[s] = r, d
-                    if d:  # the episode's end: its frames and RAM, then the next episode's start
-                        frames[s] = em.episode_frames()
-                        ram[s] = em.ram()
+            else:
+                for s in np.frombuffer(msg, np.int32, offset=_HEADER.size).tolist():
+                    em = emulators[s // workers]
+                    if command == STEP:
+                        r, d = em.step(int(actions[s]), obs[s])
+                        reward[s], done[s] = r, d
+                        if d:  # the episode's end: its frames and RAM, then the next episode's start
+                            frames[s] = em.episode_frames()
+                            ram[s] = em.ram()
+                            em.restart(obs[s])
+                    else:
                         em.restart(obs[s])
-                else:
-                    em.restart(obs[s])
-                    reward[s], done[s] = 0, 0
+                        reward[s], done[s] = 0, 0
         except Exception as e:
             conn.send_bytes(b"E" + raised(e).encode())
             return
