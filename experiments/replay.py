@@ -14,8 +14,8 @@ the same elite and seed give the same scores. The result goes to RUN_DIR/test.js
 (atomically, naming the file tested), where plots.table finds it.
 
 --gif records one episode (the first test episode's seed) at the emulator's full 210x160 colour:
-a second emulator with full-size frames runs in lockstep with the policy's (same seeded reset,
-same actions, nevo's no-ops included), and both must agree on rewards, lives and episode end.
+the episode is played as training plays it (the same start, no-ops and actions), and each
+picture is a step's last frame in colour, read from the same emulator.
 """
 
 from __future__ import annotations
@@ -105,9 +105,13 @@ def record_episode(env_cfg, policy, weights, episode_seed: int, max_steps: int, 
     zero = np.zeros(1, np.int64)
     policy.load(weights[None])
     try:
-        em.restart(obs[0])
-        pictures, total, steps, ended = [em.screen_rgb()], 0.0, 0, False
         noops = envs.noop_count(episode_seed, env_cfg.noop_max)
+        if env_cfg.start == "reference":  # no-ops, FIRE and action 2 before the first step
+            em.begin(obs[0], noops)
+            noops = 0
+        else:
+            em.restart(obs[0])
+        pictures, total, steps, ended = [em.screen_rgb()], 0.0, 0, False
         while steps < max_steps and not ended:
             action = envs.NOOP if steps < noops else int(policy(zero, obs)[0])
             r, done = em.step(action, obs[0])

@@ -40,6 +40,7 @@ from nevo.settings import (  # noqa: F401 (the settings' primitives, also here f
     PIPELINES,
     RESUMABLE,
     SHAPINGS,
+    STARTS,
     ConfigError,
     DamagedFile,
     EnvConfig,
@@ -194,6 +195,7 @@ def _from_saved(d: dict):
     names = {"env", "net", "run", "preset", "algo", "algo_module", section_name(algo, module)}
     d = {k: v for k, v in d.items() if k in names} | ({"ns": d["ns"]} if "ns" in d else {})
     d["net"] = {"weights": "fp32", **d.get("net", {})}  # folders from before --weights read fp32
+    d["env"] = {"start": "vector", **d.get("env", {})}  # folders from before --start: the vector env's
     return from_dict(d)
 
 
@@ -267,6 +269,7 @@ def validate(cfg):
     e, n, r = cfg.env, cfg.net, cfg.run
     require(e.frame_cap > 0, "frame_cap", "an integer > 0", e.frame_cap)
     require(e.noop_max >= 1, "noop_max", "an integer >= 1", e.noop_max)
+    require(e.start in STARTS, "start", ", ".join(STARTS), e.start)
     require(e.frameskip >= 1, "frameskip", "an integer >= 1", e.frameskip)
     require(e.examples >= 1, "examples", "an integer >= 1", e.examples)
     try:

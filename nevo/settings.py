@@ -79,7 +79,15 @@ class EnvConfig:
     )
     game: str = setting("frostbite", "Atari game (ale-py ROM id, e.g. frostbite, space_invaders)")
     frame_cap: int = setting(20_000, "episode cap in game frames (frameskip included)")
-    noop_max: int = setting(30, "each episode starts with 1..noop_max no-op steps, drawn from its seed")
+    noop_max: int = setting(30, "each episode starts with 1..noop_max no-ops, as many as its seed draws")
+    start: str = setting(
+        "reference",
+        "how an Atari episode starts: reference (Uber's deep GA: 1..noop_max no-ops of one raw frame "
+        "each, then, where action 1 is FIRE, actions 1 and 2 for frameskip frames each; the frame cap "
+        "counts the frames after it) or vector (ale-py's vector env with nevo's no-ops: FIRE for one "
+        "frame at the reset, then 1..noop_max NOOP steps of frameskip frames; run folders made before "
+        "2026-11-28)",
+    )
     frameskip: int = setting(4, "game frames per agent step (rewards summed, max over last two)")
     examples: int = setting(
         100,
@@ -195,5 +203,6 @@ def validate_run(r) -> None:
 # Settings that do not change a run's results, so a resumed run may set them anew.
 RESUMABLE = {"frame_budget", "env_slots", "emulators_per_group", "pipeline", "threads", "device", "out_dir"}
 PIPELINES = ("auto", "overlap", "lockstep", "workers")
+STARTS = ("reference", "vector")
 OPTIMIZERS = ("adam", "sgd")
 SHAPINGS = ("centered_ranks", "none")

@@ -151,3 +151,118 @@ def test_the_vector_envs_reset_with_any_seed_and_its_autoreset():
         np.testing.assert_array_equal(o[0], obs)
     finally:
         env.close()
+
+
+class ReferenceEpisode:
+    """The truth of the reference's episode start and steps: bare `ALEInterface` calls in the
+    order of Uber's deep GA (gpu_implementation/gym_tensorflow/atari/tf_atari.cpp, reset and
+    step), each episode on a freshly seeded ROM (the vector env's seeded reset, whose state nevo
+    restores), the observation made as the vector env makes it (the max of the step's last two
+    frames, resized by OpenCV's INTER_AREA: resize_area, the vector env's bit for bit by the tests
+    above) in a stack that starts at zero."""
+
+    def __init__(self, game: str, frameskip: int = 4, frame_cap: int = 20_000):
+        import ale_py
+        from ale_py import roms
+
+        self.rom, self.skip, self.cap = roms.get_rom_path(game), frameskip, frame_cap
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+        self.ale = ale_py.ALEInterface()
+        self.ale.setFloat("repeat_action_probability", 0.0)
+        self.fire = ale_py.Action.FIRE
+
+    def _act(self, action) -> int:
+        reward = self.ale.act(action)
+        self.screens = [self.screens[-1], self.ale.getScreenGrayscale()]
+        return reward
+
+    def _observe(self) -> np.ndarray:
+        frame = np.zeros((84, 84), np.uint8)
+        r = area_resize(self.screens[-1].shape)
+        resize_area(np.maximum(*self.screens), frame, r.xi, r.xw, r.yd, r.ys, r.ya, *r.scratch())
+        self.stack = np.concatenate([self.stack[1:], frame[None]])
+        return self.stack.copy()
+
+    def reset(self, noops: int) -> np.ndarray:
+        ale = self.ale
+        ale.setInt("random_seed", 0)
+        ale.loadROM(self.rom)
+        ale.reset_game()
+        self.actions = list(ale.getMinimalActionSet())
+        self.screens = [None, ale.getScreenGrayscale()]
+        self.started = ale.getEpisodeFrameNumber()  # (the start's few frames never reach a cap)
+        for _ in range(noops):
+            self._act(self.actions[0])
+            if ale.game_over():
+                ale.reset_game()
+        if self.actions[1] == self.fire:
+            for a in (1, 2):
+                self._step_frames(a)
+                if ale.game_over():
+                    ale.reset_game()
+        self.started = ale.getEpisodeFrameNumber()
+        self.stack = np.zeros((4, 84, 84), np.uint8)
+        return self._observe()
+
+    def _step_frames(self, a: int) -> int:
+        reward = 0
+        for _ in range(self.skip):
+            reward += self._act(self.actions[a])
+            if self.done():
+                break
+        return reward
+
+    def done(self) -> bool:
+        return self.ale.game_over() or self.ale.getEpisodeFrameNumber() - self.started >= self.cap
+
+    def step(self, a: int) -> tuple[np.ndarray | None, int, bool, bool]:
+        """(observation, or None at the end; reward; game over; cut by the frame cap)"""
+        reward = self._step_frames(a)
+        over = self.ale.game_over()
+        return (None if self.done() else self._observe()), reward, over, self.done() and not over
+
+
+def play_the_reference(game: str, episodes: int, steps: int, frame_cap: int = 20_000) -> int:
+    """Random no-ops (1..30) and actions on ReferenceEpisode and on AtariEmulator.begin/step:
+    asserts every observation, reward and end agree, and each episode's frames; returns the steps
+    compared."""
+    truth = ReferenceEpisode(game, 4, frame_cap)
+    em = AtariEmulator(game, 4, frame_cap)
+    rng = np.random.default_rng(5)
+    obs = np.zeros((4, 84, 84), np.uint8)
+    compared = 0
+    for e in range(episodes):
+        noops = int(rng.integers(1, 31))
+        em.begin(obs, noops)
+        np.testing.assert_array_equal(truth.reset(noops), obs, err_msg=f"{game}: episode {e}'s start")
+        for t in range(steps):
+            a = int(rng.integers(len(em.actions)))
+            want, r, over, cut = truth.step(a)
+            reward, done = em.step(a, obs)
+            compared += 1
+            assert (reward, done == TERMINATED, done == TRUNCATED) == (r, over, cut), f"{game} {e} {t}"
+            if done != PLAYING:
+                assert em.episode_frames() == truth.ale.getEpisodeFrameNumber()
+                break
+            np.testing.assert_array_equal(want, obs, err_msg=f"{game}: episode {e}, step {t}")
+    return compared
+
+
+@pytest.mark.parametrize("game", ["frostbite", "skiing"])
+def test_the_reference_start_and_steps_are_its_ale_calls(game):
+    """begin(obs, n) and step() give the observations, rewards and ends of the reference's own
+    ALE calls, every step: Frostbite starts with FIRE and UP, Skiing (no FIRE) with no-ops alone."""
+    assert play_the_reference(game, episodes=3, steps=120) > 300
+
+
+def test_the_reference_frame_cap_counts_after_the_start():
+    """With a cap of 200 frames an episode is cut after 50 steps: the start's frames (its no-ops,
+    FIRE and UP) are not counted, as the reference counts them."""
+    assert play_the_reference("frostbite", episodes=2, steps=100, frame_cap=200) == 100
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("game", GAMES)
+def test_every_game_of_the_papers_starts_as_the_reference(game):
+    """The Deep GA's 13 games, Pong and Space Invaders: 3 episodes of up to 300 steps each."""
+    assert play_the_reference(game, episodes=3, steps=300) > 300

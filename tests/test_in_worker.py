@@ -8,6 +8,7 @@ import sys
 import textwrap
 import threading
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -44,22 +45,26 @@ EPISODES = Episodes(np.repeat(np.arange(N), 2), np.arange(2 * N, dtype=np.int64)
 FIELDS = ("returns", "lengths", "frames", "behaviours", "experiences", "experience_counts")
 
 
-def evaluate(pipeline, slots, dtype, runs=1):
+def evaluate(pipeline, slots, dtype, runs=1, start="reference"):
     pop, weights = fresh(dtype)
-    ev = AtariEvaluator(CFG, make_policy("cpu", SPEC), weights, slots, 2, 1, pipeline, ram=True)
+    cfg = replace(CFG, start=start)
+    ev = AtariEvaluator(cfg, make_policy("cpu", SPEC), weights, slots, 2, 1, pipeline, ram=True)
     try:
         return [ev.run(pop, EPISODES) for _ in range(runs)], ev
     finally:
         ev.close()
 
 
-@pytest.mark.parametrize("dtype, slots", [(np.float16, 2), (np.float32, 3), (np.float16, 1)])
-def test_workers_give_the_outcomes_of_lockstep(dtype, slots):
+@pytest.mark.parametrize(
+    "dtype, slots, start",
+    [(np.float16, 2, "reference"), (np.float32, 3, "reference"), (np.float16, 1, "vector")],
+)
+def test_workers_give_the_outcomes_of_lockstep(dtype, slots, start):
     """Returns, lengths, frames, final RAM and the sampled observations equal the lockstep
     pipeline's (one batched forward in this process) bit for bit, on 1 to 3 processes, and again
-    when the evaluator runs a second time."""
-    (want,), _ = evaluate("lockstep", 4, dtype)
-    got, ev = evaluate("workers", slots, dtype, runs=2)
+    when the evaluator runs a second time, with either episode start."""
+    (want,), _ = evaluate("lockstep", 4, dtype, start=start)
+    got, ev = evaluate("workers", slots, dtype, runs=2, start=start)
     assert ev.threads == slots and ev.pipeline == "workers"
     assert want.total_frames > 0 and want.experience_counts.min() > 0
     for res in got:
@@ -100,12 +105,13 @@ def player_and_emulator():
     return player, em, obs, row
 
 
-def test_a_halted_episode_or_a_dead_driver_stops_the_episode_at_once():
+@pytest.mark.parametrize("reference", [True, False])
+def test_a_halted_episode_or_a_dead_driver_stops_the_episode_at_once(reference):
     """halt (the pool's drain after an error or Ctrl-C) and the driving process's death (the
     parent's pid changed: a killed run) each stop an episode before its next step, cut short;
     the emulator starts afresh, so the next episode plays in full."""
     player, em, obs, row = player_and_emulator()
-    ask = ASK.pack(row, 3, 40, 0)
+    ask = ASK.pack(row, 3, 40, 0, reference)
     halted = read_answer(player(em, obs, ask, np.ones(1, np.int8)), obs.shape)
     assert halted[1] == 0 and halted[6]  # no step, cut
     player.parent, parent = -1, player.parent  # as if the driving process had died

@@ -31,8 +31,9 @@ from nevo.evaluation.experiences import ExperienceSample
 from nevo.tasks.atari_emulator import PLAYING, RAM_BYTES
 from nevo.tasks.envs import NOOP
 
-# What the driver asks: (weight row, no-op steps, episode seed, observations to keep).
-ASK = struct.Struct("<qqqq")
+# What the driver asks: (weight row, no-ops, episode seed, observations to keep, whether the
+# episode starts the reference's way: AtariEmulator.begin; else the no-ops are NOOP steps).
+ASK = struct.Struct("<qqqq?")
 # What an episode's worker answers: (return, steps, game frames, steps the net acted on, seconds
 # in the forward, seconds emulating, cut short), then its final RAM, then the kept observations.
 ANSWER = struct.Struct("<dqqqddB")
@@ -80,7 +81,10 @@ class EpisodePlayer:
         """Play one episode on emulator em (its first observation in obs, (STACK, 84, 84)) to its
         end, the frame cap, halt[0] or the driving process's death (checked every 64 steps: a
         killed run leaves no process playing on); start the next one; the answer's bytes."""
-        row, noops, seed, keep = ASK.unpack(ask)
+        row, noops, seed, keep, reference = ASK.unpack(ask)
+        if reference:  # the start is not a step of the episode
+            em.begin(obs, noops)
+            noops = 0
         rows, first = np.array([row], np.int64), np.zeros(1, np.int64)
         batch = obs[None]  # (1, STACK, 84, 84): the policy's view of this slot's observation
         # the observations the net acts on: the evaluator's seeded sample, of this one episode

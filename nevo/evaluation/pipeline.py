@@ -250,7 +250,7 @@ class AtariEvaluator:
             e = batch.next_ep
             batch.next_ep += 1
             row = int(weights.take(batch.ind[e : e + 1])[0])
-            ask = ASK.pack(row, int(batch.noops[e]), int(batch.seeds[e]), keep)
+            ask = ASK.pack(row, int(batch.noops[e]), int(batch.seeds[e]), keep, batch.reference)
             playing[pool.play(s, ask)] = (s, e)
 
         for s in range(min(self.slots, batch.n_ep)):
@@ -290,6 +290,12 @@ class _RunState:
         self.ind = np.asarray(episodes.ind, np.int64)
         self.seeds = np.asarray(episodes.seeds, np.int64)
         self.noops = np.array([noop_count(s, ev.env_cfg.noop_max) for s in episodes.seeds], np.int64)
+        # an episode's first steps, before the net acts: the reference's start is one step (the
+        # pool's action -n: n no-op frames, then FIRE and action 2), which is not counted in its
+        # length; the vector env's start is n NOOP steps, which are
+        self.reference = ev.env_cfg.start == "reference"
+        self.opening = np.ones_like(self.noops) if self.reference else self.noops
+        self.opening_action = -self.noops if self.reference else np.full_like(self.noops, NOOP)
         self.returns = np.zeros(self.n_ep, np.float64)
         self.lengths = np.zeros(self.n_ep, np.int64)
         self.frames = np.zeros(self.n_ep, np.int64)
@@ -324,13 +330,13 @@ class _RunState:
 
     def choose(self, slots: np.ndarray) -> tuple | None:
         """Start choosing the actions of these slots' live ones (None if none is): the policy's
-        step for the slots past their no-ops, submitted where the policy can (its actions collected
-        by send), else run here; NOOP for the others."""
+        step for the slots past their episode's start, submitted where the policy can (its actions
+        collected by send), else run here; the start's action for the others."""
         live = slots[self.slot_ep[slots] >= 0]
         if not live.size:
             return None
-        acting = live[self.slot_steps[live] >= self.noops[self.slot_ep[live]]]
-        self.pool.actions[live] = NOOP
+        acting = live[self.slot_steps[live] >= self.opening[self.slot_ep[live]]]
+        self.pool.actions[live] = self.opening_action[self.slot_ep[live]]
         step = None
         if acting.size:  # compaction: only these rows go through the net
             if self.sample is not None:  # the observations the net acts on
@@ -375,7 +381,8 @@ class _RunState:
         if not ended.size:
             return
         eps = self.slot_ep[ended]
-        self.returns[eps], self.lengths[eps] = self.slot_ret[ended], self.slot_steps[ended]
+        self.returns[eps] = self.slot_ret[ended]
+        self.lengths[eps] = self.slot_steps[ended] - self.reference
         self.frames[eps] = pool.frames[ended]
         if self.behaviours is not None:
             self.behaviours[eps] = pool.ram[ended]

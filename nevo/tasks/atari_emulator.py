@@ -17,6 +17,14 @@ emulation). Here the state right after that reset (and its observation) is saved
 episode starts by `restoreState` of it (64-165 us), which replays the fresh episode's RAM, rewards
 and screens (experiments.bench.reset_restore). Games where it does not are listed in RELOAD_GAMES and
 start each episode by the reload, as the vector env does.
+
+Two episode starts (EnvConfig.start): `restart` is the vector env's (reset, FIRE for one raw
+frame where the game has it; nevo then plays its no-ops as NOOP steps of frameskip frames), and
+`begin` is the reference's, Uber's deep GA (`gpu_implementation/gym_tensorflow/atari/tf_atari.cpp`,
+`AtariEnvironment::reset`): reset_game, then n no-ops of one raw frame each (a game over starts
+again), then, where the minimal action set's action 1 is FIRE, actions 1 and 2 for frameskip
+frames each (a game over starts again); the frame cap counts the frames after that, and the
+first observation is the last two frames' maximum in an otherwise zero stack.
 """
 
 from __future__ import annotations
@@ -189,8 +197,9 @@ def compile_kernels() -> None:
 class AtariEmulator:
     """One Atari game on a bare ALEInterface, stepped as ale-py's vector env steps it.
 
-    restart(obs) begins an episode (restoreState of the seeded reset's state, or the reset itself
-    for RELOAD_GAMES) and writes its first observation into obs (STACK, 84, 84); step(a, obs)
+    restart(obs) begins an episode as the vector env does (restoreState of the seeded reset's
+    state, or the reset itself for RELOAD_GAMES) and writes its first observation into obs
+    (STACK, 84, 84); begin(obs, noops) begins one as the reference does; step(a, obs)
     plays action index a for frameskip frames and, while the episode goes on, writes the new
     observation. The episode's frames (ALE's episode frame counter, the reset's FIRE included)
     and RAM are read after the step that ends it."""
@@ -220,7 +229,12 @@ class AtariEmulator:
         self.resize = area_resize(screen)
         self.raw = np.zeros((2, *screen), np.uint8)  # the last two frames (index 1: the one before)
         self.rows, self.acc = self.resize.scratch()
-        self.elapsed = 0  # frames since the episode's reset (the vector env's elapsed_steps)
+        self.elapsed = 0  # frames since the episode's start (the vector env's elapsed_steps)
+        # the reference's start: the seeded reset's state, before any FIRE, and its screen
+        self.ale.reset_game()
+        self.reset_state = self.ale.cloneState()
+        self.reset_screen = self.ale.getScreenGrayscale()  # (height, width) uint8
+        self.reference_fire = len(self.actions) > 2 and self.actions[1] == ale_py.Action.FIRE
         self.start_obs = np.zeros((STACK, *self.resize.out), np.uint8)
         self.reset(self.start_obs)
         self.start = self.ale.cloneState()
@@ -255,6 +269,45 @@ class AtariEmulator:
         self.elapsed = 0
         obs[:] = self.start_obs
         self.raw[1] = 0  # (as the reset leaves it: with frameskip 1 it is never written again)
+
+    def begin(self, obs: np.ndarray, noops: int) -> None:
+        """Begin a new episode the reference's way (the module's docstring) with `noops` no-op
+        frames; its first observation into obs. Its rewards are not the episode's (the
+        reference's reset returns none), and the frame cap counts from its end."""
+        noop = self.actions[0]  # (index 0 of every minimal action set is NOOP)
+        self._to_reset()
+        for _ in range(noops):
+            self._start_frame(noop)
+        if self.reference_fire:
+            for a in (self.actions[1], self.actions[2]):
+                for _ in range(self.frameskip):
+                    if self._start_frame(a):
+                        break
+        self.elapsed = 0
+        obs[:] = 0
+        self._push(obs)
+
+    def _start_frame(self, action) -> bool:
+        """One raw frame of the reference's start, raw[0] and raw[1] its last two screens;
+        whether the game ended (then it starts again from the reset's state)."""
+        ale, raw = self.ale, self.raw
+        raw[1] = raw[0]
+        ale.act(action)
+        if ale.game_over():
+            self._to_reset()
+            return True
+        ale.getScreenGrayscale(raw[0])
+        return False
+
+    def _to_reset(self) -> None:
+        """The emulator at the seeded reset's state (before any FIRE), raw[0] its screen."""
+        if self.reload:
+            self.ale.setInt("random_seed", 0)
+            self.ale.loadROM(self.rom)
+            self.ale.reset_game()
+        else:
+            self.ale.restoreState(self.reset_state)
+        self.raw[0] = self.reset_screen
 
     def step(self, action: int, obs: np.ndarray) -> tuple[int, int]:
         """(reward, PLAYING / TERMINATED / TRUNCATED) of action index `action` repeated frameskip

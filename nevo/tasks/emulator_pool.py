@@ -143,7 +143,10 @@ def _serve(conn, fd: int, extra_fd: int):
             else:
                 for s in np.frombuffer(msg, np.int32, offset=_HEADER.size).tolist():
                     em = emulators[s // workers]
-                    if command == STEP:
+                    if command == STEP and actions[s] < 0:  # -n: the reference's start, n no-ops
+                        em.begin(obs[s], -int(actions[s]))
+                        reward[s], done[s] = 0, 0
+                    elif command == STEP:
                         r, d = em.step(int(actions[s]), obs[s])
                         reward[s], done[s] = r, d
                         if d:  # the episode's end: its frames and RAM, then the next episode's start
@@ -165,7 +168,9 @@ def _serve(conn, fd: int, extra_fd: int):
 class EmulatorPool:
     """`slots` emulators of one game in `workers` processes (see the module's docstring).
 
-    step(slots) / restart(slots) send a command and return its ticket; wait(ticket) returns when
+    step(slots) / restart(slots) send a command and return its ticket (an action of -n in
+    self.actions begins the slot's episode the reference's way, AtariEmulator.begin with n no-ops,
+    and counts as a step of no reward); wait(ticket) returns when
     those slots' results are in the shared arrays (self.obs, self.reward, self.done, ...). Any
     number of tickets may be in flight; a worker runs its commands in the order sent.
 
