@@ -6,6 +6,7 @@
     nevo train --resume runs/<folder>            # continue a stopped run, whatever its algorithm
     nevo train NAME --algo-module mine.py        # an algorithm of one's own (NAME: it declares)
     nevo replay runs/<folder>                    # test the elite as the paper scores it
+    nevo suite results/atari                     # the Deep GA's 13 games, resumable, each tested
     nevo plot curves runs/<folder>               # or throughput, table, mujoco
     nevo worker tcp://10.0.0.1:8786              # one Dask worker for --cluster, on each node
     nevo roofline                                # this machine's roofline and a generation beside it
@@ -93,6 +94,7 @@ correlation with the true gradient.
 # The other subcommands: (module, what it does); each module's main(argv) parses the rest.
 TOOLS = {
     "replay": ("experiments.replay", "test a run's elite as the paper scores it, and record it playing"),
+    "suite": ("experiments.suite", "a table of Atari games: one resumable run per game and seed, tested"),
     "worker": ("experiments.cluster_worker", "start one Dask worker for --cluster on this node"),
     "roofline": ("experiments.roofline", "this machine's roofline, and a generation measured beside it"),
     "get-mnist": ("experiments.get_mnist", "MNIST into nevo's cache, fetched once and checked"),

@@ -14,7 +14,10 @@ from nevo.genomes.noise import WeightBuilder
 from nevo.tasks.envs import NOOP, noop_count
 from tests.conftest import RowsAreIndividuals
 
-CFG = EnvConfig(game="frostbite", frame_cap=400)
+# The vector env's episode start: its truth is ale-py's vector env (play_alone); the reference's
+# start has its own (play_alone_from_the_reference_start)
+CFG = EnvConfig(game="frostbite", frame_cap=400, start="vector")
+REFERENCE_CFG = EnvConfig(game="frostbite", frame_cap=400, start="reference")
 
 
 def policy(obs, ind):
@@ -53,7 +56,44 @@ def play_alone(ind, seed):
             return ret, steps, int(info["episode_frame_number"][0])
 
 
+def play_alone_from_the_reference_start(ind, seed):
+    """One episode on a brand-new AtariEmulator started the reference's way (AtariEmulator.begin,
+    the reference's ALE calls step for step: tests/test_atari_emulator.py), then stepped one
+    action at a time: (return, agent steps after the start, frames with the start's)."""
+    from nevo.tasks.atari_emulator import PLAYING, AtariEmulator
+
+    em = AtariEmulator(CFG.game, CFG.frameskip, CFG.frame_cap)
+    obs = np.zeros((4, 84, 84), np.uint8)
+    em.begin(obs, noop_count(seed, CFG.noop_max))
+    ret, steps, done = 0.0, 0, PLAYING
+    while done == PLAYING:
+        r, done = em.step(int(policy(obs[None], [ind])[0]), obs)
+        ret, steps = ret + float(r), steps + 1
+    return ret, steps, em.episode_frames()
+
+
 EPISODES = Episodes(np.array([0, 1, 2, 3, 0, 1, 2, 3, 2]), np.arange(100, 109))
+
+
+@pytest.mark.parametrize(
+    "slots, group, overlap, workers", [(3, 3, False, 2), (8, 2, True, 2), (1, 1, True, 1)]
+)
+def test_the_reference_start_gives_the_outcomes_of_one_episode_at_a_time(slots, group, overlap, workers):
+    """With --start reference, returns, lengths (agent steps after the start) and frames (the
+    start's included) equal each episode's alone on a fresh emulator, whatever the layout; the
+    frame cap counts after the start."""
+    want = [play_alone_from_the_reference_start(i, s) for i, s in zip(EPISODES.ind, EPISODES.seeds)]
+    pipeline = "overlap" if overlap else "lockstep"
+    ev = AtariEvaluator(REFERENCE_CFG, FakePolicy(), RowsAreIndividuals(), slots, workers, group, pipeline)
+    try:
+        res = ev.run(None, EPISODES)
+    finally:
+        ev.close()
+    ret, steps, frames = map(np.array, zip(*want))
+    np.testing.assert_array_equal(res.returns, ret)
+    np.testing.assert_array_equal(res.lengths, steps)
+    np.testing.assert_array_equal(res.frames, frames)
+    assert (steps == CFG.frame_cap // CFG.frameskip).any() and (frames > CFG.frame_cap + 8).any()
 
 
 @pytest.fixture(scope="module")

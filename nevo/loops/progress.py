@@ -28,8 +28,9 @@ def _duration(s: float) -> str:
 class Progress:
     """Generation, frames, frames/s, elite score and ETA to the frame budget."""
 
-    def __init__(self, budget: int, stream=None):
+    def __init__(self, budget: int, stream=None, label: str = ""):
         self.stream = stream or sys.stdout
+        self.label = f"{label} | " if label else ""  # before each line: a suite's game and what is left
         self.tty = self.stream.isatty()
         self.budget = budget
         self.frames_before = 0
@@ -52,7 +53,7 @@ class Progress:
         rate = frames / dt if dt > 0 else 0.0
         left = max(self.budget - self.frames_before - frames, 0)
         line = (
-            f"gen {self.generation} {self.phase} {done}/{total} eps | "
+            f"{self.label}gen {self.generation} {self.phase} {done}/{total} eps | "
             f"{_human(self.frames_before + frames)} frames | {_human(rate)} f/s | "
             f"elite {self.elite:.1f} | ETA {_duration(left / rate if rate > 0 else float('nan'))}"
         )
@@ -69,7 +70,7 @@ class Progress:
             f"test acc {_number(100 * self.accuracy, 6, 2)}% | " if "score/train_accuracy" in row else ""
         )
         line = (
-            f"gen {row['generation']:4d} | frames {_human(row['frames']):>8} | "
+            f"{self.label}gen {row['generation']:4d} | frames {_human(row['frames']):>8} | "
             f"{_human(self.rate):>7} f/s | pop max {row['score/pop_max']:8.1f} "
             f"mean {row['score/pop_mean']:8.1f} | elite {_number(self.elite, 8, 1)} | {accuracy}"
             f"ETA {_duration(left / self.rate if self.rate > 0 else float('nan'))}"
