@@ -44,7 +44,7 @@ OWN = {"--game": "--games", "--seed": "--seeds", "--frame-budget": "--frames", "
 
 
 def parse(argv) -> tuple[argparse.Namespace, list[str]]:
-    p = argparse.ArgumentParser(prog="nevo suite", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="nevo suite", description=__doc__.split("\n")[0], allow_abbrev=False)
     p.add_argument("results", metavar="RESULTS", help="the results folder: one run folder per game and seed")
     p.add_argument(
         "--games", default=",".join(GAMES), help="Atari games, comma-separated (default: the 13 of Table 1)"

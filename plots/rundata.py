@@ -143,7 +143,22 @@ def load_run(path: str) -> Run:
 
 
 def load_runs(paths) -> list[Run]:
-    return [load_run(p) for p in paths]
+    """The run folders among paths: each a run folder, or a results folder whose run folders are
+    its subfolders (nevo suite's), read in name order."""
+    return [load_run(p) for p in expand(paths)]
+
+
+def expand(paths) -> list[str]:
+    """paths with each results folder (no config.json of its own, run folders inside) replaced
+    by its run folders, sorted by name."""
+    out = []
+    for p in paths:
+        inner = []
+        if os.path.isdir(p) and not os.path.isfile(os.path.join(p, "config.json")):
+            inner = sorted(os.path.join(p, d) for d in os.listdir(p))
+            inner = [d for d in inner if os.path.isfile(os.path.join(d, "config.json"))]
+        out += inner or [p]
+    return out
 
 
 def group_runs(runs: list[Run]) -> list[list[Run]]:

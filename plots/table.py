@@ -1,6 +1,7 @@
 """The paper-style results table: each game's final elite test score beside published numbers.
 
-    python -m plots.table RUN_DIR [RUN_DIR ...] [--latex] [--out PREFIX]
+    python -m plots.table RUN_DIR [RUN_DIR ...] [--latex] [--out PREFIX] [--figure PREFIX]
+    nevo plot table results/atari --out results/atari/table --figure results/atari/curves
 
 prints a Markdown table (or LaTeX with --latex; --out writes PREFIX.md and PREFIX.tex) of the
 elite's test score (the mean over the episodes of `test.json`, written by experiments.replay),
@@ -8,7 +9,11 @@ beside DQN, ES, A3C, random search and the Deep GA from plots/data/published_ata
 al. 2017, Table 1, and the papers it cites), whose sources are printed under the table. A run
 without test.json shows the validation mean of its best elite (best.json, the individual that
 experiments.replay tests by default; the last elite where a run has no best.json), marked with
-a dagger.
+a dagger. A RUN_DIR may be a results folder (nevo suite's): its run folders are read. The hours
+column is each configuration's median training time (wall_s of its last generation; the tests of
+experiments.replay not included). --figure draws one panel per game: the elite's validation score
+against frames, its test score as a point at the run's end, and the published DQN, ES, A3C,
+random search and GA (1B frames) scores as lines.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import argparse
 import json
 import os
 import sys
+
+import numpy as np
 
 from plots import rundata, style
 
@@ -50,13 +57,14 @@ def fmt_frames(n) -> str:
 def build_rows(runs: list[rundata.Run], published: dict) -> tuple[list[str], list[list[str]], list[str]]:
     """(header, rows of cells, footnotes) of the table; one row per game and configuration."""
     methods = list(next(iter(published["games"].values())).keys())
-    header = ["Game", "nevo (this work)", "nevo frames"] + [COLUMN_NAMES.get(m, m) for m in methods]
+    header = ["Game", "nevo (this work)", "nevo frames", "nevo hours"]
+    header += [COLUMN_NAMES.get(m, m) for m in methods]
     groups = rundata.group_runs(runs)
     labels = rundata.group_labels(groups)
     several_configs = len({g[0].game for g in groups}) < len(groups)
     rows, notes = [], set()
     for group, label in sorted(zip(groups, labels), key=lambda gl: (gl[0][0].game, gl[1])):
-        scores, marks, frames = [], "", []
+        scores, marks, frames, hours = [], "", [], []
         for r in group:
             score, kind = rundata.final_score(r)
             if score is None:
@@ -70,6 +78,7 @@ def build_rows(runs: list[rundata.Run], published: dict) -> tuple[list[str], lis
                 notes.add(DDAGGER)
             if r.metrics:
                 frames.append(r.metrics[-1].get("frames"))
+                hours.append(r.metrics[-1].get("wall_s", float("nan")) / 3600)
         cell = "n/a"
         if scores:
             cell = fmt_score(rundata.median(scores)) + marks
@@ -79,7 +88,8 @@ def build_rows(runs: list[rundata.Run], published: dict) -> tuple[list[str], lis
         name = game.replace("_", " ").title() + (f" ({label})" if several_configs else "")
         pub = published["games"].get(game, {})
         frames_cell = fmt_frames(rundata.median(frames)) if frames else "n/a"
-        rows.append([name, cell, frames_cell] + [fmt_score(pub.get(m)) for m in methods])
+        hours_cell = f"{rundata.median(hours):.2f}" if hours else "n/a"
+        rows.append([name, cell, frames_cell, hours_cell] + [fmt_score(pub.get(m)) for m in methods])
     footnotes = []
     if DAGGER in notes:
         footnotes.append(
@@ -147,11 +157,56 @@ def latex(header, rows, footnotes, sources: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The published lines of each game's panel: (published_atari.json key, label, colour, style).
+LINES = (("GA_1B", "GA 1B", "C3", "-"), ("RS_1B", "RS 1B", "C7", "-"), ("DQN", "DQN 200M", "C0", "--"),
+         ("ES_1h", "ES 1B", "C2", "--"), ("A3C", "A3C", "C4", ":"))  # fmt: skip
+
+
+def figure(runs: list[rundata.Run], published: dict, prefix: str) -> list[str]:
+    """One panel per game: each run's elite validation score against frames (the score/elite_mean
+    of its generations), its test score as a point at its last frame, the published scores as
+    horizontal lines; PREFIX.png and PREFIX.pdf."""
+    games = sorted({r.game for r in runs})
+    cols = min(4, len(games))
+    rows = -(-len(games) // cols)
+    with style.paper():
+        fig, axes = style.plt.subplots(rows, cols, figsize=(7.0, 1.75 * rows + 0.4), squeeze=False,
+                                       layout="constrained")  # fmt: skip
+        for ax in axes.flat[len(games) :]:
+            ax.set_visible(False)
+        for ax, game in zip(axes.flat, games):
+            for k, run in enumerate(r for r in runs if r.game == game):
+                gens, vals = run.series("score/elite_mean")
+                frames = {row["generation"]: row.get("frames", 0) for row in run.metrics}
+                x = np.array([frames[int(g)] for g in gens], np.float64) / 1e6
+                ax.plot(x, vals, color=style.COLORS[k % len(style.COLORS)], lw=1.0,
+                        label="nevo elite (validation)" if k == 0 else None)  # fmt: skip
+                score, kind = rundata.final_score(run)
+                if kind == "test" and run.metrics:
+                    ax.plot([run.metrics[-1]["frames"] / 1e6], [score], "o", ms=3.5, color="k",
+                            label="nevo test" if k == 0 else None)  # fmt: skip
+            pub = published["games"].get(game, {})
+            for key, label, color, ls in LINES:
+                if pub.get(key) is not None:
+                    ax.axhline(pub[key], color=color, ls=ls, lw=0.8, label=label)
+            ax.set_title(game.replace("_", " ").title())
+            ax.set_xlabel("frames (M)")
+        handles = {}
+        for ax in axes.flat:
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                handles.setdefault(lab, h)
+        fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=min(7, len(handles)))
+        paths = style.save(fig, prefix)
+        style.close(fig)
+    return paths
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m plots.table", description=__doc__.split("\n")[0])
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders (config.json, metrics.jsonl)")
     p.add_argument("--latex", action="store_true", help="print LaTeX instead of Markdown")
     p.add_argument("--out", metavar="PREFIX", help="also write PREFIX.md and PREFIX.tex")
+    p.add_argument("--figure", metavar="PREFIX", help="also draw each game's panel: PREFIX.png, .pdf")
     p.add_argument("--published", default=PUBLISHED, help="published scores (default: %(default)s)")
     args = p.parse_args(argv)
     try:
@@ -169,6 +224,9 @@ def main(argv=None) -> int:
             with open(args.out + ext, "w") as f:
                 f.write(text)
             print(args.out + ext, file=sys.stderr)
+    if args.figure:
+        for path in figure(runs, published, args.figure):
+            print(path, file=sys.stderr)
     return 0
 
 
