@@ -89,11 +89,17 @@ def test_the_reference_start_gives_the_outcomes_of_one_episode_at_a_time(slots, 
         res = ev.run(None, EPISODES)
     finally:
         ev.close()
+    assert_outcomes(res, want)
+    steps, frames = (np.array(column) for column in list(zip(*want))[1:])
+    assert (steps == CFG.frame_cap // CFG.frameskip).any() and (frames > CFG.frame_cap + 8).any()
+
+
+def assert_outcomes(res, want) -> None:
+    """Results' returns, lengths and frames are those of want, [(return, steps, frames)] an episode."""
     ret, steps, frames = map(np.array, zip(*want))
     np.testing.assert_array_equal(res.returns, ret)
     np.testing.assert_array_equal(res.lengths, steps)
     np.testing.assert_array_equal(res.frames, frames)
-    assert (steps == CFG.frame_cap // CFG.frameskip).any() and (frames > CFG.frame_cap + 8).any()
 
 
 @pytest.fixture(scope="module")
@@ -125,13 +131,8 @@ def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap, 
         again = ev.run(None, EPISODES)  # the same evaluator, reused, gives the same again
     finally:
         ev.close()
-    ret, steps, frames = map(np.array, zip(*reference))
-    np.testing.assert_array_equal(res.returns, ret)
-    np.testing.assert_array_equal(res.lengths, steps)
-    np.testing.assert_array_equal(res.frames, frames)
-    np.testing.assert_array_equal(again.returns, ret)
-    np.testing.assert_array_equal(again.lengths, steps)
-    np.testing.assert_array_equal(again.frames, frames)
+    assert_outcomes(res, reference)
+    assert_outcomes(again, reference)
 
 
 def test_frames_respect_the_cap(reference):

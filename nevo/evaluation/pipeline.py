@@ -382,7 +382,7 @@ class _RunState:
             return
         eps = self.slot_ep[ended]
         self.returns[eps] = self.slot_ret[ended]
-        self.lengths[eps] = self.slot_steps[ended] - self.reference
+        self.lengths[eps] = self.slot_steps[ended] - int(self.reference)  # (the start's step)
         self.frames[eps] = pool.frames[ended]
         if self.behaviours is not None:
             self.behaviours[eps] = pool.ram[ended]

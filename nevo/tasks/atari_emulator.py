@@ -201,8 +201,8 @@ class AtariEmulator:
     state, or the reset itself for RELOAD_GAMES) and writes its first observation into obs
     (STACK, 84, 84); begin(obs, noops) begins one as the reference does; step(a, obs)
     plays action index a for frameskip frames and, while the episode goes on, writes the new
-    observation. The episode's frames (ALE's episode frame counter, the reset's FIRE included)
-    and RAM are read after the step that ends it."""
+    observation. The episode's frames (ALE's episode frame counter: its start's FIRE and no-op
+    frames included) and RAM are read after the step that ends it."""
 
     def __init__(
         self, game: str, frameskip: int = 4, frame_cap: int = 20_000, resize: AreaResize | None = None
