@@ -62,7 +62,8 @@ def test_tickets_in_flight_finish_in_order():
     try:
         tickets = [pool.step(np.arange(4)) for _ in range(5)]
         pool.wait(tickets[-1])
-        assert not pool._open or set(pool._open) <= set(tickets[:-1])
+        assert tickets[-1] not in pool._open  # (waited for)
+        assert all(pool._open[t] == set() for t in tickets[:-1])  # every worker answered each
         pool.drain()
         assert not pool._open
     finally:
@@ -122,15 +123,30 @@ OWNER = textwrap.dedent("""
 """)
 
 
-def shared_memory() -> set[str]:
-    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+def memfds(pid: int) -> set[str]:
+    """The inodes of nevo's shared blocks that process pid maps (an anonymous memfd shows in
+    /proc/PID/maps as /memfd:nevo-emulators (deleted), or nevo-rows; never in /dev/shm)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return {line.split()[4] for line in f if "/memfd:nevo-" in line}
+    except OSError:  # (gone, or not ours to read)
+        return set()
 
 
-def survivors_of_a_killed_owner(owner, after_s: float) -> list[int]:
+def mapping(inodes: set[str]) -> list[int]:
+    """Every process that maps one of these memfds."""
+    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    return [p for p in pids if memfds(p) & inodes]
+
+
+def survivors_of_a_killed_owner(owner, after_s: float, inspect=None) -> list[int]:
     """Read the two emulator pids the owner process prints, kill -9 the owner after_s seconds
-    later, and give the pids still alive 5 s after its death."""
+    later, and give the pids still alive 5 s after its death. inspect(owner pid, worker pids)
+    looks at them first."""
     workers = [int(p) for p in owner.stdout.readline().split()]
     assert len(workers) == 2 and all(alive(p) for p in workers)
+    if inspect is not None:
+        inspect(owner.pid, workers)
     time.sleep(after_s)
     owner.kill()
     owner.wait(10)
@@ -142,12 +158,109 @@ def survivors_of_a_killed_owner(owner, after_s: float) -> list[int]:
 
 def test_a_process_killed_with_sigkill_leaves_no_emulator_and_no_shared_memory():
     """kill -9 of the process that owns a pool (mid-step): its emulator processes exit within a
-    few seconds (their pipe closes) and nothing is left in /dev/shm (the block is an anonymous
-    memfd, freed with its last mapping)."""
-    before = shared_memory()
+    few seconds (their pipe closes) and no process maps its shared block any more (an anonymous
+    memfd, freed with its last mapping), which the owner and both workers mapped before."""
     owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+    blocks = set()
+
+    def inspect(pid, workers):
+        blocks.update(memfds(pid))
+        assert blocks and all(memfds(w) == blocks for w in workers)
+
     try:
-        assert not survivors_of_a_killed_owner(owner, 0.5)
-        assert shared_memory() <= before
+        assert not survivors_of_a_killed_owner(owner, 0.5, inspect)
+        assert blocks and mapping(blocks) == []
     finally:
         owner.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["between the header and the payload", "after the read"])
+def test_a_stop_mid_read_loses_no_answer_and_never_hangs(where, monkeypatch):
+    """SIGTERM (nevo's handlers installed, as in a run) landing inside the read of an answer
+    stops the waiting at once, after the answer is read and recorded: the drain that follows
+    needs no bound (nothing was lost) and the pipes keep their framing (the pool steps on)."""
+    from multiprocessing.connection import Connection
+
+    from nevo.runs import stop
+
+    pool = EmulatorPool("pong", 4, 20_000, 4, 2)
+    fired = []
+    if where == "after the read":
+        real = Connection.recv_bytes
+
+        def hooked(self, *args):
+            msg = real(self, *args)
+            if not fired:
+                fired.append(os.kill(os.getpid(), signal.SIGTERM))
+            return msg
+
+        monkeypatch.setattr(Connection, "recv_bytes", hooked)
+    else:
+        real = Connection._recv
+
+        def hooked(self, size, *args):
+            got = real(self, size, *args)
+            if size == 4 and not fired:  # the header: the payload is still in the pipe
+                fired.append(os.kill(os.getpid(), signal.SIGTERM))
+            return got
+
+        monkeypatch.setattr(Connection, "_recv", hooked)
+    try:
+        with stop.on_signals():
+            with pytest.raises(stop.Stopped):
+                for _ in range(20):
+                    pool.wait(pool.step(np.arange(4)))
+            assert fired
+            t0 = time.monotonic()
+            pool.drain()
+            assert time.monotonic() - t0 < 1 and not pool._open
+            monkeypatch.undo()
+            pool.wait(pool.step(np.arange(4)))
+    finally:
+        pool.close()
+    assert not any(alive(p.pid) for p in pool.procs)
+
+
+@pytest.mark.slow
+def test_a_drain_gives_up_on_a_worker_that_stopped_answering():
+    """A worker stopped (SIGSTOP) while a step is in flight: the drain ends after its bound,
+    killing the workers; the next command is one line, never a hang."""
+    from nevo.tasks import emulator_pool
+
+    pool = EmulatorPool("pong", 4, 20_000, 2, 2)
+    try:
+        os.kill(pool.procs[1].pid, signal.SIGSTOP)
+        pool.step(np.arange(2))
+        t0 = time.monotonic()
+        pool.drain()
+        assert emulator_pool.DRAIN_BOUND_S - 0.1 < time.monotonic() - t0 < emulator_pool.DRAIN_BOUND_S + 5
+        assert not any(alive(p.pid) for p in pool.procs)
+        with pytest.raises(EmulatorError, match="^the emulator pool was closed"):
+            pool.wait(pool.step(np.arange(2)))
+    finally:
+        pool.close()
+
+
+@pytest.mark.slow
+def test_a_dead_worker_halts_the_others_at_once():
+    """kill -9 of one of 8 workers each playing an endless episode: the driver's wait is one line
+    naming it, and the drain and close that follow end every other worker within 5 s (their
+    episodes halted at once, the exits awaited together)."""
+    from tests.test_in_worker import Forever
+
+    pool = EmulatorPool("pong", 4, 20_000, 8, 8, player=Forever(), extra_bytes=64)
+    try:
+        tickets = [pool.play(s, b"ask") for s in range(8)]
+        time.sleep(0.5)
+        victim = pool.procs[3]
+        os.kill(victim.pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        with pytest.raises(EmulatorError, match=f"emulator process 3 \\(pid {victim.pid}\\) died"):
+            pool.answers(tickets)
+        pool.drain()
+        pool.close()
+        assert time.monotonic() - t0 < 5
+        assert not any(alive(p.pid) for p in pool.procs)
+    finally:
+        pool.close()

@@ -287,3 +287,27 @@ def test_an_emulator_process_killed_mid_run_is_one_line_and_the_run_resumes(atar
     assert _left_behind(mark) == []
     assert run_ga.main(["--resume", folder]) == 0
     assert metrics_without_clock(folder) == metrics_without_clock(atari_run)
+
+
+SECOND_STOP = """
+import os, signal, time
+from nevo.runs import stop
+with stop.on_signals():
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    finally:  # unwinding (a drain, the emulators' close): a second Ctrl-C ends at once
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+        print("not reached")
+"""
+
+
+def test_a_second_stop_while_the_first_unwinds_ends_at_once_in_one_line():
+    """SIGTERM, then Ctrl-C while the run unwinds: exit 130 at once with one line, no traceback."""
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", SECOND_STOP], capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - t0 < 4
+    assert done.returncode == 130 and done.stdout == ""
+    assert done.stderr.startswith("stopped by SIGINT (Ctrl-C) a second time: ended at once; the run folder")
+    assert len(done.stderr.splitlines()) == 1

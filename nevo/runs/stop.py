@@ -13,6 +13,7 @@ flight is dropped, as a kill drops it.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 
@@ -40,6 +41,10 @@ def signum_of(error: BaseException) -> int:
     return getattr(error, "signum", None) or _state.signum or signal.SIGINT
 
 
+# What the line of a second stop says of the run folder (its files are written whole or not at all).
+SECOND = "the run folder holds every generation written whole before it (resume as the first stop said)"
+
+
 class _State:
     installed = False  # this module's handlers are in place
     holding = False  # a generation's files are being written: a signal waits for the end
@@ -52,8 +57,10 @@ _state = _State()
 
 
 def _handler(signum, frame) -> None:
-    if _state.stopping:
-        return
+    if _state.stopping:  # a second stop while the first unwinds: end at once, in one line
+        name = signal.Signals(signum).name + (" (Ctrl-C)" if signum == signal.SIGINT else "")
+        os.write(2, f"stopped by {name} a second time: ended at once; {SECOND}\n".encode())
+        os._exit(128 + signum)
     if _state.pending is None and _state.holding:
         _state.pending = signum
         return
@@ -85,9 +92,11 @@ def on_signals():
 
 
 @contextlib.contextmanager
-def held():
-    """Hold stop signals while a generation's files are written; one that arrived meanwhile stops
-    the run at the end of the block (a second one at once)."""
+def held(reraise: bool = True):
+    """Hold stop signals while a generation's files are written (or an answer is read off a pipe:
+    reraise=False); one that arrived meanwhile stops the run at the end of the block (a second one
+    at once). reraise: a stop already unwinding (that something may have swallowed) is raised
+    again at the end of the block."""
     outer = _state.holding
     _state.holding = True
     try:
@@ -96,8 +105,8 @@ def held():
         _state.holding = outer
     if outer:
         return
-    if _state.stopping:  # a Stopped that something swallowed on its way: raised again
+    if _state.stopping and reraise:  # a Stopped that something swallowed on its way: raised again
         raise Stopped(_state.signum)
-    if _state.pending is not None:
-        _state.stopping, _state.signum = True, _state.pending
-        raise Stopped(_state.pending)
+    if _state.pending is not None:  # (raised once: a later held block goes on)
+        _state.stopping, _state.signum, _state.pending = True, _state.pending, None
+        raise Stopped(_state.signum)

@@ -36,17 +36,25 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 import weakref
 from multiprocessing.connection import Connection, wait
 
 import numpy as np
 
+from nevo.runs import stop
 from nevo.settings import raised
 from nevo.tasks.atari_emulator import FRAME, RAM_BYTES, STACK, compile_kernels
 
 STEP, RESTART, PLAY = 1, 2, 3
 _HEADER = struct.Struct("<IB")  # (ticket, command), then the slots as int32 (PLAY: one slot, then the ask)
 START_TIMEOUT_S = 600  # a worker loads its emulators' ROMs, ~0.1 s each
+# A drain (after an error or a stop) waits this long for the answers in flight, then kills the
+# workers: a worker asked to halt answers at its next step (milliseconds), and an answer lost to a
+# stop that landed mid-read would otherwise be waited for forever.
+DRAIN_BOUND_S = 5.0
+# close() gives the workers this long, all together, to exit at EOF before it kills them.
+EXIT_BOUND_S = 2.0
 
 
 class EmulatorError(RuntimeError):
@@ -235,6 +243,7 @@ class EmulatorPool:
                 os.close(extra_fd)
         self._closer = weakref.finalize(self, _stop, self.conns, self.procs)
         self._ticket = 0
+        self._dead = False  # a worker died or the pool was closed: no command is answered again
         self._open: dict[int, set[int]] = {}  # ticket -> workers not yet answered
         self._answers: dict[int, bytes] = {}  # PLAY ticket -> its answer, once in
         setup = dict(game=game, frameskip=frameskip, frame_cap=frame_cap, slots=slots, workers=self.workers,
@@ -253,7 +262,13 @@ class EmulatorPool:
         for name, _, _ in Shared.FIELDS:
             setattr(self, name, getattr(self.shared, name))
 
+    def _usable(self) -> None:
+        """EmulatorError of one line where the pool can take no command."""
+        if self._dead:
+            raise EmulatorError("the emulator pool was closed after a worker failed or a stop")
+
     def _send(self, command: int, slots: np.ndarray) -> int:
+        self._usable()
         slots = np.asarray(slots, np.int32)
         self._ticket += 1
         head = _HEADER.pack(self._ticket, command)
@@ -279,6 +294,7 @@ class EmulatorPool:
     def play(self, slot: int, ask: bytes) -> int:
         """The slot's worker plays an episode with its player (player(emulator, obs, ask, halt)):
         a ticket for answers()."""
+        self._usable()
         w = slot % self.workers
         self._ticket += 1
         try:
@@ -311,41 +327,63 @@ class EmulatorPool:
         self._open.pop(ticket, None)
 
     def drain(self) -> None:
-        """Wait for every ticket in flight (after an error: their results are not wanted); episodes
-        being played stop at their next step."""
+        """Wait for every ticket in flight (after an error or a stop: their results are not
+        wanted); episodes being played stop at their next step. Answers still missing after
+        DRAIN_BOUND_S (one lost to a stop mid-read, a worker that stopped answering) close the
+        pool: its workers are killed, and a later command is an EmulatorError."""
         if self._open:
             self.halt[:] = 1
+        deadline = time.monotonic() + DRAIN_BOUND_S
         try:
             for t in sorted(self._open):
-                self.wait(t)
+                for w in sorted(self._open.get(t, ())):
+                    while not self._dead and w in self._open.get(t, ()):
+                        self._reply(w, timeout=max(0.0, deadline - time.monotonic()), drain=True)
+                self._open.pop(t, None)
+        except _Late:
+            self.close()
         finally:
             self._answers.clear()
-            self.halt[:] = 0
+            if not self._dead:
+                self.halt[:] = 0
 
-    def _reply(self, w: int, timeout: float | None = None) -> None:
-        """Read worker w's next answer; an error or its death is an EmulatorError."""
+    def _reply(self, w: int, timeout: float | None = None, drain: bool = False) -> None:
+        """Read worker w's next answer; an error or its death is an EmulatorError (in a drain,
+        no answer within timeout is _Late)."""
         conn, proc = self.conns[w], self.procs[w]
+        self._usable()
         if not wait([conn], timeout):
+            if drain:
+                raise _Late
             raise EmulatorError(f"emulator process {w} (pid {proc.pid}) did not answer in {timeout:.0f} s")
-        try:
-            msg = conn.recv_bytes()
-        except (EOFError, OSError):  # its end of the pipe closed: it died
-            msg = None
-        if msg is None:
-            raise self._died(w)
-        if msg[:1] == b"E":
-            raise EmulatorError(f"emulator process {w}: {msg[1:].decode(errors='replace')}")
-        if msg[:1] == b"R":
-            return
-        ticket, command = _HEADER.unpack_from(msg, 1)
-        self._open.get(ticket, set()).discard(w)
-        if command == PLAY and ticket in self._open:
-            self._answers[ticket] = msg[1 + _HEADER.size :]
+        # A stop signal waits until the answer is read and recorded: cut between a message's
+        # header and payload, the pipe's framing would be lost; cut after the read, the answer.
+        with stop.held(reraise=False):
+            try:
+                msg = conn.recv_bytes()
+            except (EOFError, OSError):  # its end of the pipe closed: it died
+                msg = None
+            except BaseException:  # a stop that nevo's handlers do not hold: the framing is lost
+                self._dead = True
+                raise
+            if msg is None:
+                raise self._died(w)
+            if msg[:1] == b"E":
+                raise EmulatorError(f"emulator process {w}: {msg[1:].decode(errors='replace')}")
+            if msg[:1] == b"R":
+                return
+            ticket, command = _HEADER.unpack_from(msg, 1)
+            self._open.get(ticket, set()).discard(w)
+            if command == PLAY and ticket in self._open:
+                self._answers[ticket] = msg[1 + _HEADER.size :]
 
     def _died(self, w: int) -> EmulatorError:
         """The error of worker w, whose pipe closed: how it ended. The tickets in flight are
-        dropped (a drain after the error waits for nothing: the pool is to be closed)."""
+        dropped (a drain after the error waits for nothing: the pool is to be closed), and the
+        other workers' episodes stop at their next step (halt), so that they exit at once."""
         self._open.clear()
+        self._dead = True
+        self.shared.halt[:] = 1
         proc = self.procs[w]
         try:
             code = proc.wait(2)
@@ -356,6 +394,9 @@ class EmulatorPool:
 
     def close(self) -> None:
         """Stop every worker (at once; they hold no state worth saving)."""
+        self._dead = True
+        if hasattr(self, "shared"):  # (episodes in play stop at their next step)
+            self.shared.halt[:] = 1
         self._closer()
 
     def __enter__(self):
@@ -382,13 +423,19 @@ def _temp_fd() -> int:
     return fd
 
 
+class _Late(Exception):
+    """A drain's answers did not come within DRAIN_BOUND_S."""
+
+
 def _stop(conns, procs) -> None:
-    """Close the pipes (a worker exits at EOF), then make sure every worker is gone."""
+    """Close the pipes (a worker exits at EOF), then make sure every worker is gone: those still
+    running EXIT_BOUND_S later, all together, are killed."""
     for c in conns:
         c.close()
+    deadline = time.monotonic() + EXIT_BOUND_S
     for p in procs:
         try:
-            p.wait(2)
+            p.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
