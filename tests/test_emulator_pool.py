@@ -1,5 +1,6 @@
 """nevo's emulator pool: the emulators' own steps through shared memory, and a clean end however it ends."""
 
+import errno
 import os
 import signal
 import subprocess
@@ -264,3 +265,69 @@ def test_a_dead_worker_halts_the_others_at_once():
         assert not any(alive(p.pid) for p in pool.procs)
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize(
+    "what, code, says",
+    [
+        ("memfd_create", errno.ENOMEM, "OSError: [Errno 12] Cannot allocate memory (out of memory: "),
+        ("memfd_create", errno.EMFILE, "(too many open files: raise the limit, ulimit -n, or fewer"),
+        ("Popen", errno.EAGAIN, "(no more processes: raise the limit, ulimit -u, or fewer --threads)"),
+    ],
+)
+def test_a_pool_that_cannot_start_is_one_line_and_leaves_no_process(what, code, says, monkeypatch):
+    """No memory, no file descriptors, no process for the second worker: an EmulatorError of one
+    line naming the cause and its remedy; the worker that did start is gone."""
+    from nevo.tasks import emulator_pool
+
+    started = []
+    if what == "Popen":
+        real = subprocess.Popen
+
+        def popen(*args, **kwargs):
+            if started:
+                raise OSError(code, os.strerror(code))
+            started.append(real(*args, **kwargs))
+            return started[-1]
+
+        monkeypatch.setattr(emulator_pool.subprocess, "Popen", popen)
+    else:
+
+        def memfd_create(name):
+            raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(emulator_pool.os, "memfd_create", memfd_create)
+    with pytest.raises(EmulatorError) as e:
+        EmulatorPool("pong", 4, 20_000, 2, 2)
+    assert str(e.value).startswith("the emulator pool could not start: ")
+    assert says in str(e.value) and "\n" not in str(e.value)
+    assert all(p.poll() is not None for p in started)
+
+
+CTRL_C_AT_START = textwrap.dedent("""
+    import os, signal, subprocess, threading
+    from nevo.tasks.emulator_pool import EmulatorPool
+    real, started = subprocess.Popen, []
+
+    def popen(*args, **kwargs):  # Ctrl-C at the terminal (SIGINT to the whole foreground process
+        started.append(real(*args, **kwargs))  # group) while the second worker imports
+        if len(started) == 2:
+            threading.Timer(0.05, os.killpg, (os.getpgid(0), signal.SIGINT)).start()
+        return started[-1]
+
+    subprocess.Popen = popen
+    try:
+        EmulatorPool("pong", 4, 20_000, 2, 2)
+    except KeyboardInterrupt:
+        print("stopped", flush=True)
+""")
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_pool_starts_prints_no_worker_traceback():
+    """A terminal's Ctrl-C during the workers' start (their imports take ~0.4 s) reaches only the
+    driving process: no worker prints a traceback, and none is left."""
+    run = subprocess.run([sys.executable, "-c", CTRL_C_AT_START], capture_output=True, text=True,
+                         timeout=120, start_new_session=True)  # fmt: skip
+    assert run.stdout == "stopped\n"
+    assert "Traceback" not in run.stderr and "KeyboardInterrupt" not in run.stderr, run.stderr

@@ -28,6 +28,7 @@ dies. A worker that dies is an EmulatorError naming it, never a hang.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import pickle
@@ -203,45 +204,52 @@ class EmulatorPool:
         self.slots, self.workers = slots, max(1, min(workers, slots))
         compile_kernels()  # here once, so that the workers load them from Numba's cache
         size = Shared.nbytes(slots)
-        fd = os.memfd_create("nevo-emulators") if hasattr(os, "memfd_create") else _temp_fd()
-        extra_fd = -1
-        self.extra = None
+        self.conns, self.procs, self.extra = [], [], None
+        self._closer = weakref.finalize(self, _stop, self.conns, self.procs)
+        fd = extra_fd = -1
         try:
+            fd = _shared_fd("nevo-emulators")
             os.ftruncate(fd, size)
             self._block = mmap.mmap(fd, size)
             self.shared = Shared(self._block, slots)
             if extra_bytes:
-                extra_fd = os.memfd_create("nevo-rows") if hasattr(os, "memfd_create") else _temp_fd()
+                extra_fd = _shared_fd("nevo-rows")
                 os.ftruncate(extra_fd, extra_bytes)
                 self.extra = mmap.mmap(extra_fd, extra_bytes)
-            self.conns, self.procs = [], []
             env = {**_importing_nevo(), **(worker_env or {})}
             for _ in range(self.workers):
                 # A new interpreter, not fork (the driver runs native threads) nor multiprocessing's
-                # spawn (which imports the user's main script again, unless it is guarded).
+                # spawn (which imports the user's main script again, unless it is guarded); in a
+                # process group of its own, so that a terminal's Ctrl-C reaches only the driver
+                # (never a worker still importing, which would print a traceback).
                 parent, child = socket.socketpair()
                 fds = (child.fileno(), fd, *([extra_fd] if extra_fd >= 0 else []))
-                p = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "nevo.tasks.emulator_pool",
-                        str(child.fileno()),
-                        str(fd),
-                        str(extra_fd),
-                    ],
-                    pass_fds=fds,
-                    stdin=subprocess.DEVNULL,
-                    env=env,
-                )
-                child.close()  # (so that the worker's death reads as EOF here)
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "nevo.tasks.emulator_pool",
+                    str(child.fileno()),
+                    str(fd),
+                    str(extra_fd),
+                ]
+                try:
+                    p = subprocess.Popen(
+                        argv, pass_fds=fds, stdin=subprocess.DEVNULL, env=env, process_group=0
+                    )
+                except BaseException:
+                    parent.close()
+                    raise
+                finally:
+                    child.close()  # (so that the worker's death reads as EOF here)
                 self.conns.append(Connection(parent.detach()))
                 self.procs.append(p)
+        except OSError as e:  # memory, file descriptors, processes: one line with the remedy
+            self._closer()
+            raise EmulatorError(f"the emulator pool could not start: {raised(e)}{_remedy(e)}") from None
         finally:
-            os.close(fd)
-            if extra_fd >= 0:
-                os.close(extra_fd)
-        self._closer = weakref.finalize(self, _stop, self.conns, self.procs)
+            for f in (fd, extra_fd):
+                if f >= 0:
+                    os.close(f)
         self._ticket = 0
         self._dead = False  # a worker died or the pool was closed: no command is answered again
         self._open: dict[int, set[int]] = {}  # ticket -> workers not yet answered
@@ -412,6 +420,27 @@ def _importing_nevo() -> dict:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     path = [root, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
+def _shared_fd(name: str) -> int:
+    """A file descriptor of a new block of shared memory: an anonymous memfd, or an unlinked
+    temporary file where the system has none."""
+    try:
+        return os.memfd_create(name)
+    except (AttributeError, OSError) as e:
+        if isinstance(e, OSError) and e.errno != errno.ENOSYS:
+            raise
+        return _temp_fd()
+
+
+def _remedy(e: OSError) -> str:
+    """What to do about a start that failed with e, by its errno."""
+    return {
+        errno.ENOMEM: " (out of memory: fewer --env-slots, or free memory)",
+        errno.EMFILE: " (too many open files: raise the limit, ulimit -n, or fewer --env-slots)",
+        errno.ENFILE: " (the system's open files are used up: fewer --env-slots)",
+        errno.EAGAIN: " (no more processes: raise the limit, ulimit -u, or fewer --threads)",
+    }.get(e.errno, "")
 
 
 def _temp_fd() -> int:
