@@ -203,3 +203,52 @@ def test_a_run_killed_mid_episode_leaves_no_emulator_process():
         assert not survivors_of_a_killed_owner(owner, 1.0)
     finally:
         owner.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pipeline", ["workers", "lockstep", "overlap"])
+def test_a_worker_that_stops_answering_is_one_line_in_every_pipeline(pipeline, monkeypatch):
+    """SIGSTOP of an emulator process mid-generation: past its bound (2 s for a step here, 5 s for
+    an episode; in a run 60 s, and 4x an episode's frame cap at the slowest frames/s seen, within
+    1-10 min) the
+    run is an EmulatorError of one line naming the process, and close() leaves no process."""
+    from nevo.evaluation import pipeline as pipeline_module
+    from nevo.tasks import emulator_pool
+    from tests.test_pipeline import FakePolicy
+
+    bound = 5 if pipeline == "workers" else 2  # (a whole episode: up to 2,000 frames here)
+    monkeypatch.setattr(emulator_pool, "STEP_BOUND_S", 2.0)
+    monkeypatch.setattr(pipeline_module, "BOUND_FLOOR_S", 5.0)
+    monkeypatch.setattr(pipeline_module, "BOUND_CEILING_S", 5.0)
+    cfg = replace(CFG, frame_cap=2_000)
+    if pipeline == "workers":
+        pop, weights = fresh(np.float16)
+        policy = make_policy("cpu", SPEC)
+    else:
+        pop, weights, policy = None, RowsAreIndividuals(), FakePolicy()
+    ev = AtariEvaluator(cfg, policy, weights, 2, 2, 1, pipeline)
+    victim = ev.pool.procs[1]
+    timer = threading.Timer(1.0, os.kill, (victim.pid, signal.SIGSTOP))
+    try:
+        timer.start()
+        t0 = time.monotonic()
+        with pytest.raises(EmulatorError) as e:
+            ev.run(pop, Episodes(np.repeat(np.arange(N), 2), np.arange(2 * N, dtype=np.int64)))
+        assert time.monotonic() - t0 < 15
+        assert str(e.value) == (
+            f"emulator process 1 (pid {victim.pid}) did not answer in {bound} s: stopped (SIGSTOP, a "
+            "debugger) or stuck in its game"
+        )
+    finally:
+        timer.cancel()
+        ev.close()
+    assert all(p.poll() is not None for p in ev.pool.procs)
+
+
+def test_an_episodes_bound_follows_its_cap_and_the_slowest_rate():
+    """4x the cap at the slowest frames/s, never below 1 min nor above 10 min."""
+    from nevo.evaluation.pipeline import episode_bound
+
+    assert episode_bound(20_000, 1000.0) == 80.0
+    assert episode_bound(20_000, 10_000.0) == 60.0
+    assert episode_bound(400_000, 1000.0) == 600.0

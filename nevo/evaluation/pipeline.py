@@ -53,6 +53,18 @@ SAY_START_SLOTS = 128
 EMULATOR_NICE = 10
 
 
+# How long an episode may take in the workers pipeline before its worker is named as stopped or
+# stuck (nevo.tasks.emulator_pool): BOUND_SLACK times its frame cap at the slowest frames/s an
+# episode has played at here (FIRST_RATE before any has), within [BOUND_FLOOR_S, BOUND_CEILING_S].
+# The floor is far above a 20,000-frame episode on a slow, loaded core (~5 s at 4K frames/s).
+BOUND_SLACK, FIRST_RATE, BOUND_FLOOR_S, BOUND_CEILING_S = 4.0, 1000.0, 60.0, 600.0
+
+
+def episode_bound(frame_cap: int, slowest_rate: float) -> float:
+    """Seconds an episode of up to frame_cap frames may take, at slowest_rate frames/s."""
+    return min(BOUND_CEILING_S, max(BOUND_FLOOR_S, BOUND_SLACK * frame_cap / slowest_rate))
+
+
 def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int, str]:
     """(slots, group size, pipeline) from the settings, 0s and "auto" chosen from the machine.
 
@@ -115,6 +127,7 @@ class AtariEvaluator:
         # emulator processes (in "workers" one per slot: each plays one episode at a time)
         self.threads = self.slots if pipeline == "workers" else max(1, min(threads, self.slots))
         self.ram = ram
+        self.slowest_rate = FIRST_RATE  # frames/s of the slowest timed episode (episode_bound)
         # the last run's seconds in the forward and in emulation, each the mean of its processes
         # ("workers"), and its forward rows
         self.last = {}
@@ -256,7 +269,9 @@ class AtariEvaluator:
         for s in range(min(self.slots, batch.n_ep)):
             give(s)
         while playing:
-            answers = pool.answers(list(playing))
+            # the start's no-ops and FIRE (at most 38 frames) on top of the cap
+            bound = episode_bound(self.env_cfg.frame_cap + 64, self.slowest_rate)
+            answers = pool.answers(list(playing), bound)
             batch.clock(live=len(playing))  # (the time until now had these many in play)
             for ticket, answer in answers:
                 s, e = playing.pop(ticket)
@@ -268,6 +283,8 @@ class AtariEvaluator:
                     batch.sample.obs[e, : len(kept)] = kept
                     batch.sample.seen[e] = acted
                 forward_s, emulation_s, rows = forward_s + fwd, emulation_s + emu, rows + acted
+                if fwd + emu > 1.0:  # (an episode long enough to time)
+                    self.slowest_rate = min(self.slowest_rate, frames / (fwd + emu))
                 batch.frames_done += frames
                 batch.done += 1
                 weights.done(batch.ind[e])

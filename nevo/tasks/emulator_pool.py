@@ -23,7 +23,11 @@ threads and EnvPool's workers (Weng et al. 2022):
 Lifecycle: workers ignore SIGINT and SIGTERM (the driving process stops them: a terminal's Ctrl-C
 reaches every process of the group, and a half-stepped worker must not print a traceback) and
 exit when their pipe closes, which is also what happens when the driving process dies, however it
-dies. A worker that dies is an EmulatorError naming it, never a hang.
+dies; each runs in a process group of its own, so a terminal's Ctrl-C reaches only the driver. A
+worker that dies, or stays silent past its bound (STEP_BOUND_S for a step, the caller's for an
+episode), is an EmulatorError naming it, never a hang; the others' episodes stop at once. A drain
+after an error or a stop waits at most DRAIN_BOUND_S, and an answer is read with stop signals held,
+so a stop never loses one.
 """
 
 from __future__ import annotations
@@ -56,6 +60,9 @@ START_TIMEOUT_S = 600  # a worker loads its emulators' ROMs, ~0.1 s each
 DRAIN_BOUND_S = 5.0
 # close() gives the workers this long, all together, to exit at EOF before it kills them.
 EXIT_BOUND_S = 2.0
+# A step or restart command is milliseconds of emulation: a worker silent this long has stopped
+# (SIGSTOP, a debugger) or is stuck (a ROM in a loop), and is named in one line, as a death is.
+STEP_BOUND_S = 60.0
 
 
 class EmulatorError(RuntimeError):
@@ -253,6 +260,7 @@ class EmulatorPool:
         self._ticket = 0
         self._dead = False  # a worker died or the pool was closed: no command is answered again
         self._open: dict[int, set[int]] = {}  # ticket -> workers not yet answered
+        self._sent: dict[int, float] = {}  # PLAY ticket -> when it was sent (time.monotonic)
         self._answers: dict[int, bytes] = {}  # PLAY ticket -> its answer, once in
         setup = dict(game=game, frameskip=frameskip, frame_cap=frame_cap, slots=slots, workers=self.workers,
                      nice=nice, player=player, extra_bytes=extra_bytes)  # fmt: skip
@@ -310,29 +318,56 @@ class EmulatorPool:
         except OSError:
             raise self._died(w) from None
         self._open[self._ticket] = {w}
+        self._sent[self._ticket] = time.monotonic()
         return self._ticket
 
-    def answers(self, tickets) -> list[tuple[int, bytes]]:
-        """(ticket, answer) of the PLAY tickets among these that are in, waiting until one is."""
+    def answers(self, tickets, bound_s: float | None = None) -> list[tuple[int, bytes]]:
+        """(ticket, answer) of the PLAY tickets among these that are in, waiting until one is.
+        bound_s: the longest an episode may take, from its play(); a worker whose episode takes
+        longer is an EmulatorError of one line naming it (None: no bound)."""
         tickets = list(tickets)
         while True:
             done = [(t, self._answers.pop(t)) for t in tickets if t in self._answers]
             if done:
                 for t, _ in done:
                     self._open.pop(t, None)
+                    self._sent.pop(t, None)
                 return done
             waiting = {self.conns[w]: w for t in tickets for w in self._open.get(t, ())}
             if not waiting:
                 raise ValueError(f"no answer is awaited for tickets {tickets}")
-            for conn in wait(list(waiting)):
+            timeout = None
+            first = min(tickets, key=lambda t: self._sent.get(t, float("inf")))
+            if bound_s is not None and first in self._sent:
+                timeout = max(0.0, self._sent[first] + bound_s - time.monotonic())
+            ready = wait(list(waiting), timeout)
+            if not ready:
+                raise self._stuck(min(self._open[first]), bound_s)
+            for conn in ready:
                 self._reply(waiting[conn])
 
     def wait(self, ticket: int) -> None:
-        """Return when every slot of the ticket's command is done (earlier tickets of its workers too)."""
+        """Return when every slot of the ticket's command is done (earlier tickets of its workers
+        too); a worker silent for STEP_BOUND_S is an EmulatorError of one line naming it."""
         for w in sorted(self._open.get(ticket, ())):
             while w in self._open[ticket]:
+                if not wait([self.conns[w]], STEP_BOUND_S):
+                    raise self._stuck(w, STEP_BOUND_S)
                 self._reply(w)
         self._open.pop(ticket, None)
+        self._sent.pop(ticket, None)
+
+    def _stuck(self, w: int, bound_s: float) -> EmulatorError:
+        """The error of worker w, silent past its bound: the pool takes no more commands, and the
+        other workers' episodes stop (the pool is to be closed)."""
+        self._open.clear()
+        self._dead = True
+        self.shared.halt[:] = 1
+        pid = self.procs[w].pid
+        return EmulatorError(
+            f"emulator process {w} (pid {pid}) did not answer in {bound_s:.0f} s: stopped (SIGSTOP, a "
+            "debugger) or stuck in its game"
+        )
 
     def drain(self) -> None:
         """Wait for every ticket in flight (after an error or a stop: their results are not
@@ -352,6 +387,7 @@ class EmulatorPool:
             self.close()
         finally:
             self._answers.clear()
+            self._sent.clear()
             if not self._dead:
                 self.halt[:] = 0
 
