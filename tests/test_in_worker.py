@@ -210,7 +210,7 @@ def test_a_run_killed_mid_episode_leaves_no_emulator_process():
 def test_a_worker_that_stops_answering_is_one_line_in_every_pipeline(pipeline, monkeypatch):
     """SIGSTOP of an emulator process mid-generation: past its bound (2 s for a step here, 5 s for
     an episode; in a run 60 s, and 4x an episode's frame cap at the slowest frames/s seen, within
-    1-10 min) the
+    3-10 min) the
     run is an EmulatorError of one line naming the process, and close() leaves no process."""
     from nevo.evaluation import pipeline as pipeline_module
     from nevo.tasks import emulator_pool
@@ -246,9 +246,9 @@ def test_a_worker_that_stops_answering_is_one_line_in_every_pipeline(pipeline, m
 
 
 def test_an_episodes_bound_follows_its_cap_and_the_slowest_rate():
-    """4x the cap at the slowest frames/s, never below 1 min nor above 10 min."""
+    """4x the cap at the slowest frames/s, never below 3 min nor above 10 min."""
     from nevo.evaluation.pipeline import episode_bound
 
-    assert episode_bound(20_000, 1000.0) == 80.0
-    assert episode_bound(20_000, 10_000.0) == 60.0
+    assert episode_bound(100_000, 1000.0) == 400.0
+    assert episode_bound(20_000, 10_000.0) == 180.0
     assert episode_bound(400_000, 1000.0) == 600.0
