@@ -264,5 +264,5 @@ def test_the_reference_frame_cap_counts_after_the_start():
 @pytest.mark.slow
 @pytest.mark.parametrize("game", GAMES)
 def test_every_game_of_the_papers_starts_as_the_reference(game):
-    """The Deep GA's 13 games, Pong and Space Invaders: 3 episodes of up to 300 steps each."""
-    assert play_the_reference(game, episodes=3, steps=300) > 300
+    """The Deep GA's 13 games, Pong and Space Invaders: 2 episodes of up to 200 steps each."""
+    assert play_the_reference(game, episodes=2, steps=200) > 200
