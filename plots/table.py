@@ -191,6 +191,7 @@ def figure(runs: list[rundata.Run], published: dict, prefix: str) -> list[str]:
                     ax.axhline(pub[key], color=color, ls=ls, lw=0.8, label=label)
             ax.set_title(game.replace("_", " ").title())
             ax.set_xlabel("frames (M)")
+            ax.set_xlim(left=0)  # (a run's first generations: frames from 0, not a sliver)
         handles = {}
         for ax in axes.flat:
             for h, lab in zip(*ax.get_legend_handles_labels()):
