@@ -143,7 +143,7 @@ def settings_of(cfg) -> dict:
     return d
 
 
-def differences(a: dict, b: dict, prefix: str = "") -> list[str]:
+def differences(a: dict, b: dict) -> list[str]:
     """The settings where two settings_of dicts differ, as flags with both values."""
     out = []
     for k in sorted(set(a) | set(b)):
@@ -151,7 +151,7 @@ def differences(a: dict, b: dict, prefix: str = "") -> list[str]:
         if isinstance(x, dict) and isinstance(y, dict):
             out += differences(x, y)
         elif x != y:
-            out.append(f"{config.flag(k) if prefix == '' else k} {x!r} (folder) against {y!r}")
+            out.append(f"{config.flag(k)} {x!r} (folder) against {y!r}")
     return out
 
 
