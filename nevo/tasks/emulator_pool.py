@@ -357,12 +357,17 @@ class EmulatorPool:
         self._open.pop(ticket, None)
         self._sent.pop(ticket, None)
 
-    def _stuck(self, w: int, bound_s: float) -> EmulatorError:
-        """The error of worker w, silent past its bound: the pool takes no more commands, and the
-        other workers' episodes stop (the pool is to be closed)."""
+    def _broken(self) -> None:
+        """A worker failed: the tickets in flight are dropped, no command is taken again, and the
+        episodes still in play stop at their next step."""
         self._open.clear()
         self._dead = True
         self.shared.halt[:] = 1
+
+    def _stuck(self, w: int, bound_s: float) -> EmulatorError:
+        """The error of worker w, silent past its bound: the pool takes no more commands, and the
+        other workers' episodes stop (the pool is to be closed)."""
+        self._broken()
         pid = self.procs[w].pid
         return EmulatorError(
             f"emulator process {w} (pid {pid}) did not answer in {bound_s:.0f} s: stopped (SIGSTOP, a "
@@ -425,9 +430,7 @@ class EmulatorPool:
         """The error of worker w, whose pipe closed: how it ended. The tickets in flight are
         dropped (a drain after the error waits for nothing: the pool is to be closed), and the
         other workers' episodes stop at their next step (halt), so that they exit at once."""
-        self._open.clear()
-        self._dead = True
-        self.shared.halt[:] = 1
+        self._broken()
         proc = self.procs[w]
         try:
             code = proc.wait(2)
