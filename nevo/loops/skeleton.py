@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -125,7 +124,7 @@ def stopped(cfg, run_dir: str, finished: int, cause, new=False, unit="generation
         then = f"continue with: {cli.resume_command(run_dir)}"
     if not isinstance(cause, runs.WriteFailed):
         signum = stop.signum_of(cause)
-        name = signal.Signals(signum).name + (" (Ctrl-C)" if signum == signal.SIGINT else "")
+        name = stop.named(signum)
         return RunStopped(f"stopped by {name} in {unit} {finished}; {held}; {then}", 128 + signum, run_dir)
     return RunStopped(f"error: {cause}; {held}: {cause.remedy}, then {then}", 4, run_dir)
 

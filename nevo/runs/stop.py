@@ -56,10 +56,14 @@ class _State:
 _state = _State()
 
 
+def named(signum: int) -> str:
+    """A stop signal as a run's line names it: SIGTERM, SIGINT (Ctrl-C)."""
+    return signal.Signals(signum).name + (" (Ctrl-C)" if signum == signal.SIGINT else "")
+
+
 def _handler(signum, frame) -> None:
     if _state.stopping:  # a second stop while the first unwinds: end at once, in one line
-        name = signal.Signals(signum).name + (" (Ctrl-C)" if signum == signal.SIGINT else "")
-        os.write(2, f"stopped by {name} a second time: ended at once; {SECOND}\n".encode())
+        os.write(2, f"stopped by {named(signum)} a second time: ended at once; {SECOND}\n".encode())
         os._exit(128 + signum)
     if _state.pending is None and _state.holding:
         _state.pending = signum
