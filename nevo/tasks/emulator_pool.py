@@ -140,9 +140,10 @@ def _serve(conn, fd: int, extra_fd: int):
         for s, em in zip(mine, emulators):
             em.restart(shared.obs[s])
     except Exception as e:  # a bad game or ROM: one line back to the driver
-        conn.send_bytes(b"E" + raised(e).encode())
+        _send(conn, b"E" + raised(e).encode())
         return
-    conn.send_bytes(b"R")
+    if not _send(conn, b"R"):
+        return
     obs, actions, reward, done = shared.obs, shared.actions, shared.reward, shared.done
     frames, ram, halt = shared.frames, shared.ram, shared.halt
     while True:
@@ -173,12 +174,20 @@ def _serve(conn, fd: int, extra_fd: int):
                         em.restart(obs[s])
                         reward[s], done[s] = 0, 0
         except Exception as e:
-            conn.send_bytes(b"E" + raised(e).encode())
+            _send(conn, b"E" + raised(e).encode())
             return
-        try:
-            conn.send_bytes(b"T" + _HEADER.pack(ticket, command) + answer)
-        except OSError:
+        if not _send(conn, b"T" + _HEADER.pack(ticket, command) + answer):
             return
+
+
+def _send(conn, message: bytes) -> bool:
+    """Send to the driving process; False when it is gone (it closed the pipe or died, e.g. a
+    Ctrl-C during the pool's start): the worker then ends quietly, with no traceback."""
+    try:
+        conn.send_bytes(message)
+        return True
+    except OSError:
+        return False
 
 
 class EmulatorPool:
