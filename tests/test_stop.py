@@ -2,9 +2,11 @@
 write that fails ends it in one line saying where it stopped and the --resume command, the files
 already written whole, and the resumed run gives the uninterrupted run's generations."""
 
+import contextlib
 import errno
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -311,3 +313,90 @@ def test_a_second_stop_while_the_first_unwinds_ends_at_once_in_one_line():
     assert done.returncode == 130 and done.stdout == ""
     assert done.stderr.startswith("stopped by SIGINT (Ctrl-C) a second time: ended at once; the run folder")
     assert len(done.stderr.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_stops_at_random_moments_end_every_pipeline_in_one_line_within_10_s(atari_run, tmp_path):
+    """24 stops at moments drawn at random (a fixed seed, printed on failure) 0-4 s after a tiny
+    Atari run's header line (its emulators' start and its first generations), 8 in each pipeline (workers, lockstep, overlap), SIGTERM and
+    SIGINT in turn: each ends within 10 s with exit 128 + the signal, its one line naming --resume
+    (also while the emulators start), nothing on stderr, no process of the run left; one resumed
+    run per pipeline gives the uninterrupted run's metrics. (24 of 24 stopped mid-run here, in
+    generations 0-3, 4.8 min beside a training run on 2 cores.)"""
+    rng, stopped = random.Random(55), []
+    budget = ["--frame-budget", "40000"]  # 10 generations: the moments fall well inside the run
+    for trial in range(24):
+        pipeline = ("workers", "lockstep", "overlap")[trial % 3]
+        signum = (signal.SIGTERM, signal.SIGINT)[trial // 3 % 2]
+        out, mark = str(tmp_path / f"runs{trial}"), f"NEVO_STOP_TEST={uuid.uuid4().hex}"
+        env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
+        cmd = [sys.executable, "-m", "experiments.run_ga", *ATARI, *budget, "--pipeline", pipeline, "--out-dir", out]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                preexec_fn=_default_sigint)  # fmt: skip
+        header = proc.stdout.readline()  # the run has begun: its stop handlers are in place
+        assert header.startswith("nevo ga | frostbite"), header
+        delay = rng.uniform(0.0, 4.0)
+        said = f"trial {trial}: {pipeline}, {signal.Signals(signum).name} {delay:.2f} s after the header"
+        time.sleep(delay)
+        proc.send_signal(signum)
+        sent = time.monotonic()
+        rest, stderr = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+        if "\ndone: " in rest:  # it finished first (the signal may meet Python's own exit: killed)
+            assert proc.returncode in (0, -signum) and stderr == "", f"{said}: {stderr}"
+            continue
+        assert took < 10, said
+        assert proc.returncode == 128 + signum, f"{said}: {stderr}"
+        assert stderr == "", f"{said}: {stderr}"
+        assert _left_behind(mark) == [], said
+        (name,) = os.listdir(out)
+        folder, last = os.path.join(out, name), rest.splitlines()[-1]
+        stopped.append(last.split("; ")[0])
+        assert last.startswith(f"stopped by {signal.Signals(signum).name}"), f"{said}: {rest}"
+        assert last.endswith(f"; continue with: nevo train --resume {folder}"), f"{said}: {last}"
+        if trial >= 21:  # the last of each pipeline: the resumed run is the uninterrupted one
+            assert run_ga.main(["--resume", folder, "--frame-budget", "16000"]) == 0, said
+            whole = metrics_without_clock(atari_run)
+            assert metrics_without_clock(folder)[: len(whole)] == whole, said
+    print("\n".join(stopped))
+    assert len(stopped) >= 20, "too few runs stopped before their end: draw earlier moments"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["local:2", "a scheduler"])
+def test_stops_at_random_moments_end_a_cluster_run_in_one_line_within_10_s(where, atari_run, tmp_path):
+    """A run on a cluster (local:2, whose workers are the run's own processes and write to its
+    terminal; or a scheduler with two workers of the test's), stopped by SIGTERM, then SIGINT, at a
+    moment drawn 0-6 s after its header: within 10 s, exit 128 + the signal, its one line naming
+    --resume, nothing on stderr (no worker's log of the chunks that fail as the cluster closes), no
+    process of the run left; resumed on this machine it gives the uninterrupted run's metrics."""
+    from tests.dask_procs import DaskProcesses
+
+    rng = random.Random(56 if where == "local:2" else 57)
+    with contextlib.ExitStack() as stack:
+        address = where if where == "local:2" else stack.enter_context(DaskProcesses(workers=2)).address
+        for trial, signum in enumerate((signal.SIGTERM, signal.SIGINT)):
+            out, mark = str(tmp_path / f"runs{trial}"), f"NEVO_STOP_TEST={uuid.uuid4().hex}"
+            env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
+            cmd = [sys.executable, "-m", "experiments.run_ga", *ATARI, "--frame-budget", "40000", "--cluster",
+                   address, "--out-dir", out]  # fmt: skip
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                    preexec_fn=_default_sigint)  # fmt: skip
+            header = proc.stdout.readline()
+            assert header.startswith("nevo ga | frostbite"), header
+            delay = rng.uniform(0.0, 6.0)
+            said = f"{where}: {signal.Signals(signum).name} {delay:.2f} s after the header"
+            time.sleep(delay)
+            proc.send_signal(signum)
+            sent = time.monotonic()
+            rest, stderr = proc.communicate(timeout=60)
+            assert time.monotonic() - sent < 10, said
+            assert proc.returncode == 128 + signum and stderr == "", f"{said}: {stderr}"
+            (name,) = os.listdir(out)
+            folder, last = os.path.join(out, name), rest.splitlines()[-1]
+            assert last.startswith(f"stopped by {signal.Signals(signum).name}"), f"{said}: {rest}"
+            assert last.endswith(f"; continue with: nevo train --resume {folder}"), f"{said}: {last}"
+            assert _left_behind(mark) == [], said
+    assert run_ga.main(["--resume", folder, "--frame-budget", "16000"]) == 0
+    whole = metrics_without_clock(atari_run)
+    assert metrics_without_clock(folder)[: len(whole)] == whole

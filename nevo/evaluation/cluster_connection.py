@@ -311,7 +311,11 @@ class ClusterConnection:
         self._note_kernels(facts)
 
     def close(self) -> None:
+        from nevo.evaluation import cluster_worker as worker_side
+
         try:
+            if self.client.status == "running" and self.cluster is not None:  # (see quiet)
+                self.client.run(worker_side.quiet)
             if self.client.status == "running" and hasattr(self, "name"):
                 self.client.unregister_worker_plugin(self.name)
         except Exception:  # noqa: BLE001 (the cluster may be gone already; closing must not fail)

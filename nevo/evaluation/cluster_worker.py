@@ -177,6 +177,17 @@ def run_chunk(name: str, population, ind: np.ndarray, seeds: np.ndarray, obs_sta
         )
 
 
+def quiet() -> None:
+    """Silence this worker's Dask logs: before a local cluster (local:N, whose workers write to the
+    run's own terminal) is closed mid-generation, where the chunks still playing fail as their
+    evaluators close, and the run has already said in one line why it ended."""
+    import logging
+
+    for name in ["distributed", *logging.root.manager.loggerDict]:
+        if name.startswith("distributed"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def facts(name: str, dask_worker=None) -> dict:
     """What this worker runs (its device and evaluator layout); {} if it refused. Called with
     Client.run, which passes the worker."""
