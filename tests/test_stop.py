@@ -324,7 +324,7 @@ def test_stops_at_random_moments_end_every_pipeline_in_one_line_within_10_s(atar
     run per pipeline gives the uninterrupted run's metrics. (24 of 24 stopped mid-run here, in
     generations 0-3, 4.8 min beside a training run on 2 cores.)"""
     rng, stopped = random.Random(55), []
-    budget = ["--frame-budget", "40000"]  # 10 generations: the moments fall well inside the run
+    budget = ["--frame-budget", "80000"]  # 20 generations: the moments fall well inside the run
     for trial in range(24):
         pipeline = ("workers", "lockstep", "overlap")[trial % 3]
         signum = (signal.SIGTERM, signal.SIGINT)[trial // 3 % 2]
