@@ -18,6 +18,7 @@ from nevo import tasks
 from nevo.algos import OWN, REGISTRY, declaration, declared
 from nevo.config import (
     RESUMABLE,
+    SWITCHES,
     Config,
     ConfigError,
     EnvConfig,
@@ -196,6 +197,7 @@ def build_parser(
             default=None,
             metavar=kind.__name__.upper(),
             help=f"{f.metadata['help']} ({where}{_brought(family, f.name)})",
+            **({"nargs": "?", "const": 1} if f.name in SWITCHES else {}),
         )
     return p
 

@@ -41,6 +41,7 @@ from nevo.settings import (  # noqa: F401 (the settings' primitives, also here f
     RESUMABLE,
     SHAPINGS,
     STARTS,
+    SWITCHES,
     ConfigError,
     DamagedFile,
     EnvConfig,

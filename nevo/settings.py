@@ -143,6 +143,16 @@ class RunConfig:
     device: str = setting(
         "auto", "inference backend: auto (cuda if a GPU is present), cpu (numba) or cuda (numba.cuda)"
     )
+    tensorboard: int = setting(
+        0,
+        "1 (or the bare flag): also write each generation's metrics as TensorBoard scalars against frames, "
+        "in RUN_DIR/tensorboard (pip install 'nevo[tensorboard]')",
+    )
+    wandb: str = setting(
+        "",
+        "a Weights & Biases project: also log each generation's metrics there against frames, the run's "
+        "config as its config (pip install 'nevo[wandb]'; WANDB_MODE=offline logs without a network)",
+    )
 
 
 def flag(name: str) -> str:
@@ -153,7 +163,9 @@ def flag(name: str) -> str:
 def typed(name: str, value, kind: str):
     """value as a setting of type kind ("int", "float" or "str"), or ConfigError naming its flag.
     An int where a float belongs is fine (JSON and Python write 1 for 1.0), as are NumPy's
-    numbers; a bool is no number here."""
+    numbers; a bool is no number here, but for a switch (SWITCHES: tensorboard=True)."""
+    if name in SWITCHES and isinstance(value, (bool, np.bool_)):
+        value = int(value)
     ok = {"int": numbers.Integral, "float": numbers.Real, "str": str}[kind]
     if not isinstance(value, ok) or isinstance(value, (bool, np.bool_)):
         article = "an" if kind == "int" else "a"
@@ -198,10 +210,14 @@ def validate_run(r) -> None:
     )
     require(r.pipeline in PIPELINES, "pipeline", ", ".join(PIPELINES), r.pipeline)
     require(r.device in ("auto", "cpu", "cuda"), "device", "auto, cpu or cuda", r.device)
+    require(r.tensorboard in (0, 1), "tensorboard", "0 or 1", r.tensorboard)
 
 
 # Settings that do not change a run's results, so a resumed run may set them anew.
-RESUMABLE = {"frame_budget", "env_slots", "emulators_per_group", "pipeline", "threads", "device", "out_dir"}
+RESUMABLE = {"frame_budget", "env_slots", "emulators_per_group", "pipeline", "threads", "device", "out_dir",
+             "tensorboard", "wandb"}  # fmt: skip
+# Settings given as a bare flag too (--tensorboard: 1).
+SWITCHES = {"tensorboard"}
 PIPELINES = ("auto", "overlap", "lockstep", "workers")
 STARTS = ("reference", "vector")
 OPTIMIZERS = ("adam", "sgd")

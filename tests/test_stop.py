@@ -318,11 +318,12 @@ def test_a_second_stop_while_the_first_unwinds_ends_at_once_in_one_line():
 @pytest.mark.slow
 def test_stops_at_random_moments_end_every_pipeline_in_one_line_within_10_s(atari_run, tmp_path):
     """24 stops at moments drawn at random (a fixed seed, printed on failure) 0-4 s after a tiny
-    Atari run's header line (its emulators' start and its first generations), 8 in each pipeline (workers, lockstep, overlap), SIGTERM and
-    SIGINT in turn: each ends within 10 s with exit 128 + the signal, its one line naming --resume
-    (also while the emulators start), nothing on stderr, no process of the run left; one resumed
-    run per pipeline gives the uninterrupted run's metrics. (24 of 24 stopped mid-run here, in
-    generations 0-3, 4.8 min beside a training run on 2 cores.)"""
+    Atari run's header line (its emulators' start and its first generations), 8 in each pipeline
+    (workers, lockstep, overlap), SIGTERM and SIGINT in turn: each ends within 10 s with exit 128 +
+    the signal, its one line naming --resume (also while the emulators start), nothing on stderr,
+    no process of the run left; one resumed run per pipeline gives the uninterrupted run's
+    metrics. (24 of 24 stopped mid-run here, in generations 0-3, 4.8 min beside a training run on
+    2 cores.)"""
     rng, stopped = random.Random(55), []
     budget = ["--frame-budget", "80000"]  # 20 generations: the moments fall well inside the run
     for trial in range(24):
@@ -330,7 +331,8 @@ def test_stops_at_random_moments_end_every_pipeline_in_one_line_within_10_s(atar
         signum = (signal.SIGTERM, signal.SIGINT)[trial // 3 % 2]
         out, mark = str(tmp_path / f"runs{trial}"), f"NEVO_STOP_TEST={uuid.uuid4().hex}"
         env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
-        cmd = [sys.executable, "-m", "experiments.run_ga", *ATARI, *budget, "--pipeline", pipeline, "--out-dir", out]
+        cmd = [sys.executable, "-m", "experiments.run_ga", *ATARI, *budget, "--pipeline", pipeline,
+               "--out-dir", out]  # fmt: skip
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                 preexec_fn=_default_sigint)  # fmt: skip
         header = proc.stdout.readline()  # the run has begun: its stop handlers are in place

@@ -38,7 +38,7 @@ from nevo.evaluation.cluster_connection import check_address
 from nevo.genomes import noise
 from nevo.loops.progress import Progress
 from nevo.loops.skeleton import Outcome, RunStopped, said, skeleton, stopped, write_config
-from nevo.runs import owner, stop
+from nevo.runs import loggers, owner, stop
 from nevo.tasks.emulator_pool import EmulatorError
 
 
@@ -58,6 +58,7 @@ def plan(cfg, task, resume_dir: str | None = None, cluster=None) -> Plan:
     line each): the net for the task, the noise table's size, memory, the checkpoint to resume."""
     spec = setup.net_for(cfg, task)
     config.check_noise_table(cfg, spec.n_params)
+    loggers.check(cfg)
     for extension in extensions_of(cfg):
         extension.check(cfg, task)
     if declared(cfg).needs_behaviour and task.behaviour is None:

@@ -24,7 +24,7 @@ from nevo.evaluation import setup
 from nevo.genomes import noise
 from nevo.loops.progress import Progress
 from nevo.loops.skeleton import Outcome, RunStopped, said, skeleton, stopped, write_config
-from nevo.runs import owner, stop
+from nevo.runs import loggers, owner, stop
 from nevo.tasks.supervised import Supervised
 
 
@@ -37,6 +37,7 @@ def run(cfg, task, resume_dir: str | None = None, out=None) -> Outcome:
     cfg = config.weights_resolved(cfg)  # config.json names the format, as the generation loop's does
     spec = setup.net_for(cfg, task)
     config.check_noise_table(cfg, spec.n_params)
+    loggers.check(cfg)
     out = out or Progress(cfg.run.frame_budget)
     with stop.on_signals():
         if resume_dir:

@@ -2,7 +2,7 @@
 nevo.loops.sgd): the skeleton that turns each step into the run folder's files, and what a run
 ends with.
 
-    skeleton: step(frames) -> one metrics row -> elite files -> checkpoint -> progress line
+    skeleton: step(frames) -> one metrics row -> elite files -> checkpoint -> logs -> progress line
 
 - `skeleton`: the generations (or SGD's steps) until the frame budget, each generation's files
   written with the stop signals held, so a stop never writes half a generation;
@@ -28,7 +28,7 @@ from nevo import cli, config, machine, runs
 from nevo.algos.contract import Algorithm
 from nevo.evaluation.cluster import ClusterError
 from nevo.loops import elite as elite_files
-from nevo.runs import stop
+from nevo.runs import loggers, stop
 from nevo.tasks.emulator_pool import EmulatorError
 
 
@@ -57,12 +57,14 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
     generation loop's GenerationStep; the SGD baseline's steps, nevo.loops.sgd): step(frames) gives
     its fields of the metrics row and the frames it took; the skeleton adds the counters and the
     timing, step.finish its extensions' fields; then the row, the elite files (where the algorithm
-    validated), the checkpoint and the progress line. Returns (frames, wall_s, the last row); a
+    validated), the checkpoint, the logs (--tensorboard, --wandb: nevo.runs.loggers) and the
+    progress line. Returns (frames, wall_s, the last row); a
     RunStopped where the run is stopped, a write fails or its cluster is lost (the last checkpoint
     whole). A generation's files are written with the stop signals held (nevo.runs.stop.held): a
     stop never writes half a generation."""
     row: dict = {}
     saved = algo.generation  # the generations the folder holds
+    logs = loggers.Loggers(cfg, run_dir)  # --tensorboard, --wandb: the rows there too
     try:
         while frames < cfg.run.frame_budget:
             t0, cpu0 = time.monotonic(), machine.cpu_seconds()
@@ -84,6 +86,7 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
                 runs.save_checkpoint(run_dir, state)
                 saved = algo.generation
                 step.checkpointed()
+                logs.log(row)
                 out.generation_done(row)
     except ClusterError as e:  # one line; the last checkpoint is whole
         if stop.caused(e):
@@ -107,6 +110,8 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
         if stop.caused(e) or isinstance(e, runs.WriteFailed):
             raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
         raise
+    finally:
+        logs.close()
     return frames, wall, row
 
 

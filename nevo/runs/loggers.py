@@ -1,0 +1,105 @@
+"""Where a run's metrics rows go besides metrics.jsonl, which stays the record: TensorBoard and
+Weights & Biases, the logs CleanRL and Sample Factory write.
+
+- `--tensorboard`: every row's numbers as TensorBoard scalars against frames, in the run folder's
+  `tensorboard/` (through tensorboardX, which needs no TensorFlow), so `tensorboard --logdir runs/`
+  shows every run under runs/ by its folder's name;
+- `--wandb PROJECT`: the same to a W&B run of that project, named by the run folder, with the
+  run's config.json as its config; `WANDB_MODE=offline` logs with no network (`wandb sync` later).
+  The W&B run's id is kept in the run folder (`wandb.json`), so a resumed run goes on in the same
+  W&B run.
+
+Neither library is imported without its flag. A row goes out once its generation is in the run
+folder (after the checkpoint, with the stop signals held), so what the logs show is what a resumed
+run goes on from; a kill between the checkpoint and the log leaves one point out.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import numbers
+import os
+import uuid
+
+from nevo.settings import ConfigError
+
+TENSORBOARD = "tensorboard"  # the event files' folder in the run folder
+WANDB = "wandb.json"  # the W&B run's id and project, for a resumed run
+
+# (setting, the module it needs, the extra that installs it)
+NEEDS = (("tensorboard", "tensorboardX", "tensorboard"), ("wandb", "wandb", "wandb"))
+
+
+def check(cfg) -> None:
+    """A ConfigError of one line where a log is asked for and its library is not installed."""
+    for name, module, extra in NEEDS:
+        if getattr(cfg.run, name) and importlib.util.find_spec(module) is None:
+            raise ConfigError(
+                f"--{name}: the {module} package is not installed: pip install 'nevo[{extra}]' (or {module})"
+            )
+
+
+def scalars(row: dict) -> dict[str, float]:
+    """A metrics row's numbers (never its counters' bools, lists or text)."""
+    return {k: float(v) for k, v in row.items() if isinstance(v, numbers.Real) and not isinstance(v, bool)}
+
+
+class Loggers:
+    """The logs cfg asks for, open on run_dir; log(row) after each generation, close() at the end."""
+
+    def __init__(self, cfg, run_dir: str):
+        self.writer = self.wandb_run = None
+        if cfg.run.tensorboard:
+            from tensorboardX import SummaryWriter
+
+            self.writer = SummaryWriter(os.path.join(run_dir, TENSORBOARD))
+        if cfg.run.wandb:
+            self.wandb_run = _wandb_run(cfg.run.wandb, run_dir)
+
+    def log(self, row: dict) -> None:
+        numbers_ = scalars(row)
+        frames = int(row["frames"])
+        if self.writer is not None:
+            for name, value in numbers_.items():
+                if name != "frames":
+                    self.writer.add_scalar(name, value, global_step=frames)
+            self.writer.flush()  # a killed run loses no generation it wrote
+        if self.wandb_run is not None:
+            self.wandb_run.log(numbers_, step=frames)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if self.wandb_run is not None:
+            self.wandb_run.finish()
+            self.wandb_run = None
+
+
+def _wandb_run(project: str, run_dir: str):
+    """The W&B run of this run folder (the same one on resume), its files in the run folder;
+    a ConfigError of one line where W&B cannot start (no login and no offline mode, ...)."""
+    import wandb
+
+    path = os.path.join(run_dir, WANDB)
+    if os.path.exists(path):
+        with open(path) as f:
+            run_id = json.load(f)["id"]
+    else:
+        run_id = uuid.uuid4().hex[:16]  # (W&B's ids: letters and digits)
+        with open(path, "w") as f:
+            json.dump({"id": run_id, "project": project}, f)
+    with open(os.path.join(run_dir, "config.json")) as f:
+        config = json.load(f)
+    try:
+        return wandb.init(
+            project=project, name=os.path.basename(os.path.normpath(run_dir)), id=run_id, resume="allow",
+            config=config, dir=run_dir, settings=wandb.Settings(silent=True, console="off"),
+        )  # fmt: skip
+    except Exception as e:  # noqa: BLE001 (W&B raises its own kinds: said in one line)
+        why = " ".join(str(e).split()) or type(e).__name__
+        raise ConfigError(
+            f"--wandb: W&B could not start ({why}): run `wandb login`, or set WANDB_MODE=offline "
+            "to log without a network"
+        ) from None

@@ -1,0 +1,181 @@
+"""--tensorboard and --wandb (nevo.runs.loggers): every generation's metrics row in TensorBoard's
+event files and in a W&B run (offline here), read back from their files, across a resume; neither
+library imported without its flag; one line where one is missing."""
+
+import glob
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from experiments import run_es, run_ga
+from nevo import cli, runs
+from nevo.runs import loggers
+from nevo.settings import typed
+from tests.conftest import run_folder
+from tests.tiny import CARTPOLE, MAZE
+
+
+def _records(path: str):
+    """The records of a TFRecord file (TensorBoard's events: length, its CRC, data, its CRC)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
+    while pos < len(data):
+        (n,) = struct.unpack_from("<Q", data, pos)
+        yield data[pos + 12 : pos + 12 + n]
+        pos += 12 + n + 4
+
+
+def tensorboard_scalars(folder: str) -> dict:
+    """{(tag, step): value} of every scalar in the run folder's event files; a (tag, step) written
+    twice fails."""
+    from tensorboardX.proto import event_pb2
+
+    got = {}
+    for path in sorted(glob.glob(os.path.join(folder, loggers.TENSORBOARD, "events.out.tfevents.*"))):
+        for record in _records(path):
+            event = event_pb2.Event.FromString(record)
+            for v in event.summary.value:
+                assert (v.tag, event.step) not in got, (v.tag, event.step)
+                got[v.tag, event.step] = v.simple_value
+    return got
+
+
+def expected_scalars(folder: str) -> dict:
+    """{(tag, frames): value as float32} of the run's metrics.jsonl, as TensorBoard keeps them."""
+    return {
+        (k, row["frames"]): float(np.float32(v))
+        for row in runs.read_metrics(folder)
+        for k, v in loggers.scalars(row).items()
+        if k != "frames"
+    }
+
+
+def test_tensorboard_holds_every_metrics_row_against_frames_across_a_resume(tmp_path):
+    """A run with the bare --tensorboard flag, resumed to a larger budget: the event files hold
+    each row of metrics.jsonl once, every number of it at the row's frames, nothing else."""
+    folder = run_folder(run_ga.main, [*MAZE, "--frame-budget", "1500", "--tensorboard"], tmp_path)
+    assert len(runs.read_metrics(folder)) >= 2
+    assert tensorboard_scalars(folder) == expected_scalars(folder)
+    before = len(runs.read_metrics(folder))
+    assert run_ga.main(["--resume", folder, "--frame-budget", "3000"]) == 0
+    assert len(runs.read_metrics(folder)) > before
+    got = tensorboard_scalars(folder)
+    assert got == expected_scalars(folder)
+    assert ("score/elite_mean", runs.read_metrics(folder)[-1]["frames"]) in got
+
+
+def _wandb_records(path: str):
+    """The records of a W&B run file (run-ID.wandb): after its 7-byte header, LevelDB's log format,
+    32 KiB blocks of records (CRC, length, type: full, first, middle, last) padded with zeros."""
+    from wandb.proto import wandb_internal_pb2
+
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:4] == b":W&B"
+    block, pos, parts = 32768, 7, b""
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:
+            pos += left
+            continue
+        _, n, kind = struct.unpack_from("<IHB", data, pos)
+        if kind == 0:  # the block's padding
+            pos += left
+            continue
+        parts, pos = parts + data[pos + 7 : pos + 7 + n], pos + 7 + n
+        if kind in (1, 4):  # a full record, or a record's last part
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(parts)
+            yield record
+            parts = b""
+
+
+def wandb_logged(folder: str) -> tuple[set, dict, list]:
+    """(the W&B run ids, the config of the last, its history rows without W&B's own fields) of the
+    offline W&B runs in a run folder."""
+    ids, config, history = set(), {}, []
+    for path in sorted(glob.glob(os.path.join(folder, "wandb", "offline-run-*", "run-*.wandb"))):
+        for record in _wandb_records(path):
+            kind = record.WhichOneof("record_type")
+            if kind == "run":
+                ids.add(record.run.run_id)
+                update = record.run.config.update
+                config = {i.key: json.loads(i.value_json) for i in update if i.key != "_wandb"}
+            elif kind == "history":
+                items = record.history.item  # ("score/elite_mean": a nested key)
+                row = {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in items}
+                history.append({k: v for k, v in row.items() if not k.startswith("_")})
+    return ids, config, history
+
+
+def test_wandb_offline_logs_every_row_and_the_config_and_a_resume_goes_on_in_one_run(tmp_path, monkeypatch):
+    """--wandb PROJECT with WANDB_MODE=offline (no network): the W&B run holds each metrics row's
+    numbers in order, config.json as its config; the resumed run logs its rows to the same W&B run
+    (its id kept in the run folder)."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    for name in ("config", "cache", "data"):  # nothing of W&B's outside the test's folder
+        monkeypatch.setenv(f"WANDB_{name.upper()}_DIR", str(tmp_path / name))
+    argv = [*MAZE, "--frame-budget", "1500", "--wandb", "nevo-tests"]
+    folder = run_folder(run_ga.main, argv, tmp_path / "runs")
+    with open(os.path.join(folder, loggers.WANDB)) as f:
+        kept = json.load(f)
+    assert kept["project"] == "nevo-tests"
+    assert run_ga.main(["--resume", folder, "--frame-budget", "3000"]) == 0
+    ids, config, history = wandb_logged(folder)
+    assert ids == {kept["id"]}
+    with open(os.path.join(folder, runs.CONFIG)) as f:
+        assert config == json.load(f)
+    assert history == [loggers.scalars(r) for r in runs.read_metrics(folder)]
+
+
+def test_es_logs_to_tensorboard_as_the_ga_does(tmp_path):
+    """Every loop writes through the same skeleton: an ES run's rows reach TensorBoard too."""
+    folder = run_folder(run_es.main, [*CARTPOLE, "--frame-budget", "3000", "--tensorboard", "1"], tmp_path)
+    assert tensorboard_scalars(folder) == expected_scalars(folder)
+
+
+def test_the_switch_reads_as_a_bare_flag_or_a_number():
+    def value(*flags):
+        cfg, _, _ = cli.parse_args(["--env", "CartPole-v1", *flags], "es", cli.ES_PRESETS)
+        return cfg.run.tensorboard
+
+    assert value() == 0 and value("--tensorboard") == 1 and value("--tensorboard", "0") == 0
+    with pytest.raises(ValueError, match="--tensorboard: got 2, allowed: 0 or 1"):
+        value("--tensorboard", "2")
+    assert typed("tensorboard", True, "int") == 1  # nevo.train(..., tensorboard=True)
+    with pytest.raises(ValueError, match="--population: got True"):
+        typed("population", True, "int")
+
+
+@pytest.mark.parametrize("flag, module", [("--tensorboard", "tensorboardX"), ("--wandb=p", "wandb")])
+def test_a_missing_library_is_one_line_before_any_folder(flag, module, tmp_path, monkeypatch, capsys):
+    real = loggers.importlib.util.find_spec
+    monkeypatch.setattr(loggers.importlib.util, "find_spec", lambda n: None if n == module else real(n))
+    assert run_ga.main([*MAZE, "--frame-budget", "1500", flag, "--out-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    name = flag.split("=")[0]
+    remedy = f"pip install 'nevo[{name[2:]}]' (or {module})"
+    assert err == f"error: {name}: the {module} package is not installed: {remedy}\n"
+    assert os.listdir(tmp_path) == []
+
+
+NOT_IMPORTED = """
+import sys
+from experiments import run_ga
+assert run_ga.main([*sys.argv[1:]]) == 0
+print(sorted(m for m in ("tensorboardX", "wandb", "tensorboard") if m in sys.modules))
+"""
+
+
+def test_neither_library_is_imported_without_its_flag(tmp_path):
+    run = subprocess.run([sys.executable, "-c", NOT_IMPORTED, *MAZE, "--frame-budget", "600", "--out-dir",
+                          str(tmp_path)], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == "[]"
