@@ -113,13 +113,13 @@ def test_a_halted_episode_or_a_dead_driver_stops_the_episode_at_once(reference):
     player, em, obs, row = player_and_emulator()
     ask = ASK.pack(row, 3, 40, 0, reference)
     halted = read_answer(player(em, obs, ask, np.ones(1, np.int8)), obs.shape)
-    assert halted[1] == 0 and halted[6]  # no step, cut
+    assert halted.steps == 0 and halted.cut
     player.parent, parent = -1, player.parent  # as if the driving process had died
     orphan = read_answer(player(em, obs, ask, np.zeros(1, np.int8)), obs.shape)
-    assert orphan[1] == 0 and orphan[6]
+    assert orphan.steps == 0 and orphan.cut
     player.parent = parent
     whole = read_answer(player(em, obs, ask, np.zeros(1, np.int8)), obs.shape)
-    assert whole[1] > 3 and not whole[6] and whole[2] > 0
+    assert whole.steps > 3 and not whole.cut and whole.frames > 0
 
 
 class Forever:

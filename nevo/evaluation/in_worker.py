@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import struct
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -127,14 +128,27 @@ def _without_weights(policy):
     return bare
 
 
-def read_answer(answer: bytes, obs_shape: tuple) -> tuple:
-    """(return, steps, frames, acted, forward_s, emulation_s, cut, ram (128,) uint8, kept obs
-    (n, *obs_shape) uint8) of a worker's answer."""
+class Answer(NamedTuple):
+    """A worker's answer for one episode, read (read_answer)."""
+
+    ret: float  # the episode's return
+    steps: int  # agent steps
+    frames: int  # game frames, the start's included
+    acted: int  # steps the net chose an action on (a sticky action repeats without it)
+    forward_s: float  # seconds in the forward
+    emulation_s: float  # seconds emulating
+    cut: bool  # cut short: halted (a drain) or the driving process gone
+    ram: np.ndarray  # (128,) uint8: the final RAM, novelty search's behaviour on Atari
+    kept: np.ndarray  # (n, *obs_shape) uint8: the observations kept for safe mutations
+
+
+def read_answer(answer: bytes, obs_shape: tuple) -> Answer:
+    """The Answer of a worker's answer bytes."""
     ret, steps, frames, acted, forward_s, emulation_s, cut = ANSWER.unpack_from(answer)
     at = ANSWER.size
     ram = np.frombuffer(answer, np.uint8, RAM_BYTES, at)
     kept = np.frombuffer(answer, np.uint8, offset=at + RAM_BYTES).reshape(-1, *obs_shape)
-    return ret, steps, frames, acted, forward_s, emulation_s, bool(cut), ram, kept
+    return Answer(ret, steps, frames, acted, forward_s, emulation_s, bool(cut), ram, kept)
 
 
 def runs_in_workers(policy, weights) -> bool:

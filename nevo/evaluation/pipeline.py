@@ -61,6 +61,14 @@ EMULATOR_NICE = 10
 BOUND_SLACK, FIRST_RATE, BOUND_FLOOR_S, BOUND_CEILING_S = 4.0, 1000.0, 180.0, 600.0
 
 
+def start_frames(env_cfg) -> int:
+    """The most game frames an episode's start takes beyond its frame cap: the reference's no-ops
+    of one raw frame each (the vector env's: NOOP steps of frameskip frames), then FIRE and action
+    2 for frameskip frames each, and the vector env's one FIRE frame."""
+    per_noop = 1 if env_cfg.start == "reference" else env_cfg.frameskip
+    return env_cfg.noop_max * per_noop + 2 * env_cfg.frameskip + 1
+
+
 def episode_bound(frame_cap: int, slowest_rate: float) -> float:
     """Seconds an episode of up to frame_cap frames may take, at slowest_rate frames/s."""
     return min(BOUND_CEILING_S, max(BOUND_FLOOR_S, BOUND_SLACK * frame_cap / slowest_rate))
@@ -270,23 +278,24 @@ class AtariEvaluator:
         for s in range(min(self.slots, batch.n_ep)):
             give(s)
         while playing:
-            # the start's no-ops and FIRE (at most 38 frames) on top of the cap
-            bound = episode_bound(self.env_cfg.frame_cap + 64, self.slowest_rate)
+            bound = episode_bound(self.env_cfg.frame_cap + start_frames(self.env_cfg), self.slowest_rate)
             answers = pool.answers(list(playing), bound)
             batch.clock(live=len(playing))  # (the time until now had these many in play)
             for ticket, answer in answers:
                 s, e = playing.pop(ticket)
-                ret, steps, frames, acted, fwd, emu, _, ram, kept = read_answer(answer, batch.obs.shape[1:])
-                batch.returns[e], batch.lengths[e], batch.frames[e] = ret, steps, frames
+                a = read_answer(answer, batch.obs.shape[1:])
+                batch.returns[e], batch.lengths[e], batch.frames[e] = a.ret, a.steps, a.frames
                 if batch.behaviours is not None:
-                    batch.behaviours[e] = ram
+                    batch.behaviours[e] = a.ram
                 if keep:
-                    batch.sample.obs[e, : len(kept)] = kept
-                    batch.sample.seen[e] = acted
-                forward_s, emulation_s, rows = forward_s + fwd, emulation_s + emu, rows + acted
-                if fwd + emu > 1.0:  # (an episode long enough to time)
-                    self.slowest_rate = min(self.slowest_rate, frames / (fwd + emu))
-                batch.frames_done += frames
+                    batch.sample.obs[e, : len(a.kept)] = a.kept
+                    batch.sample.seen[e] = a.acted
+                forward_s, emulation_s = forward_s + a.forward_s, emulation_s + a.emulation_s
+                rows += a.acted
+                played_s = a.forward_s + a.emulation_s
+                if played_s > 1.0:  # (an episode long enough to time)
+                    self.slowest_rate = min(self.slowest_rate, a.frames / played_s)
+                batch.frames_done += a.frames
                 batch.done += 1
                 weights.done(batch.ind[e])
                 if batch.next_ep < batch.n_ep:

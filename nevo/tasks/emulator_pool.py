@@ -52,6 +52,9 @@ from nevo.settings import raised
 from nevo.tasks.atari_emulator import FRAME, RAM_BYTES, STACK, compile_kernels
 
 STEP, RESTART, PLAY = 1, 2, 3
+# What a worker's message to the driving process begins with: it failed (one line follows), it
+# is ready (its emulators made), or a command's answer (its header, then any answer bytes).
+FAILED, READY, ANSWER = b"E", b"R", b"T"
 _HEADER = struct.Struct("<IB")  # (ticket, command), then the slots as int32 (PLAY: one slot, then the ask)
 START_TIMEOUT_S = 600  # a worker loads its emulators' ROMs, ~0.1 s each
 # A drain (after an error or a stop) waits this long for the answers in flight, then kills the
@@ -140,9 +143,9 @@ def _serve(conn, fd: int, extra_fd: int):
         for s, em in zip(mine, emulators):
             em.restart(shared.obs[s])
     except Exception as e:  # a bad game or ROM: one line back to the driver
-        _send(conn, b"E" + raised(e).encode())
+        _send(conn, FAILED + raised(e).encode())
         return
-    if not _send(conn, b"R"):
+    if not _send(conn, READY):
         return
     obs, actions, reward, done = shared.obs, shared.actions, shared.reward, shared.done
     frames, ram, halt = shared.frames, shared.ram, shared.halt
@@ -174,9 +177,9 @@ def _serve(conn, fd: int, extra_fd: int):
                         em.restart(obs[s])
                         reward[s], done[s] = 0, 0
         except Exception as e:
-            _send(conn, b"E" + raised(e).encode())
+            _send(conn, FAILED + raised(e).encode())
             return
-        if not _send(conn, b"T" + _HEADER.pack(ticket, command) + answer):
+        if not _send(conn, ANSWER + _HEADER.pack(ticket, command) + answer):
             return
 
 
@@ -426,9 +429,9 @@ class EmulatorPool:
                 raise
             if msg is None:
                 raise self._died(w)
-            if msg[:1] == b"E":
+            if msg[:1] == FAILED:
                 raise EmulatorError(f"emulator process {w}: {msg[1:].decode(errors='replace')}")
-            if msg[:1] == b"R":
+            if msg[:1] == READY:
                 return
             ticket, command = _HEADER.unpack_from(msg, 1)
             self._open.get(ticket, set()).discard(w)
