@@ -1,6 +1,8 @@
 """Tiny fixtures shared by the tests."""
 
 import os
+import shutil
+import tempfile
 
 import numpy as np
 import pytest
@@ -40,6 +42,30 @@ def kernels_under(coretype: str) -> str:
     return subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout.strip()
+
+
+# (the process, its results file) of the CUDA simulator's checks when started as the session began
+simulated_checks = None
+
+
+def pytest_collection_finish(session):
+    """Start test_cuda's simulator checks (about 10 minutes of one core on a 2-core CI machine) at
+    the lowest priority as soon as they are selected, so they run beside the tests before them;
+    test_cuda's fixture waits for them, and the session's end stops them if it came first."""
+    global simulated_checks
+    if any(item.nodeid.startswith("tests/test_cuda.py::test_simulated") for item in session.items):
+        from tests import test_cuda
+
+        out = os.path.join(tempfile.mkdtemp(prefix="nevo-cuda-"), "simulated.json")
+        simulated_checks = (test_cuda.start_checks(out, nice=19), out)
+
+
+def pytest_sessionfinish(session):
+    if simulated_checks is not None and simulated_checks[0].poll() is None:
+        simulated_checks[0].kill()
+        simulated_checks[0].wait()
+    if simulated_checks is not None:
+        shutil.rmtree(os.path.dirname(simulated_checks[1]), ignore_errors=True)
 
 
 def run_folder(main, argv, out) -> str:

@@ -266,3 +266,35 @@ def test_the_reference_frame_cap_counts_after_the_start():
 def test_every_game_of_the_papers_starts_as_the_reference(game):
     """The Deep GA's 13 games, Pong and Space Invaders: 2 episodes of up to 200 steps each."""
     assert play_the_reference(game, episodes=2, steps=200) > 200
+
+
+def test_a_game_that_must_reload_starts_each_episode_by_the_reload(monkeypatch):
+    """The fallback for a game whose restored state would not replay a seeded reset (RELOAD_GAMES,
+    empty today): forced onto Frostbite, both starts still give the vector env's and the
+    reference's episodes bit for bit, and no state is restored."""
+    from nevo.tasks import atari_emulator
+
+    monkeypatch.setattr(atari_emulator, "RELOAD_GAMES", frozenset({"frostbite"}))
+    restored = []
+    real = atari_emulator.AtariEmulator.__init__
+
+    class Counted:  # the emulator's ALEInterface, its restoreState calls counted
+        def __init__(self, ale):
+            self.ale = ale
+
+        def restoreState(self, state):
+            restored.append(state)
+            self.ale.restoreState(state)
+
+        def __getattr__(self, name):
+            return getattr(self.ale, name)
+
+    def counted(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        assert self.reload
+        self.ale = Counted(self.ale)
+
+    monkeypatch.setattr(atari_emulator.AtariEmulator, "__init__", counted)
+    assert play_both("frostbite", episodes=2, steps=100) > 150
+    assert play_the_reference("frostbite", episodes=2, steps=100) > 150
+    assert restored == []

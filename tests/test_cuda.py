@@ -20,22 +20,44 @@ from tests import cuda_checks
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_checks(out, *flags, simulate=True):
-    """Run tests.cuda_checks in a fresh process; ({check: result}, its output)."""
+def start_checks(out, *flags, simulate=True, nice=0) -> subprocess.Popen:
+    """tests.cuda_checks started in a fresh process, its results to the file out (see results)."""
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     if simulate:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
     cmd = [sys.executable, "-m", "tests.cuda_checks", "--json", str(out), *flags]
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    output = proc.stdout + proc.stderr
-    if not out.exists():
-        pytest.fail(f"`{' '.join(cmd[1:])}` ended without results (exit {proc.returncode}):\n{output}")
-    return json.loads(out.read_text()), output
+    with open(f"{out}.log", "w") as log:  # (a file, not a pipe: nobody reads it until the end)
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                preexec_fn=(lambda: os.nice(nice)) if nice else None)  # fmt: skip
+
+
+def results(proc: subprocess.Popen, out) -> tuple[dict, str]:
+    """({check: result}, its output) of a start_checks process, once it ends (15 min at most)."""
+    try:
+        proc.wait(timeout=900)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    output = Path(f"{out}.log").read_text()
+    if not Path(out).exists():
+        pytest.fail(f"`{' '.join(proc.args[1:])}` ended without results (exit {proc.returncode}):\n{output}")
+    return json.loads(Path(out).read_text()), output
+
+
+def run_checks(out, *flags, simulate=True):
+    """Run tests.cuda_checks in a fresh process; ({check: result}, its output)."""
+    return results(start_checks(out, *flags, simulate=simulate), out)
 
 
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory):
-    """The small checks' results on the CUDA simulator (one subprocess for all of them)."""
+    """The small checks' results on the CUDA simulator (one subprocess for all of them: ~10 minutes
+    on a 2-core CI machine, so tests/conftest.py starts it at lowest priority as the session
+    begins, beside the tests before these; here only when it did not)."""
+    from tests import conftest
+
+    if conftest.simulated_checks is not None:
+        return results(*conftest.simulated_checks)
     return run_checks(tmp_path_factory.mktemp("cuda") / "simulated.json")
 
 

@@ -10,7 +10,8 @@ as the vector env sets them (random_seed 0, no sticky actions): the time of a se
 the time of `restoreState` of the state cloned right after it, and whether an emulator that played
 --warm-up random steps and was then restored goes through the same episode as a fresh seeded one
 under the same random actions (--steps at most, or to game over): RAM and screen compared after
-every step. Nothing in nevo uses this yet: ale-py 0.12's AtariVectorEnv has no state calls.
+every step. nevo's own emulators (nevo.tasks.atari_emulator) start every episode this way, by
+restoring the state cloned after one seeded reset; this script is the measurement behind it.
 
 With --step-rates S, also what driving the emulators another way could gain in emulation, per
 game, S seconds each on one thread, random actions: frames/s of a bare `ALEInterface` (4 frames a

@@ -10,7 +10,7 @@ episodes (and builds their rows) and collects each one's outcome: the design of 
 OpenAI-ES's CPU workers (Such et al. 2017; Salimans et al. 2017), which play whole episodes with
 their own copy of the policy, with the rows shared instead of sent.
 
-Measured on the 2-core AMD EPYC VM (docs/lab/2026-11-27.md, session 27): one episode at a time
+Measured on the 2-core AMD EPYC VM (docs/lab/2026-11-27.md): one episode at a time
 per process, one process per core, beats a batch of several episodes per process (the emulators
 and the net's rows of one episode stay in the core's caches) and the lockstep pipeline.
 

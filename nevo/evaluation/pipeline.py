@@ -49,7 +49,7 @@ SAY_START_SLOTS = 128
 # driving thread (the forward's calls, sends, receives, bookkeeping) is the pipeline's one serial
 # path, and where emulators outnumber the cores it waited for a slice behind them. A GPU run's
 # generation is bound by it; with a stand-in GPU policy on 2 cores the overlap pipeline ran 1.21x
-# faster with the emulators nicer (experiments.bench.bench_driver; docs/lab/2026-11-26.md, session 21).
+# faster with the emulators nicer (experiments.bench.bench_driver; docs/lab/2026-11-26.md).
 EMULATOR_NICE = 10
 
 
@@ -210,7 +210,7 @@ class AtariEvaluator:
         With a policy that submits a step and collects its actions later (CudaPolicy), group g's
         actions are collected and sent after the next group is received and its step submitted:
         the GPU runs g's forward while this thread works. speed: a GPU generation's driving thread
-        spent most of its time in policy calls (docs/lab/2026-11-26.md, session 20)."""
+        spent most of its time in policy calls (docs/lab/2026-11-26.md)."""
         G = self.group
         groups = [np.arange(g * G, (g + 1) * G) for g in range(self.slots // G)]
         pending = deque()  # (group, ticket) in the order sent

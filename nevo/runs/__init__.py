@@ -1,6 +1,6 @@
-"""Runs: the generation loop (`loop`, once for every algorithm), the elite files (`elite`), the
-progress line (`progress`), the folder's one owner (`owner`), stop signals (`stop`), and here the
-run folder: config, metrics, checkpoints and resume.
+"""The run folder: here its files (config, metrics, checkpoints) and resume; beside them the
+folder's one owner (`owner`), stop signals (`stop`) and the metrics' other logs (`loggers`). The
+loops that write it are nevo.loops's (the generation loop, the elite files, the progress line).
 
     runs/<game>__<algo>__<seed>__<time>/
         config.json        every setting, the git commit, the noise facts; written before any work
@@ -15,6 +15,9 @@ run folder: config, metrics, checkpoints and resume.
                            the elite's theta was validated with
         experiences/       safe mutations: the observations each ancestor of a living genome
                            was measured on as a parent, <key of its seed list>.npy
+        behaviours.npy     novelty search (and the GA on the maze): the last generation's behaviours
+        tensorboard/       --tensorboard: TensorBoard's event files of the metrics (nevo.runs.loggers)
+        wandb/, wandb.json --wandb PROJECT: W&B's files, and its run's id for a resume
 
         owner.lock         the process that holds the folder (nevo.runs.owner): one run at a time
 

@@ -1,16 +1,18 @@
-"""Environment factories: Atari with the preprocessing of the Deep GA reference, and gymnasium
-tasks with vector observations (CartPole-v1, ...) for checks that take minutes; the reference
-observations of virtual batch norm. nevo.tasks wraps them as tasks.
+"""Environment factories: ale-py's `AtariVectorEnv` with the Deep GA reference's preprocessing,
+gymnasium tasks with vector observations (CartPole-v1, ...) for checks that take minutes, and the
+reference observations of virtual batch norm. nevo.tasks wraps them as tasks.
 
-Preprocessing (Such et al. 2017, as the reference does it): frameskip 4 with
-rewards summed, max over the last two raw frames, grayscale 84x84, a stack of 4 frames, FIRE
-on reset where the game needs it, the minimal action set, no reward clipping, no end-of-life
-episodes, sticky actions off, a cap of 20,000 game frames. ale-py's C++ `AtariVectorEnv`
-does all of it in native threads; its ROMs ship in the wheel.
+Preprocessing (Such et al. 2017, as the reference does it): frameskip 4 with rewards summed, max
+over the last two raw frames, grayscale 84x84, a stack of 4 frames, the minimal action set, no
+reward clipping, no end-of-life episodes, sticky actions off, a cap of 20,000 game frames; its ROMs
+ship in ale-py's wheel. Training does not play Atari here: nevo's own emulator processes
+(nevo.tasks.atari_emulator, nevo.tasks.emulator_pool) do, and the vector env made here is their
+truth, bit for bit, in the tests (`--start vector`: its FIRE on reset, then NOOP steps). The
+benchmarks put it beside them, and VBN's reference batch is drawn from it.
 
-The random no-ops at the start of each episode are issued by nevo, not by the vector env
-(whose built-in no-ops cannot be seeded per episode): an episode's no-op count is a function
-of its episode seed, so its outcome depends only on (individual, episode seed).
+The random no-ops at the start of each episode are issued by nevo, not by the vector env (whose
+built-in no-ops cannot be seeded per episode): an episode's no-op count is a function of its
+episode seed, so its outcome depends only on (individual, episode seed).
 """
 
 from __future__ import annotations

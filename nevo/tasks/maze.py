@@ -18,7 +18,7 @@ corridor to the goal. Every point of the route until its last ~25 pixels is furt
 goal than the trap, so a search that maximises -distance is pulled into the trap, as in the Hard
 Maze.
 
-Why these sizes (session 4, GA-NS at population 64 on 2 cores, docs/lab/2026-11-21.md): with a 3x3
+Why these sizes (GA-NS at population 64 on 2 cores, docs/lab/2026-11-21.md): with a 3x3
 agent, 1.5-pixel moves and 400 steps, a conv net's action hardly depends on where the agent is
 (a few bright pixels against a fixed maze), so policies that turn at the right place were rare
 and GA-NS had not reached the goal after 3M steps. A 7x7 agent moving 3 pixels a step, in

@@ -208,7 +208,7 @@ def conv_rows(table, i, w, src, dst, y0, y1, cols):
     speed: im2col then one BLAS matrix product, (pixels, KH*KW*Cin) x (KH*KW*Cin, Cout): TF's
     HWIO weights are already that matrix, and a (kx, ci) kernel row is one contiguous run in the
     padded HWC input, so each patch row is KH copies. The product runs at ~90 GFLOP/s per core
-    against ~45 for the direct loops it replaced (docs/lab/2026-11-21.md, session 6).
+    against ~45 for the direct loops it replaced (docs/lab/2026-11-21.md).
     """
     kh, kw, s = table[i, KH], table[i, KW], table[i, STRIDE]
     cin, cout, ow = table[i, CIN], table[i, COUT], table[i, OUT_W]

@@ -11,7 +11,7 @@ each step uploads the rows' observations and a small int32 index block and downl
 the int32 actions. Row buffers are allocated for a capacity of rows and reused; they grow
 geometrically (x2) only when a step has more rows than ever before, and never shrink.
 
-Why one file of ~730 lines: every kernel here shares the policy's device buffers and the launch
+Why one file (about a thousand lines): every kernel here shares the policy's device buffers and the launch
 arithmetic that maps threads to (row, channel, pixel); split by layer, a kernel would sit apart from
 the launch code that sizes its grid, and that pairing is what a reader checks first.
 
