@@ -49,15 +49,16 @@ simulated_checks = None
 
 
 def pytest_collection_finish(session):
-    """Start test_cuda's simulator checks (about 10 minutes of one core on a 2-core CI machine) at
-    the lowest priority as soon as they are selected, so they run beside the tests before them;
-    test_cuda's fixture waits for them, and the session's end stops them if it came first."""
+    """Start test_cuda's simulator checks (about 10 minutes of one core on a 2-core CI machine) at a
+    low priority (nice 10) as soon as they are selected, so they run beside the tests before them;
+    test_cuda's fixture waits for them (raising their priority), and the session's end stops them
+    if it came first."""
     global simulated_checks
     if any(item.nodeid.startswith("tests/test_cuda.py::test_simulated") for item in session.items):
         from tests import test_cuda
 
         out = os.path.join(tempfile.mkdtemp(prefix="nevo-cuda-"), "simulated.json")
-        simulated_checks = (test_cuda.start_checks(out, nice=19), out)
+        simulated_checks = (test_cuda.start_checks(out, nice=10), out)
 
 
 def pytest_sessionfinish(session):

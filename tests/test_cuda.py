@@ -32,9 +32,14 @@ def start_checks(out, *flags, simulate=True, nice=0) -> subprocess.Popen:
 
 
 def results(proc: subprocess.Popen, out) -> tuple[dict, str]:
-    """({check: result}, its output) of a start_checks process, once it ends (15 min at most)."""
+    """({check: result}, its output) of a start_checks process, once it ends (20 min at most from
+    here); now waited for, it runs at normal priority (where this process may raise it)."""
     try:
-        proc.wait(timeout=900)
+        os.setpriority(os.PRIO_PROCESS, proc.pid, 0)
+    except OSError:  # not allowed (not root), or it has ended
+        pass
+    try:
+        proc.wait(timeout=1200)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
@@ -52,7 +57,7 @@ def run_checks(out, *flags, simulate=True):
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory):
     """The small checks' results on the CUDA simulator (one subprocess for all of them: ~10 minutes
-    on a 2-core CI machine, so tests/conftest.py starts it at lowest priority as the session
+    on a 2-core CI machine, so tests/conftest.py starts it at a low priority as the session
     begins, beside the tests before these; here only when it did not)."""
     from tests import conftest
 
