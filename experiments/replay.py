@@ -11,7 +11,9 @@ with --elite last the last generation's (elite.json); runs without best.json (ES
 search) have only elite.json. It is rebuilt from its seed list alone; the episodes run on the
 same evaluator as training, with the frame cap replaced and episode seeds drawn from --seed, so
 the same elite and seed give the same scores. The result goes to RUN_DIR/test.json
-(atomically, naming the file tested), where plots.table finds it.
+(atomically, naming the file tested), where plots.table finds it. The episodes are played in
+parts of 20, each kept in RUN_DIR/test.partial.json as it ends: a stopped test (a long game's
+200 episodes at the cap can take hours) goes on from there when run again.
 
 --gif records one episode (the first test episode's seed) at the emulator's full 210x160 colour:
 the episode is played as training plays it (the same start, no-ops and actions), and each
@@ -73,13 +75,46 @@ def parse(argv):
     return args
 
 
+PARTIAL = "test.partial.json"  # a test's episodes so far, while it is not finished
+PART = 20  # test episodes played between two saves of PARTIAL
+
+
+def _partial(run_dir: str, which: dict) -> dict | None:
+    """The episodes so far of a stopped test of the same elite with the same settings, or None."""
+    path = os.path.join(run_dir, PARTIAL)
+    if not os.path.exists(path):
+        return None
+    try:
+        kept = config.read_json(path)
+    except config.ConfigError:  # damaged (it is only a cache of scores): tested again
+        return None
+    if any(kept.get(k) != v for k, v in which.items()):
+        return None
+    if not all(isinstance(kept.get(k), list) for k in ("returns", "lengths", "frames")):
+        return None
+    return kept
+
+
 class Status:
-    """Episodes done, frames and frames/s: a live line on a terminal, ~10 lines otherwise."""
+    """Episodes done, frames and frames/s: a live line on a terminal, ~10 lines otherwise.
+    part(a): the progress callback of a part of the test that starts at episode a."""
 
-    def __init__(self):
+    def __init__(self, total: int | None = None):
         self.tty, self.t0, self.shown = sys.stdout.isatty(), time.monotonic(), 0
+        self.total, self.frames = total, 0  # (the test's episodes; the frames of its parts so far)
 
-    def __call__(self, done: int, total: int, frames: int) -> None:
+    def part(self, a: int):
+        last = {"frames": 0}
+
+        def progress(done: int, total: int, frames: int) -> None:
+            self.frames += frames - last["frames"]
+            last["frames"] = frames
+            self(a + done, None, self.frames)
+
+        return progress
+
+    def __call__(self, done: int, total: int | None, frames: int) -> None:
+        total = total or self.total
         rate = frames / max(time.monotonic() - self.t0, 1e-9)
         line = f"episodes {done}/{total} | {frames / 1e6:.2f}M frames | {rate / 1e3:.1f}K f/s"
         if self.tty:
@@ -241,32 +276,53 @@ def main(argv=None) -> int:
         return test_accuracy(args, task, run_cfg, policy, builder, device, elite_only, elite)
 
     # ---- the test episodes ---------------------------------------------------------------
-    t0, status = time.monotonic(), Status()
+    # Played in parts of PART episodes, each part's scores kept in test.partial.json as it ends:
+    # a stopped test (a long game's 200 episodes at the 400,000-frame cap can take hours) goes on
+    # from there when run again. An episode's score depends only on the elite and its seed, so
+    # the parts give the scores of one call.
+    which = {"episodes": args.episodes, "frame_cap": args.frame_cap, "seed": args.seed,
+             "elite_file": elite["file"], "elite_generation": elite["generation"],
+             "elite_genome_len": len(elite.get("seeds", [])), "game": env}  # fmt: skip
+    done = {"returns": [], "lengths": [], "frames": [], "wall_s": 0.0}
+    partial = None if args.no_save else _partial(args.run_dir, which)
+    if partial is not None:
+        done = {k: partial[k] for k in done}
+        print(f"resumed at episode {len(done['returns'])} of {args.episodes} ({PARTIAL})")
+    t0, status = time.monotonic(), Status(args.episodes)
     evaluator, _ = evaluator_for(task, run_cfg, policy, builder, device, args.episodes)
     try:
-        res = evaluator.run(elite_only, Episodes(np.zeros(args.episodes, np.int64), seeds), status)
+        for a in range(len(done["returns"]), args.episodes, PART):
+            part = seeds[a : a + PART]
+            res = evaluator.run(elite_only, Episodes(np.zeros(len(part), np.int64), part), status.part(a))
+            for key, values in (("returns", res.returns), ("lengths", res.lengths), ("frames", res.frames)):
+                done[key] += values.tolist()
+            done["wall_s"] += time.monotonic() - t0
+            t0 = time.monotonic()
+            if not args.no_save and len(done["returns"]) < args.episodes:
+                runs.write_json(args.run_dir, PARTIAL, {**which, **done})
     except KeyboardInterrupt:
         status.clear()
-        print("interrupted; nothing written")
+        kept = len(done["returns"])
+        print(f"interrupted; {PARTIAL} keeps {kept} of {args.episodes} episodes: run it again to go on"
+              if kept and not args.no_save else "interrupted; nothing written")  # fmt: skip
         return 130
     finally:
         evaluator.close()
     status.clear()
-    wall = time.monotonic() - t0
-    r = res.returns
+    wall = done["wall_s"]
+    r, lengths, frames = (np.asarray(done[k]) for k in ("returns", "lengths", "frames"))
     print(f"test: {r.mean():.1f} +- {r.std():.1f} (min {r.min():.0f}, max {r.max():.0f}) over {len(r)} "
-          f"episodes; {res.total_frames:,} frames ({res.frames.mean():,.0f} per episode, "
-          f"{int((res.frames >= args.frame_cap).sum())} at the cap) in {wall:.0f} s")  # fmt: skip
+          f"episodes; {int(frames.sum()):,} frames ({frames.mean():,.0f} per episode, "
+          f"{int((frames >= args.frame_cap).sum())} at the cap) in {wall:.0f} s")  # fmt: skip
     if not args.no_save:
         runs.write_json(args.run_dir, "test.json", {
-            "episodes": args.episodes, "frame_cap": args.frame_cap, "seed": args.seed,
-            "mean": float(r.mean()), "std": float(r.std()), "min": float(r.min()), "max": float(r.max()),
-            "returns": r.tolist(), "lengths": res.lengths.tolist(), "frames": res.frames.tolist(),
-            "elite_file": elite["file"], "elite_generation": elite["generation"],
-            "elite_genome_len": len(elite.get("seeds", [])),
-            "elite_validation_mean": elite["validation_mean"], "game": env,
+            **which, "mean": float(r.mean()), "std": float(r.std()), "min": float(r.min()),
+            "max": float(r.max()), "returns": r.tolist(), "lengths": lengths.tolist(),
+            "frames": frames.tolist(), "elite_validation_mean": elite["validation_mean"],
             "device": args.device, "wall_s": round(wall, 3),
         })  # fmt: skip
+        if os.path.exists(os.path.join(args.run_dir, PARTIAL)):
+            os.remove(os.path.join(args.run_dir, PARTIAL))
         print(f"wrote {os.path.join(args.run_dir, 'test.json')}")
 
     # ---- the recording -------------------------------------------------------------------

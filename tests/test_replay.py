@@ -62,3 +62,53 @@ def test_a_damaged_best_json_is_one_clear_error(tiny_runs, tmp_path, capsys):
     assert replay.main([str(run), "--episodes", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "best.json: damaged" in err[0]
+
+
+@pytest.mark.slow
+def test_a_stopped_test_goes_on_from_its_parts_to_the_scores_of_one_call(tiny_runs, tmp_path, monkeypatch,
+                                                                         capsys):  # fmt: skip
+    """A test stopped in its third part (parts of 2 episodes here) keeps its first two parts in
+    test.partial.json; run again it plays only the rest, and test.json holds the scores, lengths
+    and frames of an uninterrupted test; the partial file is gone. A partial file of another
+    seed is not taken."""
+    run = str(tmp_path / "run")
+    shutil.copytree(tiny_runs[0], run)
+    args = [run, "--episodes", "7", "--frame-cap", "800", "--seed", "9"]
+    assert replay.main(args) == 0
+    whole = json.load(open(os.path.join(run, "test.json")))
+    os.remove(os.path.join(run, "test.json"))
+    monkeypatch.setattr(replay, "PART", 2)
+    real, calls = replay.Episodes, []
+
+    def third_part_stopped(ind, seeds, **kwargs):  # the evaluator's episodes of each part
+        calls.append(len(seeds))
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(ind, seeds, **kwargs)
+
+    monkeypatch.setattr(replay, "Episodes", third_part_stopped)
+    capsys.readouterr()
+    assert replay.main(args) == 130
+    assert "test.partial.json keeps 4 of 7 episodes" in capsys.readouterr().out
+    kept = json.load(open(os.path.join(run, replay.PARTIAL)))
+    assert kept["returns"] == whole["returns"][:4] and not os.path.exists(os.path.join(run, "test.json"))
+    played = []
+
+    def counted(ind, seeds, **kwargs):
+        played.append(len(seeds))
+        return real(ind, seeds, **kwargs)
+
+    monkeypatch.setattr(replay, "Episodes", counted)
+    assert replay.main([*args[:-1], "8"]) == 0  # another seed: the partial test is not its own
+    assert sum(played) == 7
+    os.remove(os.path.join(run, "test.json"))
+    runs_partial = {**kept, "seed": 9}
+    with open(os.path.join(run, replay.PARTIAL), "w") as f:
+        json.dump(runs_partial, f)
+    played.clear()
+    assert replay.main(args) == 0
+    assert played == [2, 1]  # episodes 4-5, then 6
+    again = json.load(open(os.path.join(run, "test.json")))
+    for key in ("returns", "lengths", "frames", "mean", "std"):
+        assert again[key] == whole[key], key
+    assert not os.path.exists(os.path.join(run, replay.PARTIAL))
