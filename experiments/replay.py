@@ -38,6 +38,7 @@ from nevo.evaluation.setup import evaluator_for
 from nevo.genomes import noise
 from nevo.loops import elite as elite_files
 from nevo.nets.kernels import make_policy
+from nevo.runs import stop
 from nevo.tasks import envs
 
 GIF_MAX_BYTES = 5_000_000
@@ -300,12 +301,12 @@ def main(argv=None) -> int:
             t0 = time.monotonic()
             if not args.no_save and len(done["returns"]) < args.episodes:
                 runs.write_json(args.run_dir, PARTIAL, {**which, **done})
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal where nevo's handlers are in place
         status.clear()
         kept = len(done["returns"])
         print(f"interrupted; {PARTIAL} keeps {kept} of {args.episodes} episodes: run it again to go on"
               if kept and not args.no_save else "interrupted; nothing written")  # fmt: skip
-        return 130
+        return 128 + stop.signum_of(e)
     finally:
         evaluator.close()
     status.clear()

@@ -285,6 +285,9 @@ def _run_all(todo: list[Entry], args) -> int:
                 return code
         if args.test_episodes and not entry.tested():
             code = test(entry, args)
+            if code > 128:  # a stop signal
+                said(f"suite stopped while testing {entry.game} seed {entry.seed}; its test goes on from its "
+                     "finished parts: run the same command again")  # fmt: skip
             if code:
                 return code
     said(f"suite: {len(todo)} runs finished and tested in {args.results}; the table: nevo plot table "
