@@ -26,7 +26,6 @@ import warnings
 
 from nevo import cli, config, runs, tasks
 from nevo.algos import declared
-from nevo.command import FAMILIES
 from nevo.evaluation.cluster_connection import ClusterError
 from nevo.loops import loop
 from nevo.loops.progress import Progress
@@ -204,13 +203,13 @@ def entries(args, flags) -> list[Entry]:
         check_game(g)
     seeds = integers(args.seeds, "--seeds")
     frames = budgets(args.frames, games)
-    presets, description = FAMILIES["run_ga"]
+    presets = cli.PRESETS  # the GA's command's (ga, rs)
     out = []
     for game in games:
         for seed in seeds:
             argv = ["--algo", args.algo, "--preset", args.preset, "--game", game, "--seed", str(seed),
                     "--frame-budget", str(frames[game]), "--out-dir", args.results, *flags]  # fmt: skip
-            cfg, _, cluster = cli.parse_args(argv, description, presets)
+            cfg, _, cluster = cli.parse_args(argv, "", presets)
             one = declared(cfg).population(cfg) * cfg.env.frame_cap
             if cfg.run.frame_budget < one:
                 raise ConfigError(

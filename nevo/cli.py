@@ -42,7 +42,7 @@ def presets_of(script: str) -> dict[str, Config]:
     bring (nevo.algos.declaration: presets), as configs, in their order; the first one's algorithm
     is the command's own."""
     out = {}
-    for d in _declarations_of(script):
+    for d in declarations_of(script):
         for name, p in d.presets.items():
             out[name] = Config(
                 env=EnvConfig(**p.get("env", {})),
@@ -55,7 +55,7 @@ def presets_of(script: str) -> dict[str, Config]:
     return out
 
 
-def _declarations_of(script: str) -> list:
+def declarations_of(script: str) -> list:
     """The declarations of a command's algorithms, each once, in their order."""
     found = []
     for name in OWN:
@@ -67,14 +67,15 @@ def _declarations_of(script: str) -> list:
 
 def made_for(preset: str, algo: str, module: str = "") -> str | None:
     """The kind of task a preset is made for (its algorithm's command's), or None."""
-    for d in _declarations_of(declaration(algo, module).script):
+    for d in declarations_of(declaration(algo, module).script):
         if preset in d.presets:
             return d.presets[preset].get("made_for")
     return None
 
 
+# The presets of the commands of ga, es, ga-ns (and the ES family's novelty search) and sgd.
 PRESETS, ES_PRESETS, NS_PRESETS, SGD_PRESETS = (
-    presets_of(script) for script in ("run_ga", "run_es", "run_ns", "run_sgd")
+    presets_of(declaration(algo).script) for algo in ("ga", "es", "ga-ns", "sgd")
 )
 
 

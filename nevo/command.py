@@ -30,67 +30,6 @@ from nevo.algos import OWN, declaration, declared
 from nevo.config import ConfigError
 from nevo.settings import DamagedFile
 
-# Each training command: its presets, its description (what `--help` prints above the flags).
-FAMILIES = {
-    "run_ga": (
-        cli.PRESETS,
-        """\
-The deep genetic algorithm (or random search) of Such et al. 2017, on Atari or any task.
-
-    nevo train ga                                    # the quick preset on Frostbite
-    nevo train ga --preset paper --game frostbite
-    nevo train rs                                    # random search (T = 0)
-    nevo train ga --env CartPole-v1                  # a gymnasium vector task, in about a minute
-    nevo train --resume runs/<folder>                # continue a killed run
-    nevo train ga --cluster local:2                  # on a Dask cluster (or tcp://host:8786)
-    nevo train ga --env CartPole-v1 --net deep --mutation sm-g-sum  # safe mutations
-
-Each generation: ask -> evaluate -> tell, validate the top candidates -> log -> checkpoint.
-""",
-    ),
-    "run_es": (
-        cli.ES_PRESETS,
-        """\
-OpenAI evolution strategies (Salimans et al. 2017), on Atari or a gymnasium task.
-
-    nevo train es --env CartPole-v1                  # a vector task: about a minute on 2 cores
-    nevo train es                                    # the quick preset on Frostbite
-    nevo train es --preset paper --game frostbite    # 5,000 perturbations, VBN
-    nevo train es --env HalfCheetah-v5               # a MuJoCo robot: 10M steps, ~7 min
-    nevo train es --preset mujoco                    # OpenAI-ES's Humanoid-v5 settings
-
-Each generation: ask the perturbations -> evaluate -> tell (the update of theta) -> validate
-theta -> log -> checkpoint. The elite of an ES run is theta itself (theta.npy beside elite.json).
-""",
-    ),
-    "run_ns": (
-        cli.NS_PRESETS,
-        """\
-Novelty search: GA-NS (Such et al. 2017) and NS-ES, NSR-ES, NSRA-ES (Conti et al. 2018).
-
-    nevo train ga-ns --env maze                      # the deceptive image maze
-    nevo train nsra-es --env maze
-    nevo train ga-ns --env frostbite                 # Atari: behaviour = final RAM
-
-Behaviour: the maze's final (x, y); on Atari the 128-byte RAM at the end of the episode; a MuJoCo
-robot's final centre of mass (x, y); another gymnasium task's final observation. Novelty = mean
-distance to the k nearest neighbours among the archive (and, for GA-NS, the population).
-""",
-    ),
-    "run_sgd": (
-        cli.SGD_PRESETS,
-        """\
-SGD on the MNIST net, from nevo's own gradients: ES against SGD's baseline, or its proxy.
-
-The baseline of Zhang, Clune & Stanley 2017 (arXiv 1712.06564), or their SGD proxy at a chosen
-correlation with the true gradient.
-
-    nevo train sgd --env mnist                       # the quick preset: minutes on 2 cores
-    nevo train sgd --env mnist --proxy-rho 0.04      # the proxy that tracks ES (10,000 offspring)
-""",
-    ),
-}
-
 # The other subcommands: (module, what it does); each module's main(argv) parses the rest.
 TOOLS = {
     "replay": ("experiments.replay", "test a run's elite as the paper scores it, and record it playing"),
@@ -108,16 +47,24 @@ PLOTS = {
 
 
 def train(script: str, argv: list[str]) -> int:
-    """One training command (run_ga, run_es, run_ns, run_sgd) on argv: what `nevo train` runs
-    and what the experiments/run_*.py aliases call."""
-    presets, description = FAMILIES[script]
-    if script == "run_sgd":
+    """One training command (its algorithms' declarations name it: run_ga, run_es, run_ns,
+    run_sgd) on argv: what `nevo train` runs and what the experiments/run_*.py aliases call. The
+    declarations also give its presets, its description and its loop (the generation loop, or
+    one of its own: the SGD baseline's)."""
+    first = cli.declarations_of(script)[0]
+    description = next(d.about for d in cli.declarations_of(script) if d.about)
+    if first.own_loop:
         from nevo.loops import sgd
 
         return sgd.main(argv, description)
     from nevo.loops import loop
 
-    return loop.main(argv, description, presets)
+    return loop.main(argv, description, cli.presets_of(script))
+
+
+def commands() -> list[str]:
+    """The training commands of nevo's own algorithms, in the order of their declarations."""
+    return list(dict.fromkeys(declaration(n).script for n in OWN))
 
 
 def script_for(argv: list[str]) -> str:
@@ -141,9 +88,10 @@ def script_for(argv: list[str]) -> str:
 def train_help() -> str:
     lines = ["usage: nevo train ALGO [flags]   or   nevo train --resume RUN_DIR [--cluster ...]", ""]
     lines.append("The algorithms (nevo train ALGO --help lists an algorithm's flags and presets):")
-    for script, (_, description) in FAMILIES.items():
+    for script in commands():
         names = [n for n in OWN if declaration(n).script == script]
-        lines.append(f"  {', '.join(names):<28} {description.splitlines()[0]}")
+        about = next(d.about for d in cli.declarations_of(script) if d.about)
+        lines.append(f"  {', '.join(names):<28} {about.splitlines()[0]}")
     lines += ["", "An algorithm of one's own: nevo train NAME --algo-module FILE (docs/architecture.md)."]
     return "\n".join(lines)
 

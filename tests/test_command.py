@@ -33,7 +33,7 @@ def test_train_help_lists_every_algorithm_of_each_command(capsys):
     out = capsys.readouterr().out
     for name in OWN:
         assert name in out
-        assert declaration(name).script in command.FAMILIES
+        assert declaration(name).script in command.commands()
 
 
 @pytest.mark.parametrize(

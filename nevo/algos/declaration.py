@@ -77,6 +77,9 @@ class Declaration:
     needs_behaviour: bool = False  # novelty search: a behaviour per episode
     check_device: Callable = _no_check  # (cfg, device) -> None, or a ConfigError of one line
     own_loop: bool = False  # runs in a loop of its own (the SGD baseline), not the generation loop
+    # its command's description (what `nevo train NAME --help` prints above the flags, its first
+    # line in `nevo train --help`); the first of a command's declarations that has one gives it
+    about: str = ""
 
     def brings(self, name: str, kind: str, env_cfg=None, data=None) -> dict:
         """What `name` takes on this kind of task (on_tasks), and from the task itself (on_task)."""

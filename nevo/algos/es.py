@@ -393,10 +393,24 @@ PRESETS = {
               "run": {"frame_budget": 3_000_000, "noise_table_size": 32_000_000}},
 }  # fmt: skip
 
+ABOUT = """\
+OpenAI evolution strategies (Salimans et al. 2017), on Atari or a gymnasium task.
+
+    nevo train es --env CartPole-v1                  # a vector task: about a minute on 2 cores
+    nevo train es                                    # the quick preset on Frostbite
+    nevo train es --preset paper --game frostbite    # 5,000 perturbations, VBN
+    nevo train es --env HalfCheetah-v5               # a MuJoCo robot: 10M steps, ~7 min
+    nevo train es --preset mujoco                    # OpenAI-ES's Humanoid-v5 settings
+
+Each generation: ask the perturbations -> evaluate -> tell (the update of theta) -> validate
+theta -> log -> checkpoint. The elite of an ES run is theta itself (theta.npy beside elite.json).
+"""  # its command's description (`nevo train ... --help`)
+
 DECLARATIONS = (
     Declaration(
         names=("es",),
         script="run_es",
+        about=ABOUT,
         make=lambda name, cfg, noise, behaviour: ES(cfg.settings, cfg.run.seed, noise),
         bases=lambda cfg: 1,  # theta
         summary=_es_summary,

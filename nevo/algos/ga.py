@@ -398,10 +398,25 @@ PRESETS = {
     },
 }  # fmt: skip
 
+ABOUT = """\
+The deep genetic algorithm (or random search) of Such et al. 2017, on Atari or any task.
+
+    nevo train ga                                    # the quick preset on Frostbite
+    nevo train ga --preset paper --game frostbite
+    nevo train rs                                    # random search (T = 0)
+    nevo train ga --env CartPole-v1                  # a gymnasium vector task, in about a minute
+    nevo train --resume runs/<folder>                # continue a killed run
+    nevo train ga --cluster local:2                  # on a Dask cluster (or tcp://host:8786)
+    nevo train ga --env CartPole-v1 --net deep --mutation sm-g-sum  # safe mutations
+
+Each generation: ask -> evaluate -> tell, validate the top candidates -> log -> checkpoint.
+"""  # its command's description (`nevo train ... --help`)
+
 DECLARATIONS = (
     Declaration(
         names=("ga", "rs"),  # random search: the GA with truncation 0 (--preset rs)
         script="run_ga",
+        about=ABOUT,
         make=lambda name, cfg, noise, behaviour: GA(cfg.settings, cfg.run.seed),
         bases=lambda cfg: cfg.settings.truncation + 1,  # the parents and the elite
         summary=lambda cfg: (

@@ -374,10 +374,23 @@ NS_ES_PRESETS = {
                  "net": {"net": "mlp-tanh-256"}, "settings": {"meta_population": 5, "obs_norm": 1}},
 }  # fmt: skip
 
+ABOUT = """\
+Novelty search: GA-NS (Such et al. 2017) and NS-ES, NSR-ES, NSRA-ES (Conti et al. 2018).
+
+    nevo train ga-ns --env maze                      # the deceptive image maze
+    nevo train nsra-es --env maze
+    nevo train ga-ns --env frostbite                 # Atari: behaviour = final RAM
+
+Behaviour: the maze's final (x, y); on Atari the 128-byte RAM at the end of the episode; a MuJoCo
+robot's final centre of mass (x, y); another gymnasium task's final observation. Novelty = mean
+distance to the k nearest neighbours among the archive (and, for GA-NS, the population).
+"""  # its command's description (`nevo train ... --help`)
+
 DECLARATIONS = (
     Declaration(
         names=("ga-ns",),
         script="run_ns",
+        about=ABOUT,
         make=lambda name, cfg, noise, behaviour: GANS(cfg.settings, cfg.run.seed, behaviour),
         bases=lambda cfg: cfg.settings.truncation + 1,  # the parents and the elite
         summary=_ns_summary,
