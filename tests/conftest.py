@@ -1,7 +1,9 @@
 """Tiny fixtures shared by the tests."""
 
+import importlib
 import os
 import shutil
+import subprocess
 import tempfile
 
 import numpy as np
@@ -44,29 +46,49 @@ def kernels_under(coretype: str) -> str:
     ).stdout.strip()
 
 
-# (the process, its results file) of the CUDA simulator's checks when started as the session began
-simulated_checks = None
+# Slow tests whose work is one subprocess, started as the session begins at a low priority (nice
+# 10), beside the tests before them, when the test is selected: {test id prefix: its module, whose
+# start_early(folder) starts it (or returns None where the test will skip)}. The test waits for
+# its own (raising its priority); the session's end stops any still running. On a 2-core CI
+# machine they are ~10 minutes (the CUDA simulator's checks) and ~3 (the kernel report) of one core.
+EARLY = {
+    "tests/test_cuda.py::test_simulated": "tests.test_cuda",
+    "tests/test_kernel_report.py::test_every_kernel_compiles": "tests.test_kernel_report",
+}
+started: dict = {}  # module -> (its process, the folder of its output)
 
 
 def pytest_collection_finish(session):
-    """Start test_cuda's simulator checks (about 10 minutes of one core on a 2-core CI machine) at a
-    low priority (nice 10) as soon as they are selected, so they run beside the tests before them;
-    test_cuda's fixture waits for them (raising their priority), and the session's end stops them
-    if it came first."""
-    global simulated_checks
-    if any(item.nodeid.startswith("tests/test_cuda.py::test_simulated") for item in session.items):
-        from tests import test_cuda
-
-        out = os.path.join(tempfile.mkdtemp(prefix="nevo-cuda-"), "simulated.json")
-        simulated_checks = (test_cuda.start_checks(out, nice=10), out)
+    for prefix, module in EARLY.items():
+        if any(item.nodeid.startswith(prefix) for item in session.items):
+            folder = tempfile.mkdtemp(prefix="nevo-early-")
+            proc = importlib.import_module(module).start_early(folder)
+            if proc is None:
+                shutil.rmtree(folder, ignore_errors=True)
+            else:
+                started[module] = (proc, folder)
 
 
 def pytest_sessionfinish(session):
-    if simulated_checks is not None and simulated_checks[0].poll() is None:
-        simulated_checks[0].kill()
-        simulated_checks[0].wait()
-    if simulated_checks is not None:
-        shutil.rmtree(os.path.dirname(simulated_checks[1]), ignore_errors=True)
+    for proc, folder in started.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def waited(proc: subprocess.Popen, timeout: float = 1200) -> int:
+    """The exit status of an EARLY process, once it ends (killed after timeout seconds); now
+    waited for, it runs at normal priority (where this process may raise it)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, proc.pid, 0)
+    except OSError:  # not allowed (not root), or it has ended
+        pass
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
 
 
 def run_folder(main, argv, out) -> str:

@@ -32,17 +32,10 @@ def start_checks(out, *flags, simulate=True, nice=0) -> subprocess.Popen:
 
 
 def results(proc: subprocess.Popen, out) -> tuple[dict, str]:
-    """({check: result}, its output) of a start_checks process, once it ends (20 min at most from
-    here); now waited for, it runs at normal priority (where this process may raise it)."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, proc.pid, 0)
-    except OSError:  # not allowed (not root), or it has ended
-        pass
-    try:
-        proc.wait(timeout=1200)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    """({check: result}, its output) of a start_checks process, once it ends (20 minutes at most)."""
+    from tests.conftest import waited
+
+    waited(proc)
     output = Path(f"{out}.log").read_text()
     if not Path(out).exists():
         pytest.fail(f"`{' '.join(proc.args[1:])}` ended without results (exit {proc.returncode}):\n{output}")
@@ -54,15 +47,20 @@ def run_checks(out, *flags, simulate=True):
     return results(start_checks(out, *flags, simulate=simulate), out)
 
 
+def start_early(folder: str) -> subprocess.Popen:
+    """The simulator's checks, started as the session begins (tests/conftest.py: EARLY)."""
+    return start_checks(os.path.join(folder, "simulated.json"), nice=10)
+
+
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory):
-    """The small checks' results on the CUDA simulator (one subprocess for all of them: ~10 minutes
-    on a 2-core CI machine, so tests/conftest.py starts it at a low priority as the session
-    begins, beside the tests before these; here only when it did not)."""
-    from tests import conftest
+    """The small checks' results on the CUDA simulator (one subprocess for all of them, started as
+    the session began where it could be: tests/conftest.py's EARLY)."""
+    from tests.conftest import started
 
-    if conftest.simulated_checks is not None:
-        return results(*conftest.simulated_checks)
+    if __name__ in started:
+        proc, folder = started[__name__]
+        return results(proc, os.path.join(folder, "simulated.json"))
     return run_checks(tmp_path_factory.mktemp("cuda") / "simulated.json")
 
 
