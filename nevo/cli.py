@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, replace
 
 from nevo import tasks
-from nevo.algos import OWN, REGISTRY, declaration, declared
+from nevo.algos import OWN, REGISTRY, declaration, declared, es, ga, module_of, ns, sgd
 from nevo.config import (
     RESUMABLE,
     SWITCHES,
@@ -51,14 +51,20 @@ def presets_of(script: str) -> dict[str, Config]:
                 run=RunConfig(**p.get("run", {})),
                 preset=name,
                 algo=p.get("algo", d.names[0]),
+                algo_module=module_of(d.names[0]),
             )
+    if not out:  # a command of one's own that declares no preset: "quick", the settings' defaults
+        d = declarations_of(script)[0]
+        out["quick"] = Config(env=EnvConfig(), net=NetConfig(), settings=d.settings(), run=RunConfig(),
+                              preset="quick", algo=d.names[0], algo_module=module_of(d.names[0]))  # fmt: skip
     return out
 
 
 def declarations_of(script: str) -> list:
-    """The declarations of a command's algorithms, each once, in their order."""
+    """The declarations of a command's algorithms, each once, in their order: nevo's own, then
+    those of the modules of one's own loaded so far (--algo-module)."""
     found = []
-    for name in OWN:
+    for name in REGISTRY:
         d = REGISTRY[name]
         if d.script == script and all(d is not e for e in found):
             found.append(d)
@@ -73,16 +79,16 @@ def made_for(preset: str, algo: str, module: str = "") -> str | None:
     return None
 
 
-# The presets of the commands of ga, es, ga-ns (and the ES family's novelty search) and sgd.
+# The presets of the commands of nevo's deep GA, ES, novelty search and SGD baseline.
 PRESETS, ES_PRESETS, NS_PRESETS, SGD_PRESETS = (
-    presets_of(declaration(algo).script) for algo in ("ga", "es", "ga-ns", "sgd")
+    presets_of(module.DECLARATIONS[0].script) for module in (ga, es, ns, sgd)
 )
 
 
 def script_of(presets: dict) -> str:
     """The command whose presets these are (run_ga, run_es, run_ns, run_sgd): its algorithms are
     those that declare it as theirs."""
-    return declaration(next(iter(presets.values())).algo).script
+    return REGISTRY[next(iter(presets.values())).algo].script
 
 
 def apply_defaults(cfg, given=(), task_defaults=True, kind=None):
@@ -179,6 +185,8 @@ def build_parser(
     )
     algos = algorithms_of(script)
     shown = algo or next(iter(presets.values())).algo
+    if algo is None:  # the command's own algorithm (one of one's own: with its module)
+        algo_module = next(iter(presets.values())).algo_module
     p.add_argument("--algo", default=None, metavar="NAME",
                    help=f"the algorithm: {', '.join(algos)}, or one that --algo-module declares "
                         f"({_preset_defaults(presets, None, 'algo')}); the flags below are {shown}'s: "
@@ -280,6 +288,10 @@ def parse_args(argv, description: str, presets=None) -> tuple:
     if module and algo is None:
         raise ConfigError("--algo-module: name the algorithm it declares with --algo")
     script = script_of(presets)
+    if algo is not None and module and declaration(algo, module).script != script:
+        raise ConfigError(
+            f"--algo: {algo!r} is its own command's: nevo train {algo} --algo-module {module} runs it"
+        )
     if algo is not None and not module and (algo not in OWN or declaration(algo).script != script):
         elsewhere = f" (nevo train {algo} runs it)" if algo in OWN else ""
         raise ConfigError(

@@ -52,7 +52,8 @@ def train(script: str, argv: list[str]) -> int:
     declarations also give its presets, its description and its loop (the generation loop, or
     one of its own: the SGD baseline's)."""
     first = cli.declarations_of(script)[0]
-    description = next(d.about for d in cli.declarations_of(script) if d.about)
+    own = f"{', '.join(first.names)}: an algorithm of one's own ({script}), in the generation loop.\n"
+    description = next((d.about for d in cli.declarations_of(script) if d.about), own)
     if first.own_loop:
         from nevo.loops import sgd
 
@@ -77,6 +78,8 @@ def script_for(argv: list[str]) -> str:
         except DamagedFile as e:
             path = os.path.join(first.resume, "config.json")
             raise ConfigError(f"--resume: {path} is damaged ({e}); the run cannot be resumed") from None
+    if first.algo is None and first.algo_module:
+        raise ConfigError("--algo-module: name the algorithm it declares with --algo")
     if first.algo is None:
         raise ConfigError(f"nevo train: name an algorithm ({', '.join(OWN)}), or --resume RUN_DIR")
     if first.algo not in OWN and not first.algo_module:

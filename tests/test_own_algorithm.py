@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 import nevo
-from experiments import run_ga
-from nevo import runs
+from nevo import command, runs
 from tests.conftest import metrics_without_clock, run_folder
 from tests.dask_procs import ROOT
 
@@ -24,11 +23,17 @@ ARGV = ["--algo-module", MODULE, "--algo", "one-plus-lambda", "--env", "CartPole
 BUDGET = ["--frame-budget", "9000"]
 
 
+def train(argv) -> int:
+    """`nevo train` argv, in this process: the algorithm's own command (its declaration's
+    script, one-plus-lambda), not one of nevo's."""
+    return command.main(["train", *argv])
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """The run as a user starts it: `python -m experiments.run_ga --algo-module FILE --algo NAME`."""
+    """The run as a user starts it: `nevo train NAME --algo-module FILE`, in a new process."""
     out = tmp_path_factory.mktemp("reference")
-    cmd = [sys.executable, "-m", "experiments.run_ga", *ARGV, *BUDGET, "--out-dir", str(out)]
+    cmd = [sys.executable, "-m", "nevo", "train", "one-plus-lambda", *ARGV, *BUDGET, "--out-dir", str(out)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (
@@ -71,9 +76,9 @@ def test_its_own_extension_writes_a_metric_and_a_file(reference):
 def test_it_resumes_exactly_in_a_new_process(reference, tmp_path):
     """A shorter run, then --resume with the reference's budget in a new process: that process
     knows the algorithm only from config.json; its extension counts on from the checkpoint."""
-    folder = run_folder(run_ga.main, [*ARGV, "--frame-budget", "4000"], tmp_path)
+    folder = run_folder(train, [*ARGV, "--frame-budget", "4000"], tmp_path)
     assert len(runs.read_metrics(folder)) < len(runs.read_metrics(reference))
-    cmd = [sys.executable, "-m", "experiments.run_ga", "--resume", folder, *BUDGET]
+    cmd = [sys.executable, "-m", "nevo", "train", "--resume", folder, *BUDGET]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert metrics_without_clock(folder) == metrics_without_clock(reference)
@@ -92,7 +97,7 @@ def test_nevo_train_runs_it_by_name(reference, tmp_path):
 
 @pytest.mark.slow
 def test_a_local_cluster_gives_one_machines_metrics(reference, tmp_path):
-    folder = run_folder(run_ga.main, [*ARGV, *BUDGET, "--cluster", "local:2"], tmp_path)
+    folder = run_folder(train, [*ARGV, *BUDGET, "--cluster", "local:2"], tmp_path)
     assert metrics_without_clock(folder) == metrics_without_clock(reference)
     assert runs.read_metrics(folder)[-1]["cluster/workers"] == 2
 
@@ -111,13 +116,28 @@ def test_a_local_cluster_gives_one_machines_metrics(reference, tmp_path):
         ),
         ([*ARGV, "--lam", "0"], "--lam: got 0, allowed: an integer >= 1"),
         ([*ARGV, "--population", "8"], "unrecognized arguments: --population 8"),
-        (["--algo", "one-plus-lambda"], "--algo: got 'one-plus-lambda', allowed: ga, rs"),
+        (["--algo", "one-plus-lambda"], "nevo train: unknown algorithm 'one-plus-lambda'"),
     ],
 )
 def test_a_bad_algorithm_module_or_setting_is_one_line(argv, message, tmp_path, capsys):
-    assert run_ga.main([*argv, "--out-dir", str(tmp_path)]) == 2
+    assert train([*argv, "--out-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1, err
+    assert not os.listdir(tmp_path)
+
+
+def test_nevos_own_commands_refuse_it_in_one_line(tmp_path, capsys):
+    """It is its own command's (its declaration's script), not the GA's: run_ga names the command
+    that runs it, and knows it not at all without its module."""
+    from experiments import run_ga
+
+    assert run_ga.main([*ARGV, "--out-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --algo: 'one-plus-lambda' is its own command's: nevo train one-plus-lambda --algo-module "
+        f"{MODULE} runs it\n"
+    )
+    assert run_ga.main(["--algo", "one-plus-lambda", "--out-dir", str(tmp_path)]) == 2
+    assert "--algo: got 'one-plus-lambda', allowed: ga, rs" in capsys.readouterr().err
     assert not os.listdir(tmp_path)
 
 
@@ -125,5 +145,5 @@ def test_a_module_may_not_take_a_name_nevo_has(tmp_path, capsys):
     mine = tmp_path / "mine.py"
     source = open(MODULE).read().replace('names=("one-plus-lambda",)', 'names=("ga",)')
     mine.write_text(source)
-    assert run_ga.main(["--algo-module", str(mine), "--algo", "ga", "--out-dir", str(tmp_path)]) == 2
+    assert train(["--algo-module", str(mine), "--algo", "ga", "--out-dir", str(tmp_path)]) == 2
     assert "declares 'ga', which is already an algorithm" in capsys.readouterr().err

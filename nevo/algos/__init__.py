@@ -60,6 +60,12 @@ NOVELTY = tuple(name for name, d in REGISTRY.items() if d.needs_behaviour)  # a 
 _LOADED: dict[str, tuple[str, ...]] = {}  # a user's module as given -> the names it declared
 
 
+def module_of(name: str) -> str:
+    """The module of one's own (as config.json's algo_module names it) that declared algorithm
+    name, once loaded; "" for nevo's own."""
+    return next((module for module, names in _LOADED.items() if name in names), "")
+
+
 def is_path(module: str) -> bool:
     """Whether --algo-module names a file (path/to/mine.py) rather than an importable module."""
     return module.endswith(".py") or os.sep in module

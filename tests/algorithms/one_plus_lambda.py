@@ -7,8 +7,8 @@ its 1 + lambda rows are fresh networks.
 
 Run it as any algorithm of nevo's (docs/architecture.md, "Add an algorithm"):
 
-    python -m experiments.run_ga --algo-module tests/algorithms/one_plus_lambda.py \\
-        --algo one-plus-lambda --env CartPole-v1 --lam 8
+    nevo train one-plus-lambda --algo-module tests/algorithms/one_plus_lambda.py \\
+        --env CartPole-v1 --lam 8
 
 or nevo.train("one-plus-lambda", env="CartPole-v1", algo_module="tests/algorithms/one_plus_lambda.py").
 """
@@ -147,7 +147,7 @@ class ParentChanges(Extension):
 DECLARATIONS = (
     Declaration(
         names=("one-plus-lambda",),
-        script="run_ga",  # the generation loop's command runs it
+        script="one-plus-lambda",  # its own command: `nevo train one-plus-lambda --algo-module FILE`
         make=lambda name, cfg, noise, behaviour: OnePlusLambda(cfg.settings, cfg.run.seed),
         bases=lambda cfg: 1,  # the parent
         population=lambda cfg: cfg.settings.lam + 1,  # the parent and its children
