@@ -404,7 +404,7 @@ The deep genetic algorithm (or random search) of Such et al. 2017, on Atari or a
     nevo train ga                                    # the quick preset on Frostbite
     nevo train ga --preset paper --game frostbite
     nevo train rs                                    # random search (T = 0)
-    nevo train ga --env CartPole-v1                  # a gymnasium vector task, in about a minute
+    nevo train ga --env CartPole-v1                  # a gymnasium vector task: 3M steps, 1-1.5 min
     nevo train --resume runs/<folder>                # continue a killed run
     nevo train ga --cluster local:2                  # on a Dask cluster (or tcp://host:8786)
     nevo train ga --env CartPole-v1 --net deep --mutation sm-g-sum  # safe mutations
