@@ -348,11 +348,17 @@ def test_a_worker_whose_driver_is_gone_ends_without_a_traceback():
     assert run.stdout == "quiet\n" and run.stderr == "", run.stderr
 
 
+def _default_sigint():
+    """In the child before its Python starts: SIGINT at its default, as from a terminal (a test run
+    started in the background has it ignored, and Python then leaves it ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_ctrl_c_while_the_pool_starts_prints_no_worker_traceback():
     """A terminal's Ctrl-C during the workers' start (their imports take ~0.4 s) reaches only the
     driving process: no worker prints a traceback, and none is left."""
     run = subprocess.run([sys.executable, "-c", CTRL_C_AT_START], capture_output=True, text=True,
-                         timeout=120, start_new_session=True)  # fmt: skip
+                         timeout=120, start_new_session=True, preexec_fn=_default_sigint)  # fmt: skip
     assert run.stdout == "stopped\n"
     assert "Traceback" not in run.stderr and "KeyboardInterrupt" not in run.stderr, run.stderr
