@@ -121,7 +121,7 @@ def measure(a, spec, noise, theta, data) -> dict:
 
 
 def figure(result: dict, prefix: str) -> list[str]:
-    from plots import style
+    from nevo.plots import style
 
     with style.paper():
         fig, (ax,) = style.figure(1, width=4.2, height=3.0)

@@ -123,7 +123,7 @@ def table(results: list[dict]) -> str:
 
 def figure(results: list[dict], prefix: str) -> list[str]:
     """prefix.png and .pdf: mean return against sigma, and as a share of sigma 0's, per run."""
-    from plots import style
+    from nevo.plots import style
 
     with style.paper():
         fig, (raw, share) = style.figure(2, height=2.8)

@@ -91,7 +91,7 @@ def figure(folders: dict, a, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from plots import rundata
+    from nevo.plots import rundata
 
     panels = (("score/best_mean", "Best elite (validation mean)"), ("score/pop_mean", "Population mean"))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))

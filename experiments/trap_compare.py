@@ -72,7 +72,7 @@ def one_run(name: str, seed: int, a) -> str:
 
 def main(argv=None) -> int:
     a = parse(argv)
-    from plots import style
+    from nevo.plots import style
 
     rows, finals, archives = [], {}, []
     for name in a.algos:

@@ -13,6 +13,7 @@ import argparse
 import difflib
 import os
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from nevo import tasks
 from nevo.algos import OWN, REGISTRY, declaration, declared, es, ga, module_of, ns, sgd
@@ -277,11 +278,20 @@ def first_args(argv):
     return first.parse_known_args(argv)[0]
 
 
-def parse_args(argv, description: str, presets=None) -> tuple:
-    """Parse argv into (checked config, resume dir or None, ClusterSettings or None); presets:
-    PRESETS, ES_PRESETS, NS_PRESETS or SGD_PRESETS. On resume the run folder's config is taken as
-    it was written. The flags are the algorithm's: --algo and --algo-module are read first (on
-    resume only the run's settings may change, which every algorithm has)."""
+class Parsed(NamedTuple):
+    """A training command line, read and checked: what a run starts from."""
+
+    cfg: Config  # checked (ranges, then the task's own checks)
+    resume: str | None  # the run folder to go on with (--resume), or None
+    cluster: ClusterSettings | None  # --cluster, or None
+    task: object  # the task cfg.env names (nevo.tasks.task_for), built once, by the check
+
+
+def parse_args(argv, description: str, presets=None) -> Parsed:
+    """Parse argv into a Parsed; presets: PRESETS, ES_PRESETS, NS_PRESETS or SGD_PRESETS. On
+    resume the run folder's config is taken as it was written. The flags are the algorithm's:
+    --algo and --algo-module are read first (on resume only the run's settings may change, which
+    every algorithm has)."""
     presets = presets or PRESETS
     known = first_args(argv)
     algo, module = (None, "") if known.resume else (known.algo, known.algo_module)
@@ -299,13 +309,13 @@ def parse_args(argv, description: str, presets=None) -> tuple:
             f"declares{elsewhere}"
         )
     args = build_parser(description, presets, algo, module).parse_args(argv)
-    cfg, resume = _config_of(args, presets, saved_config(args.resume) if args.resume else None)
+    cfg, task = check(_config_of(args, presets, saved_config(args.resume) if args.resume else None))
     cluster = None
     if args.cluster:
         require(args.cluster_timeout > 0, "cluster_timeout", "> 0", args.cluster_timeout)
         require(args.cluster_chunk >= 0, "cluster_chunk", ">= 0", args.cluster_chunk)
         cluster = ClusterSettings(args.cluster, args.cluster_timeout, args.cluster_chunk)
-    return cfg, resume, cluster
+    return Parsed(cfg, args.resume, cluster, task)
 
 
 def saved_config(run_dir: str):
@@ -317,9 +327,8 @@ def saved_config(run_dir: str):
     return load(path)
 
 
-def _config_of(args, presets, saved=None) -> tuple:
-    """(checked config, resume dir or None) of parsed args; saved: the run folder's config, on
-    resume."""
+def _config_of(args, presets, saved=None) -> Config:
+    """The config of parsed args, not yet checked; saved: the run folder's config, on resume."""
     algo, module = args.algo, args.algo_module
     fields_ = all_fields(
         *((saved.algo, saved.algo_module) if saved else (algo or next(iter(presets.values())).algo, module))
@@ -339,12 +348,11 @@ def _config_of(args, presets, saved=None) -> tuple:
                 f"--resume: only {', '.join(flag(n) for n in sorted(RESUMABLE))} may change on "
                 f"resume; got {', '.join(flag(n) for n in sorted(changed))}"
             )
-        return check(override(cfg, given))[0], args.resume
+        return override(cfg, given)
     if args.preset not in presets:
         close = difflib.get_close_matches(args.preset, list(presets), n=3)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ConfigError(f"--preset: unknown preset {args.preset!r}{hint}; allowed: {', '.join(presets)}")
     by_task = made_for(args.preset, algo or next(iter(presets.values())).algo, module) is None
     start = presets[args.preset] if algo is None else presets[args.preset].with_algo(algo, module)
-    cfg = apply_defaults(override(start, given), given, task_defaults=by_task)
-    return check(cfg)[0], None
+    return apply_defaults(override(start, given), given, task_defaults=by_task)

@@ -15,8 +15,9 @@
 The installed command (pyproject.toml's console script; `python -m nevo` is the same).
 `nevo train ALGO ...` takes every flag of the algorithm's own command (`nevo train ALGO --help`),
 which `python -m experiments.run_ga`, `run_es`, `run_ns` and `run_sgd` still run as they did.
-Each subcommand's `--help` lists its options. Replay, plots, the worker and the roofline are the
-checkout's experiments/ and plots/ packages, installed with nevo.
+Each subcommand's `--help` lists its options. Replay, the suite, the worker and get-mnist are
+nevo.tools, the plots nevo.plots, the roofline nevo.roofline: all of it is the installed package
+(a checkout's experiments/ and plots/ hold entry points to the same code).
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ from nevo.algos import OWN, declaration, declared
 from nevo.config import ConfigError
 from nevo.settings import DamagedFile
 
-# The other subcommands: (module, what it does); each module's main(argv) parses the rest.
+# The other subcommands: ("module:function", what it does); the function, main(argv), parses the rest.
 TOOLS = {
-    "replay": ("experiments.replay", "test a run's elite as the paper scores it, and record it playing"),
-    "suite": ("experiments.suite", "a table of Atari games: one resumable run per game and seed, tested"),
-    "worker": ("experiments.cluster_worker", "start one Dask worker for --cluster on this node"),
-    "roofline": ("experiments.roofline", "this machine's roofline, and a generation measured beside it"),
-    "get-mnist": ("experiments.get_mnist", "MNIST into nevo's cache, fetched once and checked"),
+    "replay": ("nevo.tools.replay:main", "test a run's elite as the paper scores it, and record it playing"),
+    "suite": ("nevo.tools.suite:main", "a table of Atari games: one resumable run per game and seed, tested"),
+    "worker": ("nevo.tools.worker:main", "start one Dask worker for --cluster on this node"),
+    "roofline": ("nevo.roofline.report:main", "this machine's roofline, and a generation measured beside it"),
+    "get-mnist": ("nevo.tools.get_mnist:main", "MNIST into nevo's cache, fetched once and checked"),
 }
 PLOTS = {
     "curves": "score against frames, generations and hours",
@@ -141,20 +142,23 @@ def main(argv: list[str] | None = None) -> int:
         if rest[0] not in PLOTS:
             print(f"error: nevo plot: unknown kind {rest[0]!r}; allowed: {', '.join(PLOTS)}", file=sys.stderr)
             return 2
-        return _as(f"nevo plot {rest[0]}", rest[1:], importlib.import_module(f"plots.{rest[0]}").main)
+        return _as(f"nevo plot {rest[0]}", rest[1:], importlib.import_module(f"nevo.plots.{rest[0]}").main)
     if command in TOOLS:
-        return _as(f"nevo {command}", rest, importlib.import_module(TOOLS[command][0]).main)
+        module, _, function = TOOLS[command][0].partition(":")
+        return _as(f"nevo {command}", rest, getattr(importlib.import_module(module), function))
     allowed = ", ".join(["train", *TOOLS, "plot"])
     print(f"error: nevo: unknown command {command!r}; allowed: {allowed} (nevo --help)", file=sys.stderr)
     return 2
 
 
 def _as(prog: str, argv: list[str], main_of) -> int:
-    """main_of(argv) with sys.argv[0] = prog, so that its usage lines name the subcommand."""
+    """main_of(argv) with sys.argv[0] = prog, so that its usage lines name the subcommand; its exit
+    code (a main that returns what it measured, as the roofline's does, exits 0)."""
     saved = sys.argv
     sys.argv = [prog, *argv]
     try:
-        return main_of(argv) or 0
+        code = main_of(argv)
+        return code if isinstance(code, int) else 0
     finally:
         sys.argv = saved
 

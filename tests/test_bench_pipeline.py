@@ -1,5 +1,6 @@
-"""bench_pipeline's emulator figures (experiments/bench/bench_pipeline.py): the frames they count and the
-processes they leave. No rate is checked beyond being positive."""
+"""The emulators' limits (nevo/roofline/emulators.py) and bench_pipeline's table of them beside the
+pipeline (experiments/bench/bench_pipeline.py): the frames they count and the processes they leave.
+No rate is checked beyond being positive."""
 
 import numpy as np
 import psutil
@@ -7,6 +8,7 @@ import pytest
 
 from experiments.bench import bench_pipeline
 from nevo.config import EnvConfig
+from nevo.roofline import emulators
 from nevo.tasks.atari_emulator import FRAME, STACK, AtariEmulator
 from nevo.tasks.emulator_pool import EmulatorPool
 
@@ -34,30 +36,30 @@ def test_bare_emulators_and_the_pool_count_the_same_frames_as_the_pipeline():
     obs = np.zeros((n, STACK, *FRAME), np.uint8)
     for e, em in enumerate(ems):
         em.restart(obs[e])
-    bench_pipeline.play(ems, obs, actions[:3].ravel(), 3)
-    bare = bench_pipeline.play(ems, obs, actions[3:].ravel(), 25)
+    emulators.play(ems, obs, actions[:3].ravel(), 3)
+    bare = emulators.play(ems, obs, actions[3:].ravel(), 25)
     with EmulatorPool("frostbite", skip, cap, n, 2) as pool:
         steps = np.zeros(n, np.int64)
-        bench_pipeline.lockstep_frames(pool, skip, actions[:3], steps)
-        pooled = bench_pipeline.lockstep_frames(pool, skip, actions[3:], steps)
+        emulators.lockstep_frames(pool, skip, actions[:3], steps)
+        pooled = emulators.lockstep_frames(pool, skip, actions[3:], steps)
         assert steps.tolist() == [8, 8]  # 28 steps: two episodes of 10, then 8 into the third
     assert bare == pooled == n * (25 * skip + 2)
 
 
 def test_the_emulator_roof_is_positive_and_leaves_no_process_behind():
-    roof = bench_pipeline.emulator_roof("frostbite", processes=2, seconds=0.2, emulators=2)
+    roof = emulators.emulator_roof("frostbite", processes=2, seconds=0.2, emulators=2)
     assert roof > 0
     assert children("spawn_main") == []
 
 
 def test_an_emulator_roof_whose_emulators_fail_names_the_process_and_leaves_none():
     with pytest.raises(RuntimeError, match="emulator_roof: process 0: .*no_such_game"):
-        bench_pipeline.emulator_roof("no_such_game", processes=2, seconds=0.1, emulators=1)
+        emulators.emulator_roof("no_such_game", processes=2, seconds=0.1, emulators=1)
     assert children("spawn_main") == []
 
 
 def test_the_pool_limit_is_positive_and_closes_its_pool():
-    assert bench_pipeline.pool_limit(EnvConfig(game="frostbite"), 2, 2, 0.2) > 0
+    assert emulators.pool_limit(EnvConfig(game="frostbite"), 2, 2, 0.2) > 0
     assert children("nevo.tasks.emulator_pool") == []
 
 

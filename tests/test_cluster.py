@@ -95,7 +95,7 @@ def test_a_local_cluster_in_chunks_of_one_episode_gives_the_same_metrics(recorde
 
 
 def _maze_setup(tmp_path, n=12):
-    cfg, _, _ = cli.parse_args(["--env", "maze", "--noise-table-size", "1100000", "--env-slots", "4"], "")
+    cfg, _, _, _ = cli.parse_args(["--env", "maze", "--noise-table-size", "1100000", "--env-slots", "4"], "")
     task = tasks.task_for(cfg.env)
     spec = setup.net_for(cfg, task)
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)

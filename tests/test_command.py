@@ -65,6 +65,18 @@ def test_a_damaged_run_folder_is_one_line(tmp_path, capsys):
     assert err.startswith(f"error: --resume: {tmp_path}/config.json is damaged") and err.count("\n") == 1
 
 
+def test_a_run_builds_its_task_once(tmp_path, monkeypatch):
+    """The task the command line's check built is the one the run plays (nevo.cli.Parsed), not
+    built again and the first dropped."""
+    from nevo import tasks
+
+    built = []
+    real = tasks.task_for
+    monkeypatch.setattr(tasks, "task_for", lambda *a, **k: built.append(a) or real(*a, **k))
+    assert command.main(["train", "es", *TINY_ES, "--out-dir", str(tmp_path)]) == 0
+    assert len(built) == 1
+
+
 def test_resume_picks_the_run_folders_own_command(tmp_path):
     """A run folder of any algorithm continues with `nevo train --resume`: the command is its
     algorithm's (ES runs through run_es's presets, GA-NS through run_ns's), read as --resume reads
@@ -105,17 +117,30 @@ def test_the_installed_command_works_from_any_folder(tmp_path):
 
 @pytest.mark.slow
 def test_a_plain_install_into_a_fresh_venv_gives_the_whole_command(tmp_path):
-    """`pip install .` (not editable) into a fresh virtual environment: `nevo` trains, plots and
-    replays from another folder, importing the installed copy, not the checkout. The venv sees this
-    machine's packages (its dependencies); nevo itself is installed into it from a copy of the checkout."""
+    """`pip install .` (not editable) into a fresh virtual environment installs nevo alone: `nevo`
+    trains, plots, replays and runs every other subcommand from another folder, importing the
+    installed copy, and neither `experiments` nor `plots` (the checkout's folders) is importable
+    there. The venv finds its dependencies in the environment that runs this test (system Python,
+    a venv, CI: a path file names its site-packages folders, whose own path files, the checkout's
+    editable install among them, are not read); nevo itself is installed from a copy of the checkout."""
+    import site
+
     venv = tmp_path / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300
-    )
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py, exe = venv / "bin" / "python", venv / "bin" / "nevo"
+    (here,) = subprocess.run([py, "-c", "import site; print(site.getsitepackages()[0])"], check=True,
+                             capture_output=True, text=True, timeout=60).stdout.split()  # fmt: skip
+    outer = [p for p in [*site.getsitepackages(), site.getusersitepackages()] if os.path.isdir(p)]
+    with open(os.path.join(here, "outer_environment.pth"), "w") as f:
+        f.write("\n".join(outer) + "\n")
     build = tmp_path / "build"  # a copy of the checkout's sources: the build leaves nothing in it
-    shutil.copytree(ROOT, build, ignore=shutil.ignore_patterns(".git", "runs", "__pycache__", "*.egg-info",
-                                                               "build", ".whl", ".data", ".gl"))  # fmt: skip
+    anywhere = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    at_top = {".git", "runs", "results", "build", ".whl", ".data", ".gl"}  # (nevo/runs/ is code: kept)
+
+    def skip(folder, names):
+        return anywhere(folder, names) | (at_top & set(names) if os.path.samefile(folder, ROOT) else set())
+
+    shutil.copytree(ROOT, build, ignore=skip)
     install = subprocess.run(
         [py, "-m", "pip", "install", "-q", "--no-deps", str(build)],  # setuptools from the index, as pip does
         capture_output=True, text=True, timeout=600,
@@ -124,9 +149,14 @@ def test_a_plain_install_into_a_fresh_venv_gives_the_whole_command(tmp_path):
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    probe = "import nevo, plots, experiments; print(nevo.__file__, plots.__file__)"
+    probe = "import nevo, nevo.plots.table as t, os; print(nevo.__file__, os.path.isfile(t.PUBLISHED))"
     where = subprocess.run([py, "-c", probe], cwd=work, env=env, capture_output=True, text=True, timeout=120)
     assert where.returncode == 0 and str(ROOT) not in where.stdout and str(venv) in where.stdout, where
+    assert where.stdout.split()[1] == "True"  # the published scores came with the package
+    for name in ("experiments", "plots"):
+        alone = subprocess.run([py, "-c", f"import {name}"], cwd=work, env=env, capture_output=True,
+                               text=True, timeout=60)  # fmt: skip
+        assert alone.returncode != 0 and "ModuleNotFoundError" in alone.stderr, (name, alone.stdout)
     train = subprocess.run([str(exe), "train", "es", *TINY_ES, "--out-dir", "runs"], cwd=work, env=env,
                            capture_output=True, text=True, timeout=600)  # fmt: skip
     assert train.returncode == 0, train.stderr[-2000:]
@@ -134,7 +164,10 @@ def test_a_plain_install_into_a_fresh_venv_gives_the_whole_command(tmp_path):
     plot = subprocess.run([str(exe), "plot", "curves", f"runs/{run}", "--out", "c"], cwd=work, env=env,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert plot.returncode == 0 and any(f.startswith("c_") for f in os.listdir(work)), plot.stderr[-2000:]
-    for tool in ("replay", "worker", "roofline", "get-mnist"):
+    replay = subprocess.run([str(exe), "replay", f"runs/{run}", "--episodes", "2"], cwd=work, env=env,
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert replay.returncode == 0 and os.path.isfile(work / "runs" / run / "test.json"), replay.stderr[-2000:]
+    for tool in ("suite", "worker", "roofline", "get-mnist"):
         out = subprocess.run([str(exe), tool, "--help"], cwd=work, env=env, capture_output=True, text=True,
                              timeout=300)  # fmt: skip
         assert out.returncode == 0 and "usage" in out.stdout.lower(), (tool, out.stderr[-2000:])

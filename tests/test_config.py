@@ -29,20 +29,21 @@ def test_rs_preset_is_the_ga_loop_with_no_parents():
 
 
 def test_no_arguments_runs_quick_on_frostbite():
-    cfg, resume, cluster = parse_args([], "")
+    cfg, resume, cluster, task = parse_args([], "")
     assert cluster is None
     assert cfg.preset == "quick" and cfg.env.game == "frostbite" and cfg.net.net == "small"
     assert resume is None
+    assert task.name == "frostbite"  # the task the check built, handed on (built once)
 
 
 def test_every_field_has_a_flag_and_overrides_its_preset():
     """Each setting can be set from the command line and lands in its group."""
-    cfg, _, _ = parse_args(
+    cfg, _, _, _ = parse_args(
         ["--preset", "paper", "--population", "50", "--sigma", "0.01", "--game", "pong"], ""
     )
     assert (cfg.settings.population, cfg.settings.sigma, cfg.env.game) == (50, 0.01, "pong")
     assert cfg.settings.truncation == 20  # untouched fields keep the preset's value
-    cfg, _, _ = parse_args(["--frame-budget", "2e6"], "")
+    cfg, _, _, _ = parse_args(["--frame-budget", "2e6"], "")
     assert cfg.run.frame_budget == 2_000_000
 
 
@@ -70,7 +71,7 @@ def test_bad_values_name_the_field_and_what_is_allowed(argv, words):
 
 def test_json_round_trip():
     """A config saved to JSON loads back equal."""
-    cfg, _, _ = parse_args(["--preset", "rs", "--seed", "9"], "")
+    cfg, _, _, _ = parse_args(["--preset", "rs", "--seed", "9"], "")
     assert config.from_dict(config.to_dict(cfg)) == cfg
 
 
@@ -104,7 +105,7 @@ def test_a_config_built_in_python_gets_the_command_lines_defaults():
 
     for env in ("CartPole-v1", "maze", "frostbite"):
         built, _ = cli.check(cli.apply_defaults(Config(env=EnvConfig(env=env))))
-        parsed, _, _ = cli.parse_args(["--preset", "paper", "--env", env], "")
+        parsed, _, _, _ = cli.parse_args(["--preset", "paper", "--env", env], "")
         assert built == parsed, env
     built, _ = cli.check(cli.apply_defaults(Config(env=EnvConfig(env="CartPole-v1")), given={"sigma"}))
     assert (
@@ -147,13 +148,13 @@ def test_every_setting_of_every_algorithm_survives_config_json(algo, tmp_path):
 )
 def test_defaults_follow_the_population_the_user_set(argv, fitted):
     """A truncation or elite count the user did not set never exceeds the population they did."""
-    cfg, _, _ = parse_args(argv, "")
+    cfg, _, _, _ = parse_args(argv, "")
     assert {k: getattr(cfg.settings, k) for k in fitted} == fitted
 
 
 def test_run_ns_quick_with_a_small_population_fits_its_truncation():
     """run_ns --algo ga-ns --env maze --population 8: the quick truncation 10 becomes 8."""
-    cfg, _, _ = parse_args(["--algo", "ga-ns", "--env", "maze", "--population", "8"], "", cli.NS_PRESETS)
+    cfg, _, _, _ = parse_args(["--algo", "ga-ns", "--env", "maze", "--population", "8"], "", cli.NS_PRESETS)
     assert (cfg.settings.population, cfg.settings.truncation) == (8, 8)
 
 
@@ -168,7 +169,7 @@ def test_an_explicit_impossible_value_is_still_refused():
 
 def test_es_defaults_drop_virtual_batch_norm_where_it_cannot_fold():
     """ES's quick preset (vbn 128) with --obs-norm 1: no virtual batch norm; set explicitly, refused."""
-    cfg, _, _ = parse_args(["--obs-norm", "1"], "", cli.ES_PRESETS)
+    cfg, _, _, _ = parse_args(["--obs-norm", "1"], "", cli.ES_PRESETS)
     assert (cfg.net.vbn, cfg.settings.obs_norm) == (0, 1)
     with pytest.raises(ConfigError, match="--vbn: got 128, allowed: 0 with --obs-norm 1"):
         parse_args(["--obs-norm", "1", "--vbn", "128"], "", cli.ES_PRESETS)

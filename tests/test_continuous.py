@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from experiments import replay, run_es, run_ga
+from experiments import run_es, run_ga
 from nevo import nets, tasks
 from nevo.config import Config, ConfigError, EnvConfig, GAConfig, NetConfig
 from nevo.evaluation import setup
@@ -15,6 +15,7 @@ from nevo.loops import elite as elite_files
 from nevo.nets.kernels import cpu, reference
 from nevo.nets.kernels.actions import actions_of
 from nevo.tasks import envs
+from nevo.tools import replay
 from tests.conftest import metrics_without_clock, run_folder
 from tests.tiny import PENDULUM
 

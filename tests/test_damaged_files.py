@@ -9,9 +9,10 @@ import shutil
 import numpy as np
 import pytest
 
-from experiments import replay, run_es, run_ga
+from experiments import run_es, run_ga
 from nevo import cli, runs, tasks
 from nevo.evaluation import setup
+from nevo.tools import replay
 from tests.conftest import metrics_without_clock, run_folder
 from tests.fixtures.record import PATH, RUNS
 
@@ -145,7 +146,7 @@ def test_a_damaged_theta_is_one_line_in_replay(tmp_path, capsys):
 
 @pytest.mark.parametrize("damage", [_cut, _garbage])
 def test_a_damaged_reference_batch_or_behaviours_file_is_a_damaged_file(damage, tmp_path):
-    cfg, _, _ = cli.parse_args(["--env", "maze", "--vbn", "8"], "")
+    cfg, _, _, _ = cli.parse_args(["--env", "maze", "--vbn", "8"], "")
     task = tasks.task_for(cfg.env)
     ref = setup.reference_batch(cfg, task, str(tmp_path))  # collected and saved
     np.testing.assert_array_equal(setup.reference_batch(cfg, task, str(tmp_path)), ref)

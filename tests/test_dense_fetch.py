@@ -2,11 +2,11 @@
 
 import numpy as np
 
-from experiments import roofline
 from experiments.bench import dense_fetch
 from nevo import nets
 from nevo.nets import B_OFF, CIN, COUT, W_OFF, half
 from nevo.nets.kernels import cpu
+from nevo.roofline import layers
 
 
 def test_patterns_keep_the_real_values_and_counts():
@@ -39,9 +39,7 @@ def test_the_timed_work_feeds_each_pattern_to_the_layer():
             x = work[:, seg[i] : seg[i + 1]].astype(np.float64)
             assert np.array_equal(x, dense_fetch.pattern_rows(full[:, seg[i] : seg[i + 1]], kind))
             # rows 0..3 through individuals 1..4: work row 0 ends with individual 3's, row 1 with 4's
-            roofline.one_layer(
-                table, i, half.kernel_view(weights), np.arange(1, 5), obs, spec.obs_div, work, 1
-            )
+            layers.one_layer(table, i, half.kernel_view(weights), np.arange(1, 5), obs, spec.obs_div, work, 1)
             wo, bo = table[i, W_OFF], table[i, B_OFF]
             for r, ind in ((0, 3), (1, 4)):
                 w = weights[ind].astype(np.float64)
@@ -53,7 +51,7 @@ def test_the_timed_work_feeds_each_pattern_to_the_layer():
 def test_the_table_asks_the_same_bytes_of_real_and_front_rows(monkeypatch):
     """On real Frostbite inputs about half of the small net's dense inputs are zero; `real` and
     `front` ask for the same bytes, `all` for every row; each pattern was timed."""
-    monkeypatch.setattr(roofline, "VALUE_SOURCES", 4)  # a handful of individuals: a quick table
+    monkeypatch.setattr(layers, "VALUE_SOURCES", 4)  # a handful of individuals: a quick table
     (r,) = dense_fetch.main(["--nets", "small", "--weights", "fp16", "--seconds", "0.01", "--max-gb", "0.02",
                              "--bandwidth-mb", "8"])  # fmt: skip
     p = r["patterns"]

@@ -147,7 +147,7 @@ def test_bad_es_settings_name_the_field_and_what_is_allowed(argv, words):
 
 
 def test_an_odd_population_is_fine_without_mirroring():
-    cfg, _, _ = parse_args(["--env", "CartPole-v1", "--population", "63", "--mirrored", "0"], "", ES_PRESETS)
+    cfg = parse_args(["--env", "CartPole-v1", "--population", "63", "--mirrored", "0"], "", ES_PRESETS).cfg
     assert cfg.settings.population == 63 and cfg.net.net == "mlp"
 
 
@@ -172,7 +172,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
 @pytest.mark.slow
 def test_es_learns_cartpole_on_a_small_budget(tmp_path):
     """Within 400K steps theta balances the pole: a mean of 475+ over 20 fresh test episodes."""
-    from experiments import replay
+    from nevo.tools import replay
 
     folder = es_run(tmp_path, "--population", "64", "--frame-budget", "400000")
     assert replay.main([folder, "--episodes", "20", "--seed", "5"]) == 0

@@ -10,17 +10,16 @@ import pytest
 import nevo
 from nevo import nets
 from nevo.algos import make_algo
+from nevo.algos.gradient_correlation import GradientCorrelation, pearson
 from nevo.config import Config, ConfigError, EnvConfig, ESConfig, NetConfig, RunConfig, validate
 from nevo.evaluation.supervised import batch_of
 from nevo.genomes.noise import NoiseSource, make_table
 from nevo.loops import loop
 from nevo.loops.grad_corr import (
-    GradientCorrelation,
     batch_evaluator,
     correlation_curve,
     es_gradient,
     linear_r,
-    pearson,
     shaped_fitness,
 )
 from nevo.nets import init_scale

@@ -138,7 +138,7 @@ def test_a_16_bit_build_is_the_float32_build_rounded_once():
 def test_weights_is_a_setting_with_a_one_line_error():
     from nevo.cli import parse_args
 
-    cfg, _, _ = parse_args(["--env", "CartPole-v1", "--weights", "fp16"], "")
+    cfg, _, _, _ = parse_args(["--env", "CartPole-v1", "--weights", "fp16"], "")
     assert cfg.net.weights == "fp16"
     with pytest.raises(config.ConfigError, match=r"--weights: got 'bf8', allowed: auto, fp32 or fp16"):
         config.validate(config.override(cfg, {"weights": "bf8"}))
@@ -162,7 +162,7 @@ def test_weights_auto_is_fp16_on_the_atari_nets_and_fp32_elsewhere(argv, net, we
     names the format the run's forward read; an explicit format stays as given."""
     from nevo.cli import parse_args
 
-    cfg, _, _ = parse_args(argv, "")
+    cfg, _, _, _ = parse_args(argv, "")
     assert (cfg.net.net, cfg.net.weights) == (net, weights)
 
 
@@ -282,7 +282,7 @@ def test_a_run_s_memory_check_reads_its_weight_format(monkeypatch, weights, fits
     from nevo.loops import loop
     from nevo.tasks import task_for
 
-    cfg, _, _ = parse_args(["--net", "large", "--env-slots", "63", "--population", "100",
+    cfg, _, _, _ = parse_args(["--net", "large", "--env-slots", "63", "--population", "100",
                             "--weights", weights, "--device", "cpu"], "")  # fmt: skip
     n, table = 4_052_658, 4 * cfg.run.noise_table_size
     held, float32_rows = 63 + 1, 2 * bases_of(cfg)  # one row a slot and one; the bases, float32

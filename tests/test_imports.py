@@ -1,8 +1,11 @@
 """Imports flow one way: no nevo module reaches itself again through any chain of imports (lazy
-imports inside functions included)."""
+imports inside functions included, and imports by name: `importlib.import_module` of a string or
+an f-string, a "module:Class" string, `python -m module`), and nothing in nevo/ reaches the
+checkout's experiments/ or plots/, which are not installed."""
 
 import ast
 import os
+import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,9 +29,72 @@ def nevo_imports(root: str = ROOT) -> dict[str, set[str]]:
                     deps[m].add(full if full in modules else node.module)
             elif isinstance(node, ast.Import):
                 deps[m].update(a.name for a in node.names if a.name.startswith("nevo"))
+            else:
+                deps[m].update(named_modules(node, modules))
         deps[m] &= set(modules)
         deps[m].discard(m)
     return deps
+
+
+MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def names_imported(node) -> list[str]:
+    """The module names a node imports by name: the argument of `import_module(...)` (an
+    f-string's constant head, "nevo.plots." of f"nevo.plots.{kind}", as a package and a dot), the
+    module of a "module:Name" string, the word after "-m" in a list or tuple of arguments."""
+    found = []
+    if isinstance(node, ast.Call) and node.args:
+        f = node.func
+        if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) == "import_module":
+            a = node.args[0]
+            if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                found.append(a.value)
+            elif isinstance(a, ast.JoinedStr) and a.values and isinstance(a.values[0], ast.Constant):
+                found.append(a.values[0].value)
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.count(":") == 1:
+        module = node.value.partition(":")[0]
+        if MODULE_NAME.fullmatch(module) and MODULE_NAME.fullmatch(node.value.partition(":")[2]):
+            found.append(module)
+    elif isinstance(node, (ast.List, ast.Tuple)):
+        for a, b in zip(node.elts, node.elts[1:]):
+            if isinstance(a, ast.Constant) and a.value == "-m" and isinstance(b, ast.Constant):
+                found.append(str(b.value))
+    return found
+
+
+def named_modules(node, modules) -> set[str]:
+    """The nevo modules a node imports by name (names_imported): a package and a dot stands for
+    every module under it."""
+    found = set()
+    for name in names_imported(node):
+        if name.endswith("."):  # the package (imported first) and each module under it
+            found.update(n for n in modules if n.startswith(name) or n == name[:-1])
+        elif name in modules:
+            found.add(name)
+    return found
+
+
+def checkout_names(root: str = ROOT) -> list[str]:
+    """Every place a nevo module reaches the checkout's experiments/ or plots/ packages: an import
+    statement, or an import by name (names_imported)."""
+    found = []
+    outside = ("experiments", "plots")
+    for folder, _, files in os.walk(os.path.join(root, "nevo")):
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(folder, f)
+            for node in ast.walk(ast.parse(open(path).read())):
+                names = [n.rstrip(".") for n in names_imported(node)]
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                for n in names:
+                    if n.split(".")[0] in outside:
+                        found.append(f"{os.path.relpath(path, root)}:{node.lineno}: {n}")
+    return found
 
 
 def circles(deps: dict[str, set[str]]) -> list[list[str]]:
@@ -87,6 +153,44 @@ def test_no_module_reaches_itself_through_any_chain_of_imports():
     assert circles(deps) == []
 
 
+def test_nothing_in_nevo_reaches_experiments_or_plots():
+    """The installed package is nevo alone: no import, import_module or module-shaped string in it
+    names the checkout's experiments/ or plots/."""
+    assert checkout_names() == []
+
+
+def test_imports_by_name_are_seen(tmp_path):
+    """An import by a module's name (import_module of a constant or an f-string, "module:Class",
+    `-m module`) counts as an import, and a name of experiments/ or plots/ is found however given."""
+    pkg = tmp_path / "nevo"
+    (pkg / "plots").mkdir(parents=True)
+    for f in ("__init__.py", "low.py", "plots/__init__.py", "plots/curves.py"):
+        (pkg / f).write_text("")
+    (pkg / "top.py").write_text(
+        "import importlib\n"
+        "def f(kind):\n"
+        "    importlib.import_module(f'nevo.plots.{kind}')\n"
+        "    return ['-m', 'nevo.low'], 'x'\n"
+    )
+    (pkg / "ext.py").write_text("EXT = ('nevo.top:Thing', 'nevo.low', 'nevo.low: a sentence, not a name')\n")
+    (pkg / "bad.py").write_text(
+        "import importlib\n"
+        "A = importlib.import_module('experiments.replay')\n"
+        "B = 'plots.table:main'\n"
+        "def f(k):\n"
+        "    return importlib.import_module(f'plots.{k}')\n"
+        "def g():\n"
+        "    from experiments import replay\n"
+        "    return 'python -m experiments.run_ga runs a GA'\n"
+    )
+    deps = nevo_imports(str(tmp_path))
+    assert deps["nevo.top"] == {"nevo.low", "nevo.plots", "nevo.plots.curves"}
+    assert deps["nevo.ext"] == {"nevo.top"}
+    found = sorted(checkout_names(str(tmp_path)))
+    assert found == [f"nevo/bad.py:{n}" for n in ("2: experiments.replay", "3: plots.table", "5: plots",
+                                                   "7: experiments")]  # fmt: skip
+
+
 def test_the_circle_finder_finds_a_circle_of_three():
     """A -> B -> C -> A is found (pairs alone would miss it), and a chain without one is not."""
     deps = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
@@ -108,6 +212,7 @@ LAYERS = [
     ("nevo.evaluation",),
     ("nevo.cli",),
     ("nevo.loops",),
+    ("nevo.plots", "nevo.roofline", "nevo.tools"),
     ("nevo.api", "nevo", "nevo.command", "nevo.__main__"),
 ]
 EXACT = ("nevo",)  # names that stand for their own module only

@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from experiments import replay, run_ga
+from experiments import run_ga
 from nevo import nets
 from nevo.config import EnvConfig
 from nevo.episodes import Episodes, Population
@@ -15,6 +15,7 @@ from nevo.evaluation.in_process import InProcessEvaluator
 from nevo.nets.kernels import make_policy
 from nevo.tasks import task_for
 from nevo.tasks.envs import VectorTaskSlots
+from nevo.tools import replay
 from tests.conftest import host_weights
 
 

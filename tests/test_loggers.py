@@ -143,7 +143,7 @@ def test_es_logs_to_tensorboard_as_the_ga_does(tmp_path):
 
 def test_the_switch_reads_as_a_bare_flag_or_a_number():
     def value(*flags):
-        cfg, _, _ = cli.parse_args(["--env", "CartPole-v1", *flags], "es", cli.ES_PRESETS)
+        cfg, _, _, _ = cli.parse_args(["--env", "CartPole-v1", *flags], "es", cli.ES_PRESETS)
         return cfg.run.tensorboard
 
     assert value() == 0 and value("--tensorboard") == 1 and value("--tensorboard", "0") == 0
@@ -179,3 +179,35 @@ def test_neither_library_is_imported_without_its_flag(tmp_path):
                           str(tmp_path)], capture_output=True, text=True, timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[-1] == "[]"
+
+
+NO_KEY = """
+import sys
+from experiments import run_ga
+sys.exit(run_ga.main([*sys.argv[1:]]))
+"""
+
+
+@pytest.mark.slow
+def test_wandb_online_without_a_key_is_one_line_before_any_folder(tmp_path):
+    """--wandb to log online where no API key is configured (a HOME without `wandb login`'s file, no
+    WANDB_API_KEY, no terminal): one line naming the remedies, and no run folder; with a key set,
+    the check passes without the network (W&B is then kept offline by the test)."""
+    home, out = tmp_path / "home", tmp_path / "runs"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), WANDB_DIR=str(tmp_path / "wandb"))
+    argv = [sys.executable, "-c", NO_KEY, *MAZE, "--frame-budget", "600", "--wandb", "p", "--out-dir",
+            str(out)]  # fmt: skip
+    run = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2, run.stderr
+    (line,) = run.stderr.splitlines()
+    assert line.startswith("error: --wandb: no W&B API key (") and line.endswith(
+        "run `wandb login`, set WANDB_API_KEY, or log offline with WANDB_MODE=offline"
+    ), line
+    assert not out.exists() or os.listdir(out) == []
+    checked = "from nevo.runs import loggers; loggers._wandb_login(); print('ok')"
+    keyed = {**env, "WANDB_API_KEY": "0" * 40}
+    run = subprocess.run([sys.executable, "-c", checked], env=keyed, stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0 and run.stdout == "ok\n", run.stderr

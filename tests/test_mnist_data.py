@@ -16,9 +16,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from experiments import get_mnist
 from nevo.config import ConfigError, DamagedFile
 from nevo.tasks import mnist_data
+from nevo.tools import get_mnist
 
 TRAIN, TEST = 20, 10  # tiny sets: 2 and 1 images of each class
 

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from experiments import replay, run_es
+from experiments import run_es
 from nevo import nets, runs, tasks
 from nevo.cli import parse_args
 from nevo.config import ConfigError, EnvConfig, RunConfig
@@ -18,6 +18,7 @@ from nevo.genomes.noise import WeightBuilder
 from nevo.loops import elite as elite_files
 from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy, reference
+from nevo.tools import replay
 from tests.conftest import metrics_without_clock, run_folder
 from tests.tiny import PENDULUM
 
@@ -176,10 +177,10 @@ def test_a_gpu_run_with_obs_norm_builds_on_the_host_and_its_memory_check_says_so
     """The fold happens after the build, on the host: the host holds the population's rows."""
     from nevo.evaluation import setup
 
-    cfg, _, _ = parse_args(["--env", "Pendulum-v1", "--obs-norm", "1", "--population", "64"], "",
+    cfg, _, _, _ = parse_args(["--env", "Pendulum-v1", "--obs-norm", "1", "--population", "64"], "",
                            __import__("nevo.cli", fromlist=["ES_PRESETS"]).ES_PRESETS)  # fmt: skip
     assert not setup.builds_on_gpu(cfg)
     assert setup.weight_rows(cfg, "cuda", 64, 1) == 64 + 2
-    plain, _, _ = parse_args(["--env", "Pendulum-v1", "--population", "64"], "",
+    plain, _, _, _ = parse_args(["--env", "Pendulum-v1", "--population", "64"], "",
                              __import__("nevo.cli", fromlist=["ES_PRESETS"]).ES_PRESETS)  # fmt: skip
     assert setup.builds_on_gpu(plain) and setup.weight_rows(plain, "cuda", 64, 1) == 2

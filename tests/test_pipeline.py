@@ -294,25 +294,24 @@ def test_emulator_processes_run_nicer_than_the_driving_process():
 
 
 def test_the_tail_is_counted_once_the_queue_is_empty():
-    """The straggler tail is wall time with the queue empty and a slot idle; before, it is not."""
-    from types import SimpleNamespace
+    """The straggler tail is wall time with the queue empty and a slot idle; before, it is not
+    (the episode book every evaluator keeps)."""
+    from nevo.evaluation.episode_book import EpisodeBook
 
-    from nevo.evaluation.pipeline import _RunState
-
-    state = SimpleNamespace(ev=SimpleNamespace(slots=4), n_ep=10, next_ep=6, tail_s=0.0, t_last=0.0)
-    state.slot_ep = np.array([4, -1, -1, 5])  # four episodes queued
-    _RunState._clock(state)
-    assert state.tail_s == 0.0 and state.t_last > 0
-    state.next_ep, state.t_last = 10, state.t_last - 2.0  # the queue is empty: a tail, 2 s of it
-    _RunState._clock(state)
-    assert 2.0 <= state.tail_s < 3.0
-    state.slot_ep[:] = [4, 6, 7, 5]  # every slot playing: no tail
-    before = state.tail_s
-    _RunState._clock(state)
-    assert state.tail_s == before
-    state.t_last -= 1.0  # "workers" counts the episodes in play: 3 of 4 slots, 1 s more of tail
-    _RunState.clock(state, live=3)
-    assert 3.0 <= state.tail_s < 4.0
+    book = EpisodeBook(Episodes(np.arange(10), np.arange(10)), 4, RowsAreIndividuals(), (1,), np.uint8)
+    book.next_ep, book.t_last = 6, 0.0  # four episodes queued
+    book.clock(live=2)
+    assert book.tail_s == 0.0 and book.t_last > 0
+    book.next_ep, book.t_last = 10, book.t_last - 2.0  # the queue is empty: a tail, 2 s of it
+    book.clock(live=2)
+    assert 2.0 <= book.tail_s < 3.0
+    before = book.tail_s
+    book.t_last -= 1.0
+    book.clock(live=4)  # every slot playing: no tail
+    assert book.tail_s == before
+    book.t_last -= 1.0  # 3 of 4 slots: 1 s more of tail
+    book.clock(live=3)
+    assert 3.0 <= book.tail_s < 4.0
 
 
 class SubmittingPolicy(FakePolicy):

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from plots import curves, rundata, table, throughput
+from nevo.plots import curves, rundata, table, throughput
 
 
 def metric(path, key):
@@ -177,7 +177,7 @@ def test_the_command_line_fails_on_a_non_run_folder_without_a_traceback(tmp_path
 def test_mujoco_table_finds_when_each_published_level_was_first_reached(tmp_path, capsys):
     """A HalfCheetah run whose validation score steps over TRPO's levels at known rows: the
     table gives those rows' steps and minutes, beside Salimans et al.'s published ES steps."""
-    from plots import mujoco
+    from nevo.plots import mujoco
 
     run = tmp_path / "HalfCheetah-v5__es__0__x"
     run.mkdir()
@@ -211,7 +211,7 @@ def tiny_runs_dir(tmp_path):
 def test_legend_labels_name_each_familys_own_population_and_none_for_sgd():
     """ES and novelty runs read their population from their own settings section; SGD has none
     (no "N=?" in the legend)."""
-    from plots.rundata import Run, flatten, group_labels
+    from nevo.plots.rundata import Run, flatten, group_labels
 
     def run(config):
         return Run("x", config, [], None, None, None, settings=flatten(config))

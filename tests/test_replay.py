@@ -7,7 +7,7 @@ import shutil
 import pytest
 from PIL import Image
 
-from experiments import replay
+from nevo.tools import replay
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The roofline's counts (experiments/roofline.py): what would be wrong if the FLOP or the bytes
+"""The roofline's counts (nevo/roofline/): what would be wrong if the FLOP or the bytes
 were counted wrong. No timing is checked."""
 
 import time
@@ -6,10 +6,13 @@ import time
 import numpy as np
 import pytest
 
-from experiments import roofline
+import nevo
 from nevo import machine, nets
 from nevo.nets import B_OFF, CIN, COUT, W_OFF
 from nevo.nets.kernels import cpu
+from nevo.roofline import cpu as roof_cpu
+from nevo.roofline import generation, report
+from nevo.roofline import layers as roof_layers
 from tests.conftest import kernels_under
 
 
@@ -19,7 +22,7 @@ def dense_rows(counts):
 
 def test_large_counts_match_the_layer_shapes_by_hand():
     spec = nets.net_spec("large")
-    counts = roofline.layer_counts(spec, [1.0] * len(spec.layers))
+    counts = roof_layers.layer_counts(spec, [1.0] * len(spec.layers))
     by_name = {c["layer"]: c for c in counts}
     # conv 32@8x8/4 on 84x84x4 -> 21x21; 64@4x4/2 -> 11x11; 64@3x3/1 -> 11x11; dense 7,744 x 512
     assert by_name["conv 32@8x8/4"]["flops"] == 2 * 21 * 21 * 8 * 8 * 4 * 32
@@ -28,14 +31,14 @@ def test_large_counts_match_the_layer_shapes_by_hand():
     assert by_name["dense 7744x512"]["bytes"] == 4 * (7744 * 512 + 512)  # 15.9 MB, all kept
     assert by_name["dense 7744x512"]["flops"] == 2 * 7744 * 512
     assert by_name["input"]["bytes"] == 4 * 84 * 84  # uint8 pixels
-    total = roofline.total_counts(counts)
+    total = roof_layers.total_counts(counts)
     assert total["nominal_bytes"] == 4 * spec.n_params + 4 * 84 * 84  # every parameter, once
     assert 30e6 < total["flops"] < 40e6  # ~32 MFLOP a forward (docs' performance model)
 
 
 def test_small_first_dense_layer_is_3872_by_256():
     spec = nets.net_spec("small")
-    counts = roofline.layer_counts(spec, [0.5] * len(spec.layers))
+    counts = roof_layers.layer_counts(spec, [0.5] * len(spec.layers))
     first = dense_rows(counts)[0]
     assert first["layer"] == "dense 3872x256"
     assert first["nominal_bytes"] == 4 * (3872 * 256 + 256)  # 4 MB
@@ -45,11 +48,11 @@ def test_small_first_dense_layer_is_3872_by_256():
 def test_kept_shares_are_fractions_and_dense_bytes_are_nominal_times_kept():
     spec = nets.net_spec("small")
     rng = np.random.default_rng(0)
-    weights = roofline.rotated_weights(spec, 4, 0.05, rng)
+    weights = roof_layers.rotated_weights(spec, 4, 0.05, rng)
     obs = rng.integers(0, 256, (6, *spec.obs_shape), dtype=np.uint8)
-    full = roofline.layer_inputs(spec.table, weights, np.arange(6) % len(weights), obs, spec.obs_div)
-    kept = roofline.kept_shares(spec, full)
-    counts = roofline.layer_counts(spec, kept)[1:]  # without the input's row
+    full = roof_layers.layer_inputs(spec.table, weights, np.arange(6) % len(weights), obs, spec.obs_div)
+    kept = roof_layers.kept_shares(spec, full)
+    counts = roof_layers.layer_counts(spec, kept)[1:]  # without the input's row
     for lay, share, c in zip(spec.layers, kept, counts):
         if lay.kind != "dense":
             assert share is None and c["bytes"] == c["nominal_bytes"]
@@ -64,19 +67,19 @@ def test_layer_inputs_runs_the_same_forward_as_nevo():
     """The per-layer driver's logits are nevo's forward's, so the layers timed are the forward's."""
     spec = nets.net_spec("small")
     rng = np.random.default_rng(1)
-    weights = roofline.rotated_weights(spec, 4, 0.05, rng)
+    weights = roof_layers.rotated_weights(spec, 4, 0.05, rng)
     obs = rng.integers(0, 256, (5, *spec.obs_shape), dtype=np.uint8)
     rows_ind = np.arange(5) % len(weights)
-    full = roofline.layer_inputs(spec.table, weights, rows_ind, obs, spec.obs_div)
+    full = roof_layers.layer_inputs(spec.table, weights, rows_ind, obs, spec.obs_div)
     seg = cpu.segments(spec.table)
     _, logits = cpu.forward(spec, weights, rows_ind, obs)
     np.testing.assert_allclose(full[:, seg[-2] : seg[-1]], logits, rtol=1e-5, atol=1e-6)
 
 
 def test_roofline_rate_is_the_smaller_of_bandwidth_and_compute():
-    assert roofline.roofline_rate(1e6, 1e6, 10e9, 100e9) == (1e4, "mem")
-    assert roofline.roofline_rate(1e9, 1e3, 10e9, 100e9) == (100.0, "comp")
-    assert roofline.roofline_rate(0.0, 1e3, 10e9, 100e9) == (1e7, "mem")
+    assert roof_layers.roofline_rate(1e6, 1e6, 10e9, 100e9) == (1e4, "mem")
+    assert roof_layers.roofline_rate(1e9, 1e3, 10e9, 100e9) == (100.0, "comp")
+    assert roof_layers.roofline_rate(0.0, 1e3, 10e9, 100e9) == (1e7, "mem")
 
 
 def test_in_turn_rate_sums_each_layers_own_time():
@@ -84,41 +87,41 @@ def test_in_turn_rate_sums_each_layers_own_time():
     forwards/s, half the 10,000 the whole forward's min() roof allows (1 MB, 10 MFLOP). The in-turn
     rate can never exceed that roof: each layer's time is at least its bytes' and its FLOP's."""
     counts = [{"flops": 0.0, "bytes": 1e6}, {"flops": 10e6, "bytes": 0.0}]
-    assert roofline.in_turn_rate(counts, 10e9, 100e9) == pytest.approx(5000.0)
+    assert roof_layers.in_turn_rate(counts, 10e9, 100e9) == pytest.approx(5000.0)
     spec = nets.net_spec("large")
-    layers = roofline.layer_counts(spec, [0.5] * len(spec.layers))
-    whole = roofline.total_counts(layers)
+    layers = roof_layers.layer_counts(spec, [0.5] * len(spec.layers))
+    whole = roof_layers.total_counts(layers)
     for bw, peak in ((24e9, 120e9), (3.35e12, 67e12)):
-        roof = roofline.roofline_rate(whole["flops"], whole["bytes"], bw, peak)[0]
-        assert roofline.in_turn_rate(layers, bw, peak) <= roof * (1 + 1e-12)  # equal if all one bound
+        roof = roof_layers.roofline_rate(whole["flops"], whole["bytes"], bw, peak)[0]
+        assert roof_layers.in_turn_rate(layers, bw, peak) <= roof * (1 + 1e-12)  # equal if all one bound
 
 
 def test_both_bandwidth_reads_read_every_element_once():
     """The two streaming reads the bandwidth is timed with sum every element exactly once (a read
     that skipped or repeated part of the array would time other bytes than it counts)."""
-    n_chunks, row = 3, roofline.ROW
+    n_chunks, row = 3, roof_cpu.ROW
     a = np.ones(4 * row * n_chunks * 2, np.float32)
-    assert roofline.stream_sum(a, n_chunks) == a.size
+    assert roof_cpu.stream_sum(a, n_chunks) == a.size
     # each group of four rows adds 1 + 0.5 + 0.25 + 0.125 to every accumulator: exact in float32
-    assert roofline.rows_read(a, n_chunks) == a.size / 4 * 1.875
+    assert roof_cpu.rows_read(a, n_chunks) == a.size / 4 * 1.875
     a[5 * row + 7] = 9  # row 5: the first chunk's second group of four, its second row (x 0.5)
-    assert roofline.rows_read(a, n_chunks) == a.size / 4 * 1.875 + 8 * 0.5
-    assert roofline.memory_bandwidth(1 << 20, 1) > 0
-    threads = roofline.numba.get_num_threads()
-    assert roofline.memory_bandwidth(1 << 20, 1, threads=1) > 0
-    assert roofline.numba.get_num_threads() == threads  # one thread for that read only
+    assert roof_cpu.rows_read(a, n_chunks) == a.size / 4 * 1.875 + 8 * 0.5
+    assert roof_cpu.memory_bandwidth(1 << 20, 1) > 0
+    threads = roof_cpu.numba.get_num_threads()
+    assert roof_cpu.memory_bandwidth(1 << 20, 1, threads=1) > 0
+    assert roof_cpu.numba.get_num_threads() == threads  # one thread for that read only
 
 
 def test_rotated_weights_exceed_the_cache_and_cover_the_rows():
     spec = nets.net_spec("mlp", (4, 1, 1), 2, np.float32)
-    w = roofline.rotated_weights(spec, 300, 1.0, np.random.default_rng(0))
-    assert len(w) >= 300 and w.nbytes >= 8 * roofline.llc_bytes()
-    assert np.array_equal(w[0], w[roofline.VALUE_SOURCES])  # the values repeat; the memory does not
+    w = roof_layers.rotated_weights(spec, 300, 1.0, np.random.default_rng(0))
+    assert len(w) >= 300 and w.nbytes >= 8 * roof_cpu.llc_bytes()
+    assert np.array_equal(w[0], w[roof_layers.VALUE_SOURCES])  # the values repeat; the memory does not
 
 
 @pytest.mark.slow  # a few seconds once Numba's cache is warm; compiling its kernels takes a minute
 def test_the_script_runs_end_to_end_at_tiny_settings(tmp_path):
-    out = roofline.main(
+    out = report.main(
         ["--nets", "mlp", "deep", "--rows", "4", "--seconds", "0.05", "--bandwidth-mb", "64", "--passes",
          "1", "--skip-end-to-end", "--json", str(tmp_path / "r.json")]
     )  # fmt: skip
@@ -127,7 +130,7 @@ def test_the_script_runs_end_to_end_at_tiny_settings(tmp_path):
     assert first["bandwidth_Bps"] == out["machine"]["bandwidth_Bps"]  # the first net: the start's read
     peak = out["machine"]["fma_peak_flops"]
     for r in second["rows"]:  # the second: a read of its own, which its roofs use
-        roof = roofline.roofline_rate(r["flops"], r["bytes"], second["bandwidth_Bps"], peak)[0]
+        roof = roof_layers.roofline_rate(r["flops"], r["bytes"], second["bandwidth_Bps"], peak)[0]
         assert r["roofline_per_s"] == roof
     rows = out["nets"][0]["rows"]
     assert [r["layer"] for r in rows] == ["input", "dense 4x64", "dense 64x64", "dense 64x2", "forward"]
@@ -140,15 +143,15 @@ def test_the_script_runs_end_to_end_at_tiny_settings(tmp_path):
 
 
 def test_two_stages_in_turn_run_slower_than_either_alone():
-    assert roofline.in_turn(300.0, 600.0) == pytest.approx(200.0)  # 1 / (1/300 + 1/600)
-    assert roofline.in_turn(500.0, 500.0) == pytest.approx(250.0)
-    assert roofline.in_turn(1e3, 1e9) < 1e3
+    assert generation.in_turn(300.0, 600.0) == pytest.approx(200.0)  # 1 / (1/300 + 1/600)
+    assert generation.in_turn(500.0, 500.0) == pytest.approx(250.0)
+    assert generation.in_turn(1e3, 1e9) < 1e3
 
 
 def test_an_episode_start_in_the_pool_costs_a_small_part_of_a_seeded_reset():
     """restoreState (~0.1 ms) against a seeded reset that reloads the ROM (~70-190 ms)."""
-    start = roofline.restart_s("frostbite", reps=20)
-    assert 0 < start < roofline.seeded_reset_s("frostbite", reps=1) / 10
+    start = generation.restart_s("frostbite", reps=20)
+    assert 0 < start < generation.seeded_reset_s("frostbite", reps=1) / 10
 
 
 def test_the_pools_calls_are_timed_into_their_parts():
@@ -158,7 +161,7 @@ def test_the_pools_calls_are_timed_into_their_parts():
 
     split = {"emulation": [0.0], "send": [0.0], "resets": [0.0]}
     with EmulatorPool("frostbite", 4, 400, 2, 2) as pool:
-        roofline.timed_pool(pool, split)
+        generation.timed_pool(pool, split)
         pool.wait(pool.restart(np.arange(2)))
         assert split["resets"][0] > 0 and split["emulation"][0] == 0 and split["send"][0] == 0
         resets = split["resets"][0]
@@ -172,7 +175,7 @@ def test_the_generation_is_split_into_its_parts_on_the_slots_asked_for(tmp_path)
     emulator process plays whole episodes), the forward and the emulation are timed in the
     processes (no step commands, no episode starts asked for), and the parts add up to the wall
     time; beside it the emulator limits, and the in-turn figures below both of their terms."""
-    out = roofline.main(
+    out = report.main(
         ["--nets", "small", "--rows", "2", "--seconds", "0.02", "--bandwidth-mb", "16", "--passes", "1",
          "--max-gb", "0.05", "--e2e-net", "small", "--population", "3", "--frame-cap", "100", "--slots",
          "2", "--limit-seconds", "0.2", "--json", str(tmp_path / "r.json")]
@@ -203,7 +206,7 @@ def test_ab_forward_compares_a_checkout_with_itself(capsys, tmp_path):
 
     from experiments.bench import ab_forward
 
-    here = os.path.dirname(os.path.dirname(os.path.abspath(roofline.__file__)))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(nevo.__file__)))
     rows = ab_forward.main(
         ["--base", here, "--nets", "mlp", "--rows", "4", "--seconds", "0.05", "--max-gb", "0.05"]
     )
@@ -244,14 +247,14 @@ def test_interleaved_times_each_side_on_its_own_calls():
 def test_the_peak_is_the_faster_of_the_fma_probe_and_blas(monkeypatch):
     """An FMA probe that LLVM vectorises narrowly (AVX-512 machines) must not set the roof: BLAS's
     sgemm is timed beside it and the faster of the two is the peak, whichever it is."""
-    monkeypatch.setattr(roofline, "sgemm_peak", lambda seconds, threads: (5e10, threads))
-    monkeypatch.setattr(roofline, "own_choice_sgemm", lambda seconds, threads: None)
-    monkeypatch.setattr(roofline, "fma_peak", lambda seconds: 1e9)
-    pk = roofline.machine_peak(0.1, 2)
+    monkeypatch.setattr(roof_cpu, "sgemm_peak", lambda seconds, threads: (5e10, threads))
+    monkeypatch.setattr(roof_cpu, "own_choice_sgemm", lambda seconds, threads: None)
+    monkeypatch.setattr(roof_cpu, "fma_peak", lambda seconds: 1e9)
+    pk = roof_cpu.machine_peak(0.1, 2)
     assert (pk.flops, pk.fma, pk.blas, pk.blas_threads) == (5e10, 1e9, 5e10, 2)
-    monkeypatch.setattr(roofline, "fma_peak", lambda seconds: 9e10)
-    assert roofline.machine_peak(0.1, 2).flops == 9e10
-    assert roofline.machine_peak(0.1, 2).note() is None  # OpenBLAS chose its own kernel
+    monkeypatch.setattr(roof_cpu, "fma_peak", lambda seconds: 9e10)
+    assert roof_cpu.machine_peak(0.1, 2).flops == 9e10
+    assert roof_cpu.machine_peak(0.1, 2).note() is None  # OpenBLAS chose its own kernel
 
 
 def test_a_forced_blas_kernel_is_measured_against_openblas_own_pick(monkeypatch):
@@ -260,21 +263,21 @@ def test_a_forced_blas_kernel_is_measured_against_openblas_own_pick(monkeypatch)
     variable, on the kernel OpenBLAS picks itself, which must differ from a forced ancient one."""
     forced = kernels_under("Prescott")  # SSE3: no x86-64 CPU of today picks it
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")
-    flops, kernels = roofline.own_choice_sgemm(0.05, 1)
+    flops, kernels = roof_cpu.own_choice_sgemm(0.05, 1)
     assert flops > 1e8 and kernels and forced and "/".join(kernels) != forced
     monkeypatch.delenv("OPENBLAS_CORETYPE")
-    assert roofline.own_choice_sgemm(0.05, 1) is None  # no variable: this process's sgemm is that
+    assert roof_cpu.own_choice_sgemm(0.05, 1) is None  # no variable: this process's sgemm is that
 
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
-    monkeypatch.setattr(roofline, "fma_peak", lambda seconds: 1e9)
-    monkeypatch.setattr(roofline, "sgemm_peak", lambda seconds, threads: (2.5e11, threads))
-    monkeypatch.setattr(roofline, "own_choice_sgemm", lambda seconds, threads: (4.5e11, ["SkylakeX"]))
+    monkeypatch.setattr(roof_cpu, "fma_peak", lambda seconds: 1e9)
+    monkeypatch.setattr(roof_cpu, "sgemm_peak", lambda seconds, threads: (2.5e11, threads))
+    monkeypatch.setattr(roof_cpu, "own_choice_sgemm", lambda seconds, threads: (4.5e11, ["SkylakeX"]))
     monkeypatch.setattr(machine, "blas_kernels", lambda: ["Haswell"])
-    pk = roofline.machine_peak(0.1, 2)
+    pk = roof_cpu.machine_peak(0.1, 2)
     assert pk.flops == 4.5e11 and pk.blas == 2.5e11
     assert "OPENBLAS_CORETYPE=Haswell" in pk.note() and "1.80x" in pk.note() and "SkylakeX" in pk.note()
-    monkeypatch.setattr(roofline, "own_choice_sgemm", lambda seconds, threads: (2.4e11, ["Haswell"]))
-    assert roofline.machine_peak(0.1, 2).note() is None  # the same kernel: nothing to say
+    monkeypatch.setattr(roof_cpu, "own_choice_sgemm", lambda seconds, threads: (2.4e11, ["Haswell"]))
+    assert roof_cpu.machine_peak(0.1, 2).note() is None  # the same kernel: nothing to say
 
 
 def test_a_benchmark_header_says_which_kernels_the_convs_run_on_and_who_chose_them(monkeypatch):
@@ -297,9 +300,9 @@ def test_sgemm_runs_on_the_threads_asked_for_not_the_forwards_one():
         return {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
 
     assert blas_threads() == {1}  # nevo.nets.kernels.cpu's limit, imported by the roofline
-    flops, ran_on = roofline.sgemm_peak(0.05, 2, n=256)
+    flops, ran_on = roof_cpu.sgemm_peak(0.05, 2, n=256)
     assert flops > 1e8 and ran_on == 2  # any machine multiplies faster than 0.1 GFLOP/s
-    assert roofline.sgemm_peak(0.05, 1, n=256)[1] == 1
+    assert roof_cpu.sgemm_peak(0.05, 1, n=256)[1] == 1
     assert blas_threads() == {1}
 
 
@@ -318,8 +321,8 @@ def test_the_counted_policy_submits_where_its_policy_does():
         def collect(self, step):
             return np.ones(step, np.int64)
 
-    assert not hasattr(roofline.CountedPolicy(Plain()), "submit")
-    counted = roofline.CountedPolicy(Submitting())
+    assert not hasattr(generation.CountedPolicy(Plain()), "submit")
+    counted = generation.CountedPolicy(Submitting())
     np.testing.assert_array_equal(counted.collect(counted.submit(np.arange(3), None)), [1, 1, 1])
     counted(np.arange(2), None)
     assert counted.rows == 5
@@ -328,7 +331,7 @@ def test_the_counted_policy_submits_where_its_policy_does():
 GPU_PROBES = """
 import numpy as np
 from numba import cuda
-from experiments import roofline as r
+from nevo.roofline import gpu as r
 
 bw = r.gpu_bandwidth(8 * 1000, 1, blocks=2, threads=8)
 flops = r.gpu_peak(0.0, blocks=2, threads=8, iters=3)
@@ -390,9 +393,9 @@ def test_a_layer_alone_runs_each_work_row_again_through_the_calls_other_individu
     weights = rng.standard_normal((6, spec.n_params), dtype=np.float32) * nets.init_scale(spec)
     obs = rng.integers(0, 256, (2, *spec.obs_shape), dtype=np.uint8)
     seg, t = cpu.segments(spec.table), spec.table
-    work = roofline.layer_inputs(spec.table, weights, np.array([0, 1]), obs, spec.obs_div)
+    work = roof_layers.layer_inputs(spec.table, weights, np.array([0, 1]), obs, spec.obs_div)
     x = work[:, seg[2] : seg[3]].astype(np.float64)  # small's first dense layer: its inputs
-    roofline.one_layer(spec.table, 2, weights, np.array([2, 3, 4, 5]), obs, spec.obs_div, work, 1)
+    roof_layers.one_layer(spec.table, 2, weights, np.array([2, 3, 4, 5]), obs, spec.obs_div, work, 1)
     n_in, n_out, wo, bo = t[2, CIN], t[2, COUT], t[2, W_OFF], t[2, B_OFF]
     for r, ind in ((0, 4), (1, 5)):
         w = weights[ind].astype(np.float64)

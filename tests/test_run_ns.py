@@ -61,9 +61,9 @@ def test_bad_ns_settings_name_the_field_and_what_is_allowed(argv, words):
 
 
 def test_es_family_defaults_to_the_es_sigma():
-    cfg, _, _ = parse_args(["--algo", "nsr-es"], "", NS_PRESETS)
+    cfg, _, _, _ = parse_args(["--algo", "nsr-es"], "", NS_PRESETS)
     assert cfg.settings.sigma == 0.02 and cfg.env.env == "maze"
-    cfg, _, _ = parse_args(["--algo", "ga-ns"], "", NS_PRESETS)
+    cfg, _, _, _ = parse_args(["--algo", "ga-ns"], "", NS_PRESETS)
     assert cfg.settings.sigma == 0.005
 
 
@@ -110,7 +110,7 @@ def test_ga_ns_logs_its_elites_game_score_and_novelty_apart(maze_runs):
 def test_replay_plays_a_novelty_search_runs_elite(maze_runs, algo):
     """elite.json names the elite (GA-NS: its seeds; NS-ES: the best agent's theta.npy), and on
     the deterministic maze the replay scores exactly its recorded mean."""
-    from experiments import replay
+    from nevo.tools import replay
 
     folder = maze_runs[algo]
     assert replay.main([folder, "--episodes", "1", "--frame-cap", "200"]) == 0
@@ -152,9 +152,9 @@ def test_ns_es_runs_on_atari(tmp_path):
 
 def test_atari_defaults_follow_the_papers():
     """GA-NS on Atari: the Deep GA's large net and sigma; the ES family: the small net with VBN."""
-    cfg, _, _ = parse_args(["--env", "frostbite"], "", NS_PRESETS)
+    cfg, _, _, _ = parse_args(["--env", "frostbite"], "", NS_PRESETS)
     assert (cfg.net.net, cfg.settings.sigma, cfg.net.vbn) == ("large", 0.002, 0)
-    cfg, _, _ = parse_args(["--env", "frostbite", "--algo", "nsra-es"], "", NS_PRESETS)
+    cfg, _, _, _ = parse_args(["--env", "frostbite", "--algo", "nsra-es"], "", NS_PRESETS)
     assert (cfg.net.net, cfg.settings.sigma, cfg.net.vbn) == ("small", 0.02, 128)
 
 

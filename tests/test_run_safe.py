@@ -125,7 +125,7 @@ def test_settings_safe_mutations_refuse_are_one_line(argv, needle):
 
 
 def test_a_safe_mutation_on_a_cluster_is_refused_before_any_work():
-    cfg, _, cluster = parse_args([*DEEP, "--cluster", "local:1"], "")
+    cfg, _, cluster, _ = parse_args([*DEEP, "--cluster", "local:1"], "")
     from nevo import tasks
 
     task = tasks.task_for(cfg.env)

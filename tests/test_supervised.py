@@ -177,7 +177,8 @@ MNIST_CACHED = os.path.isfile(os.path.join(mnist_data.cache_dir(), "mnist.npz"))
 def test_es_and_sgd_run_on_mnist_and_replay_gives_the_runs_test_accuracy(tmp_path, capsys):
     """run_es --env mnist (mini-batch ES on the paper's 28,938-parameter net) and run_sgd write run
     folders whose last test accuracy replay reproduces on the whole test set."""
-    from experiments import replay, run_es, run_sgd
+    from experiments import run_es, run_sgd
+    from nevo.tools import replay
     from tests.conftest import run_folder
 
     tiny = ["--env", "mnist", "--population", "4", "--examples", "10", "--frame-budget", "100"]

@@ -19,7 +19,7 @@ benchmark.
 
 Rows are distinct individuals rotated through more than 8x the last-level cache, observations
 are real (Frostbite frames for large and small, MNIST-like images, gym states: as
-experiments.roofline measures them).
+nevo.roofline measures them).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ import time
 
 import numpy as np
 
-from experiments import roofline
 from nevo.nets import half
 from nevo.nets.kernels import cpu
+from nevo.roofline import layers
 
 
 def load_kernels(checkout: str, scratch: str):
@@ -108,10 +108,8 @@ def compare(forwards: dict, a) -> list[dict]:
     print(f"base: {os.path.abspath(a.base)}; this: {here}")
     print(f"{'net':>12} {'rows':>4} {'weights':>7} {'base f/s':>9} {'this f/s':>9} {'this/base':>9}")
     for name in a.nets:
-        spec, obs, _ = roofline.observations(name, max(a.rows), a.game, rng)
-        weights = half.rounded(
-            roofline.rotated_weights(spec, max(a.rows), a.max_gb, rng, a.weights), a.weights
-        )
+        spec, obs, _ = layers.observations(name, max(a.rows), a.game, rng)
+        weights = half.rounded(layers.rotated_weights(spec, max(a.rows), a.max_gb, rng, a.weights), a.weights)
         for rows in a.rows:
             o = np.ascontiguousarray(obs[np.arange(rows) % len(obs)])
             first = {k: f(spec, weights, np.arange(rows) % len(weights), o)[1] for k, f in forwards.items()}

@@ -124,7 +124,7 @@ def main(argv=None) -> int:
                 "--weights",
                 a.weights,
             ]
-            cfg, _, _ = cli.parse_args([*argv, "--noise-table-size", "20000000"], "")
+            cfg, _, _, _ = cli.parse_args([*argv, "--noise-table-size", "20000000"], "")
             cfg = replace(cfg, run=replace(cfg.run, device="cpu"))
             task = tasks.task_for(cfg.env)
             spec = setup.net_for(cfg, task)

@@ -6,7 +6,7 @@ CPU goal: nevo >= 1.5x EvoTorch's game frames/s).
     python -m experiments.bench.bench_evotorch --net small --populations 64 --rounds 3
 
 EvoTorch's side is its `VecGymNE` problem (ale-py's `AtariVectorEnv` with nevo's emulator settings,
-the same threads) with the net built in torch exactly as nevo's (`bench_forward.torch_module`).
+the same threads) with the net built in torch exactly as nevo's (`forward_torch.torch_module`).
 nevo's side is its pipeline with the machine's default layout (what `run_ga` uses), or with each
 of --slots (e.g. `--slots 16 32`, timed in the same rounds).
 
@@ -33,8 +33,8 @@ import time
 
 import numpy as np
 
-from experiments.bench.bench_forward import torch_module, torch_params
 from experiments.bench.bench_pipeline import fresh_weights, given, pipeline_rate
+from experiments.bench.forward_torch import torch_module, torch_params
 from nevo import machine, nets
 from nevo.algos.ga import GA
 from nevo.config import EnvConfig, GAConfig, RunConfig

@@ -5,10 +5,10 @@ the bytes the memory actually moves.
     python -m experiments.bench.dense_fetch --nets small --weights fp16 --seconds 1
 
 nevo's dense layer never reads the weight row of a zero input (nevo.nets.kernels.cpu.dense_block),
-and experiments.roofline counts only the kept rows' bytes. The hardware may move more: its
+and nevo.roofline counts only the kept rows' bytes. The hardware may move more: its
 prefetchers see an ascending run of rows with gaps and can fetch the gaps too. Here the first dense
 layer of each Atari net runs on one thread (as in a forward, where one thread's dense layer runs
-beside the other's convs; experiments.roofline's layer driver, one_layer), each row on the next
+beside the other's convs; nevo.roofline's layer driver, one_layer), each row on the next
 individual of a set rotated through more than 8x the last-level cache (every row from memory), with
 three kinds of input row:
   all    every input nonzero: the whole weight matrix, streamed;
@@ -19,7 +19,7 @@ three kinds of input row:
 Printed per pattern: microseconds a row, GB/s of the bytes asked for, and the share of `all`'s
 time and of its bytes. Where `real` takes `all`'s time, skipping saves multiplications, not
 memory traffic; `front` is what the same bytes cost when nothing lies between them. Beside them,
-one thread's streaming read (experiments.roofline's probe): the most one thread moves.
+one thread's streaming read (nevo.roofline's probe): the most one thread moves.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ import argparse
 
 import numpy as np
 
-from experiments import roofline
 from nevo.nets import DENSE, KIND, half
 from nevo.nets.kernels import cpu
+from nevo.roofline import layers
+from nevo.roofline.cpu import memory_bandwidth
 
 PATTERNS = ("all", "real", "front")
 
@@ -51,7 +52,7 @@ def pattern_rows(real: np.ndarray, kind: str) -> np.ndarray:
 
 def pattern_work(full: np.ndarray, lo: int, hi: int, kind: str) -> np.ndarray:
     """A copy of full (n, segments), every layer's inputs, with the dense layer's inputs [lo, hi)
-    replaced by the pattern `kind` of them: the work experiments.roofline's one_layer reads."""
+    replaced by the pattern `kind` of them: the work nevo.roofline's one_layer reads."""
     work = full.copy()
     work[:, lo:hi] = pattern_rows(full[:, lo:hi], kind)
     return work
@@ -62,26 +63,26 @@ def measure(name: str, fmt: str, seconds: float, max_gb: float, game: str, n_rea
     roofline's own layer driver (one_layer) on one thread, LAYER_ROWS rows a call, each another
     individual."""
     rng = np.random.default_rng(0)
-    spec, obs, source = roofline.observations(name, n_real, game, rng)
-    weights = half.rounded(roofline.rotated_weights(spec, n_real, max_gb, rng, fmt), fmt)
+    spec, obs, source = layers.observations(name, n_real, game, rng)
+    weights = half.rounded(layers.rotated_weights(spec, n_real, max_gb, rng, fmt), fmt)
     bits = half.kernel_view(weights)
     table, seg = spec.table, cpu.segments(spec.table)
     i = int(np.flatnonzero(table[:, KIND] == DENSE)[0])
-    full = roofline.layer_inputs(table, bits, np.arange(n_real) % len(bits), obs, spec.obs_div)
-    out = {"net": name, "weights": fmt, "layer": roofline.layer_name(spec.layers[i]),
+    full = layers.layer_inputs(table, bits, np.arange(n_real) % len(bits), obs, spec.obs_div)
+    out = {"net": name, "weights": fmt, "layer": layers.layer_name(spec.layers[i]),
            "individuals": len(weights), "source": source, "patterns": {}}  # fmt: skip
-    per_call = roofline.LAYER_ROWS
+    per_call = layers.LAYER_ROWS
     for kind in PATTERNS:
         work = pattern_work(full, seg[i], seg[i + 1], kind)
         kept = float(np.mean(work[:, seg[i] : seg[i + 1]] != 0))
 
         def call(k, work=work):
             inds = (np.arange(per_call) + k * per_call) % len(bits)
-            roofline.one_layer(table, i, bits, inds, obs, spec.obs_div, work, 1)
+            layers.one_layer(table, i, bits, inds, obs, spec.obs_div, work, 1)
 
-        per_row = 1 / roofline.rate_of(call, per_call, seconds)
+        per_row = 1 / layers.rate_of(call, per_call, seconds)
         # the kept rows and the bias, as the roofline counts them (kept read for dense layers only)
-        asked = roofline.layer_counts(spec, [kept] * len(spec.layers), weights.itemsize)[i + 1]["bytes"]
+        asked = layers.layer_counts(spec, [kept] * len(spec.layers), weights.itemsize)[i + 1]["bytes"]
         out["patterns"][kind] = {"kept": kept, "us_per_row": per_row * 1e6, "asked_bytes": asked,
                                  "asked_GBps": asked / per_row / 1e9}  # fmt: skip
     base = out["patterns"]["all"]
@@ -104,7 +105,7 @@ def main(argv=None) -> list[dict]:
     a = p.parse_args(argv)
     if a.seconds <= 0 or a.max_gb <= 0 or a.bandwidth_mb < 1:
         p.error("--seconds, --max-gb and --bandwidth-mb must be positive")
-    one = roofline.memory_bandwidth(a.bandwidth_mb * 2**20, passes=3, threads=1)
+    one = memory_bandwidth(a.bandwidth_mb * 2**20, passes=3, threads=1)
     print(f"one thread's streaming read of {a.bandwidth_mb:,} MB: {one / 1e9:.1f} GB/s")
     print(f"{'net':>6} {'weights':>7} {'layer':>16} {'pattern':>7} {'kept':>5} {'us/row':>7} "
           f"{'GB/s asked':>10} {'time/all':>8} {'bytes/all':>9}")  # fmt: skip

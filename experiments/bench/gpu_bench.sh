@@ -91,7 +91,7 @@ if [[ $part == lease || $part == lease2 ]]; then
   if [[ $part == lease2 ]]; then
     # The second call of a lease, on the warm machine (~3 minutes): the GPU's fp32 peak and memory
     # read alone, then the kernels alone with a step's parts and the layers' shares
-    try gpu_roof 60 python3 -c "from experiments import roofline as r
+    try gpu_roof 60 python3 -c "from nevo.roofline import gpu as r
 print(f'GPU streaming read {r.gpu_bandwidth(2**31, 5) / 1e12:.2f} TB/s, fp32 FMA peak {r.gpu_peak(0.5) / 1e12:.1f} TFLOP/s')"
     try bench_forward 100 python3 -m experiments.bench.bench_forward --device cuda --seconds 0.3 --rows 256 1000 \
       --weights fp16 fp32 --no-torch

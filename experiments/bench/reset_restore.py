@@ -27,8 +27,8 @@ import ale_py
 import numpy as np
 from ale_py import roms
 
-from experiments.bench.bench_pipeline import emulator_limit
 from nevo.config import EnvConfig
+from nevo.roofline.emulators import emulator_limit
 from nevo.tasks.envs import atari_actions
 
 # Table 1 of Such et al. 2017 (the Deep GA), then two games nevo's tests use.
@@ -94,8 +94,9 @@ def bare_rate(game: str, seconds: float, seed: int = 0) -> float:
 
 
 def step_rates(game: str, seconds: float) -> dict:
-    """One game's emulation rates on one thread (main's --step-rates): the vector env's as
-    experiments.bench.bench_pipeline's emulator limit measures them, one group of 1 or of 32 emulators."""
+    """One game's emulation rates on one thread (main's --step-rates): the vector env's as the
+    emulator limit (nevo.roofline.emulators.emulator_limit) measures them, one group of 1 or of 32
+    emulators."""
     cfg, n = EnvConfig(game=game), atari_actions(game)
     return {"game": game, "bare": bare_rate(game, seconds),
             "vector_1": emulator_limit(cfg, 1, 1, 1, seconds, n),

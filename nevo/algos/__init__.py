@@ -114,15 +114,8 @@ def load_module(module: str) -> tuple[str, ...]:
 
 def extensions_of(cfg) -> list:
     """The extension classes a run has: those its algorithm declares that its settings want, in
-    the declaration's order ("module:Class" names imported here)."""
-    found = []
-    for e in declared(cfg).extensions:
-        if isinstance(e, str):
-            module, _, name = e.partition(":")
-            e = getattr(importlib.import_module(module), name)
-        if e.wanted(cfg):
-            found.append(e)
-    return found
+    the declaration's order."""
+    return [e for e in declared(cfg).extensions if e.wanted(cfg)]
 
 
 def declaration(name: str, module: str = "") -> Declaration:

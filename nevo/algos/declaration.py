@@ -62,9 +62,8 @@ class Declaration:
     # made for (the task's own values then do not come over it), "env" | "net" | "settings" |
     # "run": {setting: value}}}: its command's presets (--preset), in the order --help lists them
     presets: dict = field(default_factory=dict)
-    # The extensions its runs may have (nevo.algos.contract.Extension classes, or "module:Class"
-    # for one that lives above the algorithms), in the order their hooks run; a run has those
-    # its settings want (each one's `wanted`): nevo.algos.extensions_of
+    # The extensions its runs may have (nevo.algos.contract.Extension classes), in the order their
+    # hooks run; a run has those its settings want (each one's `wanted`): nevo.algos.extensions_of
     extensions: tuple = ()
     # cfg -> the individuals a generation evaluates (the memory check sizes by it); default: the
     # settings' `population`

@@ -30,9 +30,10 @@ import numpy as np
 from nevo import runs
 from nevo.algos.contract import Extension
 from nevo.algos.declaration import Declaration
+from nevo.algos.gradient_correlation import GradientCorrelation
 from nevo.algos.noise_sums import bucket_edges, bucketed_noise_sum, weighted_noise_sum
 from nevo.algos.noise_sums import weighted_noise_sum_reference as weighted_noise_sum_reference
-from nevo.algos.optimizers import load_theta_state, make_optimizer, theta_state, vector_norm
+from nevo.algos.optimizers import SteppedTheta, make_optimizer, vector_norm
 from nevo.algos.ranking import centered_ranks
 from nevo.algos.streams import rng_for
 from nevo.episodes import Episodes, Population, Results
@@ -108,7 +109,7 @@ TRAIN_EPISODES, VALIDATION_EPISODES, NOISE_SEEDS, INIT_SEED, BUCKETS = range(5)
 _AGENT_STRIDE = 16  # purpose + 16 * agent: meta-population members draw from disjoint streams
 
 
-class ES:
+class ES(SteppedTheta):
     """OpenAI-ES over explicit state: theta, the optimizer's moments, the generation."""
 
     agent_count, agent_index, elite_agent = 1, 0, 0  # one theta (NSES holds several ES agents)
@@ -124,11 +125,11 @@ class ES:
         init = int(rng_for(seed, 0, INIT_SEED + _AGENT_STRIDE * agent).integers(0, SEED_LIMIT))
         self.theta = noise.rebuild([init]).copy()  # (P,) float32: init_scale * eps(init)
         self.opt = make_optimizer(es_cfg, noise.n_params)
-        self.theta_score = float("nan")  # validation mean of theta at its last validation
+        self.elite_score = float("nan")  # validation mean of theta at its last validation
         self.validated = True  # False after a generation whose validation was skipped
         self.grad_norm = float("nan")
         self.step_norm = float("nan")
-        self.last_grad = None  # (P,) float32: the last step's gradient estimate g (nevo.loops.grad_corr)
+        self.last_grad = None  # (P,) float32: the last step's gradient estimate g (--grad-corr)
 
     # ---- the population: perturbation k of individual j ---------------------------------
     def _seeds(self) -> np.ndarray:
@@ -233,41 +234,20 @@ class ES:
         r = results.returns
         self.validated = len(r) > 0
         if self.validated:
-            self.theta_score = float(np.mean(r)) if np.isfinite(r).any() else float("nan")
-        return self.theta_score
-
-    @property
-    def elite(self) -> np.ndarray:
-        """(P,) float32: the elite of ES is theta itself."""
-        return self.theta
-
-    @property
-    def elite_score(self) -> float:
-        """theta's validation mean."""
-        return self.theta_score
+            self.elite_score = float(np.mean(r)) if np.isfinite(r).any() else float("nan")
+        return self.elite_score
 
     @property
     def validation_episodes(self) -> int:
         return self.cfg.validation_episodes
 
-    best_elite = None  # ES keeps no elite but theta
-
     def metrics(self) -> dict:
         """theta's validation mean (the elite of ES is theta; none where this generation skipped its
         validation) and the last step's sizes, for the log line."""
         return {
-            **({"score/elite_mean": self.theta_score} if self.validated else {}),
-            "es/grad_norm": self.grad_norm,
-            "es/step_norm": self.step_norm,
-            "es/theta_norm": float(vector_norm(self.theta)),
+            **({"score/elite_mean": self.elite_score} if self.validated else {}),
+            **self.step_metrics("es"),
         }
-
-    # ---- checkpoint -------------------------------------------------------------------
-    def state(self) -> dict:
-        return theta_state(self.generation, self.theta, self.opt, self.theta_score)
-
-    def load_state(self, st: dict) -> None:
-        self.generation, self.theta, self.theta_score = load_theta_state(st, self.opt)
 
 
 class ObservationStatistics(Extension):
@@ -418,8 +398,7 @@ DECLARATIONS = (
         section="es",
         validate=validate_es,
         check_device=_es_device,
-        # --grad-corr 1 (above the algorithms: it evaluates the true gradient), --obs-norm 1
-        extensions=("nevo.loops.grad_corr:GradientCorrelation", ObservationStatistics),
+        extensions=(GradientCorrelation, ObservationStatistics),  # --grad-corr 1, --obs-norm 1
         on_tasks={"es": ON_TASKS},
         on_task=_on_task,
         presets=PRESETS,

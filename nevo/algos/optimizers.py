@@ -1,7 +1,7 @@
 """The optimizers that step a theta along a gradient estimate, as the reference's optimizers.py:
 Adam and SGD with momentum (--optimizer adam, sgd), chosen once from the settings
-(`make_optimizer`); the plain arrays a stepped theta is checkpointed as (`theta_state`,
-`load_theta_state`); and the norm its steps are logged by (`vector_norm`).
+(`make_optimizer`); what a stepped theta holds, logs and is checkpointed as (`SteppedTheta`);
+and the norm its steps are logged by (`vector_norm`).
 
 OpenAI-ES (nevo.algos.es) and the SGD baseline (nevo.algos.sgd) step their theta with them alike.
 """
@@ -58,23 +58,47 @@ def make_optimizer(es_cfg, n: int):
     raise ValueError(f"--optimizer: got {es_cfg.optimizer!r}, allowed: adam, sgd")
 
 
-def theta_state(generation: int, theta, opt, score: float) -> dict:
-    """The plain arrays of a theta stepped by an optimizer (ES's, and SGD's in nevo.algos.sgd)."""
-    return {
-        "generation": np.int64(generation),
-        "theta": theta,
-        "opt_m": opt.m,
-        "opt_v": opt.v,
-        "opt_t": np.int64(opt.t),
-        "theta_score": np.float64(score),
-    }
+class SteppedTheta:
+    """What OpenAI-ES and the SGD baseline share, written once: a theta (P,) float32 stepped by an
+    optimizer (`opt`), the steps done (`generation`: ES's generations, SGD's iterations), theta's
+    last score (`elite_score`: ES's validation mean, SGD's test-set score), the last step's sizes
+    (`grad_norm`, `step_norm`), its checkpoint arrays; theta is the run's elite, and no other
+    elite is kept."""
 
+    best_elite = None
 
-def load_theta_state(st: dict, opt) -> tuple[int, np.ndarray, float]:
-    """(generation, theta, score) of theta_state's arrays; the optimizer's moments restored in opt."""
-    opt.m, opt.v = np.array(st["opt_m"], np.float32), np.array(st["opt_v"], np.float32)
-    opt.t = int(st["opt_t"])
-    return int(st["generation"]), np.array(st["theta"], np.float32), float(st["theta_score"])
+    @property
+    def elite(self) -> np.ndarray:
+        """(P,) float32: theta itself."""
+        return self.theta
+
+    def step_metrics(self, prefix: str) -> dict:
+        """The last step's sizes and theta's norm, as PREFIX/grad_norm, step_norm and theta_norm."""
+        return {
+            f"{prefix}/grad_norm": self.grad_norm,
+            f"{prefix}/step_norm": self.step_norm,
+            f"{prefix}/theta_norm": float(vector_norm(self.theta)),
+        }
+
+    def state(self) -> dict:
+        """The plain arrays of theta, the optimizer's moments, the steps done and the score
+        (the score's key, theta_score, as checkpoints have always named it)."""
+        opt = self.opt
+        return {
+            "generation": np.int64(self.generation),
+            "theta": self.theta,
+            "opt_m": opt.m,
+            "opt_v": opt.v,
+            "opt_t": np.int64(opt.t),
+            "theta_score": np.float64(self.elite_score),
+        }
+
+    def load_state(self, st: dict) -> None:
+        """state()'s arrays back, the optimizer's moments included."""
+        self.opt.m, self.opt.v = np.array(st["opt_m"], np.float32), np.array(st["opt_v"], np.float32)
+        self.opt.t = int(st["opt_t"])
+        self.generation, self.theta = int(st["generation"]), np.array(st["theta"], np.float32)
+        self.elite_score = float(st["theta_score"])
 
 
 @numba.njit(nogil=True, cache=True)

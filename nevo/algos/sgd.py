@@ -23,30 +23,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from nevo import runs
+from nevo.algos.cross_entropy import loss_gradient
 from nevo.algos.declaration import Declaration
 from nevo.algos.es import INIT_SEED, TRAIN_EPISODES
-from nevo.algos.optimizers import load_theta_state, make_optimizer, theta_state, vector_norm
+from nevo.algos.optimizers import SteppedTheta, make_optimizer, vector_norm
 from nevo.algos.streams import rng_for
 from nevo.episodes import Episodes, Population
 from nevo.genomes.noise import SEED_LIMIT
-from nevo.genomes.safe_mutation import trace, vjp
 from nevo.settings import OPTIMIZERS, require, setting
 from nevo.tasks.supervised import batch_of
 
 PROXY_NOISE = 200  # the purpose of the proxy's noise stream (ES's streams are below 64)
-
-
-def loss_gradient(spec, theta, x, y) -> tuple[np.ndarray, float, float]:
-    """(gradient (P,) float64 of the mean cross-entropy of the batch, that loss, the accuracy) of
-    theta (P,) on images x (B, C, H, W) with labels y (B,)."""
-    tr = trace(spec, theta, x, backend="numba")
-    y = np.asarray(y, np.int64)
-    b = len(y)
-    cot = tr.probs.copy()
-    cot[np.arange(b), y] -= 1.0  # d(cross-entropy)/d(logits) = softmax - one-hot
-    loss = -float(np.mean(np.log(np.maximum(tr.probs[np.arange(b), y], 1e-300))))
-    accuracy = float(np.mean(np.argmax(tr.logits, axis=1) == y))
-    return vjp(tr, cot / b), loss, accuracy
 
 
 def proxy(g_true: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
@@ -56,7 +43,7 @@ def proxy(g_true: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarra
     return g_true + m * noise
 
 
-class SGD:
+class SGD(SteppedTheta):
     """theta, the optimizer's moments and the iteration count; `step` takes one mini-batch."""
 
     def __init__(self, sgd_cfg, seed: int, noise, spec):
@@ -71,12 +58,6 @@ class SGD:
 
     validation_episodes = 1  # the whole test set
     validated = True  # every step ends on the test set
-    best_elite = None
-
-    @property
-    def elite(self) -> np.ndarray:
-        """(P,) float32: theta is the run's elite."""
-        return self.theta
 
     def batch_seed(self) -> int:
         """This iteration's mini-batch seed: mini-batch ES's shared episode seed of the generation."""
@@ -98,16 +79,8 @@ class SGD:
             "score/elite_mean": self.elite_score,
             "sgd/loss": self.loss,
             "sgd/batch_accuracy": self.accuracy,
-            "sgd/grad_norm": self.grad_norm,
-            "sgd/step_norm": self.step_norm,
-            "es/theta_norm": float(vector_norm(self.theta)),
+            **self.step_metrics("sgd"),
         }
-
-    def state(self) -> dict:
-        return theta_state(self.generation, self.theta, self.opt, self.elite_score)
-
-    def load_state(self, st: dict) -> None:
-        self.generation, self.theta, self.elite_score = load_theta_state(st, self.opt)
 
 
 class SGDStep:

@@ -34,9 +34,9 @@ from collections import deque
 import numpy as np
 
 from nevo.episodes import Episodes, Results
-from nevo.evaluation.experiences import sample_for
+from nevo.evaluation.episode_book import EpisodeBook
 from nevo.evaluation.in_worker import ASK, EpisodePlayer, read_answer, runs_in_workers
-from nevo.evaluation.slot_weights import in_parts, mutation_s
+from nevo.evaluation.slot_weights import in_parts
 from nevo.tasks.atari_emulator import FRAME, STACK
 from nevo.tasks.emulator_pool import EmulatorPool
 from nevo.tasks.envs import NOOP, noop_count
@@ -185,172 +185,91 @@ class AtariEvaluator:
         return in_parts(run_part, population, episodes, self.weights.max_rows)
 
     def _run(self, population, episodes: Episodes, progress) -> Results:
-        batch = _RunState(self, episodes)
-        if batch.n_ep == 0:
-            return batch.results()
-        self.policy.load(self.weights.start(population, batch.ind, self.slots))
+        ram = (self.pool.ram.shape[1], np.uint8) if self.ram else None
+        book = EpisodeBook(episodes, self.slots, self.weights, self.pool.obs.shape[1:], np.uint8, ram)
+        if book.n_ep == 0:
+            return book.results()
+        self.policy.load(self.weights.start(population, book.ind, self.slots))
         try:
-            if self.pipeline == "workers":
-                self._in_workers(batch, progress)
-            elif self.pipeline == "overlap":
-                self._pipelined(batch, progress)
-            else:
-                self._lockstep(batch, progress)
+            PIPELINES[self.pipeline](self, book).play(progress)
         finally:
             try:
                 self.pool.drain()  # on an error or Ctrl-C, no step is left in flight in the workers
             finally:
                 self.policy.release()  # (a GPU step left in flight too)
-        return batch.results()
+        return book.results()
 
-    def _pipelined(self, batch: _RunState, progress) -> None:
-        """Round robin: receive group g, choose and send its actions, go on to the next group;
-        g's emulators step while the other groups' forward passes run.
 
-        With a policy that submits a step and collects its actions later (CudaPolicy), group g's
-        actions are collected and sent after the next group is received and its step submitted:
-        the GPU runs g's forward while this thread works. speed: a GPU generation's driving thread
-        spent most of its time in policy calls (docs/lab/2026-11-26.md)."""
-        G = self.group
-        groups = [np.arange(g * G, (g + 1) * G) for g in range(self.slots // G)]
-        pending = deque()  # (group, ticket) in the order sent
-        held = None  # (group, choice): its step submitted, its actions not yet collected and sent
+class _Workers:
+    """Each emulator process plays one episode at a time to its end, its own forward choosing the
+    actions (nevo.evaluation.in_worker); when one ends, its slot gets the queue's next."""
 
-        def send(g, choice):
-            pending.append((g, batch.send(choice)))
+    def __init__(self, ev: AtariEvaluator, book: EpisodeBook):
+        self.ev, self.book = ev, book
+        self.noops = np.array([noop_count(s, ev.env_cfg.noop_max) for s in book.seeds], np.int64)
+        self.reference = ev.env_cfg.start == "reference"
+        self.keep = 0 if book.sample is None else book.sample.k
+        self.playing = {}  # ticket -> (slot, episode)
 
-        def send_held():
-            nonlocal held
-            if held is not None:
-                send(*held)
-                held = None
+    def _give(self, s: int) -> None:
+        """Slot s plays its episode: what the process is asked (nevo.evaluation.in_worker.ASK)."""
+        e, row = int(self.book.slot_ep[s]), int(self.book.slot_row[s])
+        ask = ASK.pack(row, int(self.noops[e]), int(self.book.seeds[e]), self.keep, self.reference)
+        self.playing[self.ev.pool.play(s, ask)] = (s, e)
 
-        def go(g):  # group g's actions chosen and sent (or its step submitted, the held group's sent)
-            nonlocal held
-            choice = batch.choose(groups[g])
-            if choice is None:  # no live slot left in g
-                return
-            if not batch.submits:
-                send(g, choice)
-                return
-            send_held()
-            held = (g, choice)
-
-        for g in batch.start(groups):
-            go(g)
-        while pending or held is not None:
-            if pending:
-                g, ticket = pending.popleft()
-                batch.receive(ticket)
-                go(g)
-            else:  # nothing else to receive: the held group's actions now
-                send_held()
-            batch.report(progress)
-
-    def _lockstep(self, batch: _RunState, progress) -> None:
-        """One forward pass over every live slot, then those slots step at once.
-
-        speed: where the forward and the emulators share the same few cores (the CPU backend),
-        running each on all cores in turn beats overlapping them (measured: docs/lab/2026-11-21.md).
-        """
-        every = [np.arange(self.slots)]
-        batch.start(every)
-        while (choice := batch.choose(every[0])) is not None:
-            batch.receive(batch.send(choice))
-            batch.report(progress)
-
-    def _in_workers(self, batch: _RunState, progress) -> None:
-        """Each emulator process plays one episode at a time to its end, its own forward choosing
-        the actions (nevo.evaluation.in_worker); when one ends, its slot gets the queue's next."""
-        pool, weights = self.pool, self.weights
-        keep = 0 if batch.sample is None else batch.sample.k
-        playing = {}  # ticket -> (slot, episode)
+    def play(self, progress) -> None:
+        ev, book, pool = self.ev, self.book, self.ev.pool
         forward_s = emulation_s = 0.0
         rows = 0
-
-        def give(s):
-            e = batch.next_ep
-            batch.next_ep += 1
-            row = int(weights.take(batch.ind[e : e + 1])[0])
-            ask = ASK.pack(row, int(batch.noops[e]), int(batch.seeds[e]), keep, batch.reference)
-            playing[pool.play(s, ask)] = (s, e)
-
-        for s in range(min(self.slots, batch.n_ep)):
-            give(s)
-        while playing:
-            bound = episode_bound(self.env_cfg.frame_cap + start_frames(self.env_cfg), self.slowest_rate)
-            answers = pool.answers(list(playing), bound)
-            batch.clock(live=len(playing))  # (the time until now had these many in play)
+        for s in range(book.start()):
+            self._give(s)
+        while self.playing:
+            bound = episode_bound(ev.env_cfg.frame_cap + start_frames(ev.env_cfg), ev.slowest_rate)
+            answers = pool.answers(list(self.playing), bound)
+            book.clock(live=len(self.playing))  # (the time until now had these many in play)
             for ticket, answer in answers:
-                s, e = playing.pop(ticket)
-                a = read_answer(answer, batch.obs.shape[1:])
-                batch.returns[e], batch.lengths[e], batch.frames[e] = a.ret, a.steps, a.frames
-                if batch.behaviours is not None:
-                    batch.behaviours[e] = a.ram
-                if keep:
-                    batch.sample.obs[e, : len(a.kept)] = a.kept
-                    batch.sample.seen[e] = a.acted
+                s, e = self.playing.pop(ticket)
+                a = read_answer(answer, pool.obs.shape[1:])
+                ram = None if book.behaviours is None else a.ram[None]
+                book.end([e], returns=a.ret, lengths=a.steps, frames=a.frames, behaviours=ram)
+                if self.keep:
+                    book.sample.obs[e, : len(a.kept)] = a.kept
+                    book.sample.seen[e] = a.acted
                 forward_s, emulation_s = forward_s + a.forward_s, emulation_s + a.emulation_s
                 rows += a.acted
                 played_s = a.forward_s + a.emulation_s
                 if played_s > 1.0:  # (an episode long enough to time)
-                    self.slowest_rate = min(self.slowest_rate, a.frames / played_s)
-                batch.frames_done += a.frames
-                batch.done += 1
-                weights.done(batch.ind[e])
-                if batch.next_ep < batch.n_ep:
-                    give(s)
-            batch.report(progress)
-        batch.forward_s = forward_s / self.threads  # the mean process's: a share of the wall time
-        self.last = {"forward_s": batch.forward_s, "emulation_s": emulation_s / self.threads, "rows": rows}
+                    ev.slowest_rate = min(ev.slowest_rate, a.frames / played_s)
+                if book.refill(np.array([s])).size:
+                    self._give(s)
+            book.report(progress)
+        book.forward_s = forward_s / ev.threads  # the mean process's: a share of the wall time
+        ev.last = {"forward_s": book.forward_s, "emulation_s": emulation_s / ev.threads, "rows": rows}
 
 
-class _RunState:
-    """The state of one run(): which episode each slot plays, and the per-episode results.
+class _Stepped:
+    """Lockstep and overlap: this process runs the policy over the slots' observations in shared
+    memory, and the pool steps the slots; an episode's start is played by the pool, not the net.
 
-    A slot is live while slot_ep[s] >= 0. The observations are the pool's shared arrays."""
+    Per slot: the steps and return of its episode so far."""
 
-    def __init__(self, ev: AtariEvaluator, episodes: Episodes):
-        self.ev, self.pool, S = ev, ev.pool, ev.slots
+    def __init__(self, ev: AtariEvaluator, book: EpisodeBook):
+        self.ev, self.book, self.pool = ev, book, ev.pool
         self.submits = hasattr(ev.policy, "submit")  # a step submitted, its actions collected later
-        self.n_ep = len(episodes.ind)
-        self.ind = np.asarray(episodes.ind, np.int64)
-        self.seeds = np.asarray(episodes.seeds, np.int64)
-        self.noops = np.array([noop_count(s, ev.env_cfg.noop_max) for s in episodes.seeds], np.int64)
+        noops = np.array([noop_count(s, ev.env_cfg.noop_max) for s in book.seeds], np.int64)
         # an episode's first steps, before the net acts: the reference's start is one step (the
         # pool's action -n: n no-op frames, then FIRE and action 2), which is not counted in its
         # length; the vector env's start is n NOOP steps, which are
         self.reference = ev.env_cfg.start == "reference"
-        self.opening = np.ones_like(self.noops) if self.reference else self.noops
-        self.opening_action = -self.noops if self.reference else np.full_like(self.noops, NOOP)
-        self.returns = np.zeros(self.n_ep, np.float64)
-        self.lengths = np.zeros(self.n_ep, np.int64)
-        self.frames = np.zeros(self.n_ep, np.int64)
-        self.behaviours = np.zeros((self.n_ep, self.pool.ram.shape[1]), np.uint8) if ev.ram else None
-        self.slot_ep = np.full(S, -1, np.int64)
-        self.slot_row = np.zeros(S, np.int64)  # the policy's weight row of each live slot
-        self.slot_steps = np.zeros(S, np.int64)
-        self.slot_ret = np.zeros(S, np.float64)
+        self.opening = np.ones_like(noops) if self.reference else noops
+        self.opening_action = -noops if self.reference else np.full_like(noops, NOOP)
+        self.slot_steps = np.zeros(ev.slots, np.int64)
+        self.slot_ret = np.zeros(ev.slots, np.float64)
         self.obs = self.pool.obs  # (S, 4, 84, 84) uint8, in shared memory: the workers write it
-        # With Episodes.record: a seeded sample of each episode's observations (nevo.evaluation.experiences).
-        self.sample = sample_for(episodes, self.obs.shape[1:], np.uint8)
-        self.mutation_s0 = mutation_s(ev.weights)
-        self.next_ep = 0
-        self.done = 0
-        self.frames_done = 0
-        # Straggler tail: wall time with the queue empty and fewer live episodes than slots.
-        self.t0 = time.monotonic()
-        self.t_last = self.t0
-        self.tail_s = 0.0
-        self.forward_s = 0.0  # wall time in the policy: with the tail, where a generation's time went
-        self.last_report = self.t0
 
     def start(self, groups: list[np.ndarray]) -> list[int]:
         """Give each slot its first episode, each from a fresh start; the groups that got one."""
-        first = min(self.ev.slots, self.n_ep)
-        self.slot_ep[:first] = np.arange(first)
-        self.slot_row[:first] = self.ev.weights.take(self.ind[:first])
-        self.next_ep = first
+        first = self.book.start()
         # (slots left mid-episode by an interrupted run start afresh too)
         self.pool.wait(self.pool.restart(np.arange(first)))
         return [g for g, slots in enumerate(groups) if slots[0] < first]
@@ -359,22 +278,23 @@ class _RunState:
         """Start choosing the actions of these slots' live ones (None if none is): the policy's
         step for the slots past their episode's start, submitted where the policy can (its actions
         collected by send), else run here; the start's action for the others."""
-        live = slots[self.slot_ep[slots] >= 0]
+        book = self.book
+        live = slots[book.slot_ep[slots] >= 0]
         if not live.size:
             return None
-        acting = live[self.slot_steps[live] >= self.opening[self.slot_ep[live]]]
-        self.pool.actions[live] = self.opening_action[self.slot_ep[live]]
+        acting = live[self.slot_steps[live] >= self.opening[book.slot_ep[live]]]
+        self.pool.actions[live] = self.opening_action[book.slot_ep[live]]
         step = None
         if acting.size:  # compaction: only these rows go through the net
-            if self.sample is not None:  # the observations the net acts on
-                self.sample.offer(self.slot_ep[acting], self.obs[acting])
+            if book.sample is not None:  # the observations the net acts on
+                book.sample.offer(book.slot_ep[acting], self.obs[acting])
             t0 = time.monotonic()
             # the policy gathers the acting slots' frames itself (on a GPU, straight into the
             # page-locked buffer it uploads from)
             policy = self.ev.policy
             call = policy.submit if self.submits else policy
-            step = call(self.slot_row[acting], self.obs, take=acting)
-            self.forward_s += time.monotonic() - t0
+            step = call(book.slot_row[acting], self.obs, take=acting)
+            book.forward_s += time.monotonic() - t0
         return live, acting, step
 
     def send(self, choice: tuple) -> tuple:
@@ -384,72 +304,89 @@ class _RunState:
             if self.submits:
                 t0 = time.monotonic()
                 step = self.ev.policy.collect(step)
-                self.forward_s += time.monotonic() - t0
+                self.book.forward_s += time.monotonic() - t0
             self.pool.actions[acting] = step
         return live, self.pool.step(live)
-
-    def report(self, progress) -> None:
-        """Call progress(done, total, frames) at most twice a second."""
-        now = time.monotonic()
-        if progress is not None and now - self.last_report > 0.5:
-            progress(self.done, self.n_ep, self.frames_done)
-            self.last_report = now
 
     def receive(self, sent: tuple) -> None:
         """Collect a step of these slots; end, record and refill the slots whose episodes ended
         (the pool has started their next episode already: the queue's next one plays it)."""
         live, ticket = sent
-        pool = self.pool
+        pool, book = self.pool, self.book
         pool.wait(ticket)
-        self._clock()
+        book.clock((book.slot_ep >= 0).sum())
         self.slot_ret[live] += pool.reward[live]
         self.slot_steps[live] += 1
         ended = live[pool.done[live] != 0]
         if not ended.size:
             return
-        eps = self.slot_ep[ended]
-        self.returns[eps] = self.slot_ret[ended]
-        self.lengths[eps] = self.slot_steps[ended] - int(self.reference)  # (the start's step)
-        self.frames[eps] = pool.frames[ended]
-        if self.behaviours is not None:
-            self.behaviours[eps] = pool.ram[ended]
-        self.frames_done += int(pool.frames[ended].sum())
-        self.done += ended.size
-        for e in eps:
-            self.ev.weights.done(self.ind[e])
+        ram = None if book.behaviours is None else pool.ram[ended]
+        lengths = self.slot_steps[ended] - int(self.reference)  # (the start's step)
+        book.end(book.slot_ep[ended], self.slot_ret[ended], lengths, pool.frames[ended], ram)
         self.slot_ret[ended], self.slot_steps[ended] = 0.0, 0
-        # the next episodes of the queue, in slot order; the rest of the slots go idle
-        take = ended[: self.n_ep - self.next_ep]
-        self.slot_ep[ended] = -1
-        if take.size:
-            new = np.arange(self.next_ep, self.next_ep + take.size)
-            self.next_ep += take.size
-            self.slot_ep[take] = new
-            self.slot_row[take] = self.ev.weights.take(self.ind[new])
+        book.refill(ended)  # the queue's next episodes, in slot order; the rest of the slots go idle
 
-    def _clock(self) -> None:
-        _RunState.clock(self, (self.slot_ep >= 0).sum())
 
-    def clock(self, live: int) -> None:
-        """Count the time since the last call into the straggler tail if the queue is empty and
-        fewer than every slot (live of them) play."""
-        now = time.monotonic()
-        if self.next_ep >= self.n_ep and live < self.ev.slots:
-            self.tail_s += now - self.t_last
-        self.t_last = now
+class _Lockstep(_Stepped):
+    """One forward pass over every live slot, then those slots step at once.
 
-    def results(self) -> Results:
-        """The outcomes of the run's episodes."""
-        wall = time.monotonic() - self.t0
-        return Results(
-            self.returns,
-            self.lengths,
-            self.frames,
-            wall_s=wall,
-            tail_s=self.tail_s,
-            forward_s=self.forward_s,
-            behaviours=self.behaviours,
-            experiences=None if self.sample is None else self.sample.obs,
-            experience_counts=None if self.sample is None else self.sample.counts(),
-            mutation_s=mutation_s(self.ev.weights) - self.mutation_s0,
-        )
+    speed: where the forward and the emulators share the same few cores (the CPU backend),
+    running each on all cores in turn beats overlapping them (measured: docs/lab/2026-11-21.md)."""
+
+    def play(self, progress) -> None:
+        every = [np.arange(self.ev.slots)]
+        self.start(every)
+        while (choice := self.choose(every[0])) is not None:
+            self.receive(self.send(choice))
+            self.book.report(progress)
+
+
+class _Overlap(_Stepped):
+    """Round robin: receive group g, choose and send its actions, go on to the next group; g's
+    emulators step while the other groups' forward passes run.
+
+    With a policy that submits a step and collects its actions later (CudaPolicy), group g's
+    actions are collected and sent after the next group is received and its step submitted: the
+    GPU runs g's forward while this thread works. speed: a GPU generation's driving thread spent
+    most of its time in policy calls (docs/lab/2026-11-26.md)."""
+
+    def play(self, progress) -> None:
+        G = self.ev.group
+        groups = [np.arange(g * G, (g + 1) * G) for g in range(self.ev.slots // G)]
+        pending = deque()  # (group, ticket) in the order sent
+        held = None  # (group, choice): its step submitted, its actions not yet collected and sent
+
+        def send(g, choice):
+            pending.append((g, self.send(choice)))
+
+        def send_held():
+            nonlocal held
+            if held is not None:
+                send(*held)
+                held = None
+
+        def go(g):  # group g's actions chosen and sent (or its step submitted, the held group's sent)
+            nonlocal held
+            choice = self.choose(groups[g])
+            if choice is None:  # no live slot left in g
+                return
+            if not self.submits:
+                send(g, choice)
+                return
+            send_held()
+            held = (g, choice)
+
+        for g in self.start(groups):
+            go(g)
+        while pending or held is not None:
+            if pending:
+                g, ticket = pending.popleft()
+                self.receive(ticket)
+                go(g)
+            else:  # nothing else to receive: the held group's actions now
+                send_held()
+            self.book.report(progress)
+
+
+# Each pipeline's way of playing a run's episodes, one interface: Pipeline(evaluator, book).play(progress)
+PIPELINES = {"overlap": _Overlap, "lockstep": _Lockstep, "workers": _Workers}

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nevo import cli, config, nets, runs, tasks
+from nevo import cli, config, nets, runs
 from nevo.algos import bases_of, declared, extensions_of, make_algo
 from nevo.config import ConfigError
 from nevo.episodes import Results
@@ -295,8 +295,7 @@ def main(argv, description: str, presets) -> int:
 
 def _main(argv, description: str, presets) -> int:
     try:
-        cfg, resume_dir, cluster = cli.parse_args(argv, description, presets)
-        task = tasks.task_for(cfg.env)
+        cfg, resume_dir, cluster, task = cli.parse_args(argv, description, presets)
         p = plan(cfg, task, resume_dir, cluster)
     except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
         if stop.caused(e):  # met by a check on its way: main says it

