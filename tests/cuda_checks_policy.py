@@ -140,7 +140,7 @@ def pipeline_with_steps_in_flight_plays_the_synchronous_episodes(rng, full):
     results, policies = [], [Recording(CudaPolicy(spec), True), Recording(CudaPolicy(spec), False)]
     for policy in policies:
         ev = AtariEvaluator(
-            cfg, policy, GivenRows(weights), slots=4, threads=2, group_size=2, pipeline="overlap"
+            cfg, policy, GivenRows(weights), slots=4, processes=2, group_size=2, pipeline="overlap"
         )
         try:
             results.append(ev.run(None, episodes))

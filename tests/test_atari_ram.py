@@ -67,7 +67,7 @@ def test_pipeline_ram_behaviours_equal_a_single_ale_interface(alone, slots, grou
         FakePolicy(),
         RowsAreIndividuals(),
         slots=slots,
-        threads=1,
+        processes=1,
         group_size=group,
         pipeline="overlap" if overlap else "lockstep",
         ram=True,
@@ -85,7 +85,7 @@ def test_pipeline_ram_behaviours_equal_a_single_ale_interface(alone, slots, grou
 
 def test_without_ram_there_are_no_behaviours():
     """Without ram the pipeline gives no behaviours."""
-    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, threads=1)
+    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, processes=1)
     try:
         assert ev.run(None, Episodes(np.array([0]), np.array([1]))).behaviours is None
     finally:

@@ -65,7 +65,7 @@ def test_workers_give_the_outcomes_of_lockstep(dtype, slots, start):
     when the evaluator runs a second time, with either episode start."""
     (want,), _ = evaluate("lockstep", 4, dtype, start=start)
     got, ev = evaluate("workers", slots, dtype, runs=2, start=start)
-    assert ev.threads == slots and ev.pipeline == "workers"
+    assert ev.processes == slots and ev.pipeline == "workers"
     assert want.total_frames > 0 and want.experience_counts.min() > 0
     for res in got:
         for f in FIELDS:

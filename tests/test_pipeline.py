@@ -122,7 +122,7 @@ def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap, 
         pol,
         ind,
         slots=slots,
-        threads=workers,
+        processes=workers,
         group_size=group,
         pipeline="overlap" if overlap else "lockstep",
     )
@@ -159,7 +159,7 @@ def test_the_policy_sees_only_its_own_rows():
             seen.append(np.asarray(ind).copy())
             return super().__call__(ind, obs, take)
 
-    ev = AtariEvaluator(CFG, Spy(), RowsAreIndividuals(), slots=4, threads=1)
+    ev = AtariEvaluator(CFG, Spy(), RowsAreIndividuals(), slots=4, processes=1)
     try:
         ev.run(None, Episodes(np.array([5, 6]), np.array([1, 2])))
     finally:
@@ -179,7 +179,7 @@ def test_an_error_in_the_policy_stops_the_run_and_leaves_the_evaluator_usable():
                 raise RuntimeError("boom")
             return super().__call__(ind, obs, take)
 
-    ev = AtariEvaluator(CFG, Failing(), RowsAreIndividuals(), slots=4, threads=1, group_size=2)
+    ev = AtariEvaluator(CFG, Failing(), RowsAreIndividuals(), slots=4, processes=1, group_size=2)
     try:
         with pytest.raises(RuntimeError, match="boom"):
             ev.run(None, EPISODES)
@@ -202,7 +202,7 @@ def test_tail_and_forward_times_are_parts_of_the_wall_time():
             return super().__call__(rows_ind, obs, take)
 
     slow = SlowPolicy()
-    ev = AtariEvaluator(CFG, slow, RowsAreIndividuals(), slots=4, threads=1, group_size=2)
+    ev = AtariEvaluator(CFG, slow, RowsAreIndividuals(), slots=4, processes=1, group_size=2)
     try:
         res = ev.run(None, Episodes(np.array([0, 1, 2, 3, 4]), np.arange(5)))
     finally:
@@ -246,7 +246,7 @@ def test_weights_built_per_slot_give_the_outcomes_of_one_episode_at_a_time(refer
     n = int(EPISODES.ind.max()) + 1
     ids = Population.of_weights(np.repeat(np.arange(n, dtype=np.float32)[:, None], 3, axis=1))
     weights = PooledWeights(WeightBuilder(None, np.zeros(3, np.float32)))
-    ev = AtariEvaluator(CFG, ReadsItsRow(), weights, slots=2, threads=1, group_size=1, pipeline="lockstep")
+    ev = AtariEvaluator(CFG, ReadsItsRow(), weights, slots=2, processes=1, group_size=1, pipeline="lockstep")
     try:
         res = ev.run(ids, EPISODES)
     finally:
@@ -263,11 +263,11 @@ def test_many_emulators_say_that_they_are_starting(monkeypatch, capsys):
     machine) says so on stderr before it starts them; few stay quiet."""
     import nevo.evaluation.pipeline as pipeline
 
-    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, threads=1, group_size=2)
+    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, processes=1, group_size=2)
     ev.close()
     assert capsys.readouterr().err == ""
     monkeypatch.setattr(pipeline, "SAY_START_SLOTS", 2)  # 2 slots count as many here
-    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, threads=1, group_size=2)
+    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, processes=1, group_size=2)
     ev.close()
     assert capsys.readouterr().err.startswith("starting 2 Atari emulators")
 
@@ -283,7 +283,7 @@ def test_emulator_processes_run_nicer_than_the_driving_process():
     driver = os.getpriority(os.PRIO_PROCESS, 0)
     lowered = min(19, driver + pipeline.EMULATOR_NICE)
     assert pipeline.EMULATOR_NICE > 0 and lowered > driver or driver == 19
-    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=4, threads=2, group_size=2)
+    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=4, processes=2, group_size=2)
     try:
         assert len(ev.pool.procs) == 2
         assert {os.getpriority(os.PRIO_PROCESS, p.pid) for p in ev.pool.procs} == {lowered}
@@ -338,7 +338,7 @@ def test_a_submitted_step_is_collected_after_the_next_group_is_staged(reference,
     after the next group's step is submitted: two steps in flight, never three, and the outcomes of
     each episode alone."""
     pol = SubmittingPolicy()
-    ev = AtariEvaluator(CFG, pol, RowsAreIndividuals(), slots=slots, threads=2, group_size=group)
+    ev = AtariEvaluator(CFG, pol, RowsAreIndividuals(), slots=slots, processes=2, group_size=group)
     try:
         res = ev.run(None, EPISODES)
     finally:

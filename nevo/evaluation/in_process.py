@@ -20,8 +20,10 @@ import time
 
 import numpy as np
 
+from nevo import machine
 from nevo.episodes import Episodes, Results
 from nevo.evaluation.episode_book import EpisodeBook
+from nevo.tasks.envs import pick_threads
 
 
 class InProcessEvaluator:
@@ -33,6 +35,22 @@ class InProcessEvaluator:
         self.weights = weights  # nevo.evaluation.slot_weights: the rows the policy reads, built from genomes
         self.slots = task.slots
         self.frame_cap = frame_cap  # an episode is cut after this many steps
+
+    @classmethod
+    def for_task(cls, task, run_cfg, policy, weights, device: str, population: int, behaviours: bool):
+        """(this evaluator for a task stepped here, facts for config.json): --env-slots slots
+        (default min(population, 256)), each with its behaviour where novelty search needs one;
+        envs whose step may free the GIL stepped in --threads threads (default: where they pay)."""
+        n = run_cfg.env_slots or min(population, 256)
+        slots = task.make_slots(n, behaviours)
+        facts = {"env_slots": n, "pipeline": "sync"}
+        if hasattr(slots, "use_threads"):
+            if run_cfg.threads:
+                slots.use_threads(run_cfg.threads)
+            else:
+                pick_threads(slots, machine.cores())
+            facts["threads"] = slots.threads
+        return cls(slots, policy, weights, task.cfg.frame_cap), facts
 
     def close(self) -> None:
         self.task.close()

@@ -33,6 +33,7 @@ from collections import deque
 
 import numpy as np
 
+from nevo import machine
 from nevo.episodes import Episodes, Results
 from nevo.evaluation.episode_book import EpisodeBook
 from nevo.evaluation.in_worker import ASK, EpisodePlayer, read_answer, runs_in_workers
@@ -77,34 +78,43 @@ def episode_bound(frame_cap: int, slowest_rate: float) -> float:
 def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int, str]:
     """(slots, group size, pipeline) from the settings, 0s and "auto" chosen from the machine.
 
-    The pipeline: "overlap" where the forward runs on a GPU: four groups, so three step while one's
-    forward runs. "workers" on the CPU: each emulator process plays whole episodes with its own
-    forward on one thread, one episode at a time (nevo.evaluation.in_worker), one process per core
-    (--threads) unless --env-slots says otherwise. "lockstep" (asked for by name): every live slot
-    steps together, then one forward over them all; the group size only names the slots' split
-    (1: each its own). Slots: one per core in "workers", 16 per core in "lockstep", 32 per core
-    with a GPU.
+    The pipeline: "overlap" where the forward runs on a GPU, "workers" on the CPU: each emulator
+    process plays whole episodes with its own forward on one thread, one episode at a time
+    (nevo.evaluation.in_worker), one process per core (--threads) unless --env-slots says
+    otherwise. "lockstep" (asked for by name): every live slot steps together, then one forward
+    over them all. Slots: one per core in "workers", 16 per core in "lockstep", 32 per core with a
+    GPU. The groups: `grouped`.
     """
     pipeline = run_cfg.pipeline
     if pipeline == "auto":
         pipeline = "overlap" if device == "cuda" else "workers"
     if pipeline == "workers":
         slots = run_cfg.env_slots or min(population, run_cfg.threads or cores)
-        return slots, 1, pipeline
-    overlap = pipeline == "overlap"
-    slots = run_cfg.env_slots or min(population, (32 if device == "cuda" else 16) * cores)
-    group = run_cfg.emulators_per_group or (-(-slots // 4) if overlap else 1)
-    return slots, max(1, min(slots, group)), pipeline
+    else:
+        slots = run_cfg.env_slots or min(population, (32 if device == "cuda" else 16) * cores)
+    return (*grouped(slots, pipeline, run_cfg.emulators_per_group), pipeline)
+
+
+def grouped(slots: int, pipeline: str, group: int = 0) -> tuple[int, int]:
+    """(slots, group size): the one rule for both. "overlap": four groups unless group says (so
+    three step while one's forward runs); "lockstep": one slot a group unless group says (the size
+    only names the slots' split); "workers": one. Slots rounded up to whole groups."""
+    if pipeline == "workers":
+        group = 1
+    elif not group:
+        group = -(-slots // 4) if pipeline == "overlap" else 1
+    group = max(1, min(slots, group))
+    return -(-slots // group) * group, group
 
 
 class AtariEvaluator:
     """Runs Episodes on Atari emulator slots, `policy` choosing the actions.
 
-    slots: emulators in all; workers: emulator processes (at most one per slot); group_size:
-    slots per group (0: two groups); pipeline: "overlap" drives the groups round robin, one
-    group's forward running while the others step; "lockstep" runs one forward over every live
-    slot, then all of them step; "workers" has each emulator process play whole episodes with its
-    own copy of the policy (one process per slot; a host policy over PooledWeights only). See
+    slots: emulators in all; processes: emulator processes (at most one per slot; in "workers" one
+    per slot); group_size: slots per group (0: `grouped`'s rule); pipeline: "overlap" drives the
+    groups round robin, one group's forward running while the others step; "lockstep" runs one
+    forward over every live slot, then all of them step; "workers" has each emulator process play
+    whole episodes with its own copy of the policy (a host policy over PooledWeights only). See
     `layout` for the defaults. ram: each episode's final RAM is its behaviour (Results.behaviours;
     Such et al. 2017's GA-NS on Atari).
     """
@@ -115,7 +125,7 @@ class AtariEvaluator:
         policy,
         weights,
         slots: int,
-        threads: int,
+        processes: int,
         group_size: int = 0,
         pipeline: str = "overlap",
         ram=False,
@@ -131,10 +141,9 @@ class AtariEvaluator:
         self.policy = policy
         self.weights = weights  # nevo.evaluation.slot_weights: the rows the policy reads, built from genomes
         self.pipeline = pipeline
-        self.group = 1 if pipeline == "workers" else max(1, min(slots, group_size or -(-slots // 2)))
-        self.slots = -(-slots // self.group) * self.group
+        self.slots, self.group = grouped(slots, pipeline, group_size)
         # emulator processes (in "workers" one per slot: each plays one episode at a time)
-        self.threads = self.slots if pipeline == "workers" else max(1, min(threads, self.slots))
+        self.processes = self.slots if pipeline == "workers" else max(1, min(processes, self.slots))
         self.ram = ram
         self.slowest_rate = FIRST_RATE  # frames/s of the slowest timed episode (episode_bound)
         # the last run's seconds in the forward and in emulation, each the mean of its processes
@@ -142,7 +151,7 @@ class AtariEvaluator:
         self.last = {}
         if self.slots >= SAY_START_SLOTS:
             print(
-                f"starting {self.slots} Atari emulators in {self.threads} processes (~0.1 s each)",
+                f"starting {self.slots} Atari emulators in {self.processes} processes (~0.1 s each)",
                 file=sys.stderr,
                 flush=True,
             )
@@ -163,7 +172,7 @@ class AtariEvaluator:
             env_cfg.frameskip,
             env_cfg.frame_cap,
             self.slots,
-            self.threads,
+            self.processes,
             nice=EMULATOR_NICE,
             player=player,
             extra_bytes=extra,
@@ -171,6 +180,23 @@ class AtariEvaluator:
         )
         if player is not None:
             weights.share(player.rows(self.pool.extra))
+
+    @classmethod
+    def for_task(cls, task, run_cfg, policy, weights, device: str, population: int, behaviours: bool):
+        """(this evaluator for an Atari game, facts for config.json): `layout`'s slots, groups and
+        pipeline, --threads emulator processes (default: one per core), each episode's final RAM
+        with behaviours (novelty search)."""
+        slots, group, pipeline = layout(device, machine.cores(), population, run_cfg)
+        processes = run_cfg.threads or machine.cores()
+        ev = cls(task.cfg, policy, weights, slots, processes, group, pipeline, ram=behaviours)
+        facts = {
+            "env_slots": ev.slots,
+            "emulators_per_group": ev.group,
+            "processes": ev.processes,
+            "pipeline": pipeline,
+            **({"behaviour": "final RAM"} if behaviours else {}),
+        }
+        return ev, facts
 
     def close(self) -> None:
         self.pool.close()
@@ -243,8 +269,8 @@ class _Workers:
                 if book.refill(np.array([s])).size:
                     self._give(s)
             book.report(progress)
-        book.forward_s = forward_s / ev.threads  # the mean process's: a share of the wall time
-        ev.last = {"forward_s": book.forward_s, "emulation_s": emulation_s / ev.threads, "rows": rows}
+        book.forward_s = forward_s / ev.processes  # the mean process's: a share of the wall time
+        ev.last = {"forward_s": book.forward_s, "emulation_s": emulation_s / ev.processes, "rows": rows}
 
 
 class _Stepped:

@@ -10,6 +10,7 @@ loop picks local or cluster.
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import numpy as np
@@ -17,14 +18,11 @@ import numpy as np
 from nevo import machine, nets, runs
 from nevo.algos import declared
 from nevo.config import ConfigError, mutation_of, obs_norm_of, section
-from nevo.evaluation.in_process import InProcessEvaluator
 from nevo.evaluation.slot_weights import for_device
-from nevo.evaluation.supervised import SupervisedEvaluator
 from nevo.genomes.noise import ROUND_ROWS, WeightBuilder
 from nevo.genomes.safe_build import SafeMutation
 from nevo.nets import half, obs_norm, vbn
 from nevo.nets.kernels import make_policy, resolve_device
-from nevo.tasks.envs import pick_threads
 
 REF_BATCH = "ref_batch.npy"  # VBN's reference observations, in the run folder
 
@@ -149,45 +147,24 @@ def local_evaluator(cfg, task, spec, device: str, table, ref_batch, run_dir: str
 
 
 def evaluator_for(task, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
-    """(the evaluator a task's kind of episodes needs, facts for config.json): a task says which
-    (`task.evaluation`), nevo.evaluation builds it. "pipeline": Atari's emulator pool (each
-    episode's final RAM with behaviours); "in_process": the synchronous evaluator over
-    --env-slots slots (default min(population, 256)); "supervised": batches of a data set's
-    examples. The pipeline's module is imported on use: ale-py loads only for Atari."""
+    """(the evaluator a task's kind of episodes needs, facts for config.json): a task names its
+    kind (`task.evaluation`, one of EVALUATORS), and that evaluator builds itself for the task
+    (`for_task`). The Atari pipeline's module is imported on use: ale-py loads only for Atari."""
+    if task.evaluation not in EVALUATORS:
+        raise ValueError(f"{task.name}: no evaluator for {task.evaluation!r} episodes")
+    module, _, name = EVALUATORS[task.evaluation].partition(":")
+    evaluator = getattr(importlib.import_module(module), name)
     weights = for_device(builder, device)
-    if task.evaluation == "pipeline":
-        from nevo.evaluation.pipeline import AtariEvaluator, layout  # on use: ale-py loads for Atari only
+    return evaluator.for_task(task, run_cfg, policy, weights, device, population, behaviours)
 
-        threads = run_cfg.threads or machine.cores()
-        slots, group, pipeline = layout(device, machine.cores(), population, run_cfg)
-        evaluator = AtariEvaluator(task.cfg, policy, weights, slots, threads, group, pipeline, ram=behaviours)
-        facts = {
-            "env_slots": evaluator.slots,
-            "emulators_per_group": evaluator.group,
-            "threads": evaluator.threads,
-            "pipeline": pipeline,
-            **({"behaviour": "final RAM"} if behaviours else {}),
-        }
-        return evaluator, facts
-    if task.evaluation == "in_process":
-        n = run_cfg.env_slots or min(population, 256)
-        slots = task.make_slots(n, behaviours)
-        facts = {"env_slots": n, "pipeline": "sync"}
-        if hasattr(slots, "use_threads"):  # envs whose step may free the GIL: threads where they pay
-            if run_cfg.threads:
-                slots.use_threads(run_cfg.threads)
-            else:
-                pick_threads(slots, machine.cores())
-            facts["threads"] = slots.threads
-        return InProcessEvaluator(slots, policy, weights, task.cfg.frame_cap), facts
-    if task.evaluation == "supervised":
-        facts = {
-            "examples": task.cfg.examples,
-            "train": len(task.data.train_y),
-            "test": len(task.data.test_y),
-        }
-        return SupervisedEvaluator(task.data, policy, weights, task.cfg.examples), facts
-    raise ValueError(f"{task.name}: no evaluator for {task.evaluation!r} episodes")
+
+# Each kind of episodes a task may name (nevo.tasks: AtariGame "pipeline", the maze, gymnasium and
+# MuJoCo "in_process", a data set "supervised"), and the evaluator that plays them.
+EVALUATORS = {
+    "pipeline": "nevo.evaluation.pipeline:AtariEvaluator",
+    "in_process": "nevo.evaluation.in_process:InProcessEvaluator",
+    "supervised": "nevo.evaluation.supervised:SupervisedEvaluator",
+}
 
 
 def builds_on_gpu(cfg) -> bool:

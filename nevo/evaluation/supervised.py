@@ -46,6 +46,13 @@ class SupervisedEvaluator:
         self.weights = weights  # nevo.evaluation.slot_weights: rows built from genomes
         self.examples = examples
 
+    @classmethod
+    def for_task(cls, task, run_cfg, policy, weights, device: str, population: int, behaviours: bool):
+        """(this evaluator for a data set, facts for config.json): batches of --examples."""
+        data = task.data
+        facts = {"examples": task.cfg.examples, "train": len(data.train_y), "test": len(data.test_y)}
+        return cls(task.data, policy, weights, task.cfg.examples), facts
+
     def close(self) -> None:
         pass
 

@@ -35,6 +35,7 @@ NOT_CONFIG = {
     ("action_box",),
     ("env_slots",),
     ("threads",),
+    ("processes",),
 }
 
 

@@ -175,7 +175,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
     cpu = device == "cpu"  # (the in-turn figures: on the CPU, where the two share the cores)
     out = {
         "net": a.e2e_net, "game": a.game, "population": n, "frame_cap": a.frame_cap, "slots": slots,
-        "group": group, "cores": cores, "workers": ev.threads, "frames": frames, "wall_s": wall,
+        "group": group, "cores": cores, "workers": ev.processes, "frames": frames, "wall_s": wall,
         "frames_per_s": rate, "forward_rows": rows, "pipeline": pipe, "frames_per_forward": fpf,
         "split_s": split,
         "tail_s": res.tail_s, "emulator_limit": limit, "emulator_roof": roof, "pool_limit": pool_rate,
@@ -187,7 +187,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
     }  # fmt: skip
     print(f"\nend to end: {a.game}, net {a.e2e_net} ({a.weights}) on the {device.upper()}, population {n} "
           f"(one episode each, cap {a.frame_cap:,} frames), {slots} emulators in groups of {group} "
-          f"({pipe}) in {ev.threads} processes, {cores} cores")  # fmt: skip
+          f"({pipe}) in {ev.processes} processes, {cores} cores")  # fmt: skip
     print(f"  nevo: {frames:,} frames in {wall:.1f} s = {rate:,.0f} frames/s; {rows:,} forward rows "
           f"({fpf:.2f} frames each)")  # fmt: skip
     print(f"  emulator limit, ale-py's vector env (random actions, no inference): {limit:,.0f} frames/s "
