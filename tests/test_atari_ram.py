@@ -58,6 +58,7 @@ def alone():
     return [play_beside_ale(i, s) for i, s in zip(EPISODES.ind, EPISODES.seeds)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("slots, group, overlap", [(2, 1, True), (3, 3, False)])
 def test_pipeline_ram_behaviours_equal_a_single_ale_interface(alone, slots, group, overlap):
     """With slots reused and groups pipelined or not, each episode's behaviour is the RAM a lone
@@ -83,6 +84,7 @@ def test_pipeline_ram_behaviours_equal_a_single_ale_interface(alone, slots, grou
     assert len({r.tobytes() for r in res.behaviours}) > 1, "different episodes should end in different RAM"
 
 
+@pytest.mark.slow
 def test_without_ram_there_are_no_behaviours():
     """Without ram the pipeline gives no behaviours."""
     ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, processes=1)

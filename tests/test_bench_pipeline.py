@@ -25,6 +25,7 @@ def children(marker: str) -> list:
     return found
 
 
+@pytest.mark.slow
 def test_bare_emulators_and_the_pool_count_the_same_frames_as_the_pipeline():
     """The cap (40 frames) ends every episode at its 10th step: over 25 rounds that start 3 steps
     into an episode, each emulator plays 25 x frameskip frames and starts two episodes, each
@@ -46,6 +47,7 @@ def test_bare_emulators_and_the_pool_count_the_same_frames_as_the_pipeline():
     assert bare == pooled == n * (25 * skip + 2)
 
 
+@pytest.mark.slow
 def test_the_emulator_roof_is_positive_and_leaves_no_process_behind():
     roof = emulators.emulator_roof("frostbite", processes=2, seconds=0.2, emulators=2)
     assert roof > 0
@@ -58,6 +60,7 @@ def test_an_emulator_roof_whose_emulators_fail_names_the_process_and_leaves_none
     assert children("spawn_main") == []
 
 
+@pytest.mark.slow
 def test_the_pool_limit_is_positive_and_closes_its_pool():
     assert emulators.pool_limit(EnvConfig(game="frostbite"), 2, 2, 0.2) > 0
     assert children("nevo.tasks.emulator_pool") == []

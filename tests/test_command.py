@@ -65,6 +65,14 @@ def test_a_damaged_run_folder_is_one_line(tmp_path, capsys):
     assert err.startswith(f"error: --resume: {tmp_path}/config.json is damaged") and err.count("\n") == 1
 
 
+def test_a_subcommand_that_returns_what_it_measured_exits_0():
+    """`nevo roofline`'s main returns its figures (a dict): the command's exit code is 0, not the
+    dict (which sys.exit would print and turn into 1); an int stays the code."""
+    assert command._as("nevo roofline", [], lambda argv: {"frames": 1}) == 0
+    assert command._as("nevo replay", [], lambda argv: 130) == 130
+    assert command._as("nevo plot curves", [], lambda argv: None) == 0
+
+
 def test_a_run_builds_its_task_once(tmp_path, monkeypatch):
     """The task the command line's check built is the one the run plays (nevo.cli.Parsed), not
     built again and the first dropped."""

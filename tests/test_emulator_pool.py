@@ -24,6 +24,7 @@ def alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_slots_step_as_lone_emulators_do():
     """5 slots over 2 workers (slot s on worker s % 2): each slot's observations, rewards, ends,
     frames and RAM are those of an AtariEmulator of its own stepped with the same actions, and an
@@ -57,6 +58,7 @@ def test_slots_step_as_lone_emulators_do():
         pool.close()
 
 
+@pytest.mark.slow
 def test_tickets_in_flight_finish_in_order():
     """Several commands may be in flight; waiting for the last waits for the ones before."""
     pool = EmulatorPool("pong", 4, 20_000, 4, 2)
@@ -71,6 +73,7 @@ def test_tickets_in_flight_finish_in_order():
         pool.close()
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_one_line_naming_it_and_never_a_hang():
     """kill -9 of an emulator process: the next wait raises an EmulatorError of one line naming
     the process, its pid and the signal, within seconds; close() still ends the others."""
@@ -97,6 +100,7 @@ def test_a_bad_rom_is_one_line():
     assert str(e.value).startswith("emulator process 0: ")
 
 
+@pytest.mark.slow
 def test_workers_ignore_ctrl_c_and_end_with_the_pool():
     """SIGINT (a terminal's Ctrl-C reaches the whole process group) leaves a worker running and
     answering; close() ends every worker at once."""
@@ -157,6 +161,7 @@ def survivors_of_a_killed_owner(owner, after_s: float, inspect=None) -> list[int
     return [p for p in workers if alive(p)]
 
 
+@pytest.mark.slow
 def test_a_process_killed_with_sigkill_leaves_no_emulator_and_no_shared_memory():
     """kill -9 of the process that owns a pool (mid-step): its emulator processes exit within a
     few seconds (their pipe closes) and no process maps its shared block any more (an anonymous

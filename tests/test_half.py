@@ -78,6 +78,7 @@ def test_cpu_forward_on_fp16_with_many_groups_matches_few():
     np.testing.assert_array_equal(few, one)
 
 
+@pytest.mark.slow
 def test_a_16_bit_dense_layer_asks_for_its_next_rows_and_a_32_bit_one_does_not():
     """The 16-bit dense layer prefetches the next pass's weight rows (on the 2-core Zen 5 VM it read
     22 GB/s with it against 17-18 without); fp32 rows, which lost 8% with it, compile without. The

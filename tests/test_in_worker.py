@@ -59,6 +59,7 @@ def evaluate(pipeline, slots, dtype, runs=1, start="reference"):
     "dtype, slots, start",
     [(np.float16, 2, "reference"), (np.float32, 3, "reference"), (np.float16, 1, "vector")],
 )
+@pytest.mark.slow
 def test_workers_give_the_outcomes_of_lockstep(dtype, slots, start):
     """Returns, lengths, frames, final RAM and the sampled observations equal the lockstep
     pipeline's (one batched forward in this process) bit for bit, on 1 to 3 processes, and again
@@ -138,6 +139,7 @@ class Forever:
         return bytes(ask) + steps.to_bytes(8, "little") + bytes(self.buffer[:4])
 
 
+@pytest.mark.slow
 def test_the_pool_plays_with_its_player_answers_and_drains_a_playing_slot():
     """play() reaches the slot's worker's player with the ask and the pool's extra block; the
     answer comes back with its ticket; drain() stops an episode still playing (halt) and throws
@@ -157,6 +159,7 @@ def test_the_pool_plays_with_its_player_answers_and_drains_a_playing_slot():
         pool.close()
 
 
+@pytest.mark.slow
 def test_a_killed_worker_mid_episode_is_one_line_and_never_a_hang():
     """kill -9 of an emulator process while it plays: the run raises an EmulatorError of one line
     naming it within seconds, and the evaluator closes."""
@@ -191,6 +194,7 @@ OWNER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_run_killed_mid_episode_leaves_no_emulator_process():
     """kill -9 of the process that drives the workers while they play: they stop within a few
     seconds (each checks its parent every 64 steps), not at their episodes' ends."""

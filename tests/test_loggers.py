@@ -114,6 +114,7 @@ def wandb_logged(folder: str) -> tuple[set, dict, list]:
     return ids, config, history
 
 
+@pytest.mark.slow
 def test_wandb_offline_logs_every_row_and_the_config_and_a_resume_goes_on_in_one_run(tmp_path, monkeypatch):
     """--wandb PROJECT with WANDB_MODE=offline (no network): the W&B run holds each metrics row's
     numbers in order, config.json as its config; the resumed run logs its rows to the same W&B run

@@ -78,6 +78,7 @@ EPISODES = Episodes(np.array([0, 1, 2, 3, 0, 1, 2, 3, 2]), np.arange(100, 109))
 @pytest.mark.parametrize(
     "slots, group, overlap, workers", [(3, 3, False, 2), (8, 2, True, 2), (1, 1, True, 1)]
 )
+@pytest.mark.slow
 def test_the_reference_start_gives_the_outcomes_of_one_episode_at_a_time(slots, group, overlap, workers):
     """With --start reference, returns, lengths (agent steps after the start) and frames (the
     start's included) equal each episode's alone on a fresh emulator, whatever the layout; the
@@ -111,6 +112,7 @@ def reference():
     "slots, group, overlap, workers",
     [(1, 1, True, 1), (3, 3, False, 2), (8, 2, True, 2), (6, 3, False, 2), (3, 3, True, 3), (4, 1, False, 1)],
 )
+@pytest.mark.slow
 def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap, workers):
     """Returns, lengths and frames equal those of each episode alone on a fresh vector env (ale-py's,
     a seeded reset each), whatever the number of slots, groups and emulator processes, pipelined
@@ -150,6 +152,7 @@ def test_noop_counts_span_one_to_noop_max():
     assert len(set(counts)) == 30
 
 
+@pytest.mark.slow
 def test_the_policy_sees_only_its_own_rows():
     """Rows given to the forward are the live, post-no-op episodes with their own individuals."""
     seen = []
@@ -168,6 +171,7 @@ def test_the_policy_sees_only_its_own_rows():
     assert {5, 6} <= set(np.concatenate(seen))
 
 
+@pytest.mark.slow
 def test_an_error_in_the_policy_stops_the_run_and_leaves_the_evaluator_usable():
     """An exception raised mid-evaluation propagates (no hang); the emulators can run again."""
     calls = []
@@ -189,6 +193,7 @@ def test_an_error_in_the_policy_stops_the_run_and_leaves_the_evaluator_usable():
         ev.close()
 
 
+@pytest.mark.slow
 def test_tail_and_forward_times_are_parts_of_the_wall_time():
     """The straggler tail (fewer live episodes than slots) and the time in the policy are measured
     within the run's wall time; a policy that sleeps 2 ms a call shows in forward_s."""
@@ -231,6 +236,7 @@ def test_layout_overlaps_on_a_gpu_and_plays_in_the_workers_on_the_cpu():
     )
 
 
+@pytest.mark.slow
 def test_weights_built_per_slot_give_the_outcomes_of_one_episode_at_a_time(reference):
     """With the CPU evaluator's pooled weights (built as an episode takes a slot, fewer rows than
     individuals), the policy reads each episode's own individual: the reference outcomes."""
@@ -258,6 +264,7 @@ def test_weights_built_per_slot_give_the_outcomes_of_one_episode_at_a_time(refer
     np.testing.assert_array_equal(res.frames, frames)
 
 
+@pytest.mark.slow
 def test_many_emulators_say_that_they_are_starting(monkeypatch, capsys):
     """Each emulator loads its ROM (~0.1 s), so a layout of many slots (512 on a 16-core GPU
     machine) says so on stderr before it starts them; few stay quiet."""
@@ -272,6 +279,7 @@ def test_many_emulators_say_that_they_are_starting(monkeypatch, capsys):
     assert capsys.readouterr().err.startswith("starting 2 Atari emulators")
 
 
+@pytest.mark.slow
 def test_emulator_processes_run_nicer_than_the_driving_process():
     """The emulator processes run EMULATOR_NICE nicer than the process that drives them, which
     keeps its own priority, and as batch work (a woken one does not preempt the driver): the
@@ -332,6 +340,7 @@ class SubmittingPolicy(FakePolicy):
         return step
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("slots, group", [(4, 2), (6, 2), (8, 2)])
 def test_a_submitted_step_is_collected_after_the_next_group_is_staged(reference, slots, group):
     """With a policy that submits and collects (the GPU's), a group's actions are collected and sent
@@ -349,6 +358,7 @@ def test_a_submitted_step_is_collected_after_the_next_group_is_staged(reference,
     np.testing.assert_array_equal(res.frames, [f for _, _, f in reference])
 
 
+@pytest.mark.slow
 def test_bench_driver_plays_the_same_episodes_at_either_priority(capsys):
     """experiments.bench.bench_driver's stand-in GPU runs the overlap pipeline at each priority in turn:
     the emulator processes' priority changes when they run, never what they play."""

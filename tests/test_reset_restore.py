@@ -1,5 +1,7 @@
 """experiments/bench/reset_restore.py: the facts a restore-based reset would rest on (ale-py 0.12)."""
 
+import pytest
+
 from experiments.bench import reset_restore
 
 
@@ -14,6 +16,7 @@ def test_a_restored_emulator_replays_a_fresh_seeded_episode():
     assert pong["load_ms"] > 0 and pong["restore_us"] > 0
 
 
+@pytest.mark.slow
 def test_step_rates_time_the_bare_emulator_and_both_vector_layouts():
     """--step-rates adds, per game, the frames/s of a bare ALEInterface and of nevo's vector env with
     one and with 32 emulators on one thread: each of the three emulated frames."""

@@ -95,6 +95,7 @@ def test_the_in_process_evaluator_keeps_each_episodes_observations_whatever_the_
         np.testing.assert_array_equal(a.experiences[short, 0], first[0])
 
 
+@pytest.mark.slow
 def test_the_atari_pipeline_keeps_the_observations_its_net_acts_on(tiny_atari):
     """Each episode keeps min(steps after its no-ops, k) observations, and none is blank."""
     ev, pop, episodes, noops = tiny_atari

@@ -221,15 +221,51 @@ def _left_behind(mark: str) -> list[int]:
     return pids
 
 
-def _atari_run_after_its_first_generation(tmp_path):
-    """(the process, its run folder, the environment mark its children inherit) of the tiny Atari
-    run started in a subprocess (SIGINT at its default), once its first generation is written."""
-    out, mark = str(tmp_path / "runs"), f"NEVO_STOP_TEST={uuid.uuid4().hex}"
+def _atari(out, *args):
+    """The command of the tiny Atari GA run with args, its run folder made in out."""
+    return [sys.executable, "-m", "experiments.run_ga", *ATARI, *args, "--out-dir", out]
+
+
+def _started(cmd):
+    """(the process, the environment mark its children inherit) of cmd started in a subprocess,
+    SIGINT at its default, stdout and stderr piped as text."""
+    mark = f"NEVO_STOP_TEST={uuid.uuid4().hex}"
     env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
-    cmd = [sys.executable, "-m", "experiments.run_ga", *ATARI, "--frame-budget", "16000", "--out-dir", out]
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_default_sigint
     )
+    return proc, mark
+
+
+def _ended(proc, signum, pid=None):
+    """proc sent signum (or, given pid, that one of its processes sent it) and waited for, at most 60 s:
+    (its stdout, its stderr, seconds from the signal to its end)."""
+    if pid is None:
+        proc.send_signal(signum)
+    else:
+        os.kill(pid, signum)
+    sent = time.monotonic()
+    stdout, stderr = proc.communicate(timeout=60)
+    return stdout, stderr, time.monotonic() - sent
+
+
+def _stopped(cmd, signum, delay):
+    """cmd (a tiny Atari run, see _atari) started by _started and sent signum delay seconds after its
+    header line: (the process, its mark, its stdout after the header, its stderr, seconds from the
+    signal to its end)."""
+    proc, mark = _started(cmd)
+    header = proc.stdout.readline()  # the run has begun: its stop handlers are in place
+    assert header.startswith("nevo ga | frostbite"), header
+    time.sleep(delay)
+    return (proc, mark, *_ended(proc, signum))
+
+
+def _atari_run_after_its_first_generation(tmp_path):
+    """(the process, its run folder, the environment mark its children inherit) of the tiny Atari
+    run started by _started (in a subprocess, SIGINT at its default), once its first generation is
+    written."""
+    out = str(tmp_path / "runs")
+    proc, mark = _started(_atari(out, "--frame-budget", "16000"))
     folder, deadline = None, time.monotonic() + 300
     while time.monotonic() < deadline and proc.poll() is None:
         folders = os.listdir(out) if os.path.isdir(out) else []
@@ -246,10 +282,8 @@ def test_a_stop_signal_ends_an_atari_run_and_everything_it_started(signum, statu
     nothing on stderr, no process of it left; --resume gives the
     uninterrupted run's generations."""
     proc, folder, mark = _atari_run_after_its_first_generation(tmp_path)
-    proc.send_signal(signum)
-    sent = time.monotonic()
-    stdout, stderr = proc.communicate(timeout=60)
-    assert time.monotonic() - sent < 10
+    stdout, stderr, took = _ended(proc, signum)
+    assert took < 10
     assert proc.returncode == status, stderr
     assert stderr == "" and stdout.splitlines()[-1].startswith(f"stopped by {signal.Signals(signum).name}")
     assert stdout.splitlines()[-1].endswith(f"; continue with: nevo train --resume {folder}")
@@ -278,10 +312,8 @@ def test_an_emulator_process_killed_mid_run_is_one_line_and_the_run_resumes(atar
         return found
 
     victim = emulators()[0]
-    os.kill(victim, signal.SIGKILL)
-    sent = time.monotonic()
-    stdout, stderr = proc.communicate(timeout=60)
-    assert time.monotonic() - sent < 10
+    stdout, stderr, took = _ended(proc, signal.SIGKILL, victim)
+    assert took < 10
     assert proc.returncode == 5, stderr
     (line,) = stderr.splitlines()
     assert line.startswith("error: emulator process ") and f"(pid {victim}) died (killed by signal 9)" in line
@@ -332,21 +364,9 @@ def test_stops_at_random_moments_end_every_pipeline_in_one_line_within_10_s(atar
     for trial in range(24):
         pipeline = ("workers", "lockstep", "overlap")[trial % 3]
         signum = (signal.SIGTERM, signal.SIGINT)[trial // 3 % 2]
-        out, mark = str(tmp_path / f"runs{trial}"), f"NEVO_STOP_TEST={uuid.uuid4().hex}"
-        env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
-        cmd = [sys.executable, "-m", "experiments.run_ga", *ATARI, *budget, "--pipeline", pipeline,
-               "--out-dir", out]  # fmt: skip
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                preexec_fn=_default_sigint)  # fmt: skip
-        header = proc.stdout.readline()  # the run has begun: its stop handlers are in place
-        assert header.startswith("nevo ga | frostbite"), header
-        delay = rng.uniform(0.0, 4.0)
+        out, delay = str(tmp_path / f"runs{trial}"), rng.uniform(0.0, 4.0)
         said = f"trial {trial}: {pipeline}, {signal.Signals(signum).name} {delay:.2f} s after the header"
-        time.sleep(delay)
-        proc.send_signal(signum)
-        sent = time.monotonic()
-        rest, stderr = proc.communicate(timeout=60)
-        took = time.monotonic() - sent
+        proc, mark, rest, stderr, took = _stopped(_atari(out, *budget, "--pipeline", pipeline), signum, delay)
         if "\ndone: " in rest:  # it finished first (the signal may meet Python's own exit: killed)
             assert proc.returncode in (0, -signum) and stderr == "", f"{said}: {stderr}"
             continue
@@ -381,21 +401,11 @@ def test_stops_at_random_moments_end_a_cluster_run_in_one_line_within_10_s(where
     with contextlib.ExitStack() as stack:
         address = where if where == "local:2" else stack.enter_context(DaskProcesses(workers=2)).address
         for trial, signum in enumerate((signal.SIGTERM, signal.SIGINT)):
-            out, mark = str(tmp_path / f"runs{trial}"), f"NEVO_STOP_TEST={uuid.uuid4().hex}"
-            env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
-            cmd = [sys.executable, "-m", "experiments.run_ga", *ATARI, "--frame-budget", "40000", "--cluster",
-                   address, "--out-dir", out]  # fmt: skip
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                    preexec_fn=_default_sigint)  # fmt: skip
-            header = proc.stdout.readline()
-            assert header.startswith("nevo ga | frostbite"), header
-            delay = rng.uniform(0.0, 6.0)
+            out, delay = str(tmp_path / f"runs{trial}"), rng.uniform(0.0, 6.0)
             said = f"{where}: {signal.Signals(signum).name} {delay:.2f} s after the header"
-            time.sleep(delay)
-            proc.send_signal(signum)
-            sent = time.monotonic()
-            rest, stderr = proc.communicate(timeout=60)
-            assert time.monotonic() - sent < 10, said
+            cmd = _atari(out, "--frame-budget", "40000", "--cluster", address)
+            proc, mark, rest, stderr, took = _stopped(cmd, signum, delay)
+            assert took < 10, said
             assert proc.returncode == 128 + signum and stderr == "", f"{said}: {stderr}"
             (name,) = os.listdir(out)
             folder, last = os.path.join(out, name), rest.splitlines()[-1]
