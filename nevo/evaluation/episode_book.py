@@ -98,11 +98,12 @@ class EpisodeBook:
             self.tail_s += now - self.t_last
         self.t_last = now
 
-    def report(self, progress) -> None:
-        """Call progress(done, total, frames of the ended episodes) at most every REPORT_S."""
+    def report(self, progress, frames: int | None = None) -> None:
+        """Call progress(done, total, frames) at most every REPORT_S; frames: those played so far
+        where the evaluator counts them as they go, else the ended episodes'."""
         now = time.monotonic()
         if progress is not None and now - self.last_report > REPORT_S:
-            progress(self.done, self.n_ep, self.frames_done)
+            progress(self.done, self.n_ep, self.frames_done if frames is None else frames)
             self.last_report = now
 
     def results(self, **more) -> Results:

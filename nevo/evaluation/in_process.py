@@ -69,6 +69,7 @@ class InProcessEvaluator:
         stats = _ObservationStatistics(episodes, task.obs_shape)
         self.policy.load(self.weights.start(population, book.ind, S))
         book.start()
+        steps = 0  # frames played so far (agent steps), for the progress line
         try:
             while (live := book.live()).size:  # compaction: only these rows run
                 ep, acting = book.slot_ep[live], obs[live]  # the observations the net acts on
@@ -82,6 +83,7 @@ class InProcessEvaluator:
                 obs[live] = o
                 book.returns[ep] += r
                 book.lengths[ep] += 1
+                steps += live.size
                 ended |= book.lengths[ep] >= self.frame_cap
                 if ended.any():  # (the behaviour read before the slots are reset)
                     over = ep[ended]
@@ -94,7 +96,7 @@ class InProcessEvaluator:
                     if refill.size:
                         obs[refill] = task.reset(refill, book.seeds[book.slot_ep[refill]])
                 book.clock(live.size)
-                book.report(progress)
+                book.report(progress, steps)
         finally:
             self.policy.release()
         return book.results(obs_stats=stats.sums())

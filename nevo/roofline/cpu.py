@@ -183,9 +183,9 @@ def own_choice_sgemm(seconds: float, threads: int) -> tuple[float, list[str]] | 
     if not machine.forced_blas_kernel():
         return None
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
-    # the folder that holds the nevo package (a checkout's root, or site-packages)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    if os.path.isfile(os.path.join(root, "pyproject.toml")):  # a checkout's (an installed nevo is found)
+        env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
     done = subprocess.run(
         [sys.executable, "-c", OWN_CHOICE, str(seconds), str(threads)],
         env=env,

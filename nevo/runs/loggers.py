@@ -44,25 +44,28 @@ def check(cfg) -> None:
 
 
 def _wandb_login() -> None:
-    """W&B's own check that a key is configured (WANDB_API_KEY, `wandb login`'s file), without
-    the network (verify=False), its messages kept out of the run's output. On a terminal with no
-    key W&B asks for one, as `wandb login` does."""
-    import contextlib
-    import io
-    import sys
-
+    """W&B's own check that a key is configured (WANDB_API_KEY, `wandb login`'s file), never
+    prompting (a run in the background or a notebook would wait on it) and quiet (WANDB_SILENT
+    while it looks); a ConfigError of one line without one."""
     import wandb
 
-    said = io.StringIO()
-    quiet = contextlib.nullcontext() if sys.stdin.isatty() else contextlib.redirect_stderr(said)
+    silent = os.environ.get("WANDB_SILENT")
+    os.environ["WANDB_SILENT"] = "true"
     try:
-        with contextlib.redirect_stdout(said), quiet:
-            wandb.login(verify=False)
+        found = wandb.login(verify=False, prompt=False)
+        reason = "none configured"
     except Exception as e:  # noqa: BLE001 (W&B's reason, in one line)
+        found, reason = False, " ".join(str(e).split())
+    finally:
+        if silent is None:
+            del os.environ["WANDB_SILENT"]
+        else:
+            os.environ["WANDB_SILENT"] = silent
+    if not found:
         raise ConfigError(
-            f"--wandb: no W&B API key ({' '.join(str(e).split())}): run `wandb login`, set WANDB_API_KEY, "
-            "or log offline with WANDB_MODE=offline"
-        ) from None
+            f"--wandb: no W&B API key ({reason}): run `wandb login`, set WANDB_API_KEY, or log offline "
+            "with WANDB_MODE=offline"
+        )
 
 
 def scalars(row: dict) -> dict[str, float]:

@@ -67,7 +67,7 @@ def parse(argv):
     p.add_argument("--still", metavar="PATH", help="with --gif: also write the GIF's middle picture as PNG")
     p.add_argument("--device", default="auto", help="inference backend: auto, cpu or cuda (default: auto)")
     p.add_argument("--env-slots", type=int, default=0, help="episodes at once; 0 = from the machine")
-    p.add_argument("--threads", type=int, default=0, help="emulator threads; 0 = one per core")
+    p.add_argument("--threads", type=int, default=0, help="emulator processes or threads; 0: one a core")
     p.add_argument("--no-save", action="store_true", help="do not write RUN_DIR/test.json")
     args = p.parse_args(argv)
     for name in ("episodes", "frame_cap", "gif_frames"):

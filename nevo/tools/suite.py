@@ -24,7 +24,7 @@ import signal
 import sys
 import warnings
 
-from nevo import cli, config, runs, tasks
+from nevo import cli, config, runs
 from nevo.algos import declared
 from nevo.evaluation.cluster_connection import ClusterError
 from nevo.loops import loop
@@ -158,8 +158,8 @@ def differences(a: dict, b: dict) -> list[str]:
 class Entry:
     """One (game, seed) of the suite: its settings, folder and state."""
 
-    def __init__(self, results: str, cfg, cluster):
-        self.cfg, self.cluster = cfg, cluster
+    def __init__(self, results: str, cfg, cluster, task):
+        self.cfg, self.cluster, self.task = cfg, cluster, task  # (the task its settings' check built)
         self.game, self.seed, self.budget = cfg.env.game, cfg.run.seed, cfg.run.frame_budget
         self.dir = os.path.join(results, f"{self.game}__{cfg.algo}__{self.seed}")
         self.saved = None
@@ -210,14 +210,14 @@ def entries(args, flags) -> list[Entry]:
         for seed in seeds:
             argv = ["--algo", args.algo, "--preset", args.preset, "--game", game, "--seed", str(seed),
                     "--frame-budget", str(frames[game]), "--out-dir", args.results, *flags]  # fmt: skip
-            cfg, _, cluster, _ = cli.parse_args(argv, "", presets)
+            cfg, _, cluster, task = cli.parse_args(argv, "", presets)
             one = declared(cfg).population(cfg) * cfg.env.frame_cap
             if cfg.run.frame_budget < one:
                 raise ConfigError(
                     f"--frames {game}: {cfg.run.frame_budget:,} is below one generation ({one:,} frames: "
                     f"{declared(cfg).population(cfg)} episodes of up to {cfg.env.frame_cap:,} frames)"
                 )
-            entry = Entry(args.results, cfg, cluster)
+            entry = Entry(args.results, cfg, cluster, task)
             entry.check_settings()
             out.append(entry)
     return out
@@ -225,11 +225,10 @@ def entries(args, flags) -> list[Entry]:
 
 def train(entry: Entry, label: str) -> int:
     """Train (or go on with) one entry's run; 0, or the stopped run's exit code."""
-    task = tasks.task_for(entry.cfg.env)
     os.makedirs(entry.dir, exist_ok=True)
-    p = loop.plan(entry.cfg, task, entry.dir, entry.cluster)
+    p = loop.plan(entry.cfg, entry.task, entry.dir, entry.cluster)
     try:
-        loop.run(entry.cfg, task, p, entry.dir, entry.cluster, out=Progress(entry.budget, label=label))
+        loop.run(entry.cfg, entry.task, p, entry.dir, entry.cluster, out=Progress(entry.budget, label=label))
     except RunStopped as e:
         said(str(e), sys.stderr if e.code in (3, 4, 5) else sys.stdout)
         return e.code
