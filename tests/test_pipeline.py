@@ -322,6 +322,38 @@ def test_the_tail_is_counted_once_the_queue_is_empty():
     assert 3.0 <= book.tail_s < 4.0
 
 
+def test_a_received_step_counts_the_tail_from_the_slots_still_playing():
+    """The lockstep and overlap pipelines' receive: an ended slot takes the queue's next episode;
+    once the queue is empty an ended slot goes idle, and from then on the time counts as tail."""
+    from types import SimpleNamespace
+
+    from nevo.episodes import Episodes
+    from nevo.evaluation.episode_book import EpisodeBook
+    from nevo.evaluation.pipeline import _Stepped
+
+    S = 2
+    pool = SimpleNamespace(obs=np.zeros((S, 1), np.uint8), reward=np.ones(S), done=np.zeros(S, np.uint8),
+                           frames=np.full(S, 4), wait=lambda ticket: None)  # fmt: skip
+    ev = SimpleNamespace(policy=FakePolicy(), env_cfg=EnvConfig(game="pong"), slots=S, pool=pool)
+    book = EpisodeBook(Episodes(np.arange(3), np.arange(3)), S, RowsAreIndividuals(), (1,), np.uint8)
+    stepped = _Stepped(ev, book)
+    book.start()
+    pool.done[:] = [1, 0]  # slot 0's episode ends: the queue's last episode takes it
+    book.t_last -= 1.0
+    stepped.receive((np.arange(S), None))
+    assert list(book.slot_ep) == [2, 1] and book.tail_s == 0.0 and book.done == 1
+    book.t_last -= 1.0  # the queue is empty, both slots play: no tail
+    pool.done[:] = [0, 1]
+    stepped.receive((np.arange(S), None))
+    assert list(book.slot_ep) == [2, -1] and book.tail_s == 0.0
+    book.t_last -= 1.0  # one slot idle: a second of tail
+    pool.done[:] = [1, 0]
+    stepped.receive((np.array([0]), None))
+    assert 1.0 <= book.tail_s < 2.0 and list(book.slot_ep) == [-1, -1] and book.done == 3
+    # (the reference start's step, which the pool plays, is not counted in a length)
+    assert list(book.lengths) == [0, 1, 1] and list(book.returns) == [1.0, 2.0, 2.0]
+
+
 class SubmittingPolicy(FakePolicy):
     """A stand-in with CudaPolicy's submit/collect: the actions of a step are computed at submit,
     handed out at collect; it counts the steps in flight (CudaPolicy takes at most two)."""
