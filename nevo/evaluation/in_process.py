@@ -62,13 +62,12 @@ class InProcessEvaluator:
         book = EpisodeBook(episodes, S, self.weights, task.obs_shape, task.obs_dtype)
         if book.n_ep == 0:
             return book.results()
-        obs = np.zeros((S, *task.obs_shape), task.obs_dtype)
-        first = min(S, book.n_ep)
-        obs[:first] = task.reset(np.arange(first), book.seeds[:first])
         has_bc = hasattr(task, "behaviour")
         stats = _ObservationStatistics(episodes, task.obs_shape)
         self.policy.load(self.weights.start(population, book.ind, S))
-        book.start()
+        first = book.start()
+        obs = np.zeros((S, *task.obs_shape), task.obs_dtype)
+        obs[:first] = task.reset(np.arange(first), book.seeds[:first])
         steps = 0  # frames played so far (agent steps), for the progress line
         try:
             while (live := book.live()).size:  # compaction: only these rows run

@@ -226,14 +226,18 @@ class AtariEvaluator:
         return book.results()
 
 
+def _noops(ev: AtariEvaluator, book: EpisodeBook) -> np.ndarray:
+    """(E,) int64 the no-ops that start each of the book's episodes (drawn from its seed)."""
+    return np.array([noop_count(s, ev.env_cfg.noop_max) for s in book.seeds], np.int64)
+
+
 class _Workers:
     """Each emulator process plays one episode at a time to its end, its own forward choosing the
     actions (nevo.evaluation.in_worker); when one ends, its slot gets the queue's next."""
 
     def __init__(self, ev: AtariEvaluator, book: EpisodeBook):
         self.ev, self.book = ev, book
-        self.noops = np.array([noop_count(s, ev.env_cfg.noop_max) for s in book.seeds], np.int64)
-        self.reference = ev.env_cfg.start == "reference"
+        self.noops, self.reference = _noops(ev, book), ev.env_cfg.start == "reference"
         self.keep = 0 if book.sample is None else book.sample.k
         self.playing = {}  # ticket -> (slot, episode)
 
@@ -282,7 +286,7 @@ class _Stepped:
     def __init__(self, ev: AtariEvaluator, book: EpisodeBook):
         self.ev, self.book, self.pool = ev, book, ev.pool
         self.submits = hasattr(ev.policy, "submit")  # a step submitted, its actions collected later
-        noops = np.array([noop_count(s, ev.env_cfg.noop_max) for s in book.seeds], np.int64)
+        noops = _noops(ev, book)
         # an episode's first steps, before the net acts: the reference's start is one step (the
         # pool's action -n: n no-op frames, then FIRE and action 2), which is not counted in its
         # length; the vector env's start is n NOOP steps, which are
