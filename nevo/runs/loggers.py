@@ -81,7 +81,12 @@ class Loggers:
         if cfg.run.tensorboard:
             from tensorboardX import SummaryWriter
 
-            self.writer = SummaryWriter(os.path.join(run_dir, TENSORBOARD))
+            folder = os.path.join(run_dir, TENSORBOARD)
+            # tensorboardX names an event file by the whole second and the host: a resume in the
+            # same second as the last write would reopen (and empty) the earlier file. A part
+            # number per start keeps every file.
+            part = len(os.listdir(folder)) if os.path.isdir(folder) else 0
+            self.writer = SummaryWriter(folder, filename_suffix=f".part{part}")
         if cfg.run.wandb:
             self.wandb_run = _wandb_run(cfg.run.wandb, run_dir)
 
