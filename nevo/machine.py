@@ -73,8 +73,8 @@ def lower_priority(tids, by: int) -> None:
 
 def blas_kernels() -> list[str]:
     """The kernel families ("Haswell", "SkylakeX", ...) of the OpenBLAS libraries loaded in this
-    process (threadpoolctl), sorted; empty where none reports one. nevo's CPU convs are OpenBLAS
-    products: the kernel sets their speed, and their sums' last bits."""
+    process (threadpoolctl), sorted; empty where none reports one. nevo's forward does not use
+    them (its convs are its own Numba kernels); the roofline's sgemm reference runs on them."""
     from threadpoolctl import threadpool_info
 
     return sorted({p["architecture"] for p in threadpool_info() if p.get("architecture")})
@@ -88,15 +88,5 @@ def kernels_name(kernels: list[str]) -> str:
 
 def forced_blas_kernel() -> str | None:
     """OPENBLAS_CORETYPE where the environment names a kernel (OpenBLAS then runs it on any CPU,
-    even one with wider vectors: a cluster's admin sets it so that every node sums alike), or
-    None where OpenBLAS chooses for this CPU itself."""
+    even one with wider vectors), or None where OpenBLAS chooses for this CPU itself."""
     return os.environ.get("OPENBLAS_CORETYPE") or None
-
-
-def blas_line() -> str:
-    """One line for a benchmark's header: the OpenBLAS kernels nevo's CPU convs run on and who
-    chose them (OPENBLAS_CORETYPE, or OpenBLAS for this CPU). The 2-core Zen 5 VMs name Haswell,
-    whose AVX2 kernels ran their convs 1.4-1.7x slower than the SkylakeX ones OpenBLAS picks there."""
-    forced = forced_blas_kernel()
-    who = f"named by OPENBLAS_CORETYPE={forced}" if forced else "OpenBLAS's pick for this CPU"
-    return f"CPU convs on OpenBLAS's {kernels_name(blas_kernels())} kernels ({who})"

@@ -19,10 +19,10 @@ from nevo import cli, runs, tasks
 from nevo.episodes import Episodes, Population
 from nevo.evaluation import setup
 from nevo.evaluation.cluster import ClusterError, ClusterEvaluator
-from nevo.evaluation.cluster_connection import check_address, mixed_kernels
+from nevo.evaluation.cluster_connection import check_address
 from nevo.evaluation.cluster_worker import differences, fingerprint
 from nevo.genomes import noise
-from tests.conftest import kernels_under, metrics_without_clock, run_folder
+from tests.conftest import metrics_without_clock, run_folder
 from tests.dask_procs import ROOT, DaskProcesses, listening
 from tests.fixtures.record import PATH, RUNS
 
@@ -205,57 +205,6 @@ def test_a_worker_with_other_nevo_code_is_refused_before_any_work(tmp_path, caps
     assert "nevo" in refusal and "9.9.9+" in refusal and "source" in refusal
     assert captured.err.strip().startswith("error: no nevo worker joined") and captured.err.count("\n") == 1
     assert not os.listdir(tmp_path / "runs")
-
-
-@pytest.mark.slow
-def test_workers_on_different_openblas_kernels_are_named_in_one_warning(tmp_path, capsys):
-    """Nodes of different CPU generations sum a conv net's convs on different OpenBLAS kernels, so
-    results depend on who played what: the run says so in one line, and config.json names both."""
-    module, argv = RUNS["ga-maze"]  # the small net: convs
-    with DaskProcesses(workers=0) as c:
-        c.start_worker(env={"OPENBLAS_CORETYPE": "Haswell"})
-        c.start_worker(env={"OPENBLAS_CORETYPE": "Prescott"})  # SSE3: runs on any x86-64 CPU
-        c.wait_for_workers(2)
-        code = run_ga.main([*argv, "--out-dir", str(tmp_path / "runs"), "--cluster", c.address])
-    out = capsys.readouterr().out
-    assert code == 0
-    both = ", ".join(sorted(f"{kernels_under(k)} on 1 worker" for k in ("Haswell", "Prescott")))
-    (warning,) = [line for line in out.splitlines() if line.startswith("warning: the workers' CPU convs")]
-    assert f"({both})" in warning and "OPENBLAS_CORETYPE" in warning
-    (folder,) = glob.glob(str(tmp_path / "runs" / "*"))
-    assert json.load(open(os.path.join(folder, "config.json")))["worker blas"] == both
-
-
-@pytest.mark.slow
-def test_a_worker_on_another_kernel_joining_later_is_named_in_one_warning(tmp_path):
-    """The kernels of workers that join after the start are looked at when a generation begins."""
-    cfg, task, table, population, episodes, expected = _maze_setup(tmp_path, n=2)
-    lines = []
-    with DaskProcesses(workers=0) as c:
-        c.start_worker(env={"OPENBLAS_CORETYPE": "Haswell"})
-        c.wait_for_workers(1)
-        ev = ClusterEvaluator(c.address, cfg, task, None, table, 2, 1, timeout_s=30, say=lines.append)
-        try:
-            assert ev.facts["worker blas"] == kernels_under("Haswell")  # the one worker's kernels
-            ev.run(population, episodes)
-            assert not lines  # one worker, one kernel
-            c.start_worker(env={"OPENBLAS_CORETYPE": "Prescott"})
-            c.wait_for_workers(2)
-            for _ in range(2):  # said once, not every generation
-                out = ev.run(population, episodes)
-        finally:
-            ev.close()
-    both = ", ".join(sorted(f"{kernels_under(k)} on 1 worker" for k in ("Haswell", "Prescott")))
-    assert len(lines) == 1 and f"({both})" in lines[0] and lines[0].startswith("warning:")
-    assert len(out.returns) == len(expected.returns)  # every episode played on both workers' cluster
-
-
-def test_one_kernel_on_every_worker_is_not_mixed():
-    """Workers on one kernel, and workers whose nets have no convs (no `blas` fact), say nothing."""
-    assert mixed_kernels({"a": {"blas": "Haswell"}, "b": {"blas": "Haswell"}, "c": {}}) is None
-    assert mixed_kernels({"a": {"blas": "SkylakeX"}, "b": {"blas": "Haswell"}, "c": {"blas": "Haswell"}}) == (
-        "Haswell on 2 workers, SkylakeX on 1 worker"
-    )
 
 
 NO_NEVO = (

@@ -254,7 +254,6 @@ def test_the_peak_is_the_faster_of_the_fma_probe_and_blas(monkeypatch):
     assert (pk.flops, pk.fma, pk.blas, pk.blas_threads) == (5e10, 1e9, 5e10, 2)
     monkeypatch.setattr(roof_cpu, "fma_peak", lambda seconds: 9e10)
     assert roof_cpu.machine_peak(0.1, 2).flops == 9e10
-    assert roof_cpu.machine_peak(0.1, 2).note() is None  # OpenBLAS chose its own kernel
 
 
 def test_a_forced_blas_kernel_is_measured_against_openblas_own_pick(monkeypatch):
@@ -275,20 +274,7 @@ def test_a_forced_blas_kernel_is_measured_against_openblas_own_pick(monkeypatch)
     monkeypatch.setattr(machine, "blas_kernels", lambda: ["Haswell"])
     pk = roof_cpu.machine_peak(0.1, 2)
     assert pk.flops == 4.5e11 and pk.blas == 2.5e11
-    assert "OPENBLAS_CORETYPE=Haswell" in pk.note() and "1.80x" in pk.note() and "SkylakeX" in pk.note()
-    monkeypatch.setattr(roof_cpu, "own_choice_sgemm", lambda seconds, threads: (2.4e11, ["Haswell"]))
-    assert roof_cpu.machine_peak(0.1, 2).note() is None  # the same kernel: nothing to say
-
-
-def test_a_benchmark_header_says_which_kernels_the_convs_run_on_and_who_chose_them(monkeypatch):
-    monkeypatch.setattr(machine, "blas_kernels", lambda: ["Haswell"])
-    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
-    assert (
-        machine.blas_line() == "CPU convs on OpenBLAS's Haswell kernels (named by OPENBLAS_CORETYPE=Haswell)"
-    )
-    monkeypatch.delenv("OPENBLAS_CORETYPE")
-    monkeypatch.setattr(machine, "blas_kernels", lambda: ["SkylakeX"])
-    assert machine.blas_line() == "CPU convs on OpenBLAS's SkylakeX kernels (OpenBLAS's pick for this CPU)"
+    assert pk.kernels == ["Haswell"] and pk.own == (4.5e11, ["SkylakeX"])
 
 
 def test_sgemm_runs_on_the_threads_asked_for_not_the_forwards_one():

@@ -173,7 +173,7 @@ def main(argv=None) -> None:
     print(
         f"machine: {cores} cores, torch {torch.__version__} ({torch.get_num_threads()} threads), "
         f"evotorch {evotorch.__version__}; game {a.game}; frame cap {a.frame_cap}; "
-        f"net {a.net} ({spec.n_params:,} parameters); nevo's {machine.blas_line()}"
+        f"net {a.net} ({spec.n_params:,} parameters)"
     )
     print()
     print(f"{'pop':>4} {'init':>8} {'round':>5} {'system':>14} {'frames':>10} {'frames/s':>10}")

@@ -43,7 +43,6 @@ import numpy as np
 
 from experiments.bench.forward_cuda import bench_cuda
 from experiments.bench.forward_torch import torch_vmap
-from nevo import machine
 from nevo.nets import init_scale, net_spec
 
 # Settings (command line overrides)
@@ -200,8 +199,7 @@ def bench_cpu_format(args, fmt):
 
     forward(spec, weights, np.zeros(1, np.int64), np.zeros((1, *spec.obs_shape), np.uint8))
     bandwidth = memory_bandwidth()
-    print(f"threading layer {numba.threading_layer()}; memory copy bandwidth {bandwidth / 1e9:.1f} GB/s; "
-          f"{machine.blas_line()}")  # fmt: skip
+    print(f"threading layer {numba.threading_layer()}; memory copy bandwidth {bandwidth / 1e9:.1f} GB/s")
     print(f"{'case':>10} {'rows':>6} {'inds/call':>9} {'forwards/s':>11} {'ms/call':>9} {'GB/s':>7}")
     for rows in rows_list:
         inds = min(rows, n_ind)

@@ -73,7 +73,6 @@ class ClusterEvaluator(ClusterConnection):
             empty = np.zeros(0, np.int64)
             return Results(np.zeros(0), empty, empty.copy())
         workers = self._accepted() or self._wait_for_workers(gone=True)
-        self._check_new_workers(workers)
         size = self.chunk or max(1, math.ceil(n_ep / (2 * len(workers))))
         starts = list(range(0, n_ep, size))
         self.runs += 1

@@ -18,7 +18,6 @@ cluster fails. Dask is imported only once a connection is made.
 
 from __future__ import annotations
 
-import collections
 import threading
 import time
 import uuid
@@ -50,17 +49,6 @@ def check_address(address: str) -> None:
         raise ValueError(f"--cluster: {address!r} is not a scheduler address (tcp://host:8786) or local:N")
 
 
-def mixed_kernels(facts_by_worker: dict) -> str | None:
-    """Where the workers' facts name more than one OpenBLAS kernel for their CPU convs (a cluster
-    of mixed CPU generations: OpenBLAS picks per CPU), which, on how many workers: "Haswell on 2
-    workers, SkylakeX on 1 worker"; else None. A conv's last bits depend on the kernel, so such a
-    cluster's results depend on which worker played which episode."""
-    counts = collections.Counter(f["blas"] for f in facts_by_worker.values() if f.get("blas"))
-    if len(counts) < 2:
-        return None
-    return ", ".join(f"{k} on {n} worker{'s' if n > 1 else ''}" for k, n in sorted(counts.items()))
-
-
 class ClusterConnection:
     """A run's Dask cluster, as the driver sees it: reached (or started), its workers set up for
     this run and followed as they come and go, closed at the end.
@@ -70,7 +58,7 @@ class ClusterConnection:
     timeout_s: how long the run waits for a worker (at the start, or when all are gone) before
     it stops with a ClusterError. cfg, task, ref_batch, table, population, bases, behaviours: what
     each worker's setup needs (nevo.evaluation.cluster_worker.Setup); say: where refusals and
-    warnings are said.
+    lost workers are said.
     """
 
     def __init__(self, address, cfg, task, ref_batch, table, population, bases, behaviours=False,
@@ -116,8 +104,6 @@ class ClusterConnection:
             self._check_scheduler()
             self.name = f"nevo-{uuid.uuid4().hex[:8]}"
             self.reported = set()
-            self.kernels: dict = {}  # worker -> the OpenBLAS kernels of its CPU convs (None: no convs)
-            self.mixed_said = None  # the mix of kernels last warned of
             self.plugin = worker_side.Setup(
                 self.name,
                 cfg,
@@ -271,44 +257,13 @@ class ClusterConnection:
         return f"`{worker_side.WORKER_COMMAND.format(self.address)}` on each node (where nevo is installed)"
 
     def _worker_facts(self) -> dict:
-        """What the workers run, as config.json's facts: the first accepted worker's, except the
-        OpenBLAS kernels of their CPU convs, which are every worker's (mixed_kernels)."""
+        """What the workers run, as config.json's facts: the first accepted worker's."""
         from nevo.evaluation import cluster_worker as worker_side
 
         workers = sorted(self.workers)
         facts = self.client.run(worker_side.facts, self.name, workers=workers)
         first = facts.get(workers[0], next(iter(facts.values()), {}))
-        out = {f"worker {k}": v for k, v in first.items()}
-        mixed = self._note_kernels(facts)
-        return {**out, "worker blas": mixed} if mixed else out
-
-    def _note_kernels(self, facts: dict) -> str | None:
-        """Record the workers' kernels (facts by worker; a worker not set up yet is asked again
-        next time) and warn, once per new mix, when they sum on more than one."""
-        self.kernels.update({w: f.get("blas") for w, f in facts.items() if f})
-        mixed = mixed_kernels({w: {"blas": k} for w, k in self.kernels.items()})
-        if mixed and mixed != self.mixed_said:
-            self.mixed_said = mixed
-            self.say(
-                f"warning: the workers' CPU convs sum on different OpenBLAS kernels ({mixed}), so an "
-                "individual's actions may differ in the last bits with the worker that plays it and "
-                "results are not repeatable; start every worker with one OPENBLAS_CORETYPE "
-                "(Haswell runs on any AVX2 CPU) for identical results"
-            )
-        return mixed
-
-    def _check_new_workers(self, workers) -> None:
-        """The kernels of workers that joined since the last look (see _note_kernels)."""
-        from nevo.evaluation import cluster_worker as worker_side
-
-        new = sorted(set(workers) - set(self.kernels))
-        if not new:
-            return
-        try:
-            facts = self.client.run(worker_side.facts, self.name, workers=new)
-        except Exception:  # noqa: BLE001 (a worker gone meanwhile; the run finds out on its own)
-            return
-        self._note_kernels(facts)
+        return {f"worker {k}": v for k, v in first.items()}
 
     def close(self) -> None:
         from nevo.evaluation import cluster_worker as worker_side

@@ -139,11 +139,7 @@ def local_evaluator(cfg, task, spec, device: str, table, ref_batch, run_dir: str
     ev, facts = evaluator_for(
         task, cfg.run, make_policy(device, spec), builder, device, population, behaviours
     )
-    # The CPU convs are OpenBLAS products, whose last bits depend on the kernel (OPENBLAS_CORETYPE,
-    # else OpenBLAS's pick for the CPU): exact resumes and a cluster's equality hold on one kernel.
-    convs = device == "cpu" and any(lay.kind == "conv" for lay in spec.layers)
-    blas = {"blas": machine.kernels_name(machine.blas_kernels())} if convs else {}
-    return ev, {"device": device, **blas, **facts}
+    return ev, {"device": device, **facts}
 
 
 def evaluator_for(task, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):

@@ -196,7 +196,7 @@ def _fold(table, weights, ref, div, out, n_threads):
                             src = first[t]
                         else:
                             src = a[j, seg[i] - lo : y0]
-                        conv_rows(plain, i, w, src, a[j, y0 : seg[i + 2] - lo], 0, table[i, OUT_H], cols[t])
+                        conv_rows(plain, i, w, src, a[j, y0 : seg[i + 2] - lo], cols[t])
                 else:
                     dense_block(plain, i, w, a, seg[i] - lo, y0, order, 0, n_ref, 0, cout, nz[t])
                 _measure(table, i, a, y0, mean, inv)

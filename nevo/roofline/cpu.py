@@ -147,8 +147,8 @@ def sgemm_peak(seconds: float, threads: int, n: int = 2048) -> tuple[float, int]
     """(fp32 FLOP/s, BLAS threads) of NumPy's BLAS multiplying two float32 n x n matrices
     (2 n^3 FLOP) on `threads` threads, the best of up to 5 after one warm-up, stopping after
     ~seconds. The BLAS threads it ran on are read back (threadpoolctl): nevo.nets.kernels.cpu
-    limits BLAS to one thread process-wide (its convs call BLAS from every Numba thread), so
-    without the context below the product ran on one core: 126 of the 2-core Zen 5 VM's 251
+    limits BLAS to one thread process-wide (nevo's own threads use every core), so without the
+    context below the product ran on one core: 126 of the 2-core Zen 5 VM's 251
     GFLOP/s, and a sixteenth of the 16-core GPU box's."""
     rng = np.random.default_rng(0)
     a, b = rng.random((n, n), np.float32), rng.random((n, n), np.float32)
@@ -210,27 +210,14 @@ class Peak:
     kernels: list[str]  # this process's OpenBLAS kernels
     own: tuple[float, list[str]] | None  # sgemm on OpenBLAS's own pick (own_choice_sgemm)
 
-    def note(self) -> str | None:
-        """One line where OPENBLAS_CORETYPE holds nevo's convs to kernels slower than this CPU's own."""
-        if self.own is None or self.own[1] == self.kernels or self.own[0] <= self.blas:
-            return None
-        mine, theirs = machine.kernels_name(self.kernels), machine.kernels_name(self.own[1])
-        return (
-            f"note: OPENBLAS_CORETYPE={machine.forced_blas_kernel()} holds nevo's convs to OpenBLAS's "
-            f"{mine} kernels; on this CPU OpenBLAS picks {theirs}, whose sgemm ran "
-            f"{self.own[0] / self.blas:.2f}x as fast ({self.own[0] / 1e9:.0f} against {self.blas / 1e9:.0f} "
-            "GFLOP/s): unset it for this machine's speed (the convs' sums then differ in the last "
-            "bits, so a cluster's workers should share one setting)"
-        )
-
 
 def machine_peak(seconds: float, threads: int) -> Peak:
     """The machine's fp32 peak on `threads` threads: the fastest of fma_burn, a BLAS sgemm in this
     process, and, where OPENBLAS_CORETYPE names a kernel, an sgemm on the kernel OpenBLAS itself
     picks for this CPU (own_choice_sgemm: the machine's peak, not the environment's). speed: on the
     H200 box's AVX-512 Xeon the probe reached 21% of the nominal peak (LLVM vectorises it with
-    256-bit registers) while OpenBLAS, which runs nevo's convs, uses 512-bit ones: the convs ran at
-    up to 186% of a roof set by the probe alone. On the 2-core AMD VMs the probe is the faster on
+    256-bit registers) while OpenBLAS uses 512-bit ones: nevo's convs, then OpenBLAS products, ran
+    at up to 186% of a roof set by the probe alone. On the 2-core AMD VMs the probe is the faster on
     AVX2 (131 against 86 GFLOP/s); on Zen 5 it gave 228-437 from one run to the next, against 244-257
     for sgemm on the Haswell kernels the VMs' OPENBLAS_CORETYPE imposes and 439-482 on SkylakeX's."""
     fma = fma_peak(seconds)

@@ -25,10 +25,11 @@ This machine (all Numba threads):
              what BLAS reaches); and, where the environment's OPENBLAS_CORETYPE names OpenBLAS's
              kernel, the same product in a child process without it, on the kernel OpenBLAS picks
              for this CPU (the 2-core Zen 5 VMs name Haswell: AVX2 kernels on an AVX-512 CPU, 0.55x
-             the sgemm of SkylakeX's). A line then says what the setting costs nevo's convs.
+             the sgemm of SkylakeX's): the machine's peak, not the environment's. (nevo's own
+             convs are its Numba kernels, not BLAS: the setting does not touch them.)
 
 Counts per forward (one row run by its own individual's weights), from the layer shapes:
-  FLOP       conv 2 x OH x OW x KH x KW x Cin x Cout (BLAS multiplies the SAME padding too); dense
+  FLOP       conv 2 x OH x OW x KH x KW x Cin x Cout (nevo's convs multiply the SAME padding too); dense
              2 x nonzero inputs x out (nevo never reads, nor multiplies, a zero input's weight row);
              pool one per window cell (comparisons); biases and activations not counted;
   bytes      what a forward reads from memory: the observation (uint8 or float32), then each
@@ -173,11 +174,8 @@ def main(argv=None) -> dict:
         else ""
     )
     print(f"fp32 peak (all threads): {peak / 1e9:.0f} GFLOP/s{note}, the fastest of an FMA probe "
-          f"({pk.fma / 1e9:.0f}), BLAS sgemm on {pk.blas_threads} threads on nevo's {kernels} kernels "
+          f"({pk.fma / 1e9:.0f}), BLAS sgemm on {pk.blas_threads} threads on OpenBLAS's {kernels} kernels "
           f"({pk.blas / 1e9:.0f}){own}")  # fmt: skip
-    costs = pk.note()
-    if costs:
-        print(costs)
     print(f"ridge: {peak / bandwidth:.1f} FLOP/byte here; H100 SXM {H100['SXM'][1] / H100['SXM'][0]:.0f}, "
           f"PCIe {H100['PCIe'][1] / H100['PCIe'][0]:.0f}")  # fmt: skip
     gpu = find_gpu(a.max_gb)

@@ -10,23 +10,24 @@ first dense layer is memory bound (every row generally has different weights; `l
 - each conv (and max-pool) writes into the interior of the next conv's zero-padded input, so no
   conv loop checks bounds: a kernel row (kx, ci) is one contiguous run in both the padded input
   and the weights; a pool's own input is unpadded (its SAME padding never wins the max);
-- a conv is im2col then one BLAS matrix product per row (`conv_rows`; NumPy's `np.dot`, which
-  Numba lowers to SciPy's BLAS): 2x the GFLOP/s of the hand-written loops it replaced, which
-  LLVM would not keep in registers;
+- a conv is nevo's own kernel (`conv_sums`): tiles of 6 output pixels by 16 channels held in
+  registers of 8 lanes (nevo.nets.kernels.lanes), reading the padded input in place (no im2col
+  copy). It replaced im2col and OpenBLAS's sgemm (through `np.dot`), whose results depended on
+  the BLAS kernel (OPENBLAS_CORETYPE) and the matrix's shape, at 1.4-1.9x their speed;
 - the dense layers skip zero inputs (half of every ReLU output) and so never read the weight rows
   they would multiply, about halving their memory traffic;
-- FMA contraction is the only fastmath flag, and BLAS runs one thread on the same shapes for
-  every row (a whole layer's pixels at once, never a band of them: BLAS's result for a pixel
-  depends on the matrix's shape), so results are bit-identical across thread counts and batch
-  compositions;
+- every multiply-add is written as a fused one (`fma`, `fma8`: LLVM's llvm.fma, rounded once on
+  any CPU), no fastmath flag is set, and every sum's order is fixed in the source: a row's result
+  is the same bits on any thread count, in any batch, and on any CPU (AVX2, AVX-512, or none;
+  tests/test_forward_bits.py compiles it for other targets in subprocesses);
 - the dense layers take the rows of one individual together, so shared weights are read once;
 - with enough individuals per thread, one parallel pass per individual runs its convs then its
   dense layers: no barrier between layers, and one thread's convs overlap the other's dense reads;
 - 16-bit weight rows (--weights fp16, nevo/nets/half.py) arrive as their uint16 bits: a dense layer
   widens each weight as it reads it (F16C converts 8 at once), the convs' weights are widened once
-  per individual into float32 scratch for BLAS; the sums are the fp32 forward's, so the result is
+  per individual into float32 scratch; the sums are the fp32 forward's, so the result is
   the fp32 forward's on the widened weights, bit for bit, from half the bytes.
-Scratch is allocated once per call: the conv buffers and im2col patches per thread, the dense
+Scratch is allocated once per call: the conv buffers and sums per thread, the dense
 layers' inputs and outputs per row.
 Every kernel here releases the GIL (nogil), so an emulator thread runs beside the forward.
 
@@ -47,7 +48,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
-import scipy.linalg.cython_blas  # noqa: E402, F401 (the BLAS Numba's np.dot calls, loaded now)
+import scipy.linalg.cython_blas  # noqa: E402, F401 (SciPy's BLAS, loaded now: the limit below covers it)
 from llvmlite import ir  # noqa: E402
 from numba import prange, types  # noqa: E402
 from numba.core import cgutils  # noqa: E402
@@ -79,14 +80,12 @@ from nevo.nets import (
 from nevo.nets.half import DTYPES, as_f32, is_half_bits, kernel_view, widen
 from nevo.nets.kernels.actions import actions_of
 from nevo.nets.kernels.common import activate, argmax_row, scale_input
+from nevo.nets.kernels.lanes import bcast8, fma, fma8, load8, store8, zeros8
 
-# speed: the convs call BLAS once per row from each Numba thread, on shapes too small to share:
-# BLAS threads of its own would oversubscribe the cores (and OpenBLAS warns on every call from
-# inside an OpenMP region). Process-wide, and whichever package loaded BLAS first.
+# speed: nevo's threads and emulator processes use every core; BLAS threads of NumPy's products
+# elsewhere in the process would oversubscribe them. Process-wide, whichever package loaded BLAS.
 threadpool_limits(limits=1, user_api="blas")
 
-# speed: FMA contraction only; no reassociation, so results do not depend on threads or batching
-_FASTMATH = {"contract"}
 _K_CHUNK = 256  # dense inputs per chunk, for rows that share an individual
 _MIN_BLOCK = 16  # dense output block: a multiple of 16 floats = one 64-byte cache line
 
@@ -186,64 +185,136 @@ def load_obs(table, obs, r, dst, div, quotients):
                 line[x, c] = input_value(src[x], quotients, div)
 
 
+_TILE_PX = 6  # output pixels per tile of conv_sums
+_TILE_CO = 16  # output channels per tile: two 8-lane registers
+
+
 @numba.njit(nogil=True, cache=True)
 def cols_size(table):
-    """Floats of scratch `conv_rows` needs for any conv layer of this table: the patch matrix
-    (output pixels, KH*KW*Cin) and the product (output pixels, Cout)."""
+    """Floats of scratch `conv_rows` needs for any conv layer of this table: its sums, (output
+    pixels, Cout), the pixels rounded up to a whole tile of conv_sums."""
     size = 0
     for i in range(table.shape[0]):
         if table[i, KIND] == CONV:
             m = table[i, OUT_H] * table[i, OUT_W]
-            size = max(size, m * (table[i, KH] * table[i, KW] * table[i, CIN] + table[i, COUT]))
+            size = max(size, (m + _TILE_PX - 1) // _TILE_PX * _TILE_PX * table[i, COUT])
     return size
 
 
-@numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
-def conv_rows(table, i, w, src, dst, y0, y1, cols):
-    """Conv layer i, output rows y0..y1, of one row: src its padded input, dst the next input.
+@numba.njit(nogil=True, cache=True, inline="always")
+def patch_start(p, table, i):
+    """Where the patch of conv layer i's output pixel p starts in its padded HWC input; a pixel
+    past the last one gives the last one's (a tile's spare lanes read real data)."""
+    ow, s, cin = table[i, OUT_W], table[i, STRIDE], table[i, CIN]
+    wp = table[i, IN_W] + table[i, PAD_L] + table[i, PAD_R]
+    p = min(p, table[i, OUT_H] * ow - 1)
+    return ((p // ow) * s * wp + (p % ow) * s) * cin
 
-    Work = (row, range of output y), every x and output channel. dst is the next conv's padded
-    input (written inside its padding) or, before a pool or a dense layer, flat (H, W, C).
-    cols is float32 scratch of at least cols_size(table) floats.
-    speed: im2col then one BLAS matrix product, (pixels, KH*KW*Cin) x (KH*KW*Cin, Cout): TF's
-    HWIO weights are already that matrix, and a (kx, ci) kernel row is one contiguous run in the
-    padded HWC input, so each patch row is KH copies. The product runs at ~90 GFLOP/s per core
-    against ~45 for the direct loops it replaced (docs/lab/2026-11-21.md).
+
+@numba.njit(nogil=True, cache=True)
+def conv_sums_one(table, i, w, src, sums):
+    """conv_sums one output at a time: the twin of its tiles, and the path for a Cout that is not
+    a multiple of 16. The same sums in the same order, so the same bits."""
+    kh, run, cout = table[i, KH], table[i, KW] * table[i, CIN], table[i, COUT]
+    line = (table[i, IN_W] + table[i, PAD_L] + table[i, PAD_R]) * table[i, CIN]
+    w_off = table[i, W_OFF]
+    for p in range(table[i, OUT_H] * table[i, OUT_W]):
+        b = patch_start(p, table, i)
+        for co in range(cout):
+            acc = numba.float32(0.0)
+            for ky in range(kh):
+                for j in range(run):
+                    acc = fma(src[b + ky * line + j], w[w_off + (ky * run + j) * cout + co], acc)
+            sums[p * cout + co] = acc
+
+
+@numba.njit(nogil=True, cache=True)
+def conv_sums(table, i, w, src, sums):
+    """The sums of conv layer i of one row, before its bias: sums[p * Cout + co] for output pixel p
+    (row-major) and channel co. src is the layer's zero-padded HWC input; sums holds
+    cols_size(table) floats.
+
+    The order of every sum is fixed here, so a row's result is the same bits on any x86 or ARM CPU,
+    alone or in any batch: from +0.0, the patch's terms in TF's HWIO order (ky, then kx and ci,
+    which are one contiguous run of the padded input), each added by a fused multiply-add that
+    rounds once (nevo.nets.kernels.lanes.fma8). conv_sums_one is its twin.
+    speed: a tile is 6 output pixels by 16 channels, 12 registers of 8 lanes that stay in
+    registers across the whole patch; each term loads two registers of weights and broadcasts one
+    input per pixel. Sums of one row on the 2-core AMD EPYC VM: 58 us for small's first conv
+    (BLAS's product with its im2col copy: 108), 26 for its second (45); 94-120 us for large's
+    convs (128-185).
     """
-    kh, kw, s = table[i, KH], table[i, KW], table[i, STRIDE]
-    cin, cout, ow = table[i, CIN], table[i, COUT], table[i, OUT_W]
-    wp = table[i, IN_W] + table[i, PAD_L] + table[i, PAD_R]  # padded input width
-    w_off, b_off = table[i, W_OFF], table[i, B_OFF]
+    cout = table[i, COUT]
+    if cout % _TILE_CO != 0:
+        conv_sums_one(table, i, w, src, sums)
+        return
+    kh, run = table[i, KH], table[i, KW] * table[i, CIN]
+    line = (table[i, IN_W] + table[i, PAD_L] + table[i, PAD_R]) * table[i, CIN]
+    w_off = table[i, W_OFF]
+    n_px = table[i, OUT_H] * table[i, OUT_W]
+    for t0 in range(0, n_px, _TILE_PX):
+        b0, b1, b2 = patch_start(t0, table, i), patch_start(t0 + 1, table, i), patch_start(t0 + 2, table, i)
+        b3, b4, b5 = (
+            patch_start(t0 + 3, table, i),
+            patch_start(t0 + 4, table, i),
+            patch_start(t0 + 5, table, i),
+        )
+        for c0 in range(0, cout, _TILE_CO):
+            s00, s01, s10, s11, s20, s21 = zeros8(), zeros8(), zeros8(), zeros8(), zeros8(), zeros8()
+            s30, s31, s40, s41, s50, s51 = zeros8(), zeros8(), zeros8(), zeros8(), zeros8(), zeros8()
+            for ky in range(kh):
+                x0, k0 = ky * line, w_off + ky * run * cout + c0
+                for j in range(run):
+                    x, k = x0 + j, k0 + j * cout  # the term's input (from a patch's start), weight
+                    w0, w1 = load8(w, k), load8(w, k + 8)
+                    a = bcast8(src, b0 + x)
+                    s00, s01 = fma8(a, w0, s00), fma8(a, w1, s01)
+                    a = bcast8(src, b1 + x)
+                    s10, s11 = fma8(a, w0, s10), fma8(a, w1, s11)
+                    a = bcast8(src, b2 + x)
+                    s20, s21 = fma8(a, w0, s20), fma8(a, w1, s21)
+                    a = bcast8(src, b3 + x)
+                    s30, s31 = fma8(a, w0, s30), fma8(a, w1, s31)
+                    a = bcast8(src, b4 + x)
+                    s40, s41 = fma8(a, w0, s40), fma8(a, w1, s41)
+                    a = bcast8(src, b5 + x)
+                    s50, s51 = fma8(a, w0, s50), fma8(a, w1, s51)
+            o = t0 * cout + c0  # the tile's spare pixels land in sums' spare room
+            store8(sums, o, s00)
+            store8(sums, o + 8, s01)
+            store8(sums, o + cout, s10)
+            store8(sums, o + cout + 8, s11)
+            store8(sums, o + 2 * cout, s20)
+            store8(sums, o + 2 * cout + 8, s21)
+            store8(sums, o + 3 * cout, s30)
+            store8(sums, o + 3 * cout + 8, s31)
+            store8(sums, o + 4 * cout, s40)
+            store8(sums, o + 4 * cout + 8, s41)
+            store8(sums, o + 5 * cout, s50)
+            store8(sums, o + 5 * cout + 8, s51)
+
+
+@numba.njit(nogil=True, cache=True)
+def conv_rows(table, i, w, src, dst, cols):
+    """Conv layer i of one row: src its padded input, dst the next layer's input (the next conv's
+    padded input, written inside its padding, or, before a pool or a dense layer, flat (H, W, C)).
+    cols is float32 scratch of at least cols_size(table) floats. Each output is its sum
+    (conv_sums) plus its bias, then the activation."""
+    cout, ow = table[i, COUT], table[i, OUT_W]
     if table[i + 1, KIND] == CONV:
         dpt, dpl = table[i + 1, PAD_T], table[i + 1, PAD_L]
         dwp = table[i + 1, IN_W] + dpl + table[i + 1, PAD_R]
     else:
         dpt, dpl, dwp = 0, 0, ow
-    run = kw * cin  # (kx, ci) is one contiguous run in the padded HWC input and in HWIO weights
-    k = kh * run  # patch length
-    m = (y1 - y0) * ow  # output pixels
-    patches = cols[: m * k].reshape((m, k))  # (pixels, KH*KW*Cin)
-    prod = cols[m * k : m * k + m * cout].reshape((m, cout))  # (pixels, Cout)
-    for oy in range(y0, y1):
-        for ox in range(ow):
-            row = patches[(oy - y0) * ow + ox]
-            for ky in range(kh):
-                p = ((oy * s + ky) * wp + ox * s) * cin  # SAME padding is in src
-                to, run_in = row[ky * run : (ky + 1) * run], src[p : p + run]
-                # speed: a loop over range() on two views vectorises; the slice assignment
-                # `to[:] = run_in` did not, nor did indices computed from p (their sign unknown,
-                # Numba wraps negatives). small's conv1 patches: 95-105 us before, 20 after (its
-                # BLAS product: 59-69 us); large's conv1 75-111 us before, 23 after
-                for j in range(run):
-                    to[j] = run_in[j]
-    np.dot(patches, w[w_off:b_off].reshape((k, cout)), prod)
+    conv_sums(table, i, w, src, cols)
+    b_off = table[i, B_OFF]
     bias = w[b_off : b_off + cout]
     code = table[i, ACT]
-    for oy in range(y0, y1):
+    for oy in range(table[i, OUT_H]):
         d = ((oy + dpt) * dwp + dpl) * cout
         out = dst[d : d + ow * cout].reshape((ow, cout))  # (OW, Cout)
         for ox in range(ow):
-            z = prod[(oy - y0) * ow + ox]
+            z = cols[(oy * ow + ox) * cout : (oy * ow + ox + 1) * cout]
             for co in range(cout):
                 out[ox, co] = activate(z[co] + bias[co], code)
 
@@ -290,7 +361,7 @@ def spatial_rows(table, i, w, src, dst, cols):
     if table[i, KIND] == POOL:
         pool_rows(table, i, src, dst)
     else:
-        conv_rows(table, i, w, src, dst, 0, table[i, OUT_H], cols)
+        conv_rows(table, i, w, src, dst, cols)
 
 
 @intrinsic
@@ -314,7 +385,7 @@ def prefetch(typingctx, arr, idx):
     return types.void(arr, idx), codegen
 
 
-@numba.njit(nogil=True, cache=True, fastmath=_FASTMATH)
+@numba.njit(nogil=True, cache=True)
 def dense_block(table, i, w, act, x0, y0, order, g0, g1, o0, o1, nz):
     """Dense layer i for the rows order[g0:g1] (one individual), outputs o0..o1.
 
@@ -372,14 +443,16 @@ def dense_block(table, i, w, act, x0, y0, order, g0, g1, o0, o1, nz):
                 v2 = w[w0 + k2 * n_out : w0 + k2 * n_out + n]
                 v3 = w[w0 + k3 * n_out : w0 + k3 * n_out + n]
                 for o in range(n):
-                    out[o] = (
-                        out[o] + a0 * widen(v0[o]) + a1 * widen(v1[o]) + a2 * widen(v2[o]) + a3 * widen(v3[o])
+                    out[o] = fma(
+                        a3,
+                        widen(v3[o]),
+                        fma(a2, widen(v2[o]), fma(a1, widen(v1[o]), fma(a0, widen(v0[o]), out[o]))),
                     )
                 q += 4
             while q < count[g] and nz[g, q] < k_end:
                 a, v = x[nz[g, q]], w[w0 + nz[g, q] * n_out : w0 + nz[g, q] * n_out + n]
                 for o in range(n):
-                    out[o] += a * widen(v[o])
+                    out[o] = fma(a, widen(v[o]), out[o])
                 q += 1
             done[g] = q
     code = table[i, ACT]
@@ -451,10 +524,8 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
                 load_obs(table, obs, r, act[r], div, quotients)
         else:
             # Work = one row, every conv layer, in its thread's scratch (as above). Rows are not
-            # split into bands of output rows when they are too few for the threads: BLAS gives
-            # a pixel a result that depends on the matrix's shape (OpenBLAS's Haswell and
-            # SkylakeX kernels both do), so a band would make a row's actions depend on the
-            # batch it ran in. Steps with that few live rows are under 1% of a generation.
+            # split into bands of output rows when they are too few for the threads: steps with
+            # that few live rows are under 1% of a generation.
             scr = np.zeros((n_threads, base), np.float32)
             cols = np.empty((n_threads, cols_size(table)), np.float32)
             wide = np.empty((n_threads, n_spatial), np.float32)  # as above
