@@ -110,18 +110,6 @@ def bcast8(typingctx, arr, i):
     return f32x8(arr, i), codegen
 
 
-@intrinsic
-def lane(typingctx, v, j):
-    """Lane j (0..7) of v, as a float32."""
-    if not (v == f32x8 and isinstance(j, types.Integer)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        return builder.extract_element(args[0], args[1])
-
-    return types.float32(v, j), codegen
-
-
 def _fma(name, ty):
     def codegen(context, builder, sig, args):
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ty, [ty] * 3), name)
@@ -146,4 +134,4 @@ def fma(typingctx, a, b, c):
     return types.float32(a, b, c), _fma("llvm.fma.f32", _F32)
 
 
-__all__ = ["LANES", "F32x8", "f32x8", "zeros8", "load8", "store8", "bcast8", "lane", "fma8", "fma"]
+__all__ = ["LANES", "F32x8", "f32x8", "zeros8", "load8", "store8", "bcast8", "fma8", "fma"]
