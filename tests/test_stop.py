@@ -415,3 +415,32 @@ def test_stops_at_random_moments_end_a_cluster_run_in_one_line_within_10_s(where
     assert run_ga.main(["--resume", folder, "--frame-budget", "16000"]) == 0
     whole = metrics_without_clock(atari_run)
     assert metrics_without_clock(folder)[: len(whole)] == whole
+
+
+def test_a_stop_that_meets_a_compile_stops_the_run_once_it_is_done():
+    """A stop signal while Numba's or llvmlite's Python code runs (a compile, a cache load, LLVM's
+    callbacks, where a raised Stopped is dropped by ctypes or leaves LLVM half-built) is sent again
+    until it lands outside: the run stops right after the compile, with nothing on stderr."""
+    code = compile(
+        "def compiling(events):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    t0 = time.monotonic()\n"
+        "    while time.monotonic() - t0 < 0.3:  # Python of llvmlite's, the signal handled meanwhile\n"
+        "        pass\n"
+        "    events.append('compiled')\n",
+        "<llvmlite's callback>",
+        "exec",
+    )
+    fake = {"__name__": "llvmlite.binding.executionengine", "os": os, "signal": signal, "time": time}
+    exec(code, fake)
+    from nevo.runs import stop
+
+    events = []
+    with stop.on_signals():
+        t0 = time.monotonic()
+        with pytest.raises(stop.Stopped):
+            fake["compiling"](events)
+            events.append("after")
+            time.sleep(5)
+        took = time.monotonic() - t0
+    assert events == ["compiled", "after"] and 0.3 <= took < 2

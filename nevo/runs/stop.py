@@ -6,8 +6,9 @@ it stopped and how to go on (nevo.loops.loop.stopped).
 
 A generation's files (its metrics row, the elite files, the checkpoint) are written with the
 signals held (`held`): a signal that arrives then stops the run once they are all written, so a
-stop never leaves half a generation. Any other moment, it stops the run at once: the generation in
-flight is dropped, as a kill drops it.
+stop never leaves half a generation. A signal that arrives while Numba compiles or loads a kernel
+from its cache waits until it is done (`_in_compiler`). Any other moment, it stops the run at once:
+the generation in flight is dropped, as a kill drops it.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ def named(signum: int) -> str:
     return signal.Signals(signum).name + (" (Ctrl-C)" if signum == signal.SIGINT else "")
 
 
+# How soon a stop that met a compile (`_in_compiler`) is sent again.
+RETRY_S = 0.02
+
+
 def _handler(signum, frame) -> None:
     if _state.stopping:  # a second stop while the first unwinds: end at once, in one line
         os.write(2, f"stopped by {named(signum)} a second time: ended at once; {SECOND}\n".encode())
@@ -68,8 +73,32 @@ def _handler(signum, frame) -> None:
     if _state.pending is None and _state.holding:
         _state.pending = signum
         return
+    if _in_compiler(frame):  # sent again in RETRY_S, until it lands outside
+        timer = threading.Timer(RETRY_S, _again, (signum,))
+        timer.daemon = True
+        timer.start()
+        return
     _state.stopping, _state.signum = True, signum
     raise Stopped(signum)
+
+
+def _in_compiler(frame) -> bool:
+    """Whether frame or one of its callers is Numba's or llvmlite's Python code: a compile, a cache
+    load, LLVM's callbacks. A Stopped raised there is lost (ctypes prints and drops an exception
+    raised in a callback from C: "Exception ignored on calling ctypes callback function") or leaves
+    LLVM half-built (a run stopped at such a moment once ended by SIGSEGV at its exit)."""
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").startswith(("numba", "llvmlite")):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _again(signum: int) -> None:
+    """Send a stop that met a compile again (from a timer thread), unless the run has ended or
+    stops already."""
+    if _state.installed and not _state.stopping:
+        os.kill(os.getpid(), signum)
 
 
 @contextlib.contextmanager
