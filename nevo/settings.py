@@ -127,7 +127,8 @@ class RunConfig:
     env_slots: int = setting(0, "episodes run at once (emulators); 0 = chosen from the machine")
     emulators_per_group: int = setting(
         0,
-        "emulators per group driven round robin (overlap); 0 = env_slots/4 (lockstep steps every live slot)",
+        "emulators a forward takes at once, the first ready (overlap); 0 = env_slots/4 (lockstep steps "
+        "every live slot)",
     )
     pipeline: str = setting(
         "auto",

@@ -75,31 +75,28 @@ class DaskProcesses:
         ]  # fmt: skip
         self.scheduler, self.workers = None, []
 
-    def _start(self, args, cwd, name, nevo=True, env=None):
+    def _start(self, args, cwd, name, nevo=True):
         """`python -m args` (nevo=False: in a Python without nevo) in cwd, in a session of its own,
-        with env's variables added to the test's environment."""
+        in the test's environment."""
         log = open(os.path.join(self.log_dir, name + ".log"), "w") if self.log_dir else subprocess.DEVNULL
         python = [sys.executable, "-m", args[0]] if nevo else without_nevo(args[0])
         # a session of its own: its process group id is its pid, which also names a nanny's worker
         return subprocess.Popen([*python, *args[1:]], cwd=cwd, stdout=log, stderr=log,
-                                env={**environment(), **(env or {})}, start_new_session=True)  # fmt: skip
+                                env=environment(), start_new_session=True)  # fmt: skip
 
     def start_scheduler(self):
         self.scheduler = self._start(
             ["distributed.cli.dask_scheduler", *self.scheduler_options, "--idle-timeout", f"{LIMIT_S}s"],
             ROOT, "scheduler", self.scheduler_nevo)  # fmt: skip
 
-    def start_worker(
-        self, cwd: str | None = None, nanny: bool = False, nevo: bool = True, env: dict | None = None
-    ) -> subprocess.Popen:
-        """One worker process, one thread; without a nanny (default) a kill is final; env: variables
-        of its own."""
+    def start_worker(self, cwd: str | None = None, nanny: bool = False, nevo: bool = True):
+        """One worker process (its Popen), one thread; without a nanny (default) a kill is final."""
         w = self._start(
             ["distributed.cli.dask_worker", self.address, "--host", "127.0.0.1", "--nthreads", "1",
              "--nanny" if nanny else "--no-nanny", "--no-dashboard", "--dashboard-address", "127.0.0.1:0",
              "--lifetime", f"{LIMIT_S}s", "--name", f"w{len(self.workers)}",
              "--memory-limit", "0"],  # no pause by a memory monitor whose limit depends on the host
-            cwd or self.worker_cwd, f"worker{len(self.workers)}", nevo, env)  # fmt: skip
+            cwd or self.worker_cwd, f"worker{len(self.workers)}", nevo)  # fmt: skip
         self.workers.append(w)
         return w
 

@@ -367,3 +367,81 @@ def test_ctrl_c_while_the_pool_starts_prints_no_worker_traceback():
                          timeout=120, start_new_session=True, preexec_fn=_default_sigint)  # fmt: skip
     assert run.stdout == "stopped\n"
     assert "Traceback" not in run.stderr and "KeyboardInterrupt" not in run.stderr, run.stderr
+
+
+def test_units_split_each_workers_slots_and_hold_every_slot_once():
+    """EmulatorPool.units: every slot in exactly one unit, each unit of one worker's slots (slot s
+    is worker s % W's), at most `size` slots, every worker's first unit before any second."""
+    from types import SimpleNamespace
+
+    for slots, workers, size in [(32, 2, 8), (512, 16, 16), (1000, 16, 32), (12, 2, 3), (5, 2, 4), (7, 3, 1)]:
+        pool = SimpleNamespace(slots=slots, workers=workers)
+        units = EmulatorPool.units(pool, size)
+        flat = np.concatenate(units)
+        assert sorted(flat.tolist()) == list(range(slots))
+        assert all(len(u) <= size and len(set((u % workers).tolist())) == 1 for u in units)
+        firsts = [u[0] for u in units]
+        assert firsts[:workers] == list(range(workers))  # each worker's first unit leads
+
+
+@pytest.mark.slow
+def test_first_done_takes_the_ready_step_not_the_oldest():
+    """Two units' steps in flight, the older one's worker stopped (SIGSTOP): first_done returns the
+    younger one at once (waiting on the oldest, as wait does, would hang until SIGCONT); both once
+    the worker goes on; a worker silent past STEP_BOUND_S is one line naming it."""
+    from nevo.tasks import emulator_pool
+
+    pool = EmulatorPool("pong", 4, 20_000, 4, 2)
+    try:
+        zero, one = pool.units(2)  # worker 0's slots 0, 2; worker 1's 1, 3
+        assert zero.tolist() == [0, 2] and one.tolist() == [1, 3]
+        os.kill(pool.procs[0].pid, signal.SIGSTOP)
+        try:
+            older, younger = pool.step(zero), pool.step(one)
+            t0 = time.monotonic()
+            assert pool.first_done([older, younger]) == [younger]
+            assert time.monotonic() - t0 < 5
+        finally:
+            os.kill(pool.procs[0].pid, signal.SIGCONT)
+        assert pool.first_done([older]) == [older]
+        older, younger = pool.step(zero), pool.step(one)
+        while len(done := pool.first_done([older, younger])) < 2:  # both answered, each once
+            assert done in ([older], [younger])
+            older, younger = [t for t in (older, younger) if t not in done] * 2
+        os.kill(pool.procs[1].pid, signal.SIGSTOP)
+        emulator_pool.STEP_BOUND_S, saved = 1.0, emulator_pool.STEP_BOUND_S
+        try:
+            pid = pool.procs[1].pid
+            said = rf"^emulator process 1 \(pid {pid}\) did not answer in 1 s: stopped"
+            with pytest.raises(EmulatorError, match=said):
+                pool.first_done([pool.step(one)])
+        finally:
+            emulator_pool.STEP_BOUND_S = saved
+    finally:
+        pool.close()
+
+
+@pytest.mark.slow
+def test_spinning_workers_step_as_sleeping_ones_do():
+    """A pool whose workers and driver poll their pipes before sleeping (spin_s) gives the same
+    observations, rewards and ends as one that sleeps at once."""
+    seen = []
+    for spin_s in (0.0, 0.002):
+        pool = EmulatorPool("frostbite", 4, 400, 4, 2, spin_s=spin_s)
+        try:
+            rng, out = np.random.default_rng(1), []
+            for _ in range(120):
+                pool.actions[:] = rng.integers(0, 18, 4)
+                tickets = [pool.step(u) for u in pool.units(1)]
+                done = []
+                while len(done) < len(tickets):
+                    done += pool.first_done([t for t in tickets if t not in done])
+                out.append((pool.obs.copy(), pool.reward.copy(), pool.done.copy()))
+            seen.append(out)
+        finally:
+            pool.close()
+    for (o0, r0, d0), (o1, r1, d1) in zip(*seen):
+        np.testing.assert_array_equal(o0, o1)
+        np.testing.assert_array_equal(r0, r1)
+        np.testing.assert_array_equal(d0, d1)
+    assert sum(int(d.sum()) for _, _, d in seen[0]) > 0  # episodes ended (400 frames: every 100 steps)

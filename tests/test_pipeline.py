@@ -405,3 +405,51 @@ def test_bench_driver_plays_the_same_episodes_at_either_priority(capsys):
     assert [n for n, _, _ in runs] == ["0", "10"]
     assert runs[0][1] == runs[1][1] and int(runs[0][1].replace(",", "")) > 4 * 50
     assert re.search(r"nicer by 10, submit calls against nicer by  0, submit calls: [\d.]+x", out)
+
+
+class StoppingPolicy(FakePolicy):
+    """A stand-in that, at its 10th call, stops emulator process 1 (SIGSTOP) for `pause_s` (a
+    thread sends SIGCONT) and records the slots of every call meanwhile."""
+
+    def __init__(self, pause_s: float):
+        self.pause_s, self.calls, self.while_stopped, self.stopped = pause_s, 0, [], False
+        self.pid = None  # emulator process 1's, set once the pool is up
+
+    def __call__(self, ind, obs, take=None):
+        import os
+        import signal
+        import threading
+
+        self.calls += 1
+        if self.stopped:
+            self.while_stopped.append(np.asarray(take).tolist())
+        if self.calls == 10:
+            os.kill(self.pid, signal.SIGSTOP)
+            self.stopped = True
+
+            def go_on():
+                self.stopped = False
+                os.kill(self.pid, signal.SIGCONT)
+
+            threading.Timer(self.pause_s, go_on).start()
+        return super().__call__(ind, obs, take)
+
+
+@pytest.mark.slow
+def test_the_overlap_pipeline_goes_on_while_one_process_is_stopped():
+    """Batches are the first-ready units: while one of the two emulator processes is stopped for
+    a second, the policy keeps choosing for the other's slots (odd slots are process 1's), and the
+    outcomes are each episode's alone. (Groups that wait on every process, as before, made no call
+    in that second.)"""
+    episodes = Episodes(np.repeat(EPISODES.ind, 3), np.arange(100, 100 + 3 * len(EPISODES.ind)))
+    pol = StoppingPolicy(pause_s=1.0)
+    ev = AtariEvaluator(CFG, pol, RowsAreIndividuals(), slots=8, processes=2, group_size=2)
+    try:
+        pol.pid = ev.pool.procs[1].pid
+        res = ev.run(None, episodes)
+    finally:
+        ev.close()
+    assert len(pol.while_stopped) >= 10, pol.while_stopped
+    assert all(s % 2 == 0 for call in pol.while_stopped for s in call)
+    want = [play_alone(i, s) for i, s in zip(episodes.ind, episodes.seeds)]
+    assert_outcomes(res, want)

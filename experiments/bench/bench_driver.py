@@ -7,16 +7,18 @@ later, in turn in one process.
     python -m experiments.bench.bench_driver --python-ms 1 --wait-ms 1 --rounds 2
     python -m experiments.bench.bench_driver --nice 10 --calls sync submit  # collected after the next
     python -m experiments.bench.bench_driver --slots 256 --groups 4 --population 1000  # a 16-core GPU box
+    python -m experiments.bench.bench_driver --nice 10 --spin-us 0 50 200  # the pool's spin before sleeping
 
-On a GPU box one thread drives every group: it receives a group's step, calls the policy (the
-gather, the launches in Python, then a wait while the GPU runs), sends the actions and goes on;
-meanwhile the other groups' emulators step in their processes. In a 16-core H200 generation that thread spent
-~80 us a row in policy calls against ~11 in bench_forward's step (docs/lab/2026-11-26.md, session
-20). The stand-in policy has that shape: it gathers the acting slots' frames on one thread (as
-CudaPolicy does), spends --python-ms holding the GIL (the launches' Python), then waits --wait-ms
-with the GIL free (the kernels and copies), and returns actions read from the frames; with
-`--calls submit` (CudaPolicy's way) the wait starts at submit and collect waits out the rest. Random
-play of Frostbite; every run plays the same episodes, so the frames are the same in each.
+On a GPU box one thread drives every batch: it receives the first-ready units' steps, calls the
+policy on a group's worth (the gather, the launches in Python, then a wait while the GPU runs),
+sends the actions and goes on; meanwhile the other units' emulators step in their processes. In a
+16-core H200 generation that thread spent ~80 us a row in policy calls against ~11 in
+bench_forward's step (docs/lab/2026-11-26.md, session 20). The stand-in policy has that shape: it
+gathers the acting slots' frames on one thread (as CudaPolicy does), spends --python-ms holding the
+GIL (the launches' Python), then waits --wait-ms with the GIL free (the kernels and copies), and
+returns actions read from the frames; with `--calls submit` (CudaPolicy's way) the wait starts at
+submit and collect waits out the rest. Random play of Frostbite; every run plays the same episodes,
+so the frames are the same in each.
 
 Printed per run: frames/s, the share of the wall spent in policy calls, and a call's mean time
 as the driving thread saw it; then each priority's mean frames/s and their ratio.
@@ -85,20 +87,23 @@ class SubmittingStandIn(StandInGpu):
         return self._finish(step)
 
 
-def run(a, nice: int, calls: str) -> tuple[float, float, float, int]:
+def run(a, nice: int, calls: str, spin_us: float) -> tuple[float, float, float, int]:
     """One generation at this EMULATOR_NICE, the policy's steps submitted and collected later or
-    called: (frames/s, policy share, ms per call, frames)."""
+    called, the pool spinning spin_us before it sleeps: (frames/s, policy share, ms per call,
+    frames)."""
+    from nevo.tasks import emulator_pool
     from nevo.tasks.envs import atari_actions
 
     env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
     group = -(-a.slots // a.groups)
     kind = SubmittingStandIn if calls == "submit" else StandInGpu
     policy = kind(a.python_ms / 1e3, a.wait_ms / 1e3, atari_actions(a.game), a.slots, 4 * 84 * 84)
-    saved, pipeline.EMULATOR_NICE = pipeline.EMULATOR_NICE, nice
+    saved = pipeline.EMULATOR_NICE, emulator_pool.SPIN_S
+    pipeline.EMULATOR_NICE, emulator_pool.SPIN_S = nice, spin_us / 1e6
     try:
         ev = pipeline.AtariEvaluator(env_cfg, policy, GivenRows(), a.slots, a.threads, group_size=group)
     finally:
-        pipeline.EMULATOR_NICE = saved
+        pipeline.EMULATOR_NICE, emulator_pool.SPIN_S = saved
     try:
         n = a.population
         res = ev.run(None, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
@@ -113,7 +118,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--game", default="frostbite")
     p.add_argument("--slots", type=int, default=32, help="emulators in all (default: 32)")
-    p.add_argument("--groups", type=int, default=4, help="groups of slots driven round robin (default: 4)")
+    p.add_argument(
+        "--groups",
+        type=int,
+        default=4,
+        help="slots / groups: a forward's batch of first-ready slots (default: 4)",
+    )
     p.add_argument("--threads", type=int, default=0, help="emulator processes (default: one per core)")
     p.add_argument("--population", type=int, default=64, help="episodes, one per individual (default: 64)")
     p.add_argument("--frame-cap", type=int, default=2000, help="frames per episode at most (default: 2000)")
@@ -126,6 +136,9 @@ def main(argv=None) -> int:
                    help="submit: a step's actions collected after the next group is staged (as "
                         "CudaPolicy's are); sync: each call waits for its own; each in turn "
                         "(default: submit)")  # fmt: skip
+    p.add_argument("--spin-us", type=float, nargs="+", default=[0.0],
+                   help="how long the emulator processes and the driver poll their pipes before they "
+                        "sleep, in microseconds, each in turn (default: 0)")  # fmt: skip
     p.add_argument("--rounds", type=int, default=3, help="runs of each priority, alternating (default: 3)")
     a = p.parse_args(argv)
     if a.slots < 1 or a.groups < 1 or a.population < 1 or a.rounds < 1:
@@ -134,12 +147,12 @@ def main(argv=None) -> int:
     print(f"{a.game}: {a.population} episodes (cap {a.frame_cap:,} frames) on {a.slots} emulators in "
           f"{a.groups} groups, {a.threads} emulator processes, {machine.cores()} cores; a policy call: "
           f"gather, {a.python_ms:g} ms of Python, {a.wait_ms:g} ms waiting")  # fmt: skip
-    configs = [(n, c) for n in a.nice for c in a.calls]
+    configs = [(n, c, s) for n in a.nice for c in a.calls for s in a.spin_us]
     rates: dict[tuple, list[float]] = {c: [] for c in configs}
 
     def name(config):
-        n, c = config
-        return f"nicer by {n:2d}, {c} calls"
+        n, c, s = config
+        return f"nicer by {n:2d}, {c} calls" + (f", spin {s:g} us" if len(a.spin_us) > 1 else "")
 
     for r in range(a.rounds):
         for c in configs:

@@ -56,8 +56,9 @@ from nevo.tasks.envs import atari_actions
 def pool_sweep(game: str, frame_cap: int, seconds: float, workers: int = 0) -> None:
     """Where the pool's limit goes on this machine: the emulator roof with 8, 16 and 32 bare
     emulators a process (the cache a process's emulators share), then the pool's limit at 256,
-    512 and 1,024 slots, in lockstep and with 4 groups in flight, in `workers` processes (0: one
-    per core) and one fewer (a core left to the driving process)."""
+    512 and 1,024 slots, in lockstep and in the overlap pipeline's units for groups of a quarter
+    of the slots (each unit stepped again as soon as it is in, whichever is first), in `workers`
+    processes (0: one per core) and one fewer (a core left to the driving process)."""
     cores = machine.cores()
     workers = workers or cores
     env_cfg = EnvConfig(game=game, frame_cap=frame_cap)
@@ -71,8 +72,8 @@ def pool_sweep(game: str, frame_cap: int, seconds: float, workers: int = 0) -> N
         for w in sorted({workers, max(1, workers - 1)}, reverse=True):
             for groups in (1, 4):
                 rate = pool_limit(env_cfg, slots, w, seconds, groups)
-                how = "lockstep" if groups == 1 else f"{groups} groups in flight"
-                print(f"  pool, {slots:>5} slots in {w:>2} processes, {how:>19}: {rate:>9,.0f} frames/s "
+                how = "lockstep" if groups == 1 else "first-ready units"
+                print(f"  pool, {slots:>5} slots in {w:>2} processes, {how:>17}: {rate:>9,.0f} frames/s "
                       f"= {rate / roof:.0%} of the best roof", flush=True)  # fmt: skip
 
 

@@ -14,7 +14,8 @@
 #                                                   # shortened and cut on its own and at a deadline (9 minutes),
 #                                                   # a failure does not stop the rest, the most needed first:
 #                                                   # a GPU generation on the emulator pool against the 16
-#                                                   # cores' emulator roof, the CUDA checks, the 16 cores
+#                                                   # cores' emulator roof, the pool's spin, its limits,
+#                                                   # the CUDA checks, the 16 cores
 #                                                   # alone (workers), the convs' pixels
 #                                                   # a thread and Nsight Compute on them, the GPU's own
 #                                                   # roofline (each step's log in $OUT, the exit codes last;
@@ -99,18 +100,23 @@ print(f'GPU streaming read {r.gpu_bandwidth(2**31, 5) / 1e12:.2f} TB/s, fp32 FMA
     exit 0
   fi
   try smoke 60 python3 -c "$DETECT; $TINY_KERNEL"
-  # Where the 16 cores' emulator pool loses (session 26 on the H200 box: the pool's lockstep limit
-  # at 512 slots 70% of the roof, and the generation 94% of that limit): the roof with 8, 16 and 32
-  # emulators a process, the pool at 256/512/1,024 slots, lockstep and 4 groups in flight, in 16
-  # and 15 processes (CPU only)
-  try pool_sweep 150 python3 -m experiments.bench.bench_pipeline --pool-sweep --limit-seconds 2
-  # First, the emulator pool on 16 cores (issue 47, point 4): a population-1,000 generation of
-  # large on Frostbite, 512 slots (the GPU layout's 32 a core) in 16 emulator processes, beside
-  # the 16 cores' emulator roof (bare emulators, no IPC) and the pool's own limit; asked: >= 80%
-  # of the roof and >= 70K frames/s (session 23, on ale-py's vector env: 39,021 frames/s, 51% of
-  # its limit, forward 30%, emulation 41%, send 14%, resets 8%)
+  # First, a GPU generation on the emulator pool's 16 cores, its overlap pipeline taking the
+  # first-ready units of 512 slots (two a process) in batches of 128 (issue 57, point 2): a
+  # population-1,000 generation of large on Frostbite beside the 16 cores' emulator roof (bare
+  # emulators, no IPC) and the pool's own limit; asked: >= 85% of the roof and >= 85K frames/s
+  # (session 26, groups of 128 spread over every process, received in order: 66,368 frames/s, 66%
+  # of the roof 100,473, 94% of the pool's lockstep limit 70,253)
   try e2e 220 python3 -m experiments.roofline --nets large --rows 1000 --seconds 0.1 --max-gb 1 \
     --weights fp16 --e2e-device cuda --population 1000 --slots 512 --limit-seconds 3
+  # The same pipeline with a stand-in GPU policy (no GPU work), the pool sleeping at once against
+  # spinning 50 us before it sleeps (SPIN_S; off by default from the 2-core VM's figures)
+  try driver_spin 130 python3 -m experiments.bench.bench_driver --slots 512 --groups 4 --population 1000 \
+    --nice 10 --spin-us 0 50 --rounds 2
+  # Where the 16 cores' emulator pool loses (session 26 on the H200 box: the pool's lockstep limit
+  # at 512 slots 70% of the roof, and the generation 94% of that limit): the roof with 8, 16 and 32
+  # emulators a process, the pool at 256/512/1,024 slots, lockstep and the overlap's first-ready
+  # units, in 16 and 15 processes (CPU only)
+  try pool_sweep 150 python3 -m experiments.bench.bench_pipeline --pool-sweep --limit-seconds 2
   # The kernels and the policy's steps in flight against the NumPy reference, small shapes
   # (session 23: 19 in 116 s; now with conv_pixels_per_thread_give_the_same_outputs)
   try cuda_checks 170 python3 -m tests.cuda_checks

@@ -6,23 +6,22 @@ return, length and game frames out. Weights are built here, where they are used
 (nevo.evaluation.slot_weights): on the CPU when an individual's first episode takes a slot.
 
 The pipeline, in SEED RL's shape on one machine (Espeholt et al. 2019; the accelerated deep
-neuroevolution of Uber AI, 2018): nevo's emulator pool (nevo.tasks.emulator_pool) steps the
-slots in worker processes, one per core, and writes their observations into shared memory, where
-the policy reads them. Where the forward runs on a GPU ("overlap"), the slots are split into
-groups driven round robin: while group A's emulators step, group B's forward runs, then B's
-actions are sent and A's results received (the GPU runs B's forward while this thread works: B's
-step is submitted, A is received and its step submitted, then B's actions are collected and
-sent). Where the forward runs on the same few cores as the emulators (the CPU backend), a round
-trip per step only costs: there each emulator process plays whole episodes with its own forward
-("workers", nevo.evaluation.in_worker), and this process hands out episodes and collects their
-outcomes. "lockstep" (one forward over every live slot, then every live slot steps) was the CPU's
-layout before, and serves policies the emulator processes cannot run.
+neuroevolution of Uber AI, 2018): nevo's emulator pool (nevo.tasks.emulator_pool) steps the slots in
+worker processes, one per core, and writes their observations into shared memory, where the policy
+reads them. Where the forward runs on a GPU ("overlap"), the slots are split into units, each within
+one emulator process, and the policy runs on whichever units' steps are in first, a group's worth at
+a time, while the others step (EnvPool's asynchronous mode); the GPU runs one batch's forward while
+this thread receives and stages the next. Where the forward runs on the same few cores as the
+emulators (the CPU backend), a round trip per step only costs: there each emulator process plays
+whole episodes with its own forward ("workers", nevo.evaluation.in_worker), and this process hands
+out episodes and collects their outcomes. "lockstep" (one forward over every live slot, then every
+live slot steps) was the CPU's layout before, and serves policies the emulator processes cannot run.
 
-A queue of episodes (individual, episode seed) feeds the slots: when an episode ends its slot
-starts the next one at once (the pool restores the seeded reset's state in the same step); when
-the queue is empty, finished slots leave the inference batch (active-episode compaction) and are
-no longer stepped. An episode's outcome depends only on its individual and its seed, never on the
-slot that ran it.
+A queue of episodes (individual, episode seed) feeds the slots: when an episode ends its slot starts
+the next one at once (the pool restores the seeded reset's state in the same step); when the queue
+is empty, finished slots leave the inference batch (active-episode compaction) and are no longer
+stepped. An episode's outcome depends only on its individual and its seed, never on the slot that
+ran it.
 """
 
 from __future__ import annotations
@@ -97,8 +96,9 @@ def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int,
 
 def grouped(slots: int, pipeline: str, group: int = 0) -> tuple[int, int]:
     """(slots, group size): the one rule for both. "overlap": four groups unless group says (so
-    three step while one's forward runs); "lockstep": one slot a group unless group says (the size
-    only names the slots' split); "workers": one. Slots rounded up to whole groups."""
+    three quarters of the slots step while a batch's forward runs); "lockstep": one slot a group
+    unless group says (the size only names the slots' split); "workers": one. Slots rounded up to
+    whole groups."""
     if pipeline == "workers":
         group = 1
     elif not group:
@@ -107,12 +107,20 @@ def grouped(slots: int, pipeline: str, group: int = 0) -> tuple[int, int]:
     return -(-slots // group) * group, group
 
 
+def overlap_units(pool: EmulatorPool, group: int) -> list[np.ndarray]:
+    """The overlap pipeline's units of the pool's slots (EmulatorPool.units): two a process, none
+    larger than a group."""
+    per_process = -(-pool.slots // pool.workers)
+    return pool.units(min(group, -(-per_process // 2)))
+
+
 class AtariEvaluator:
     """Runs Episodes on Atari emulator slots, `policy` choosing the actions.
 
     slots: emulators in all; processes: emulator processes (at most one per slot; in "workers" one
-    per slot); group_size: slots per group (0: `grouped`'s rule); pipeline: "overlap" drives the
-    groups round robin, one group's forward running while the others step; "lockstep" runs one
+    per slot); group_size: slots per group (0: `grouped`'s rule); pipeline: "overlap" runs a
+    group's worth of first-ready slots through the forward while the others step (_Overlap);
+    "lockstep" runs one
     forward over every live slot, then all of them step; "workers" has each emulator process play
     whole episodes with its own copy of the policy (a host policy over PooledWeights only). See
     `layout` for the defaults. ram: each episode's final RAM is its behaviour (Results.behaviours;
@@ -297,12 +305,11 @@ class _Stepped:
         self.slot_ret = np.zeros(ev.slots, np.float64)
         self.obs = self.pool.obs  # (S, 4, 84, 84) uint8, in shared memory: the workers write it
 
-    def start(self, groups: list[np.ndarray]) -> list[int]:
-        """Give each slot its first episode, each from a fresh start; the groups that got one."""
+    def start(self) -> None:
+        """Give each slot its first episode, each from a fresh start."""
         first = self.book.start()
         # (slots left mid-episode by an interrupted run start afresh too)
         self.pool.wait(self.pool.restart(np.arange(first)))
-        return [g for g, slots in enumerate(groups) if slots[0] < first]
 
     def choose(self, slots: np.ndarray) -> tuple | None:
         """Start choosing the actions of these slots' live ones (None if none is): the policy's
@@ -327,8 +334,9 @@ class _Stepped:
             book.forward_s += time.monotonic() - t0
         return live, acting, step
 
-    def send(self, choice: tuple) -> tuple:
-        """Collect a choice's actions (a submitted step's) and step its slots: (slots, ticket)."""
+    def act(self, choice: tuple) -> np.ndarray:
+        """Collect a choice's actions (a submitted step's) into the pool's actions: its live slots,
+        ready to step."""
         live, acting, step = choice
         if acting.size:
             if self.submits:
@@ -336,7 +344,7 @@ class _Stepped:
                 step = self.ev.policy.collect(step)
                 self.book.forward_s += time.monotonic() - t0
             self.pool.actions[acting] = step
-        return live, self.pool.step(live)
+        return live
 
     def receive(self, sent: tuple) -> None:
         """Collect a step of these slots; end, record and refill the slots whose episodes ended
@@ -364,30 +372,41 @@ class _Lockstep(_Stepped):
     running each on all cores in turn beats overlapping them (measured: docs/lab/2026-11-21.md)."""
 
     def play(self, progress) -> None:
-        every = [np.arange(self.ev.slots)]
-        self.start(every)
-        while (choice := self.choose(every[0])) is not None:
-            self.receive(self.send(choice))
+        every = np.arange(self.ev.slots)
+        self.start()
+        while (choice := self.choose(every)) is not None:
+            live = self.act(choice)
+            self.receive((live, self.pool.step(live)))
             self.book.report(progress)
 
 
 class _Overlap(_Stepped):
-    """Round robin: receive group g, choose and send its actions, go on to the next group; g's
-    emulators step while the other groups' forward passes run.
+    """First-ready batches, in the shape of EnvPool's asynchronous mode (Weng et al. 2022): the
+    slots are split into units, each the slots of one emulator process (EmulatorPool.units: two a
+    process, so that a process steps one while the other's actions are chosen), each unit stepped
+    on its own ticket. The loop takes whichever units' steps are in first (EmulatorPool.first_done)
+    until they hold a group's slots (the batch: emulators_per_group) or no other step is in flight,
+    chooses their actions in one forward and sends each unit's step: no batch waits on the slowest
+    process, and the other units step while its forward runs.
 
-    With a policy that submits a step and collects its actions later (CudaPolicy), group g's
-    actions are collected and sent after the next group is received and its step submitted: the
-    GPU runs g's forward while this thread works. speed: a GPU generation's driving thread spent
-    most of its time in policy calls (docs/lab/2026-11-26.md)."""
+    With a policy that submits a step and collects its actions later (CudaPolicy), a batch's actions
+    are collected and sent after the next batch's step is submitted: the GPU runs one batch's
+    forward while this thread receives and stages the next. speed: a GPU generation's driving
+    thread spent most of its time in policy calls (docs/lab/2026-11-26.md)."""
 
     def play(self, progress) -> None:
-        G = self.ev.group
-        groups = [np.arange(g * G, (g + 1) * G) for g in range(self.ev.slots // G)]
-        pending = deque()  # (group, ticket) in the order sent
-        held = None  # (group, choice): its step submitted, its actions not yet collected and sent
+        pool, book, batch = self.pool, self.book, self.ev.group
+        units = overlap_units(pool, batch)
+        in_flight = {}  # ticket -> (unit, its live slots stepping)
+        ready = deque()  # units received (or not yet started), their next actions not chosen
+        held = None  # (units, choice): their step submitted, their actions not yet collected and sent
 
-        def send(g, choice):
-            pending.append((g, self.send(choice)))
+        def send(us, choice):  # the actions in the pool, then each unit's live slots step
+            self.act(choice)
+            for u in us:
+                live = units[u][book.slot_ep[units[u]] >= 0]
+                if live.size:
+                    in_flight[pool.step(live)] = (u, live)
 
         def send_held():
             nonlocal held
@@ -395,27 +414,34 @@ class _Overlap(_Stepped):
                 send(*held)
                 held = None
 
-        def go(g):  # group g's actions chosen and sent (or its step submitted, the held group's sent)
+        def go(us):  # these units' actions chosen and sent (or their step submitted, the held batch's sent)
             nonlocal held
-            choice = self.choose(groups[g])
-            if choice is None:  # no live slot left in g
+            choice = self.choose(np.concatenate([units[u] for u in us]))
+            if choice is None:  # no live slot left in them
                 return
             if not self.submits:
-                send(g, choice)
+                send(us, choice)
                 return
             send_held()
-            held = (g, choice)
+            held = (us, choice)
 
-        for g in self.start(groups):
-            go(g)
-        while pending or held is not None:
-            if pending:
-                g, ticket = pending.popleft()
-                self.receive(ticket)
-                go(g)
-            else:  # nothing else to receive: the held group's actions now
+        self.start()
+        ready.extend(range(len(units)))
+        while ready or in_flight or held is not None:
+            if ready and (not in_flight or sum(len(units[u]) for u in ready) >= batch):
+                us, n = [], 0
+                while ready and n < batch:  # the first-ready units, a batch's slots
+                    us.append(ready.popleft())
+                    n += len(units[us[-1]])
+                go(us)
+            elif in_flight:
+                for ticket in pool.first_done(in_flight):
+                    u, live = in_flight.pop(ticket)
+                    self.receive((live, ticket))
+                    ready.append(u)
+                book.report(progress)
+            else:  # nothing else to receive: the held batch's actions now
                 send_held()
-            self.book.report(progress)
 
 
 # Each pipeline's way of playing a run's episodes, one interface: Pipeline(evaluator, book).play(progress)

@@ -163,10 +163,10 @@ def pool_limit(env_cfg, slots: int, workers: int = 0, seconds: float = 5.0, grou
     `workers` processes (0: one per core), at the evaluator's priority, every slot stepping
     uniformly random actions, no inference: the pool's own limit, its commands and waits
     included (against emulator_roof: what its IPC costs). groups 1: every slot in lockstep (the
-    CPU's layout); more: the slots split in that many groups stepped round robin, each group's
-    next step sent as soon as its last one is read while the others are in flight (the GPU's
-    overlap layout without its forward)."""
-    from nevo.evaluation.pipeline import EMULATOR_NICE
+    CPU's layout); more: the overlap pipeline's units for groups of slots / groups
+    (pipeline.overlap_units), each unit's next step sent as soon as its last one is read,
+    whichever is in first (the GPU's layout without its forward)."""
+    from nevo.evaluation.pipeline import EMULATOR_NICE, overlap_units
     from nevo.tasks.emulator_pool import EmulatorPool
 
     workers = workers or machine.cores()
@@ -176,19 +176,25 @@ def pool_limit(env_cfg, slots: int, workers: int = 0, seconds: float = 5.0, grou
     try:
         rng, n_actions, skip = np.random.default_rng(0), atari_actions(env_cfg.game), env_cfg.frameskip
         steps = np.zeros(slots, np.int64)
-        parts = np.array_split(np.arange(slots), groups)
         lockstep_frames(pool, skip, rng.integers(0, n_actions, (2, slots)), steps)  # warm
-        tickets = []
-        for part in parts:  # every group in flight
-            pool.actions[part] = rng.integers(0, n_actions, len(part))
-            tickets.append(pool.step(part))
         frames, t0 = 0, time.perf_counter()
+        if groups == 1:
+            while time.perf_counter() - t0 < seconds:
+                frames += lockstep_frames(pool, skip, rng.integers(0, n_actions, (1, slots)), steps)
+            return frames / (time.perf_counter() - t0)
+        units = overlap_units(pool, -(-slots // groups))
+        in_flight = {}
+        for unit in units:  # every unit in flight
+            pool.actions[unit] = rng.integers(0, n_actions, len(unit))
+            in_flight[pool.step(unit)] = unit
+        t0 = time.perf_counter()
         while time.perf_counter() - t0 < seconds:
-            for g, part in enumerate(parts):  # read group g, count it, send its next step
-                frames += lockstep_frames(pool, skip, rng.integers(0, n_actions, (1, len(part))), steps, part,
-                                          tickets[g])  # fmt: skip
-                pool.actions[part] = rng.integers(0, n_actions, len(part))
-                tickets[g] = pool.step(part)
+            for ticket in pool.first_done(in_flight):  # count each unit in, send its next step
+                unit = in_flight.pop(ticket)
+                frames += lockstep_frames(pool, skip, rng.integers(0, n_actions, (1, len(unit))), steps, unit,
+                                          ticket)  # fmt: skip
+                pool.actions[unit] = rng.integers(0, n_actions, len(unit))
+                in_flight[pool.step(unit)] = unit
         pool.drain()
         return frames / (time.perf_counter() - t0)
     finally:

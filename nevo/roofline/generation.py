@@ -97,7 +97,7 @@ def timed_pool(pool, split: dict) -> None:
     for steps, the episode starts the pool makes as they end included), "resets" (the episode
     starts asked for: the run's first episodes)."""
     starts = set()  # tickets of restart commands
-    step, restart, wait = pool.step, pool.restart, pool.wait
+    step, restart, wait, first_done = pool.step, pool.restart, pool.wait, pool.first_done
 
     def restarting(slots):
         t = restart(slots)
@@ -110,6 +110,7 @@ def timed_pool(pool, split: dict) -> None:
     pool.step = timed(step, split["send"])
     pool.restart = timed(restarting, split["resets"])
     pool.wait = waiting  # (drain() waits through it too)
+    pool.first_done = timed(first_done, split["emulation"])
 
 
 def end_to_end(a, forward_roof: dict) -> dict:

@@ -36,6 +36,7 @@ import errno
 import mmap
 import os
 import pickle
+import select
 import signal
 import socket
 import struct
@@ -66,6 +67,13 @@ EXIT_BOUND_S = 2.0
 # A step or restart command is milliseconds of emulation: a worker silent this long has stopped
 # (SIGSTOP, a debugger) or is stuck (a ROM in a loop), and is named in one line, as a death is.
 STEP_BOUND_S = 60.0
+# How long a worker waiting for its next command, and the driver waiting for a step's answer,
+# poll their pipes before they sleep in the kernel (the pool's spin_s): a sleeping process's
+# wake-up costs tens of microseconds of latency a command. ale-py's vector env spins 10,000 times
+# before it sleeps; EnvPool's workers spin too. Off by default: where the processes outnumber the
+# cores (the default, one worker a core, plus the driver) a spinning process takes a core from one
+# with work (experiments.bench.bench_driver --spin-us measures it).
+SPIN_S = 0.0
 
 
 class EmulatorError(RuntimeError):
@@ -149,7 +157,13 @@ def _serve(conn, fd: int, extra_fd: int):
         return
     obs, actions, reward, done = shared.obs, shared.actions, shared.reward, shared.done
     frames, ram, halt = shared.frames, shared.ram, shared.halt
+    spin_s, pipe = setup["spin_s"], select.poll()
+    pipe.register(conn.fileno(), select.POLLIN)
     while True:
+        if spin_s:  # poll the pipe for spin_s before sleeping in recv (SPIN_S)
+            until = time.perf_counter() + spin_s
+            while not pipe.poll(0) and time.perf_counter() < until:
+                pass
         try:
             msg = conn.recv_bytes()
         except (EOFError, OSError):  # the pool closed, or the driving process died
@@ -206,7 +220,12 @@ class EmulatorPool:
     pickled into each worker, which calls player.attach(the extra block, or None) once, then
     player(emulator, obs, ask, halt) -> answer bytes per PLAY command. extra_bytes: the size of a
     second shared block, self.extra (a bytes-like view; None without). worker_env: variables set
-    in the workers' environment (e.g. NUMBA_NUM_THREADS, read when Numba loads)."""
+    in the workers' environment (e.g. NUMBA_NUM_THREADS, read when Numba loads). spin_s: how long
+    the workers and first_done poll before they sleep (None: SPIN_S).
+
+    Overlapped steps (the GPU's pipeline): `units(n)` splits the slots into units of at most n,
+    each within one worker; step each unit on its own ticket and take whichever are answered first
+    with first_done(tickets): a unit waits on its own worker only, never on the slowest of all."""
 
     def __init__(
         self,
@@ -219,8 +238,10 @@ class EmulatorPool:
         player=None,
         extra_bytes: int = 0,
         worker_env: dict | None = None,
+        spin_s: float | None = None,
     ):
         self.slots, self.workers = slots, max(1, min(workers, slots))
+        self.spin_s = spin_s = SPIN_S if spin_s is None else spin_s
         compile_kernels()  # here once, so that the workers load them from Numba's cache
         size = Shared.nbytes(slots)
         self.conns, self.procs, self.extra = [], [], None
@@ -275,7 +296,7 @@ class EmulatorPool:
         self._sent: dict[int, float] = {}  # PLAY ticket -> when it was sent (time.monotonic)
         self._answers: dict[int, bytes] = {}  # PLAY ticket -> its answer, once in
         setup = dict(game=game, frameskip=frameskip, frame_cap=frame_cap, slots=slots, workers=self.workers,
-                     nice=nice, player=player, extra_bytes=extra_bytes)  # fmt: skip
+                     nice=nice, player=player, extra_bytes=extra_bytes, spin_s=spin_s)  # fmt: skip
         try:
             for w, conn in enumerate(self.conns):
                 try:
@@ -357,6 +378,32 @@ class EmulatorPool:
                 raise self._stuck(min(self._open[first]), bound_s)
             for conn in ready:
                 self._reply(waiting[conn])
+
+    def units(self, size: int) -> list[np.ndarray]:
+        """The slots in units of at most `size`, each unit the slots of one worker (in slot order):
+        every worker's first unit, then every worker's second, ... A unit's step waits on its own
+        worker only."""
+        own = [np.arange(w, self.slots, self.workers) for w in range(self.workers)]
+        size = max(1, size)
+        return [o[i : i + size] for i in range(0, len(own[0]), size) for o in own if i < len(o)]
+
+    def first_done(self, tickets) -> list[int]:
+        """The tickets among these whose every slot is done (in the order given), waiting until one
+        is: the first-ready of several steps in flight. Every awaited worker silent for
+        STEP_BOUND_S is an EmulatorError of one line naming the oldest ticket's worker."""
+        tickets = list(tickets)
+        while True:
+            done = [t for t in tickets if not self._open.get(t)]
+            if done:
+                for t in done:
+                    self._open.pop(t, None)
+                return done
+            waiting = {self.conns[w].fileno(): w for t in tickets for w in self._open[t]}
+            ready = _ready(waiting, self.spin_s, STEP_BOUND_S)
+            if not ready:
+                raise self._stuck(min(self._open[min(tickets)]), STEP_BOUND_S)
+            for w in ready:
+                self._reply(w)
 
     def wait(self, ticket: int) -> None:
         """Return when every slot of the ticket's command is done (earlier tickets of its workers
@@ -501,6 +548,20 @@ def _temp_fd() -> int:
     fd, path = tempfile.mkstemp(prefix="nevo-emulators-")
     os.unlink(path)
     return fd
+
+
+def _ready(waiting: dict[int, int], spin_s: float, timeout_s: float) -> list[int]:
+    """The values of waiting ({pipe's file descriptor: worker}) whose pipes can be read, polled
+    for spin_s, then waited for up to timeout_s (empty if none by then)."""
+    pipes = select.poll()
+    for fd in waiting:
+        pipes.register(fd, select.POLLIN)
+    until = time.perf_counter() + spin_s
+    while not (events := pipes.poll(0)) and time.perf_counter() < until:
+        pass
+    if not events:
+        events = pipes.poll(timeout_s * 1000)
+    return sorted(waiting[fd] for fd, _ in events)
 
 
 class _Late(Exception):
