@@ -388,7 +388,8 @@ def test_units_split_each_workers_slots_and_hold_every_slot_once():
 def test_first_done_takes_the_ready_step_not_the_oldest():
     """Two units' steps in flight, the older one's worker stopped (SIGSTOP): first_done returns the
     younger one at once (waiting on the oldest, as wait does, would hang until SIGCONT); both once
-    the worker goes on; a worker silent past STEP_BOUND_S is one line naming it."""
+    the worker goes on; a worker silent past STEP_BOUND_S is one line naming it, while the other
+    answers."""
     from nevo.tasks import emulator_pool
 
     pool = EmulatorPool("pong", 4, 20_000, 4, 2)
@@ -410,11 +411,14 @@ def test_first_done_takes_the_ready_step_not_the_oldest():
             older, younger = [t for t in (older, younger) if t not in done] * 2
         os.kill(pool.procs[1].pid, signal.SIGSTOP)
         emulator_pool.STEP_BOUND_S, saved = 1.0, emulator_pool.STEP_BOUND_S
-        try:
+        try:  # the other worker answering all the while: the stopped one is named all the same
+            stuck, t0 = pool.step(one), time.monotonic()
             pid = pool.procs[1].pid
             said = rf"^emulator process 1 \(pid {pid}\) did not answer in 1 s: stopped"
             with pytest.raises(EmulatorError, match=said):
-                pool.first_done([pool.step(one)])
+                while time.monotonic() - t0 < 10:
+                    assert stuck not in pool.first_done([stuck, pool.step(zero)])
+            assert time.monotonic() - t0 < 3
         finally:
             emulator_pool.STEP_BOUND_S = saved
     finally:

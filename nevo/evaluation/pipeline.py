@@ -108,8 +108,8 @@ def grouped(slots: int, pipeline: str, group: int = 0) -> tuple[int, int]:
 
 
 def overlap_units(pool: EmulatorPool, group: int) -> list[np.ndarray]:
-    """The overlap pipeline's units of the pool's slots (EmulatorPool.units): two a process, none
-    larger than a group."""
+    """The overlap pipeline's units of the pool's slots (EmulatorPool.units): two a process, or more
+    where a group is smaller than half a process's slots."""
     per_process = -(-pool.slots // pool.workers)
     return pool.units(min(group, -(-per_process // 2)))
 
@@ -314,7 +314,7 @@ class _Stepped:
     def choose(self, slots: np.ndarray) -> tuple | None:
         """Start choosing the actions of these slots' live ones (None if none is): the policy's
         step for the slots past their episode's start, submitted where the policy can (its actions
-        collected by send), else run here; the start's action for the others."""
+        collected by act), else run here; the start's action for the others."""
         book = self.book
         live = slots[book.slot_ep[slots] >= 0]
         if not live.size:
@@ -382,10 +382,10 @@ class _Lockstep(_Stepped):
 
 class _Overlap(_Stepped):
     """First-ready batches, in the shape of EnvPool's asynchronous mode (Weng et al. 2022): the
-    slots are split into units, each the slots of one emulator process (EmulatorPool.units: two a
-    process, so that a process steps one while the other's actions are chosen), each unit stepped
+    slots are split into units, each the slots of one emulator process (overlap_units: two or more a
+    process, so that a process steps one while another's actions are chosen), each unit stepped
     on its own ticket. The loop takes whichever units' steps are in first (EmulatorPool.first_done)
-    until they hold a group's slots (the batch: emulators_per_group) or no other step is in flight,
+    until they hold a group's live slots (the batch: emulators_per_group) or no other step is in flight,
     chooses their actions in one forward and sends each unit's step: no batch waits on the slowest
     process, and the other units step while its forward runs.
 
@@ -417,7 +417,8 @@ class _Overlap(_Stepped):
         def go(us):  # these units' actions chosen and sent (or their step submitted, the held batch's sent)
             nonlocal held
             choice = self.choose(np.concatenate([units[u] for u in us]))
-            if choice is None:  # no live slot left in them
+            if choice is None:  # no live slot left in them (the held batch goes on its way)
+                send_held()
                 return
             if not self.submits:
                 send(us, choice)
@@ -425,14 +426,17 @@ class _Overlap(_Stepped):
             send_held()
             held = (us, choice)
 
+        def playing(u):  # the unit's slots playing an episode
+            return int((book.slot_ep[units[u]] >= 0).sum())
+
         self.start()
         ready.extend(range(len(units)))
         while ready or in_flight or held is not None:
-            if ready and (not in_flight or sum(len(units[u]) for u in ready) >= batch):
+            if ready and (not in_flight or sum(playing(u) for u in ready) >= batch):
                 us, n = [], 0
-                while ready and n < batch:  # the first-ready units, a batch's slots
+                while ready and n < batch:  # the first-ready units, a batch's live slots
                     us.append(ready.popleft())
-                    n += len(units[us[-1]])
+                    n += playing(us[-1])
                 go(us)
             elif in_flight:
                 for ticket in pool.first_done(in_flight):

@@ -109,7 +109,7 @@ def timed_pool(pool, split: dict) -> None:
 
     pool.step = timed(step, split["send"])
     pool.restart = timed(restarting, split["resets"])
-    pool.wait = waiting  # (drain() waits through it too)
+    pool.wait = waiting
     pool.first_done = timed(first_done, split["emulation"])
 
 

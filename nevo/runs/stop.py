@@ -52,6 +52,8 @@ class _State:
     pending: int | None = None  # a signal that arrived while held
     stopping = False  # a Stopped was raised: the run unwinds; later signals add nothing
     signum: int | None = None  # the signal of that Stopped
+    retry: threading.Timer | None = None  # a stop that met a compile, to be sent again (_again)
+    resent = False  # the signal now handled is that retry's
 
 
 _state = _State()
@@ -64,19 +66,24 @@ def named(signum: int) -> str:
 
 # How soon a stop that met a compile (`_in_compiler`) is sent again.
 RETRY_S = 0.02
+# Held by a retry's send and by the end of on_signals: a retry never outlives the handlers.
+_retry_lock = threading.Lock()
 
 
 def _handler(signum, frame) -> None:
-    if _state.stopping:  # a second stop while the first unwinds: end at once, in one line
+    resent, _state.resent = _state.resent, False
+    # a second stop while the first unwinds, or while it waits out a compile: end at once, in one line
+    if _state.stopping or (_state.retry is not None and not resent):
         os.write(2, f"stopped by {named(signum)} a second time: ended at once; {SECOND}\n".encode())
         os._exit(128 + signum)
+    _state.retry = None
     if _state.pending is None and _state.holding:
         _state.pending = signum
         return
     if _in_compiler(frame):  # sent again in RETRY_S, until it lands outside
-        timer = threading.Timer(RETRY_S, _again, (signum,))
-        timer.daemon = True
-        timer.start()
+        _state.retry = threading.Timer(RETRY_S, _again, (signum,))
+        _state.retry.daemon = True
+        _state.retry.start()
         return
     _state.stopping, _state.signum = True, signum
     raise Stopped(signum)
@@ -84,9 +91,10 @@ def _handler(signum, frame) -> None:
 
 def _in_compiler(frame) -> bool:
     """Whether frame or one of its callers is Numba's or llvmlite's Python code: a compile, a cache
-    load, LLVM's callbacks. A Stopped raised there is lost (ctypes prints and drops an exception
-    raised in a callback from C: "Exception ignored on calling ctypes callback function") or leaves
-    LLVM half-built (a run stopped at such a moment once ended by SIGSEGV at its exit)."""
+    load, LLVM's callbacks (and numba.cuda's launches: a stop there waits a few retries). A Stopped
+    raised there is lost (ctypes prints and drops an exception raised in a callback from C:
+    "Exception ignored on calling ctypes callback function") or leaves LLVM half-built (a run
+    stopped at such a moment once ended by SIGSEGV at its exit)."""
     while frame is not None:
         if frame.f_globals.get("__name__", "").startswith(("numba", "llvmlite")):
             return True
@@ -95,10 +103,12 @@ def _in_compiler(frame) -> bool:
 
 
 def _again(signum: int) -> None:
-    """Send a stop that met a compile again (from a timer thread), unless the run has ended or
-    stops already."""
-    if _state.installed and not _state.stopping:
-        os.kill(os.getpid(), signum)
+    """Send a stop that met a compile again (from its timer's thread), unless the block of
+    on_signals has ended or the run stops already."""
+    with _retry_lock:
+        if _state.installed and not _state.stopping:
+            _state.resent = True
+            os.kill(os.getpid(), signum)
 
 
 @contextlib.contextmanager
@@ -114,14 +124,19 @@ def on_signals():
     mine = [s for s in SIGNALS if previous[s] is defaults[s]]
     _state.installed, _state.holding = True, False
     _state.pending, _state.stopping, _state.signum = None, False, None
+    _state.retry, _state.resent = None, False
     for s in mine:
         signal.signal(s, _handler)
     try:
         yield
     finally:
+        with _retry_lock:  # (a retry's send either happened before, or finds the block ended)
+            _state.installed = False
+            if _state.retry is not None:
+                _state.retry.cancel()
         for s in mine:
             signal.signal(s, previous[s])
-        _state.installed, _state.pending, _state.stopping, _state.signum = False, None, False, None
+        _state.pending, _state.stopping, _state.signum, _state.retry = None, False, None, None
 
 
 @contextlib.contextmanager

@@ -67,12 +67,12 @@ EXIT_BOUND_S = 2.0
 # A step or restart command is milliseconds of emulation: a worker silent this long has stopped
 # (SIGSTOP, a debugger) or is stuck (a ROM in a loop), and is named in one line, as a death is.
 STEP_BOUND_S = 60.0
-# How long a worker waiting for its next command, and the driver waiting for a step's answer,
-# poll their pipes before they sleep in the kernel (the pool's spin_s): a sleeping process's
-# wake-up costs tens of microseconds of latency a command. ale-py's vector env spins 10,000 times
-# before it sleeps; EnvPool's workers spin too. Off by default: where the processes outnumber the
-# cores (the default, one worker a core, plus the driver) a spinning process takes a core from one
-# with work (experiments.bench.bench_driver --spin-us measures it).
+# How long a worker waiting for its next command, and the driver waiting for the first-ready steps
+# (first_done), poll their pipes before they sleep in the kernel (the pool's spin_s): a sleeping
+# process's wake-up costs tens of microseconds of latency a command. ale-py's vector env spins
+# 10,000 times before it sleeps; EnvPool's workers spin too. Off by default: where the processes
+# outnumber the cores (the default, one worker a core, plus the driver) a spinning process takes a
+# core from one with work (experiments.bench.bench_driver --spin-us measures it).
 SPIN_S = 0.0
 
 
@@ -293,7 +293,7 @@ class EmulatorPool:
         self._ticket = 0
         self._dead = False  # a worker died or the pool was closed: no command is answered again
         self._open: dict[int, set[int]] = {}  # ticket -> workers not yet answered
-        self._sent: dict[int, float] = {}  # PLAY ticket -> when it was sent (time.monotonic)
+        self._sent: dict[int, float] = {}  # ticket in flight -> when it was sent (time.monotonic)
         self._answers: dict[int, bytes] = {}  # PLAY ticket -> its answer, once in
         setup = dict(game=game, frameskip=frameskip, frame_cap=frame_cap, slots=slots, workers=self.workers,
                      nice=nice, player=player, extra_bytes=extra_bytes, spin_s=spin_s)  # fmt: skip
@@ -330,6 +330,7 @@ class EmulatorPool:
                 raise self._died(w) from None
             busy.add(w)
         self._open[self._ticket] = busy
+        self._sent[self._ticket] = time.monotonic()
         return self._ticket
 
     def step(self, slots) -> int:
@@ -389,20 +390,26 @@ class EmulatorPool:
 
     def first_done(self, tickets) -> list[int]:
         """The tickets among these whose every slot is done (in the order given), waiting until one
-        is: the first-ready of several steps in flight. Every awaited worker silent for
-        STEP_BOUND_S is an EmulatorError of one line naming the oldest ticket's worker."""
+        is: the first-ready of several steps in flight. The oldest of them still open after
+        STEP_BOUND_S (its worker stopped or stuck, while the others answer) is an EmulatorError of
+        one line naming its worker."""
         tickets = list(tickets)
+        if not tickets:
+            raise ValueError("first_done: no ticket given")
+        self._usable()
         while True:
             done = [t for t in tickets if not self._open.get(t)]
             if done:
                 for t in done:
                     self._open.pop(t, None)
+                    self._sent.pop(t, None)
                 return done
+            oldest = min(tickets)  # (tickets are numbered in the order sent)
+            left = self._sent.get(oldest, time.monotonic()) + STEP_BOUND_S - time.monotonic()
+            if left <= 0:
+                raise self._stuck(min(self._open[oldest]), STEP_BOUND_S)
             waiting = {self.conns[w].fileno(): w for t in tickets for w in self._open[t]}
-            ready = _ready(waiting, self.spin_s, STEP_BOUND_S)
-            if not ready:
-                raise self._stuck(min(self._open[min(tickets)]), STEP_BOUND_S)
-            for w in ready:
+            for w in _ready(waiting, self.spin_s, left):
                 self._reply(w)
 
     def wait(self, ticket: int) -> None:
@@ -484,6 +491,8 @@ class EmulatorPool:
             self._open.get(ticket, set()).discard(w)
             if command == PLAY and ticket in self._open:
                 self._answers[ticket] = msg[1 + _HEADER.size :]
+            elif command != PLAY and not self._open.get(ticket):  # (every worker's in: no bound left)
+                self._sent.pop(ticket, None)
 
     def _died(self, w: int) -> EmulatorError:
         """The error of worker w, whose pipe closed: how it ended. The tickets in flight are
