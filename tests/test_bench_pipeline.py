@@ -61,8 +61,9 @@ def test_an_emulator_roof_whose_emulators_fail_names_the_process_and_leaves_none
 
 
 @pytest.mark.slow
-def test_the_pool_limit_is_positive_and_closes_its_pool():
-    assert emulators.pool_limit(EnvConfig(game="frostbite"), 2, 2, 0.2) > 0
+@pytest.mark.parametrize("groups", [1, 4])  # lockstep; the overlap pipeline's first-ready units
+def test_the_pool_limit_is_positive_and_closes_its_pool(groups):
+    assert emulators.pool_limit(EnvConfig(game="frostbite"), 8, 2, 0.2, groups) > 0
     assert children("nevo.tasks.emulator_pool") == []
 
 
