@@ -118,10 +118,10 @@ def train(algo: str = DEFAULT, env="CartPole-v1", *, net=None, frames: int | Non
         given["frame_budget"] = int(frames)
     cfg = cli.apply_defaults(config.override(cfg, given), given, kind=data)  # a DataSet: its own defaults
     if data is not None:
-        cfg = config.validate(cfg)
+        config.validate(cfg)
         task = Supervised(cfg.env, data)
     else:
-        cfg, task = cli.check(cfg, make_env, behaviour)
+        task = cli.check(cfg, make_env, behaviour)
     out = None if progress else _Quiet()
     if declared(cfg).own_loop:  # the SGD baseline: its own loop, the same run folder
         outcome = sgd.run(cfg, task, out=out)

@@ -31,11 +31,10 @@ from nevo.config import (
     override,
     part,
     require,
-    section,
     validate,
     vbn_conflict,
-    weights_resolved,
 )
+from nevo.nets.half import format_of
 
 
 def presets_of(script: str) -> dict[str, Config]:
@@ -95,7 +94,8 @@ def script_of(presets: dict) -> str:
 def apply_defaults(cfg, given=(), task_defaults=True, kind=None):
     """cfg with what its algorithm's declaration brings for every setting not named in `given`
     (the names set explicitly): for the kind of task (its on_tasks and on_task; not with
-    task_defaults=False, for a preset made for its task), then on every task (its defaults).
+    task_defaults=False, for a preset made for its task), then on every task (its defaults), and
+    then the defaults that another setting makes impossible fitted to it (`fitted`).
     `--env frostbite` becomes `--env atari --game frostbite` first. kind: the task's class where
     its name does not say it (a data set of one's own: the DataSet).
 
@@ -107,42 +107,45 @@ def apply_defaults(cfg, given=(), task_defaults=True, kind=None):
     kind = kind or tasks.kind_of(cfg.env)
     data = None if isinstance(kind, type) else kind  # a DataSet of one's own
     by_task = d.brings(name, kind.KIND, cfg.env, data) if task_defaults else {}
-    for defaults in (by_task, d.defaults.get(name, {})):
-        cfg = override(cfg, {k: v for k, v in defaults.items() if k not in given})
-    return fit_defaults(cfg, given)
+    brought = {k: v for k, v in {**by_task, **d.defaults.get(name, {})}.items() if k not in given}
+    cfg = override(cfg, brought)
+    return override(cfg, fitted(cfg, given))
 
 
-def fit_defaults(cfg, given=()):
-    """cfg with the defaults that another setting makes impossible fitted to it, each only where not
-    named in `given`: a truncation or number of elite candidates above the population becomes the
-    population (run_ns's quick truncation 10 with --population 8), and virtual batch norm (ES's
-    presets) is off with a net, an observation normalisation or a safe mutation it cannot fold into;
-    --grad-corr 1 brings the one shared batch and the plain net it needs; --weights auto becomes the
-    net's format (fp16 for large and small, nevo.nets.half.format_of). A value set explicitly is
-    kept, and validate refuses it if it is impossible. (An odd ES population stays refused with
-    mirrored pairs, the default: dropping the pairs would change the gradient estimator, a choice
-    left to the user.)"""
-    s = section(cfg)
-    fitted = {}
+def fitted(cfg, given=()) -> dict:
+    """{setting: value} for the defaults of cfg that another of its settings makes impossible,
+    each only where not named in `given`: a truncation or number of elite candidates above the
+    population becomes the population (run_ns's quick truncation 10 with --population 8), and
+    virtual batch norm (ES's presets) is off with a net, an observation normalisation or a safe
+    mutation it cannot fold into; --grad-corr 1 brings the one shared batch and the plain net it
+    needs. --weights auto becomes the net's format (fp16 for large and small,
+    nevo.nets.half.format_of), so that config.json names what the forward read. A value set
+    explicitly is kept, and validate refuses it if it is impossible. (An odd ES population stays
+    refused with mirrored pairs, the default: dropping the pairs would change the gradient
+    estimator, a choice left to the user.)"""
+    s = cfg.settings
+    out = {}
     population = getattr(s, "population", None)
     for name in ("truncation", "elite_candidates"):
         if population is not None and name not in given and getattr(s, name, -1) > population:
-            fitted[name] = population
-    if getattr(s, "grad_corr", 0) and "common_episodes" not in given:  # the true gradient is one batch's
-        fitted["common_episodes"] = 1
-    cfg = override(cfg, fitted)
-    if cfg.net.vbn and "vbn" not in given and (vbn_conflict(cfg) is not None or getattr(s, "grad_corr", 0)):
-        cfg = override(cfg, {"vbn": 0})
-    return weights_resolved(cfg)
+            out[name] = population
+    grad_corr = getattr(s, "grad_corr", 0)
+    if grad_corr and "common_episodes" not in given:  # the true gradient is one batch's
+        out["common_episodes"] = 1
+    if cfg.net.vbn and "vbn" not in given and (vbn_conflict(cfg) is not None or grad_corr):
+        out["vbn"] = 0
+    if cfg.net.weights == "auto":
+        out["weights"] = format_of(cfg.net.weights, cfg.net.net)
+    return out
 
 
 def check(cfg, make_env=None, behaviour=None):
-    """Validate cfg (ranges, then its task's checks); returns (cfg, its task). make_env and
-    behaviour: a user's own environment and behaviour function (nevo.tasks.task_for)."""
-    cfg = validate(cfg)
+    """Validate cfg (ranges, then its task's checks); returns its task. make_env and behaviour: a
+    user's own environment and behaviour function (nevo.tasks.task_for)."""
+    validate(cfg)
     task = tasks.task_for(cfg.env, make_env, behaviour)
     task.check(cfg.net)
-    return cfg, task
+    return task
 
 
 class _Parser(argparse.ArgumentParser):
@@ -309,7 +312,8 @@ def parse_args(argv, description: str, presets=None) -> Parsed:
             f"declares{elsewhere}"
         )
     args = build_parser(description, presets, algo, module).parse_args(argv)
-    cfg, task = check(_config_of(args, presets, saved_config(args.resume) if args.resume else None))
+    cfg = _config_of(args, presets, saved_config(args.resume) if args.resume else None)
+    task = check(cfg)
     cluster = None
     if args.cluster:
         require(args.cluster_timeout > 0, "cluster_timeout", "> 0", args.cluster_timeout)

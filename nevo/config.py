@@ -105,11 +105,6 @@ class Config:
         return replace(self, algo=algo, algo_module=algo_module, settings=settings)
 
 
-def section(cfg):
-    """The settings section of cfg's algorithm (cfg.settings)."""
-    return cfg.settings
-
-
 def section_name(algo: str, module: str = "") -> str:
     """The name of an algorithm's section in config.json (ga, es, ns, sgd, or its own)."""
     return declaration(algo, module).section
@@ -211,18 +206,18 @@ def weights_resolved(cfg):
 def override(cfg, values: dict):
     """Return cfg with {field name: value} replaced, each name looked up in the groups of cfg's
     algorithm (population, sigma, ...: its own section)."""
-    by_group = {g: {} for g in groups(cfg.algo, cfg.algo_module)}
-    lookup = {f.name: (g, f.type) for g, f in all_fields(cfg.algo, cfg.algo_module)}
+    # each name's attribute of cfg: env, net, run, or settings (the algorithm's own section)
+    lookup = {f.name: (g if g in ("env", "net", "run") else "settings", f.type)
+              for g, f in all_fields(cfg.algo, cfg.algo_module)}  # fmt: skip
+    changed = {}
     for name, value in values.items():
         if name not in lookup:
             close = difflib.get_close_matches(name, list(lookup), n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise ConfigError(f"unknown setting {name!r} for {cfg.algo}{hint}")
-        group, kind = lookup[name]
-        by_group[group][name] = typed(name, value, kind)
-    changed = {g if g in ("env", "net", "run") else "settings": replace(part(cfg, g), **v)
-               for g, v in by_group.items() if v}  # fmt: skip
-    return replace(cfg, **changed)
+        attribute, kind = lookup[name]
+        changed.setdefault(attribute, {})[name] = typed(name, value, kind)
+    return replace(cfg, **{a: replace(getattr(cfg, a), **v) for a, v in changed.items()})
 
 
 def mutation_of(cfg):
@@ -262,7 +257,7 @@ def vbn_conflict(cfg) -> str | None:
     return None
 
 
-def validate(cfg):
+def validate(cfg) -> None:
     """Check every value's range once; raise ConfigError naming the field and what is allowed.
     What depends on the environment (a game's name, a net that needs images) its task checks
     (nevo.tasks)."""
@@ -290,7 +285,6 @@ def validate(cfg):
     require(not mutation.safe or not _tanh(layers), "mutation", ok.format(n.net), mutation.name)
     declared(cfg).validate(cfg.settings, cfg.algo)
     validate_run(r)
-    return cfg
 
 
 def check_noise_table(cfg, n_params: int) -> None:

@@ -104,10 +104,12 @@ def test_a_config_built_in_python_gets_the_command_lines_defaults():
     from nevo.config import Config, EnvConfig
 
     for env in ("CartPole-v1", "maze", "frostbite"):
-        built, _ = cli.check(cli.apply_defaults(Config(env=EnvConfig(env=env))))
+        built = cli.apply_defaults(Config(env=EnvConfig(env=env)))
+        cli.check(built)
         parsed, _, _, _ = cli.parse_args(["--preset", "paper", "--env", env], "")
         assert built == parsed, env
-    built, _ = cli.check(cli.apply_defaults(Config(env=EnvConfig(env="CartPole-v1")), given={"sigma"}))
+    built = cli.apply_defaults(Config(env=EnvConfig(env="CartPole-v1")), given={"sigma"})
+    cli.check(built)
     assert (
         built.settings.sigma == Config().settings.sigma and built.settings.population == 64
     )  # sigma was set, population not
@@ -195,10 +197,10 @@ def test_grad_corr_brings_the_shared_batch_and_the_plain_net_it_needs():
     """--grad-corr 1 alone (common episodes 0 and ES's preset vbn 128 by default) fits them; set
     explicitly against it, they stay, and the run's check refuses them."""
     es = config.Config(algo="es", net=config.NetConfig(vbn=128), settings=config.ESConfig(grad_corr=1))
-    fitted = cli.fit_defaults(es, given={"grad_corr"})
-    assert (fitted.settings.common_episodes, fitted.net.vbn) == (1, 0)
-    kept = cli.fit_defaults(es, given={"grad_corr", "common_episodes", "vbn"})
-    assert (kept.settings.common_episodes, kept.net.vbn) == (0, 128)
+    fitted = cli.fitted(es, given={"grad_corr"})
+    assert (fitted["common_episodes"], fitted["vbn"]) == (1, 0)
+    kept = cli.fitted(es, given={"grad_corr", "common_episodes", "vbn"})
+    assert "common_episodes" not in kept and "vbn" not in kept
 
 
 OLD_NS = {  # the one "ns" section every novelty-search run folder wrote before each kind had its own

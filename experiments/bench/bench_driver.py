@@ -13,7 +13,7 @@ On a GPU box one thread drives every batch: it receives the first-ready units' s
 policy on a group's worth (the gather, the launches in Python, then a wait while the GPU runs),
 sends the actions and goes on; meanwhile the other units' emulators step in their processes. In a
 16-core H200 generation that thread spent ~80 us a row in policy calls against ~11 in
-bench_forward's step (docs/lab/2026-11-26.md, session 20). The stand-in policy has that shape: it
+bench_forward's step (docs/lab/2026-11-26.md). The stand-in policy has that shape: it
 gathers the acting slots' frames on one thread (as CudaPolicy does), spends --python-ms holding the
 GIL (the launches' Python), then waits --wait-ms with the GIL free (the kernels and copies), and
 returns actions read from the frames; with `--calls submit` (CudaPolicy's way) the wait starts at

@@ -245,7 +245,8 @@ def es_generation(args, data):
 
     given = {"net": args.es_net, "population": args.population, "examples": args.examples[0], "device": "cpu"}
     cfg = config.Config(algo="es", env=config.EnvConfig(env="mnist"))
-    cfg = config.validate(cli.apply_defaults(config.override(cfg, given), given))
+    cfg = cli.apply_defaults(config.override(cfg, given), given)
+    config.validate(cfg)
     task = Supervised(cfg.env, data)
     spec = setup.net_for(cfg, task)
     table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)

@@ -25,10 +25,6 @@ def _nothing_more(name: str, kind: str, env_cfg, data) -> dict:
     return {}
 
 
-def _population_setting(cfg) -> int:
-    return cfg.settings.population
-
-
 def _sigma_setting(cfg) -> float:
     return cfg.settings.sigma
 
@@ -65,9 +61,9 @@ class Declaration:
     # The extensions its runs may have (nevo.algos.contract.Extension classes), in the order their
     # hooks run; a run has those its settings want (each one's `wanted`): nevo.algos.extensions_of
     extensions: tuple = ()
-    # cfg -> the individuals a generation evaluates (the memory check sizes by it); default: the
+    # cfg -> the individuals a generation evaluates (the memory check sizes by it); None: the
     # settings' `population`
-    population: Callable = _population_setting
+    population: Callable | None = None
     # cfg -> the mutation power its seed lists are built with (the noise source's, elite.json's);
     # default: the settings' `sigma`
     sigma: Callable = _sigma_setting

@@ -15,7 +15,8 @@ this thread receives and stages the next. Where the forward runs on the same few
 emulators (the CPU backend), a round trip per step only costs: there each emulator process plays
 whole episodes with its own forward ("workers", nevo.evaluation.in_worker), and this process hands
 out episodes and collects their outcomes. "lockstep" (one forward over every live slot, then every
-live slot steps) was the CPU's layout before, and serves policies the emulator processes cannot run.
+live slot steps) serves the policies the emulator processes cannot run (nevo.evaluation.stepped
+holds it and "overlap").
 
 A queue of episodes (individual, episode seed) feeds the slots: when an episode ends its slot starts
 the next one at once (the pool restores the seeded reset's state in the same step); when the queue
@@ -27,8 +28,6 @@ ran it.
 from __future__ import annotations
 
 import sys
-import time
-from collections import deque
 
 import numpy as np
 
@@ -37,9 +36,10 @@ from nevo.episodes import Episodes, Results
 from nevo.evaluation.episode_book import EpisodeBook
 from nevo.evaluation.in_worker import ASK, EpisodePlayer, read_answer, runs_in_workers
 from nevo.evaluation.slot_weights import in_parts
+from nevo.evaluation.stepped import Lockstep, Overlap
 from nevo.tasks.atari_emulator import FRAME, STACK
 from nevo.tasks.emulator_pool import EmulatorPool
-from nevo.tasks.envs import NOOP, noop_count
+from nevo.tasks.envs import noop_counts
 
 # From this many slots on, starting the emulators takes long enough to say so: each worker process
 # loads its emulators' ROMs one after another (~0.1 s each).
@@ -107,24 +107,16 @@ def grouped(slots: int, pipeline: str, group: int = 0) -> tuple[int, int]:
     return -(-slots // group) * group, group
 
 
-def overlap_units(pool: EmulatorPool, group: int) -> list[np.ndarray]:
-    """The overlap pipeline's units of the pool's slots (EmulatorPool.units): two a process, or more
-    where a group is smaller than half a process's slots."""
-    per_process = -(-pool.slots // pool.workers)
-    return pool.units(min(group, -(-per_process // 2)))
-
-
 class AtariEvaluator:
     """Runs Episodes on Atari emulator slots, `policy` choosing the actions.
 
     slots: emulators in all; processes: emulator processes (at most one per slot; in "workers" one
     per slot); group_size: slots per group (0: `grouped`'s rule); pipeline: "overlap" runs a
-    group's worth of first-ready slots through the forward while the others step (_Overlap);
-    "lockstep" runs one
-    forward over every live slot, then all of them step; "workers" has each emulator process play
-    whole episodes with its own copy of the policy (a host policy over PooledWeights only). See
-    `layout` for the defaults. ram: each episode's final RAM is its behaviour (Results.behaviours;
-    Such et al. 2017's GA-NS on Atari).
+    group's worth of first-ready slots through the forward while the others step, "lockstep" one
+    forward over every live slot, then all of them step (both nevo.evaluation.stepped's); "workers"
+    has each emulator process play whole episodes with its own copy of the policy (a host policy
+    over PooledWeights only). See `layout` for the defaults. ram: each episode's final RAM is its
+    behaviour (Results.behaviours; Such et al. 2017's GA-NS on Atari).
     """
 
     def __init__(
@@ -234,18 +226,16 @@ class AtariEvaluator:
         return book.results()
 
 
-def _noops(ev: AtariEvaluator, book: EpisodeBook) -> np.ndarray:
-    """(E,) int64 the no-ops that start each of the book's episodes (drawn from its seed)."""
-    return np.array([noop_count(s, ev.env_cfg.noop_max) for s in book.seeds], np.int64)
-
-
 class _Workers:
     """Each emulator process plays one episode at a time to its end, its own forward choosing the
     actions (nevo.evaluation.in_worker); when one ends, its slot gets the queue's next."""
 
     def __init__(self, ev: AtariEvaluator, book: EpisodeBook):
         self.ev, self.book = ev, book
-        self.noops, self.reference = _noops(ev, book), ev.env_cfg.start == "reference"
+        self.noops, self.reference = (
+            noop_counts(book.seeds, ev.env_cfg.noop_max),
+            ev.env_cfg.start == "reference",
+        )
         self.keep = 0 if book.sample is None else book.sample.k
         self.playing = {}  # ticket -> (slot, episode)
 
@@ -285,168 +275,5 @@ class _Workers:
         ev.last = {"forward_s": book.forward_s, "emulation_s": emulation_s / ev.processes, "rows": rows}
 
 
-class _Stepped:
-    """Lockstep and overlap: this process runs the policy over the slots' observations in shared
-    memory, and the pool steps the slots; an episode's start is played by the pool, not the net.
-
-    Per slot: the steps and return of its episode so far."""
-
-    def __init__(self, ev: AtariEvaluator, book: EpisodeBook):
-        self.ev, self.book, self.pool = ev, book, ev.pool
-        self.submits = hasattr(ev.policy, "submit")  # a step submitted, its actions collected later
-        noops = _noops(ev, book)
-        # an episode's first steps, before the net acts: the reference's start is one step (the
-        # pool's action -n: n no-op frames, then FIRE and action 2), which is not counted in its
-        # length; the vector env's start is n NOOP steps, which are
-        self.reference = ev.env_cfg.start == "reference"
-        self.opening = np.ones_like(noops) if self.reference else noops
-        self.opening_action = -noops if self.reference else np.full_like(noops, NOOP)
-        self.slot_steps = np.zeros(ev.slots, np.int64)
-        self.slot_ret = np.zeros(ev.slots, np.float64)
-        self.obs = self.pool.obs  # (S, 4, 84, 84) uint8, in shared memory: the workers write it
-
-    def start(self) -> None:
-        """Give each slot its first episode, each from a fresh start."""
-        first = self.book.start()
-        # (slots left mid-episode by an interrupted run start afresh too)
-        self.pool.wait(self.pool.restart(np.arange(first)))
-
-    def choose(self, slots: np.ndarray) -> tuple | None:
-        """Start choosing the actions of these slots' live ones (None if none is): the policy's
-        step for the slots past their episode's start, submitted where the policy can (its actions
-        collected by act), else run here; the start's action for the others."""
-        book = self.book
-        live = slots[book.slot_ep[slots] >= 0]
-        if not live.size:
-            return None
-        acting = live[self.slot_steps[live] >= self.opening[book.slot_ep[live]]]
-        self.pool.actions[live] = self.opening_action[book.slot_ep[live]]
-        step = None
-        if acting.size:  # compaction: only these rows go through the net
-            if book.sample is not None:  # the observations the net acts on
-                book.sample.offer(book.slot_ep[acting], self.obs[acting])
-            t0 = time.monotonic()
-            # the policy gathers the acting slots' frames itself (on a GPU, straight into the
-            # page-locked buffer it uploads from)
-            policy = self.ev.policy
-            call = policy.submit if self.submits else policy
-            step = call(book.slot_row[acting], self.obs, take=acting)
-            book.forward_s += time.monotonic() - t0
-        return live, acting, step
-
-    def act(self, choice: tuple) -> np.ndarray:
-        """Collect a choice's actions (a submitted step's) into the pool's actions: its live slots,
-        ready to step."""
-        live, acting, step = choice
-        if acting.size:
-            if self.submits:
-                t0 = time.monotonic()
-                step = self.ev.policy.collect(step)
-                self.book.forward_s += time.monotonic() - t0
-            self.pool.actions[acting] = step
-        return live
-
-    def receive(self, sent: tuple) -> None:
-        """Collect a step of these slots; end, record and refill the slots whose episodes ended
-        (the pool has started their next episode already: the queue's next one plays it)."""
-        live, ticket = sent
-        pool, book = self.pool, self.book
-        pool.wait(ticket)
-        book.clock((book.slot_ep >= 0).sum())
-        self.slot_ret[live] += pool.reward[live]
-        self.slot_steps[live] += 1
-        ended = live[pool.done[live] != 0]
-        if not ended.size:
-            return
-        ram = None if book.behaviours is None else pool.ram[ended]
-        lengths = self.slot_steps[ended] - int(self.reference)  # (the start's step)
-        book.end(book.slot_ep[ended], self.slot_ret[ended], lengths, pool.frames[ended], ram)
-        self.slot_ret[ended], self.slot_steps[ended] = 0.0, 0
-        book.refill(ended)  # the queue's next episodes, in slot order; the rest of the slots go idle
-
-
-class _Lockstep(_Stepped):
-    """One forward pass over every live slot, then those slots step at once.
-
-    speed: where the forward and the emulators share the same few cores (the CPU backend),
-    running each on all cores in turn beats overlapping them (measured: docs/lab/2026-11-21.md)."""
-
-    def play(self, progress) -> None:
-        every = np.arange(self.ev.slots)
-        self.start()
-        while (choice := self.choose(every)) is not None:
-            live = self.act(choice)
-            self.receive((live, self.pool.step(live)))
-            self.book.report(progress)
-
-
-class _Overlap(_Stepped):
-    """First-ready batches, in the shape of EnvPool's asynchronous mode (Weng et al. 2022): the
-    slots are split into units, each the slots of one emulator process (overlap_units: two or more a
-    process, so that a process steps one while another's actions are chosen), each unit stepped
-    on its own ticket. The loop takes whichever units' steps are in first (EmulatorPool.first_done)
-    until they hold a group's live slots (the batch: emulators_per_group) or no other step is in flight,
-    chooses their actions in one forward and sends each unit's step: no batch waits on the slowest
-    process, and the other units step while its forward runs.
-
-    With a policy that submits a step and collects its actions later (CudaPolicy), a batch's actions
-    are collected and sent after the next batch's step is submitted: the GPU runs one batch's
-    forward while this thread receives and stages the next. speed: a GPU generation's driving
-    thread spent most of its time in policy calls (docs/lab/2026-11-26.md)."""
-
-    def play(self, progress) -> None:
-        pool, book, batch = self.pool, self.book, self.ev.group
-        units = overlap_units(pool, batch)
-        in_flight = {}  # ticket -> (unit, its live slots stepping)
-        ready = deque()  # units received (or not yet started), their next actions not chosen
-        held = None  # (units, choice): their step submitted, their actions not yet collected and sent
-
-        def send(us, choice):  # the actions in the pool, then each unit's live slots step
-            self.act(choice)
-            for u in us:
-                live = units[u][book.slot_ep[units[u]] >= 0]
-                if live.size:
-                    in_flight[pool.step(live)] = (u, live)
-
-        def send_held():
-            nonlocal held
-            if held is not None:
-                send(*held)
-                held = None
-
-        def go(us):  # these units' actions chosen and sent (or their step submitted, the held batch's sent)
-            nonlocal held
-            choice = self.choose(np.concatenate([units[u] for u in us]))
-            if choice is None:  # no live slot left in them (the held batch goes on its way)
-                send_held()
-                return
-            if not self.submits:
-                send(us, choice)
-                return
-            send_held()
-            held = (us, choice)
-
-        def playing(u):  # the unit's slots playing an episode
-            return int((book.slot_ep[units[u]] >= 0).sum())
-
-        self.start()
-        ready.extend(range(len(units)))
-        while ready or in_flight or held is not None:
-            if ready and (not in_flight or sum(playing(u) for u in ready) >= batch):
-                us, n = [], 0
-                while ready and n < batch:  # the first-ready units, a batch's live slots
-                    us.append(ready.popleft())
-                    n += playing(us[-1])
-                go(us)
-            elif in_flight:
-                for ticket in pool.first_done(in_flight):
-                    u, live = in_flight.pop(ticket)
-                    self.receive((live, ticket))
-                    ready.append(u)
-                book.report(progress)
-            else:  # nothing else to receive: the held batch's actions now
-                send_held()
-
-
-# Each pipeline's way of playing a run's episodes, one interface: Pipeline(evaluator, book).play(progress)
-PIPELINES = {"overlap": _Overlap, "lockstep": _Lockstep, "workers": _Workers}
+# Each pipeline: one small class, `Pipeline(evaluator, book).play(progress)`.
+PIPELINES = {"overlap": Overlap, "lockstep": Lockstep, "workers": _Workers}

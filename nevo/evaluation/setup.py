@@ -17,7 +17,7 @@ import numpy as np
 
 from nevo import machine, nets, runs
 from nevo.algos import declared
-from nevo.config import ConfigError, mutation_of, obs_norm_of, section
+from nevo.config import ConfigError, mutation_of, obs_norm_of
 from nevo.evaluation.slot_weights import for_device
 from nevo.genomes.noise import ROUND_ROWS, WeightBuilder
 from nevo.genomes.safe_build import SafeMutation
@@ -122,7 +122,7 @@ def experience_bytes(cfg, task, population: int) -> int:
         return 0
     return (
         population
-        * section(cfg).experiences
+        * cfg.settings.experiences
         * int(np.prod(task.obs_shape))
         * np.dtype(task.obs_dtype).itemsize
     )
@@ -134,24 +134,29 @@ def local_evaluator(cfg, task, spec, device: str, table, ref_batch, run_dir: str
     each episode's behaviour kept for novelty search. The driver on one machine and every cluster
     worker make theirs here."""
 
-    builder = builder_for(cfg, spec, table, ref_batch, run_dir)  # genomes -> weights
+    weights = for_device(builder_for(cfg, spec, table, ref_batch, run_dir), device)  # genomes -> rows
     behaviours = declared(cfg).needs_behaviour
-    ev, facts = evaluator_for(
-        task, cfg.run, make_policy(device, spec), builder, device, population, behaviours
+    ev, facts = evaluator_of(task).for_task(
+        task, cfg.run, make_policy(device, spec), weights, device, population, behaviours
     )
     return ev, {"device": device, **facts}
 
 
 def evaluator_for(task, run_cfg, policy, builder, device: str, population: int, behaviours: bool = False):
-    """(the evaluator a task's kind of episodes needs, facts for config.json): a task names its
-    kind (`task.evaluation`, one of EVALUATORS), and that evaluator builds itself for the task
+    """(the evaluator a task's kind of episodes needs, facts for config.json), from a policy and
+    a weight builder of one's own (replay's, the benchmarks')."""
+    weights = for_device(builder, device)
+    return evaluator_of(task).for_task(task, run_cfg, policy, weights, device, population, behaviours)
+
+
+def evaluator_of(task):
+    """The evaluator class a task's kind of episodes needs: a task names its kind
+    (`task.evaluation`, one of EVALUATORS), and that evaluator builds itself for the task
     (`for_task`). The Atari pipeline's module is imported on use: ale-py loads only for Atari."""
     if task.evaluation not in EVALUATORS:
         raise ValueError(f"{task.name}: no evaluator for {task.evaluation!r} episodes")
     module, _, name = EVALUATORS[task.evaluation].partition(":")
-    evaluator = getattr(importlib.import_module(module), name)
-    weights = for_device(builder, device)
-    return evaluator.for_task(task, run_cfg, policy, weights, device, population, behaviours)
+    return getattr(importlib.import_module(module), name)
 
 
 # Each kind of episodes a task may name (nevo.tasks: AtariGame "pipeline", the maze, gymnasium and

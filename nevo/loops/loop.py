@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nevo import cli, config, nets, runs
-from nevo.algos import bases_of, declared, extensions_of, make_algo
+from nevo.algos import bases_of, declared, extensions_of
 from nevo.config import ConfigError
 from nevo.episodes import Results
 from nevo.evaluation import setup
@@ -38,6 +38,7 @@ from nevo.evaluation.cluster_connection import check_address
 from nevo.genomes import noise
 from nevo.loops.progress import Progress
 from nevo.loops.skeleton import Outcome, RunStopped, said, skeleton, stopped, write_config
+from nevo.nets.half import format_of
 from nevo.runs import loggers, owner, stop
 from nevo.tasks.emulator_pool import EmulatorError
 
@@ -66,7 +67,11 @@ def plan(cfg, task, resume_dir: str | None = None, cluster=None) -> Plan:
             f"--env: novelty search needs a behaviour per episode; {task.name} has none here "
             "(use maze, an Atari game, a MuJoCo robot, or nevo.train's behaviour=)"
         )
-    population, bases = declared(cfg).population(cfg), bases_of(cfg)
+    d = declared(
+        cfg
+    )  # its population: the settings' own, or what the declaration computes (None: the former)
+    population = cfg.settings.population if d.population is None else d.population(cfg)
+    bases = bases_of(cfg)
     if cluster is None:
         device = setup.check_machine(cfg, task, spec, population, bases)
     else:  # only the noise table is checked here: each worker checks its own machine when it joins
@@ -95,8 +100,10 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
     the Outcome, or raises RunStopped (a stop signal, the cluster gone, a write that failed: the
     last checkpoint whole) or ClusterError (no evaluator at the start; a new run's folder is
     removed). fitness: a function of a generation's training Results giving one number per
-    individual (default: the returns); out: a nevo.loops.progress.Progress."""
-    cfg = config.weights_resolved(cfg)  # a Config built in Python: config.json names the format
+    individual (default: the returns); out: a nevo.loops.progress.Progress.
+
+    The run, top to bottom: its folder, the noise table, the evaluator, config.json and the first
+    line, the algorithm (from the checkpoint on resume), the generations, the last line."""
     out = out or Progress(cfg.run.frame_budget)
     finished = _finished(p.checkpoint)  # generations in the folder
     with stop.on_signals():
@@ -106,7 +113,31 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
             raise stopped(cfg, cfg.run.out_dir, 0, e) from None
         try:
             owner.claim(run_dir, out.say)
-            return _run(cfg, task, p, run_dir, resume_dir, cluster, fitness, out)
+            table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
+            ref = setup.reference_batch(cfg, task, run_dir) if cfg.net.vbn else None  # VBN's, in the folder
+            try:
+                if cluster is None:
+                    evaluator, facts = setup.local_evaluator(cfg, task, p.spec, p.device, table, ref, run_dir,
+                                                             p.population)  # fmt: skip
+                else:
+                    evaluator, facts = _on_cluster(cluster, cfg, task, ref, table, p, out)
+            except (ClusterError, EmulatorError):  # a new run's folder goes with it
+                if resume_dir is None and not os.path.exists(os.path.join(run_dir, runs.CONFIG)):
+                    owner.release(run_dir)
+                    shutil.rmtree(run_dir, ignore_errors=True)
+                raise
+            try:
+                write_config(run_dir, cfg, task, p.spec, facts)
+                out.say(header(cfg, task, p.spec, facts, run_dir))
+                algo, extensions, frames, wall = _start(cfg, p.spec, table, task, p.checkpoint, run_dir, out)
+                if resume_dir:  # drop metrics of a generation that was in flight when the run died
+                    runs.trim_metrics(run_dir, algo.generation, say=out.say)
+                frames, wall, last = _generations(cfg, evaluator, algo, extensions, frames, wall, run_dir,
+                                                  p.checkpoint is None, fitness, out)  # fmt: skip
+            finally:
+                evaluator.close()
+            out.say(_done(algo, frames, wall, last, run_dir))
+            return Outcome(run_dir, algo, frames, wall)
         except RunStopped:  # the generations' own line
             raise
         except BaseException as e:  # a stop or a failed write before or after the generations
@@ -117,42 +148,21 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
             owner.release(run_dir)
 
 
-def _run(cfg, task, p: Plan, run_dir: str, resume_dir, cluster, fitness, out) -> Outcome:
-    """run() in the folder it holds."""
-    table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
-    ref = setup.reference_batch(cfg, task, run_dir) if cfg.net.vbn else None  # VBN's, kept in the folder
-    try:
-        if cluster is None:
-            evaluator, facts = setup.local_evaluator(
-                cfg, task, p.spec, p.device, table, ref, run_dir, p.population
-            )
-        else:
-            behaviours = declared(cfg).needs_behaviour
-            evaluator = ClusterEvaluator(cluster.address, cfg, task, ref, table, p.population, p.bases,
-                                         behaviours, cluster.timeout_s, cluster.chunk, out.say)  # fmt: skip
-            facts = evaluator.facts
-    except (ClusterError, EmulatorError):
-        if resume_dir is None and not os.path.exists(os.path.join(run_dir, runs.CONFIG)):
-            owner.release(run_dir)
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
-    spec = p.spec
-    try:
-        write_config(run_dir, cfg, task, spec, facts)
-        out.say(header(cfg, task, spec, facts, run_dir))
-        algo, extensions, frames, wall = _start(cfg, spec, table, task, p.checkpoint, run_dir, out)
-        if resume_dir:  # drop metrics of a generation that was in flight when the run died
-            runs.trim_metrics(run_dir, algo.generation, say=out.say)
-        frames, wall, last = _generations(cfg, evaluator, algo, extensions, frames, wall, run_dir,
-                                          p.checkpoint is None, fitness, out)  # fmt: skip
-    finally:
-        evaluator.close()
+def _on_cluster(cluster, cfg, task, ref, table, p: Plan, out):
+    """(the evaluator on a Dask cluster, its facts for config.json and the first line)."""
+    behaviours = declared(cfg).needs_behaviour
+    evaluator = ClusterEvaluator(cluster.address, cfg, task, ref, table, p.population, p.bases, behaviours,
+                                 cluster.timeout_s, cluster.chunk, out.say)  # fmt: skip
+    return evaluator, evaluator.facts
+
+
+def _done(algo, frames: int, wall: float, last: dict, run_dir: str) -> str:
+    """A finished run's last line: frames, minutes, the elite, the best elite, a data set's accuracy."""
     best = algo.best_elite
     also = f", best {best[2]:.1f} (generation {best[0]})" if best is not None else ""
     accuracy = last.get("score/test_accuracy", float("nan"))  # a labelled data set's last validation
     also += f", test accuracy {100 * accuracy:.2f}%" if accuracy == accuracy else ""
-    out.say(f"done: {frames:,} frames in {wall / 60:.1f} min; elite {algo.elite_score:.1f}{also}; {run_dir}")
-    return Outcome(run_dir, algo, frames, wall)
+    return f"done: {frames:,} frames in {wall / 60:.1f} min; elite {algo.elite_score:.1f}{also}; {run_dir}"
 
 
 def _finished(checkpoint) -> int:
@@ -166,8 +176,10 @@ def _finished(checkpoint) -> int:
 
 def _start(cfg, spec, table, task, checkpoint, run_dir, out):
     """The algorithm and the run's extensions, and the counters, from the checkpoint on resume."""
-    sigma = declared(cfg).sigma(cfg)
-    algo = make_algo(cfg.algo, cfg, noise.NoiseSource(table, nets.init_scale(spec), sigma), task.behaviour)
+    d = declared(cfg)  # plan has checked that a novelty algorithm has its task's behaviour
+    algo = d.make(
+        cfg.algo, cfg, noise.NoiseSource(table, nets.init_scale(spec), d.sigma(cfg)), task.behaviour
+    )
     frames, wall = 0, 0.0
     if checkpoint is not None:
         algo.load_state(checkpoint)
@@ -320,7 +332,8 @@ def header(cfg, task, spec, facts: dict, run_dir: str) -> str:
     """The run's first line: the algorithm, task, net, the family's main settings, the evaluator."""
     mutation = config.mutation_of(cfg)
     about = f", VBN over {cfg.net.vbn} observations" if cfg.net.vbn else ""
-    about += f", {cfg.net.weights} weights" if cfg.net.weights != "fp32" else ""  # 16-bit rows
+    weights = format_of(cfg.net.weights, cfg.net.net)  # a Config built in Python may say auto
+    about += f", {weights} weights" if weights != "fp32" else ""  # 16-bit rows
     main = declared(cfg).summary(cfg)
     main += f" mutation {mutation}" if mutation.safe else ""
     return (

@@ -34,7 +34,6 @@ def run(cfg, task, resume_dir: str | None = None, out=None) -> Outcome:
     run does."""
     if not isinstance(task, Supervised):
         raise ConfigError(f"--env: SGD trains on a labelled data set (mnist); {task.name} is not one")
-    cfg = config.weights_resolved(cfg)  # config.json names the format, as the generation loop's does
     spec = setup.net_for(cfg, task)
     config.check_noise_table(cfg, spec.n_params)
     loggers.check(cfg)

@@ -153,6 +153,6 @@ def write_config(run_dir: str, cfg, task, spec, facts: dict) -> None:
     }
     runs.write_config(
         run_dir,
-        config.to_dict(cfg),
+        config.to_dict(config.weights_resolved(cfg)),  # a Config built in Python may say auto
         {"n_params": spec.n_params, "n_actions": spec.n_actions, **shapes, **facts},
     )

@@ -164,9 +164,10 @@ def pool_limit(env_cfg, slots: int, workers: int = 0, seconds: float = 5.0, grou
     uniformly random actions, no inference: the pool's own limit, its commands and waits
     included (against emulator_roof: what its IPC costs). groups 1: every slot in lockstep (the
     CPU's layout); more: the overlap pipeline's units for groups of slots / groups
-    (pipeline.overlap_units), each unit's next step sent as soon as its last one is read,
+    (stepped.overlap_units), each unit's next step sent as soon as its last one is read,
     whichever is in first (the GPU's layout without its forward)."""
-    from nevo.evaluation.pipeline import EMULATOR_NICE, overlap_units
+    from nevo.evaluation.pipeline import EMULATOR_NICE
+    from nevo.evaluation.stepped import overlap_units
     from nevo.tasks.emulator_pool import EmulatorPool
 
     workers = workers or machine.cores()

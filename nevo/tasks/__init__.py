@@ -62,7 +62,7 @@ class AtariGame(_Kind):
     obs_dtype = np.uint8
     behaviour = None  # set in __init__: (128, uint8), the final RAM
     device = "auto"  # a GPU where there is one
-    evaluation = "pipeline"  # its evaluator (nevo.evaluation.setup.evaluator_for): emulator groups
+    evaluation = "pipeline"  # its evaluator (nevo.evaluation.setup.evaluator_of): emulator groups
     action = "argmax"  # the net's outputs choose one of the minimal action set
     action_box = None  # discrete actions
 
@@ -99,7 +99,7 @@ class _InProcess(_Kind):
     make_slots(n) makes (nevo.evaluation.in_process's interface), frames = agent steps."""
 
     device = "cpu"  # a GPU launch costs more than a step of these tasks' small nets
-    evaluation = "in_process"  # its evaluator (nevo.evaluation.setup.evaluator_for): synchronous slots
+    evaluation = "in_process"  # its evaluator (nevo.evaluation.setup.evaluator_of): synchronous slots
 
     def reference_batch(self, size: int, seed: int) -> np.ndarray:
         return envs.task_reference_batch(self.make_slots(1), self.n_actions, self.cfg.frame_cap, size, seed)

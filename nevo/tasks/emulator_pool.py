@@ -37,7 +37,6 @@ import mmap
 import os
 import pickle
 import select
-import signal
 import socket
 import struct
 import subprocess
@@ -50,13 +49,9 @@ import numpy as np
 
 from nevo.runs import stop
 from nevo.settings import raised
-from nevo.tasks.atari_emulator import FRAME, RAM_BYTES, STACK, compile_kernels
+from nevo.tasks.atari_emulator import compile_kernels
+from nevo.tasks.emulator_worker import FAILED, HEADER, PLAY, READY, RESTART, STEP, Shared, block_fd
 
-STEP, RESTART, PLAY = 1, 2, 3
-# What a worker's message to the driving process begins with: it failed (one line follows), it
-# is ready (its emulators made), or a command's answer (its header, then any answer bytes).
-FAILED, READY, ANSWER = b"E", b"R", b"T"
-_HEADER = struct.Struct("<IB")  # (ticket, command), then the slots as int32 (PLAY: one slot, then the ask)
 START_TIMEOUT_S = 600  # a worker loads its emulators' ROMs, ~0.1 s each
 # A drain (after an error or a stop) waits this long for the answers in flight, then kills the
 # workers: a worker asked to halt answers at its next step (milliseconds), and an answer lost to a
@@ -78,133 +73,6 @@ SPIN_S = 0.0
 
 class EmulatorError(RuntimeError):
     """An emulator process failed or died; the message is one line naming it."""
-
-
-class Shared:
-    """Every slot's arrays in one block of shared memory (views; nothing is copied).
-
-    obs (S, STACK, 84, 84) uint8: the observation the next action acts on; actions (S,) int32:
-    action indices the driver writes before a step; reward (S,) float64 and done (S,) int8
-    (atari_emulator's PLAYING / TERMINATED / TRUNCATED) of the last step; frames (S,) int64 and
-    ram (S, 128) uint8: of the episode the last step ended."""
-
-    FIELDS = (
-        ("obs", np.uint8, (STACK, *FRAME)),
-        ("actions", np.int32, ()),
-        ("reward", np.float64, ()),
-        ("done", np.int8, ()),
-        ("frames", np.int64, ()),
-        ("ram", np.uint8, (RAM_BYTES,)),
-        ("halt", np.int8, ()),  # (S,) set: the slot's episode in PLAY stops at its next step
-    )
-
-    def __init__(self, buffer, slots: int):
-        for (name, dtype, shape), offset in zip(self.FIELDS, self.offsets(slots)):
-            count = slots * int(np.prod(shape, dtype=np.int64))
-            setattr(self, name, np.frombuffer(buffer, dtype, count, offset).reshape(slots, *shape))
-
-    @classmethod
-    def offsets(cls, slots: int) -> list[int]:
-        """Where each field starts in the block (64-byte aligned), then the block's size."""
-        ends = [0]
-        for _, dtype, shape in cls.FIELDS:
-            n = slots * int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-            ends.append(ends[-1] + -(-n // 64) * 64)
-        return ends
-
-    @classmethod
-    def nbytes(cls, slots: int) -> int:
-        return cls.offsets(slots)[-1]
-
-
-def _serve(conn, fd: int, extra_fd: int):
-    """A worker process: read its setup (the pool's first message), make this worker's emulators,
-    then step, restart or play slots on command."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driving process stops the pool
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    try:
-        setup = pickle.loads(conn.recv_bytes())
-        slots, index, workers = setup["slots"], setup["index"], setup["workers"]
-        if setup["nice"]:
-            os.nice(setup["nice"])
-        if hasattr(os, "sched_setscheduler"):
-            # speed: a woken worker no longer preempts the driving process mid-command (Linux's
-            # SCHED_BATCH: no wakeup preemption, the same share of the cores); the driver's time in
-            # step commands fell from 0.9-1.3 s to 0.15-0.17 s a generation, 1.08x frames/s
-            # (2 cores, docs/lab/2026-11-27.md)
-            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-        from nevo.tasks.atari_emulator import AtariEmulator
-
-        block = mmap.mmap(fd, Shared.nbytes(slots))
-        os.close(fd)
-        shared = Shared(block, slots)
-        player = setup["player"]
-        if player is not None:
-            extra = None
-            if extra_fd >= 0:
-                extra = mmap.mmap(extra_fd, setup["extra_bytes"])
-                os.close(extra_fd)
-            player.attach(extra)
-        mine = range(index, slots, workers)
-        game, frameskip, frame_cap = setup["game"], setup["frameskip"], setup["frame_cap"]
-        emulators = [AtariEmulator(game, frameskip, frame_cap) for _ in mine]
-        for s, em in zip(mine, emulators):
-            em.restart(shared.obs[s])
-    except Exception as e:  # a bad game or ROM: one line back to the driver
-        _send(conn, FAILED + raised(e).encode())
-        return
-    if not _send(conn, READY):
-        return
-    obs, actions, reward, done = shared.obs, shared.actions, shared.reward, shared.done
-    frames, ram, halt = shared.frames, shared.ram, shared.halt
-    spin_s, pipe = setup["spin_s"], select.poll()
-    pipe.register(conn.fileno(), select.POLLIN)
-    while True:
-        if spin_s:  # poll the pipe for spin_s before sleeping in recv (SPIN_S)
-            until = time.perf_counter() + spin_s
-            while not pipe.poll(0) and time.perf_counter() < until:
-                pass
-        try:
-            msg = conn.recv_bytes()
-        except (EOFError, OSError):  # the pool closed, or the driving process died
-            return
-        ticket, command = _HEADER.unpack_from(msg)
-        answer = b""
-        try:
-            if command == PLAY:
-                s = int(np.frombuffer(msg, np.int32, 1, _HEADER.size)[0])
-                answer = player(emulators[s // workers], obs[s], msg[_HEADER.size + 4 :], halt[s : s + 1])
-            else:
-                for s in np.frombuffer(msg, np.int32, offset=_HEADER.size).tolist():
-                    em = emulators[s // workers]
-                    if command == STEP and actions[s] < 0:  # -n: the reference's start, n no-ops
-                        em.begin(obs[s], -int(actions[s]))
-                        reward[s], done[s] = 0, 0
-                    elif command == STEP:
-                        r, d = em.step(int(actions[s]), obs[s])
-                        reward[s], done[s] = r, d
-                        if d:  # the episode's end: its frames and RAM, then the next episode's start
-                            frames[s] = em.episode_frames()
-                            ram[s] = em.ram()
-                            em.restart(obs[s])
-                    else:
-                        em.restart(obs[s])
-                        reward[s], done[s] = 0, 0
-        except Exception as e:
-            _send(conn, FAILED + raised(e).encode())
-            return
-        if not _send(conn, ANSWER + _HEADER.pack(ticket, command) + answer):
-            return
-
-
-def _send(conn, message: bytes) -> bool:
-    """Send to the driving process; False when it is gone (it closed the pipe or died, e.g. a
-    Ctrl-C during the pool's start): the worker then ends quietly, with no traceback."""
-    try:
-        conn.send_bytes(message)
-        return True
-    except OSError:
-        return False
 
 
 class EmulatorPool:
@@ -248,12 +116,12 @@ class EmulatorPool:
         self._closer = weakref.finalize(self, _stop, self.conns, self.procs)
         fd = extra_fd = -1
         try:
-            fd = _shared_fd("nevo-emulators")
+            fd = block_fd("nevo-emulators")
             os.ftruncate(fd, size)
             self._block = mmap.mmap(fd, size)
             self.shared = Shared(self._block, slots)
             if extra_bytes:
-                extra_fd = _shared_fd("nevo-rows")
+                extra_fd = block_fd("nevo-rows")
                 os.ftruncate(extra_fd, extra_bytes)
                 self.extra = mmap.mmap(extra_fd, extra_bytes)
             env = {**_importing_nevo(), **(worker_env or {})}
@@ -267,7 +135,7 @@ class EmulatorPool:
                 argv = [
                     sys.executable,
                     "-m",
-                    "nevo.tasks.emulator_pool",
+                    "nevo.tasks.emulator_worker",
                     str(child.fileno()),
                     str(fd),
                     str(extra_fd),
@@ -320,7 +188,7 @@ class EmulatorPool:
         self._usable()
         slots = np.asarray(slots, np.int32)
         self._ticket += 1
-        head = _HEADER.pack(self._ticket, command)
+        head = HEADER.pack(self._ticket, command)
         owners = slots % self.workers
         busy = set()
         for w in np.unique(owners).tolist():
@@ -348,7 +216,7 @@ class EmulatorPool:
         w = slot % self.workers
         self._ticket += 1
         try:
-            self.conns[w].send_bytes(_HEADER.pack(self._ticket, PLAY) + struct.pack("<i", slot) + ask)
+            self.conns[w].send_bytes(HEADER.pack(self._ticket, PLAY) + struct.pack("<i", slot) + ask)
         except OSError:
             raise self._died(w) from None
         self._open[self._ticket] = {w}
@@ -487,10 +355,10 @@ class EmulatorPool:
                 raise EmulatorError(f"emulator process {w}: {msg[1:].decode(errors='replace')}")
             if msg[:1] == READY:
                 return
-            ticket, command = _HEADER.unpack_from(msg, 1)
+            ticket, command = HEADER.unpack_from(msg, 1)
             self._open.get(ticket, set()).discard(w)
             if command == PLAY and ticket in self._open:
-                self._answers[ticket] = msg[1 + _HEADER.size :]
+                self._answers[ticket] = msg[1 + HEADER.size :]
             elif command != PLAY and not self._open.get(ticket):  # (every worker's in: no bound left)
                 self._sent.pop(ticket, None)
 
@@ -529,17 +397,6 @@ def _importing_nevo() -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
-def _shared_fd(name: str) -> int:
-    """A file descriptor of a new block of shared memory: an anonymous memfd, or an unlinked
-    temporary file where the system has none."""
-    try:
-        return os.memfd_create(name)
-    except (AttributeError, OSError) as e:
-        if isinstance(e, OSError) and e.errno != errno.ENOSYS:
-            raise
-        return _temp_fd()
-
-
 def _remedy(e: OSError) -> str:
     """What to do about a start that failed with e, by its errno."""
     return {
@@ -548,15 +405,6 @@ def _remedy(e: OSError) -> str:
         errno.ENFILE: " (the system's open files are used up: fewer --env-slots)",
         errno.EAGAIN: " (no more processes: raise the limit, ulimit -u, or fewer --threads)",
     }.get(e.errno, "")
-
-
-def _temp_fd() -> int:
-    """A file descriptor of an unlinked temporary file (where memfd_create does not exist)."""
-    import tempfile
-
-    fd, path = tempfile.mkstemp(prefix="nevo-emulators-")
-    os.unlink(path)
-    return fd
 
 
 def _ready(waiting: dict[int, int], spin_s: float, timeout_s: float) -> list[int]:
@@ -589,7 +437,3 @@ def _stop(conns, procs) -> None:
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
-
-
-if __name__ == "__main__":  # a worker process, started by EmulatorPool
-    _serve(Connection(int(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3]))

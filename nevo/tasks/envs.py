@@ -74,6 +74,11 @@ def noop_count(episode_seed: int, noop_max: int) -> int:
     return 1 + int(splitmix64(np.uint64(episode_seed) ^ np.uint64(0x5EED)) % np.uint64(noop_max))
 
 
+def noop_counts(episode_seeds, noop_max: int) -> np.ndarray:
+    """(E,) int64 the no-ops that start each of these episodes (noop_count of each seed)."""
+    return np.array([noop_count(s, noop_max) for s in episode_seeds], np.int64)
+
+
 # ---- gymnasium tasks with vector observations ------------------------------------------------
 
 VECTOR_TASKS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3")  # the ones checked

@@ -78,7 +78,7 @@ class Supervised:
     obs_dtype = np.uint8
     behaviour = None  # no behaviour for novelty search
     device = "auto"  # a GPU where there is one: every example is a forward pass
-    evaluation = "supervised"  # its evaluator (nevo.evaluation.setup.evaluator_for): batches of examples
+    evaluation = "supervised"  # its evaluator (nevo.evaluation.setup.evaluator_of): batches of examples
     action = "argmax"  # the predicted class
     action_box = None
 

@@ -25,7 +25,6 @@ import sys
 import warnings
 
 from nevo import cli, config, runs
-from nevo.algos import declared
 from nevo.evaluation.cluster_connection import ClusterError
 from nevo.loops import loop
 from nevo.loops.progress import Progress
@@ -211,11 +210,11 @@ def entries(args, flags) -> list[Entry]:
             argv = ["--algo", args.algo, "--preset", args.preset, "--game", game, "--seed", str(seed),
                     "--frame-budget", str(frames[game]), "--out-dir", args.results, *flags]  # fmt: skip
             cfg, _, cluster, task = cli.parse_args(argv, "", presets)
-            one = declared(cfg).population(cfg) * cfg.env.frame_cap
+            one = cfg.settings.population * cfg.env.frame_cap  # the GA's command's: ga or rs
             if cfg.run.frame_budget < one:
                 raise ConfigError(
                     f"--frames {game}: {cfg.run.frame_budget:,} is below one generation ({one:,} frames: "
-                    f"{declared(cfg).population(cfg)} episodes of up to {cfg.env.frame_cap:,} frames)"
+                    f"{cfg.settings.population} episodes of up to {cfg.env.frame_cap:,} frames)"
                 )
             entry = Entry(args.results, cfg, cluster, task)
             entry.check_settings()

@@ -1,0 +1,87 @@
+"""A stop signal that meets a Numba compile or cache load (nevo.runs.stop): raised in llvmlite's
+Python code it would be dropped by ctypes or leave LLVM half-built, so it is sent again until it
+lands outside; a second stop meanwhile ends the run at once, and a retry never outlives its run."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.test_stop import _default_sigint
+
+
+def test_a_stop_that_meets_a_compile_stops_the_run_once_it_is_done(capfd):
+    """A stop signal while Numba's or llvmlite's Python code runs (a compile, a cache load, LLVM's
+    callbacks, where a raised Stopped is dropped by ctypes or leaves LLVM half-built) is sent again
+    until it lands outside: the run stops right after the compile, with nothing on stderr."""
+    code = compile(
+        "def compiling(events):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    t0 = time.monotonic()\n"
+        "    while time.monotonic() - t0 < 0.3:  # Python of llvmlite's, the signal handled meanwhile\n"
+        "        pass\n"
+        "    events.append('compiled')\n",
+        "<llvmlite's callback>",
+        "exec",
+    )
+    fake = {"__name__": "llvmlite.binding.executionengine", "os": os, "signal": signal, "time": time}
+    exec(code, fake)
+    from nevo.runs import stop
+
+    events = []
+    with stop.on_signals():
+        t0 = time.monotonic()
+        with pytest.raises(stop.Stopped):
+            fake["compiling"](events)
+            events.append("after")
+            time.sleep(5)
+        took = time.monotonic() - t0
+    assert events == ["compiled", "after"] and 0.3 <= took < 2
+    assert capfd.readouterr().err == ""
+
+
+COMPILING = '''
+import os, signal, sys, time
+from nevo.runs import stop
+code = compile("""
+def compiling(seconds, *signals):
+    for s in signals:
+        os.kill(os.getpid(), s)
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        pass
+""", "<llvmlite's callback>", "exec")
+fake = {"__name__": "llvmlite.binding.executionengine", "os": os, "signal": signal, "time": time}
+exec(code, fake)
+'''
+
+
+def test_a_second_stop_while_the_first_waits_out_a_compile_ends_at_once():
+    """SIGTERM, then Ctrl-C, both during a compile of 5 s: the second ends the run at once, in one
+    line, as a second stop does anywhere else."""
+    script = COMPILING + "with stop.on_signals():\n    fake['compiling'](5.0, signal.SIGTERM, signal.SIGINT)"
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          preexec_fn=_default_sigint)  # fmt: skip
+    assert time.monotonic() - t0 < 4
+    assert done.returncode == 130 and done.stdout == "", done.stderr
+    assert done.stderr.startswith("stopped by SIGINT (Ctrl-C) a second time: ended at once")
+    assert len(done.stderr.splitlines()) == 1
+
+
+def test_a_stop_waiting_out_a_compile_never_reaches_the_next_run():
+    """A run whose stop met a compile and that then ended on its own (its retry not yet sent):
+    the next run in the same process (a suite, a notebook) is not stopped by it."""
+    script = COMPILING + (
+        "with stop.on_signals():\n"
+        "    fake['compiling'](0.0, signal.SIGTERM)\n"  # (the retry is due 20 ms after the signal)
+        "with stop.on_signals():\n"
+        "    time.sleep(0.3)\n"
+        "print('the next run went on')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "the next run went on\n", done.stderr
