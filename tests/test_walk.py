@@ -15,8 +15,6 @@ import argparse
 import os
 import sys
 
-import pytest
-
 import nevo
 from nevo import command
 
@@ -104,7 +102,6 @@ def trace(run, root=ROOT, uses=USES, start=("cli.py", "parse_args"), end=END) ->
     return list(dict.fromkeys(c.name for c in calls if id(c) in on))
 
 
-@pytest.mark.slow
 def test_a_settings_walk_is_at_most_12_calls_in_7_files(tmp_path, monkeypatch, capsys):
     """--population reaches the evaluator and the GA in at most 12 calls in at most 7 files, the
     walk docs/architecture.md lists, call by call."""
