@@ -20,6 +20,7 @@ import pytest
 from experiments import run_ga
 from nevo import runs
 from nevo.loops import progress
+from nevo.tasks import emulator_worker
 from tests.conftest import metrics_without_clock, run_folder
 from tests.fixtures.record import PATH, RUNS
 from tests.tiny import ATARI
@@ -305,7 +306,7 @@ def test_an_emulator_process_killed_mid_run_is_one_line_and_the_run_resumes(atar
         for pid in _left_behind(mark):
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if b"nevo.tasks.emulator_pool" in f.read():
+                    if emulator_worker.__name__.encode() in f.read():  # the module a worker runs
                         found.append(pid)
             except OSError:
                 pass
