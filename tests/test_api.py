@@ -157,9 +157,8 @@ def test_dense_net_names_give_the_widths_asked_for():
     assert spec.n_params == 3 * 5 + 5 + 5 * 7 + 7 + 7 * 2 + 2
     with pytest.raises(ValueError, match="dense:W1,W2"):
         nets.net_spec("dense:", (3, 1, 1), 2, np.float32)
-    config.validate(
-        config.Config(net=config.NetConfig(net="dense:4,4"))
-    )  # a dense net of its own widths is allowed
+    # a dense net of widths of one's own is allowed
+    config.validate(config.Config(net=config.NetConfig(net="dense:4,4")))
 
 
 class WalkWithPosition(Walk):

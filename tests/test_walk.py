@@ -5,8 +5,8 @@ A call is on the walk when the value comes into it by an argument (the parsed fl
 settings, a config or its section, the number itself) and it either uses the value (the
 evaluator's `for_task` sizes its slots by it; the GA's constructor its first population), or calls
 on towards such a use, or hands the value back (in what it returns) to a caller on the walk, or
-to the command that parsed it. A check that reads the value and returns nothing that holds it is
-not a step of the walk.
+to the command that parsed it; `cli.parse_args`, which takes the raw argv, is the walk's start. A
+check that reads the value and returns nothing that holds it is not a step of the walk.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ def holds(x, top: bool = True) -> bool:
         return x == VALUE
     if isinstance(x, argparse.Namespace):
         return getattr(x, "population", None) == VALUE
-    if isinstance(x, dict):
-        return x.get("population") == VALUE
+    if isinstance(x, dict):  # settings by name: the value under another name (a truncation fitted
+        return x.get("population") == VALUE  # to the population) is another setting's walk
     if isinstance(x, (list, tuple)) and top:
         return any(holds(y, False) for y in x if not isinstance(y, str))
     if all(hasattr(x, a) for a in ("env", "net", "settings", "algo")):  # a Config

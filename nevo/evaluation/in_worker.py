@@ -41,7 +41,7 @@ ANSWER = struct.Struct("<dqqqddB")
 
 
 class EpisodePlayer:
-    """Plays an episode in an emulator process (nevo.tasks.emulator_pool's PLAY command).
+    """Plays an episode in an emulator process (the emulator pool's PLAY command, nevo.tasks.emulator_worker).
 
     policy: a host policy (nevo.nets.kernels.HostPolicy) whose rows are `capacity` rows of
     `n_params` numbers of `dtype` in the pool's extra block; pickled into each worker without

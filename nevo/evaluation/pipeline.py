@@ -232,10 +232,8 @@ class _Workers:
 
     def __init__(self, ev: AtariEvaluator, book: EpisodeBook):
         self.ev, self.book = ev, book
-        self.noops, self.reference = (
-            noop_counts(book.seeds, ev.env_cfg.noop_max),
-            ev.env_cfg.start == "reference",
-        )
+        self.noops = noop_counts(book.seeds, ev.env_cfg.noop_max)
+        self.reference = ev.env_cfg.start == "reference"
         self.keep = 0 if book.sample is None else book.sample.k
         self.playing = {}  # ticket -> (slot, episode)
 

@@ -62,14 +62,13 @@ def plan(cfg, task, resume_dir: str | None = None, cluster=None) -> Plan:
     loggers.check(cfg)
     for extension in extensions_of(cfg):
         extension.check(cfg, task)
-    if declared(cfg).needs_behaviour and task.behaviour is None:
+    d = declared(cfg)
+    if d.needs_behaviour and task.behaviour is None:
         raise ConfigError(
             f"--env: novelty search needs a behaviour per episode; {task.name} has none here "
             "(use maze, an Atari game, a MuJoCo robot, or nevo.train's behaviour=)"
         )
-    d = declared(
-        cfg
-    )  # its population: the settings' own, or what the declaration computes (None: the former)
+    # the population: the settings' own, or what the declaration computes where it says how
     population = cfg.settings.population if d.population is None else d.population(cfg)
     bases = bases_of(cfg)
     if cluster is None:

@@ -6,7 +6,8 @@ descriptors the pool passes it). Its first message is its setup (pickled: the ga
 its index among the workers, a player); it answers READY once its emulators are made, or FAILED
 with one line. Then each command is a HEADER (ticket, command) and the slots as int32 (PLAY: one
 slot, then the player's ask); the worker steps, restarts or plays them, writes their results into
-the shared block (`Shared`) and answers ANSWER with the header and the player's bytes.
+the shared block (`Shared`) and answers ANSWER with the header and the player's bytes. The block
+itself the pool makes (`block_fd`: an anonymous memfd) and passes to each worker it starts.
 """
 
 from __future__ import annotations
