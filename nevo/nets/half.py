@@ -151,31 +151,6 @@ def rounded(weights: np.ndarray, name: str) -> np.ndarray:
     return round_rows(flat, out).reshape(weights.shape)
 
 
-def as_f32(w, scratch, n):
-    """For a Numba kernel: the first n weights of row w as float32: w itself (float32), or
-    scratch[:n] filled with them widened (w a float16 row's uint16 bits). The convs hand their
-    weights to BLAS, which reads float32 only."""
-    if w.dtype == np.float32:
-        return w
-    scratch[:n] = w[:n].view(np.float16)
-    return scratch
-
-
-@overload(as_f32, inline="always")
-def _as_f32(w, scratch, n):
-    if w.dtype == types.float32:
-        return lambda w, scratch, n: w
-    if w.dtype == types.uint16:
-
-        def widened(w, scratch, n):
-            for j in range(n):
-                scratch[j] = _half_bits_to_f32(w[j])
-            return scratch
-
-        return widened
-    return None
-
-
 def kernel_view(weights: np.ndarray) -> np.ndarray:
     """The array a Numba CPU kernel reads: float32 weights as they are, float16 ones as their
     uint16 bits (Numba has no float16 on the CPU; `widen` reads them)."""

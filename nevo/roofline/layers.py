@@ -14,8 +14,7 @@ import numpy as np
 from numba import prange
 
 from nevo import nets
-from nevo.nets import CIN, COUT, DENSE, KIND, W_OFF, half
-from nevo.nets.half import as_f32
+from nevo.nets import CIN, COUT, DENSE, KIND, half
 from nevo.nets.kernels import cpu  # (it sets OpenMP's wait policy before Numba's first parallel call)
 from nevo.roofline.cpu import llc_bytes
 
@@ -104,18 +103,15 @@ def layer_inputs(table, weights, rows_ind, obs, div):
     full = np.zeros((rows, seg[n + 1]), np.float32)
     cols = np.empty(cpu.cols_size(table), np.float32)
     order = np.arange(rows)
-    n_spatial = table[cpu.first_dense(table), W_OFF]
-    wide = np.empty(n_spatial, np.float32)  # 16-bit rows: the convs' weights widened, as nevo does
     for r in range(rows):
         w = weights[rows_ind[r]]
-        w_conv = as_f32(w, wide, n_spatial)
         cpu.load_obs(table, obs, r, full[r], div, quotients)
         for i in range(n):
             if table[i, KIND] == DENSE:
                 nz = np.empty((1, table[i, CIN]), np.int32)
                 cpu.dense_block(table, i, w, full, seg[i], seg[i + 1], order, r, r + 1, 0, table[i, COUT], nz)
             else:
-                cpu.spatial_rows(table, i, w_conv, full[r, seg[i] : seg[i + 1]], full[r, seg[i + 1] :], cols)
+                cpu.spatial_rows(table, i, w, full[r, seg[i] : seg[i + 1]], full[r, seg[i + 1] :], cols)
     return full
 
 
@@ -131,10 +127,8 @@ def one_layer(table, i, weights, rows_ind, obs, div, work, n_threads):
     quotients = cpu.input_table(obs, div)
     rows, n_work = rows_ind.shape[0], work.shape[0]
     n_conv = cpu.first_dense(table)
-    n_spatial = table[n_conv, W_OFF]
     scr = np.zeros((n_threads, seg[n_conv]), np.float32)
     cols = np.empty((n_threads, cpu.cols_size(table)), np.float32)
-    wide = np.empty((n_threads, n_spatial), np.float32)  # 16-bit rows: as layer_inputs
     order = np.arange(rows) % n_work  # the work row of each of the call's rows
     for t in prange(n_threads):
         if t < n_work:
@@ -147,9 +141,8 @@ def one_layer(table, i, weights, rows_ind, obs, div, work, n_threads):
                 nz = np.empty((1, table[i, CIN]), np.int32)
                 cpu.dense_block(table, i, w, work, seg[i], seg[i + 1], order, q, q + 1, 0, table[i, COUT], nz)
             else:
-                w_conv = as_f32(w, wide[t], n_spatial)  # once per row: each row is its own individual
                 dst = scr[t, seg[i + 1] :] if i + 1 < n_conv else work[r, seg[i + 1] :]
-                cpu.spatial_rows(table, i, w_conv, scr[t, seg[i] : seg[i + 1]], dst, cols[t])
+                cpu.spatial_rows(table, i, w, scr[t, seg[i] : seg[i + 1]], dst, cols[t])
     return 0
 
 

@@ -23,10 +23,11 @@ first dense layer is memory bound (every row generally has different weights; `l
 - the dense layers take the rows of one individual together, so shared weights are read once;
 - with enough individuals per thread, one parallel pass per individual runs its convs then its
   dense layers: no barrier between layers, and one thread's convs overlap the other's dense reads;
-- 16-bit weight rows (--weights fp16, nevo/nets/half.py) arrive as their uint16 bits: a dense layer
-  widens each weight as it reads it (F16C converts 8 at once), the convs' weights are widened once
-  per individual into float32 scratch; the sums are the fp32 forward's, so the result is
-  the fp32 forward's on the widened weights, bit for bit, from half the bytes.
+- 16-bit weight rows (--weights fp16, nevo/nets/half.py) arrive as their uint16 bits, and every
+  layer widens each weight as it reads it (F16C converts 8 at once); the sums are the fp32
+  forward's, so the result is the fp32 forward's on the widened weights, bit for bit, from half
+  the bytes. (The convs once widened a row's conv weights into float32 scratch first: 5-7 us of
+  small's one-row forward, and the convs were no faster for it.)
 Scratch is allocated once per call: the conv buffers and sums per thread, the dense
 layers' inputs and outputs per row.
 Every kernel here releases the GIL (nogil), so an emulator thread runs beside the forward.
@@ -77,7 +78,7 @@ from nevo.nets import (
     STRIDE,
     W_OFF,
 )
-from nevo.nets.half import DTYPES, as_f32, is_half_bits, kernel_view, widen
+from nevo.nets.half import DTYPES, is_half_bits, kernel_view, widen
 from nevo.nets.kernels.actions import actions_of
 from nevo.nets.kernels.common import activate, argmax_row, scale_input
 from nevo.nets.kernels.lanes import bcast8, fma, fma8, load8, store8, zeros8
@@ -224,7 +225,7 @@ def conv_sums_one(table, i, w, src, sums):
             acc = numba.float32(0.0)
             for ky in range(kh):
                 for j in range(run):
-                    acc = fma(src[b + ky * line + j], w[w_off + (ky * run + j) * cout + co], acc)
+                    acc = fma(src[b + ky * line + j], widen(w[w_off + (ky * run + j) * cout + co]), acc)
             sums[p * cout + co] = acc
 
 
@@ -234,8 +235,9 @@ def conv_sums(table, i, w, src, sums):
     (row-major) and channel co. src is the layer's zero-padded HWC input; sums holds
     cols_size(table) floats.
 
-    The order of every sum is fixed here, so a row's result is the same bits on any x86 or ARM CPU,
-    alone or in any batch: from +0.0, the patch's terms in TF's HWIO order (ky, then kx and ci,
+    w is the row's weights: float32, or a 16-bit row's uint16 bits (each weight widened as it is
+    loaded). The order of every sum is fixed here, so a row's result is the same bits on any x86
+    or ARM CPU, alone or in any batch: from +0.0, the patch's terms in TF's HWIO order (ky, then kx and ci,
     which are one contiguous run of the padded input), each added by a fused multiply-add that
     rounds once (nevo.nets.kernels.lanes.fma8). conv_sums_one is its twin.
     speed: a tile is 6 output pixels by 16 channels, 12 registers of 8 lanes that stay in
@@ -316,7 +318,7 @@ def conv_rows(table, i, w, src, dst, cols):
         for ox in range(ow):
             z = cols[(oy * ow + ox) * cout : (oy * ow + ox + 1) * cout]
             for co in range(cout):
-                out[ox, co] = activate(z[co] + bias[co], code)
+                out[ox, co] = activate(z[co] + widen(bias[co]), code)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -471,7 +473,6 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
     seg = segments(table)
     n_conv = first_dense(table)  # the convs and pools, before the first dense layer
     base = seg[n_conv]  # dense inputs, outputs and logits of a row: act[r, seg[i] - base]
-    n_spatial = table[n_conv, W_OFF]  # the convs' weights and biases: a row's first parameters
     act = np.empty((rows, seg[n_layers + 1] - base), np.float32)
     quotients = input_table(obs, div)  # uint8 pixels' inputs, once per call
 
@@ -496,12 +497,10 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
         # thread's convs (compute bound) overlap the other's dense layers (memory bound).
         scr = np.zeros((n_threads, base), np.float32)
         cols = np.empty((n_threads, cols_size(table)), np.float32)
-        wide = np.empty((n_threads, n_spatial), np.float32)  # 16-bit rows: the convs' weights widened
         for t in prange(n_threads):
             for g in range(t, n_groups, n_threads):  # static round robin
                 g0, g1 = starts[g], starts[g + 1]
                 w = weights[rows_ind[order[g0]]]
-                w_conv = as_f32(w, wide[t], n_spatial)  # once per group
                 for q in range(g0, g1):
                     r = order[q]
                     if n_conv == 0:
@@ -511,7 +510,7 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
                     for i in range(n_conv):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
                         src = scr[t, seg[i] : seg[i + 1]]
-                        spatial_rows(table, i, w_conv, src, dst, cols[t])
+                        spatial_rows(table, i, w, src, dst, cols[t])
                 for i in range(n_conv, n_layers):
                     nz = np.empty((g1 - g0, table[i, CIN]), np.int32)
                     x0, y0 = seg[i] - base, seg[i + 1] - base
@@ -528,10 +527,9 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
             # that few live rows are under 1% of a generation.
             scr = np.zeros((n_threads, base), np.float32)
             cols = np.empty((n_threads, cols_size(table)), np.float32)
-            wide = np.empty((n_threads, n_spatial), np.float32)  # as above
             for t in prange(n_threads):
                 for r in range(t, rows, n_threads):  # all rows cost the same: static round robin
-                    w = as_f32(weights[rows_ind[r]], wide[t], n_spatial)
+                    w = weights[rows_ind[r]]
                     load_obs(table, obs, r, scr[t, : seg[1]], div, quotients)
                     for i in range(n_conv):
                         dst = scr[t, seg[i + 1] : seg[i + 2]] if i + 1 < n_conv else act[r]
@@ -540,8 +538,11 @@ def _forward(table, weights, rows_ind, obs, div, n_threads):
         for i in range(n_conv, n_layers):
             # Work = (group, block of outputs); blocks only when groups are too few for the
             # threads, each a multiple of 16 floats so no cache line is split between threads.
+            # speed: one thread takes a group whole (two blocks read the nonzero inputs twice and
+            # each weight row in two parts: small's one-row dense layer 49 -> 41 us, large's
+            # 194 -> 153, the 2-core AMD EPYC VM)
             n_out = table[i, COUT]
-            want = max(1, (2 * n_threads + n_groups - 1) // max(n_groups, 1))
+            want = max(1, (2 * n_threads + n_groups - 1) // max(n_groups, 1)) if n_threads > 1 else 1
             blocks = max(1, min(want, n_out // (4 * _MIN_BLOCK)))
             per_block = (n_out + blocks - 1) // blocks
             size = (per_block + _MIN_BLOCK - 1) // _MIN_BLOCK * _MIN_BLOCK

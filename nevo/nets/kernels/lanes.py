@@ -15,7 +15,9 @@ of operations in nevo/nets/kernels/cpu.py:
   their width never changes a result.
 The loads and stores take a flat float32 array and an element index and check nothing: the
 caller's loops keep them inside the array (the conv's tests read every output against a twin that
-indexes NumPy arrays).
+indexes NumPy arrays). `load8` also reads a 16-bit weight row's uint16 bits, each half widened to
+float32 exactly (LLVM's fpext of `<8 x half>`: one F16C instruction), so a conv reads a --weights
+fp16 row in place.
 """
 
 from llvmlite import ir
@@ -26,6 +28,7 @@ from numba.core.extending import intrinsic, models, register_model
 LANES = 8
 _F32 = ir.FloatType()
 _VEC = ir.VectorType(_F32, LANES)
+_HALVES = ir.VectorType(ir.HalfType(), LANES)
 
 
 class F32x8(types.Type):
@@ -71,13 +74,17 @@ def zeros8(typingctx):
 
 @intrinsic
 def load8(typingctx, arr, i):
-    """arr[i : i + 8] of a 1-D float32 array, as eight lanes."""
-    if not (_is_f32_vector(arr) and isinstance(i, types.Integer)):
+    """arr[i : i + 8] of a 1-D float32 array as eight lanes, or of a 1-D uint16 array (half bits,
+    nevo.nets.half) widened to float32, exactly."""
+    halves = isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.uint16
+    if not ((_is_f32_vector(arr) or halves) and isinstance(i, types.Integer)):
         return None
 
     def codegen(context, builder, sig, args):
-        ptr = builder.bitcast(_element(context, builder, sig.args[0], args[0], args[1]), _VEC.as_pointer())
-        return builder.load(ptr, align=4)
+        element = _element(context, builder, sig.args[0], args[0], args[1])
+        if halves:
+            return builder.fpext(builder.load(builder.bitcast(element, _HALVES.as_pointer()), align=2), _VEC)
+        return builder.load(builder.bitcast(element, _VEC.as_pointer()), align=4)
 
     return f32x8(arr, i), codegen
 
