@@ -26,8 +26,8 @@ first dense layer is memory bound (every row generally has different weights; `l
 - 16-bit weight rows (--weights fp16, nevo/nets/half.py) arrive as their uint16 bits, and every
   layer widens each weight as it reads it (F16C converts 8 at once); the sums are the fp32
   forward's, so the result is the fp32 forward's on the widened weights, bit for bit, from half
-  the bytes. (The convs once widened a row's conv weights into float32 scratch first: 5-7 us of
-  small's one-row forward, and the convs were no faster for it.)
+  the bytes (speed: no float32 copy of a row's conv weights, which cost small's one-row forward
+  5-7 us and made its convs no faster).
 Scratch is allocated once per call: the conv buffers and sums per thread, the dense
 layers' inputs and outputs per row.
 Every kernel here releases the GIL (nogil), so an emulator thread runs beside the forward.
@@ -237,9 +237,9 @@ def conv_sums(table, i, w, src, sums):
 
     w is the row's weights: float32, or a 16-bit row's uint16 bits (each weight widened as it is
     loaded). The order of every sum is fixed here, so a row's result is the same bits on any x86
-    or ARM CPU, alone or in any batch: from +0.0, the patch's terms in TF's HWIO order (ky, then kx and ci,
-    which are one contiguous run of the padded input), each added by a fused multiply-add that
-    rounds once (nevo.nets.kernels.lanes.fma8). conv_sums_one is its twin.
+    or ARM CPU, alone or in any batch: from +0.0, the patch's terms in TF's HWIO order (ky, then
+    kx and ci, which are one contiguous run of the padded input), each added by a fused
+    multiply-add that rounds once (nevo.nets.kernels.lanes.fma8). conv_sums_one is its twin.
     speed: a tile is 6 output pixels by 16 channels, 12 registers of 8 lanes that stay in
     registers across the whole patch; each term loads two registers of weights and broadcasts one
     input per pixel. Sums of one row on the 2-core AMD EPYC VM: 58 us for small's first conv
