@@ -1,8 +1,9 @@
 """A Dask scheduler and workers as processes of the test's own, on 127.0.0.1 only, each bounded
 in time (the scheduler's idle timeout, the workers' lifetime) and stopped by process id by the
-test that started them. Nothing is put on their PYTHONPATH: they import nevo as any process of
-this Python does (`pip install -r requirements.txt` installs the checkout in place), or, started
-`without_nevo`, not at all."""
+test that started them; if the test's process dies first (a SIGTERM, a SIGKILL), the kernel
+sends each of them SIGTERM (`PR_SET_PDEATHSIG`), so none waits for its bound. Nothing is put on
+their PYTHONPATH: they import nevo as any process of this Python does (`pip install -r
+requirements.txt` installs the checkout in place), or, started `without_nevo`, not at all."""
 
 from __future__ import annotations
 
@@ -32,6 +33,21 @@ def without_nevo(module: str) -> list[str]:
     run = f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
     code = f"import runpy, sys; sys.path[:] = [p for p in sys.path if p] + {paths!r}; {run}"  # not cwd
     return [sys.executable, "-S", "-c", code]
+
+
+# Exec'd in front of every process: asks Linux for SIGTERM when its parent (the test's process)
+# dies, a request that survives the exec of the real command; a parent already gone ends it at once.
+ORPHAN_GUARD = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG\n"
+    "if os.getppid() != int(sys.argv[1]): sys.exit('the test that started this process is gone')\n"
+    "os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
+def orphan_guarded(argv: list[str]) -> list[str]:
+    """argv, run so that it gets SIGTERM when the process that starts it dies."""
+    return [sys.executable, "-S", "-c", ORPHAN_GUARD, str(os.getpid()), *argv]
 
 
 def free_port() -> int:
@@ -81,7 +97,7 @@ class DaskProcesses:
         log = open(os.path.join(self.log_dir, name + ".log"), "w") if self.log_dir else subprocess.DEVNULL
         python = [sys.executable, "-m", args[0]] if nevo else without_nevo(args[0])
         # a session of its own: its process group id is its pid, which also names a nanny's worker
-        return subprocess.Popen([*python, *args[1:]], cwd=cwd, stdout=log, stderr=log,
+        return subprocess.Popen(orphan_guarded([*python, *args[1:]]), cwd=cwd, stdout=log, stderr=log,
                                 env=environment(), start_new_session=True)  # fmt: skip
 
     def start_scheduler(self):
