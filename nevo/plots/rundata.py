@@ -179,7 +179,11 @@ def group_labels(groups: list[list[Run]]) -> list[str]:
     """Short legend labels: algorithm and population (and game), plus settings that differ between groups."""
     firsts = [g[0].settings for g in groups]
     keys = sorted({k for s in firsts for k in s})
-    differ = [k for k in keys if len({json.dumps(s.get(k)) for s in firsts}) > 1]
+    # a setting missing from a section that every group has came or went with a version of nevo
+    # (a run of an older one lacks it): not something that tells these runs apart
+    shared = {(), *set.intersection(*({k[:-1] for k in s} for s in firsts))} if firsts else {()}
+    differ = [k for k in keys if len({json.dumps(s.get(k)) for s in firsts}) > 1
+              and (all(k in s for s in firsts) or k[:-1] not in shared)]  # fmt: skip
     labels = []
     for s in firsts:
         # the population of the algorithm's own section (config.json holds only its sections;
