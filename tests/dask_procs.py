@@ -1,7 +1,7 @@
 """A Dask scheduler and workers as processes of the test's own, on 127.0.0.1 only, each bounded
 in time (the scheduler's idle timeout, the workers' lifetime) and stopped by process id by the
 test that started them; if the test's process dies first (a SIGTERM, a SIGKILL), the kernel
-sends each of them SIGTERM (`PR_SET_PDEATHSIG`), so none waits for its bound. Nothing is put on
+kills each of them (`PR_SET_PDEATHSIG`), so none waits for its bound. Nothing is put on
 their PYTHONPATH: they import nevo as any process of this Python does (`pip install -r
 requirements.txt` installs the checkout in place), or, started `without_nevo`, not at all."""
 
@@ -35,18 +35,20 @@ def without_nevo(module: str) -> list[str]:
     return [sys.executable, "-S", "-c", code]
 
 
-# Exec'd in front of every process: asks Linux for SIGTERM when its parent (the test's process)
+# Exec'd in front of every process: asks Linux for SIGKILL when its parent (the test's process)
 # dies, a request that survives the exec of the real command; a parent already gone ends it at once.
+# SIGKILL, not SIGTERM: a worker's graceful close could wait on its gone scheduler (one outlived
+# the test's 10 s in a CI run).
 ORPHAN_GUARD = (
     "import ctypes, os, signal, sys\n"
-    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG\n"
     "if os.getppid() != int(sys.argv[1]): sys.exit('the test that started this process is gone')\n"
     "os.execv(sys.argv[2], sys.argv[2:])"
 )
 
 
 def orphan_guarded(argv: list[str]) -> list[str]:
-    """argv, run so that it gets SIGTERM when the process that starts it dies."""
+    """argv, run so that it is killed when the process that starts it dies."""
     return [sys.executable, "-S", "-c", ORPHAN_GUARD, str(os.getpid()), *argv]
 
 
