@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from tests.dask_procs import ROOT
+from tests.dask_procs import ROOT, free_port
 
 STARTER = """
 import sys, time
@@ -29,8 +29,6 @@ def _alive(pid: int) -> bool:
 def test_a_killed_tests_scheduler_and_workers_end_with_it():
     """A process that started a scheduler and a worker, killed by SIGKILL (no handler, no exit
     code of its own runs): both end within 10 s, not at their idle timeout or lifetime."""
-    from tests.dask_procs import free_port
-
     starter = subprocess.Popen([sys.executable, "-c", STARTER, str(free_port())], cwd=ROOT,
                                stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:

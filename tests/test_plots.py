@@ -208,33 +208,34 @@ def tiny_runs_dir(tmp_path):
     return d
 
 
+def _run_of(config):
+    """A run of this config with no metrics: what group_labels reads."""
+    from nevo.plots.rundata import Run, flatten
+
+    return Run("x", config, [], None, None, None, settings=flatten(config))
+
+
 def test_legend_labels_name_each_familys_own_population_and_none_for_sgd():
     """ES and novelty runs read their population from their own settings section; SGD has none
     (no "N=?" in the legend)."""
-    from nevo.plots.rundata import Run, flatten, group_labels
-
-    def run(config):
-        return Run("x", config, [], None, None, None, settings=flatten(config))
+    from nevo.plots.rundata import group_labels
 
     configs = [
         {"algo": "es", "es": {"population": 200}, "env": {"env": "mnist"}},
         {"algo": "sgd", "sgd": {"lr": 0.001}, "env": {"env": "mnist"}},
         {"algo": "ga", "ga": {"population": 64}, "env": {"env": "mnist"}},
     ]
-    labels = group_labels([[run(c)] for c in configs])
+    labels = group_labels([[_run_of(c)] for c in configs])
     assert [label.split()[:2] for label in labels] == [["ES", "N=200"], ["SGD", "lr=0.001"], ["GA", "N=64"]]
 
 
 def test_legend_labels_leave_out_settings_one_version_of_nevo_has_and_another_lacks():
     """Two GA runs made by different versions of nevo (a top-level setting and a run setting that
     only one of them wrote) are told apart by what differs in both: their populations."""
-    from nevo.plots.rundata import Run, flatten, group_labels
-
-    def run(config):
-        return Run("x", config, [], None, None, None, settings=flatten(config))
+    from nevo.plots.rundata import group_labels
 
     older = {"algo": "ga", "ga": {"population": 64}, "run": {"seed": 0}, "blas": "Haswell"}
     newer = {"algo": "ga", "ga": {"population": 256}, "run": {"seed": 0, "wandb": ""}}
-    assert group_labels([[run(older)], [run(newer)]]) == ["GA N=64", "GA N=256"]
+    assert group_labels([[_run_of(older)], [_run_of(newer)]]) == ["GA N=64", "GA N=256"]
     newer["run"]["seed"] = 1  # a setting both have still shows
-    assert group_labels([[run(older)], [run(newer)]]) == ["GA N=64 seed=0", "GA N=256 seed=1"]
+    assert group_labels([[_run_of(older)], [_run_of(newer)]]) == ["GA N=64 seed=0", "GA N=256 seed=1"]
