@@ -2,6 +2,7 @@
 write that fails ends it in one line saying where it stopped and the --resume command, the files
 already written whole, and the resumed run gives the uninterrupted run's generations."""
 
+import concurrent.futures
 import contextlib
 import errno
 import json
@@ -227,15 +228,29 @@ def _atari(out, *args):
     return [sys.executable, "-m", "experiments.run_ga", *ATARI, *args, "--out-dir", out]
 
 
-def _started(cmd):
+def _started(cmd, in_a_thread=False):
     """(the process, the environment mark its children inherit) of cmd started in a subprocess,
-    SIGINT at its default, stdout and stderr piped as text."""
+    SIGINT at its default, stdout and stderr piped as text. in_a_thread: started from a thread,
+    where no Python may run between fork and exec (preexec_fn); SIGINT is then the child's default
+    by _children_take_sigint_at_its_default."""
     mark = f"NEVO_STOP_TEST={uuid.uuid4().hex}"
     env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_default_sigint
-    )
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=None if in_a_thread else _default_sigint)  # fmt: skip
     return proc, mark
+
+
+@contextlib.contextmanager
+def _children_take_sigint_at_its_default():
+    """While in it, a child this process starts begins with SIGINT at its default: a handled signal
+    is reset to its default by exec, where an ignored one (tests run in the background) stays
+    ignored. (In the main thread.)"""
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _ended(proc, signum, pid=None):
@@ -250,11 +265,11 @@ def _ended(proc, signum, pid=None):
     return stdout, stderr, time.monotonic() - sent
 
 
-def _stopped(cmd, signum, delay):
+def _stopped(cmd, signum, delay, in_a_thread=False):
     """cmd (a tiny Atari run, see _atari) started by _started and sent signum delay seconds after its
     header line: (the process, its mark, its stdout after the header, its stderr, seconds from the
     signal to its end)."""
-    proc, mark = _started(cmd)
+    proc, mark = _started(cmd, in_a_thread)
     header = proc.stdout.readline()  # the run has begun: its stop handlers are in place
     assert header.startswith("nevo ga | frostbite"), header
     time.sleep(delay)
@@ -353,39 +368,47 @@ def test_a_second_stop_while_the_first_unwinds_ends_at_once_in_one_line():
 
 @pytest.mark.slow
 def test_stops_at_random_moments_end_every_pipeline_in_one_line_within_10_s(atari_run, tmp_path):
-    """24 stops at moments drawn at random (a fixed seed, printed on failure) 0-4 s after a tiny
-    Atari run's header line (its emulators' start and its first generations), 8 in each pipeline
-    (workers, lockstep, overlap), SIGTERM and SIGINT in turn: each ends within 10 s with exit 128 +
-    the signal, its one line naming --resume (also while the emulators start), nothing on stderr,
-    no process of the run left; one resumed run per pipeline gives the uninterrupted run's
-    metrics. (24 of 24 stopped mid-run here, in generations 0-3, 4.8 min beside a training run on
-    2 cores.)"""
-    rng, stopped = random.Random(55), []
+    """21 stops at moments drawn at random (a fixed seed, printed on failure) 0-4 s after a tiny
+    Atari run's header line (its emulators' start and its first generations), 7 in each pipeline
+    (workers, lockstep, overlap), SIGTERM and SIGINT in turn, two runs at a time (each run is about
+    one core's work: a run and its one emulator process take turns): each ends within 10 s with
+    exit 128 + the signal, its one line naming --resume (also while the emulators start), nothing
+    on stderr, no process of the run left; one resumed run per pipeline gives the uninterrupted
+    run's metrics. (21 of 21 stopped mid-run here, beside a training run on 2 cores.)"""
+    rng = random.Random(55)
     budget = ["--frame-budget", "80000"]  # 20 generations: the moments fall well inside the run
-    for trial in range(24):
-        pipeline = ("workers", "lockstep", "overlap")[trial % 3]
-        signum = (signal.SIGTERM, signal.SIGINT)[trial // 3 % 2]
-        out, delay = str(tmp_path / f"runs{trial}"), rng.uniform(0.0, 4.0)
+    pipelines, signals = ("workers", "lockstep", "overlap"), (signal.SIGTERM, signal.SIGINT)
+    trials = [(t, pipelines[t % 3], signals[t // 3 % 2], rng.uniform(0.0, 4.0)) for t in range(21)]
+
+    def stop(trial, pipeline, signum, delay):
+        """The trial's run folder and its last line, or None where it finished first."""
+        out = str(tmp_path / f"runs{trial}")
         said = f"trial {trial}: {pipeline}, {signal.Signals(signum).name} {delay:.2f} s after the header"
-        proc, mark, rest, stderr, took = _stopped(_atari(out, *budget, "--pipeline", pipeline), signum, delay)
+        cmd = _atari(out, *budget, "--pipeline", pipeline)
+        proc, mark, rest, stderr, took = _stopped(cmd, signum, delay, in_a_thread=True)
         if "\ndone: " in rest:  # it finished first (the signal may meet Python's own exit: killed)
             assert proc.returncode in (0, -signum) and stderr == "", f"{said}: {stderr}"
-            continue
+            return None
         assert took < 10, said
         assert proc.returncode == 128 + signum, f"{said}: {stderr}"
         assert stderr == "", f"{said}: {stderr}"
         assert _left_behind(mark) == [], said
         (name,) = os.listdir(out)
         folder, last = os.path.join(out, name), rest.splitlines()[-1]
-        stopped.append(last.split("; ")[0])
         assert last.startswith(f"stopped by {signal.Signals(signum).name}"), f"{said}: {rest}"
         assert last.endswith(f"; continue with: nevo train --resume {folder}"), f"{said}: {last}"
-        if trial >= 21:  # the last of each pipeline: the resumed run is the uninterrupted one
-            assert run_ga.main(["--resume", folder, "--frame-budget", "16000"]) == 0, said
-            whole = metrics_without_clock(atari_run)
-            assert metrics_without_clock(folder)[: len(whole)] == whole, said
-    print("\n".join(stopped))
+        return folder, last.split("; ")[0]
+
+    with _children_take_sigint_at_its_default(), concurrent.futures.ThreadPoolExecutor(2) as lanes:
+        ended = list(lanes.map(lambda t: stop(*t), trials))
+    stopped = [e for e in ended if e is not None]
+    print("\n".join(last for _, last in stopped))
     assert len(stopped) >= 20, "too few runs stopped before their end: draw earlier moments"
+    for (trial, pipeline, _, _), e in list(zip(trials, ended))[-3:]:  # the last of each pipeline
+        assert e is not None, f"trial {trial} ({pipeline}) finished before its stop"
+        assert run_ga.main(["--resume", e[0], "--frame-budget", "16000"]) == 0, pipeline
+        whole = metrics_without_clock(atari_run)  # the resumed run is the uninterrupted one
+        assert metrics_without_clock(e[0])[: len(whole)] == whole, pipeline
 
 
 @pytest.mark.slow

@@ -31,7 +31,7 @@ from nevo.nets import (
     require_no_pool,
     require_relu,
 )
-from nevo.nets.kernels.cpu import cols_size, conv_rows, dense_block, input_table, load_obs, segments
+from nevo.nets.kernels.cpu import ZERO, cols_size, conv_rows, dense_block, input_table, load_obs, segments
 from nevo.nets.kernels.reference import conv_same
 
 EPS = 1e-3  # added to the variance, as the reference ES Atari model (ModelVirtualBN) does
@@ -198,7 +198,7 @@ def _fold(table, weights, ref, div, out, n_threads):
                             src = a[j, seg[i] - lo : y0]
                         conv_rows(plain, i, w, src, a[j, y0 : seg[i + 2] - lo], cols[t])
                 else:
-                    dense_block(plain, i, w, a, seg[i] - lo, y0, order, 0, n_ref, 0, cout, nz[t])
+                    dense_block(plain, i, w, a, seg[i] - lo, y0, order, ZERO, n_ref, ZERO, cout, nz[t])
                 _measure(table, i, a, y0, mean, inv)
                 for q in range(b_off - w_off):  # HWIO / (in, out): the output channel is innermost
                     w[w_off + q] = np.float32(w[w_off + q] * inv[q % cout])

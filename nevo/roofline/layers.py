@@ -16,6 +16,7 @@ from numba import prange
 from nevo import nets
 from nevo.nets import CIN, COUT, DENSE, KIND, half
 from nevo.nets.kernels import cpu  # (it sets OpenMP's wait policy before Numba's first parallel call)
+from nevo.nets.kernels.cpu import ZERO
 from nevo.roofline.cpu import llc_bytes
 
 H100 = {  # (HBM bytes/s, fp32 FLOP/s), the datasheets' dense figures
@@ -109,7 +110,9 @@ def layer_inputs(table, weights, rows_ind, obs, div):
         for i in range(n):
             if table[i, KIND] == DENSE:
                 nz = np.empty((1, table[i, CIN]), np.int32)
-                cpu.dense_block(table, i, w, full, seg[i], seg[i + 1], order, r, r + 1, 0, table[i, COUT], nz)
+                cpu.dense_block(
+                    table, i, w, full, seg[i], seg[i + 1], order, r, r + 1, ZERO, table[i, COUT], nz
+                )
             else:
                 cpu.spatial_rows(table, i, w, full[r, seg[i] : seg[i + 1]], full[r, seg[i + 1] :], cols)
     return full
@@ -139,7 +142,9 @@ def one_layer(table, i, weights, rows_ind, obs, div, work, n_threads):
                 cpu.load_obs(table, obs, r, scr[t] if n_conv else work[r], div, quotients)
             elif table[i, KIND] == DENSE:
                 nz = np.empty((1, table[i, CIN]), np.int32)
-                cpu.dense_block(table, i, w, work, seg[i], seg[i + 1], order, q, q + 1, 0, table[i, COUT], nz)
+                cpu.dense_block(
+                    table, i, w, work, seg[i], seg[i + 1], order, q, q + 1, ZERO, table[i, COUT], nz
+                )
             else:
                 dst = scr[t, seg[i + 1] :] if i + 1 < n_conv else work[r, seg[i + 1] :]
                 cpu.spatial_rows(table, i, w, scr[t, seg[i] : seg[i + 1]], dst, cols[t])
