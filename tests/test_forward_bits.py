@@ -4,6 +4,7 @@ is fixed. Checked by compiling it for other targets in subprocesses (Numba's NUM
 baseline, without AVX or FMA instructions (LLVM then calls the C library's fmaf), AVX2 (Haswell), AVX-512
 where this CPU runs it, and under either OpenBLAS kernel."""
 
+import concurrent.futures
 import hashlib
 import os
 import subprocess
@@ -65,25 +66,27 @@ def _has_avx512() -> bool:
 def test_the_forward_is_the_same_bits_for_every_cpu_target_and_blas_kernel(tmp_path):
     """The failure this prevents: with FMA contraction left to LLVM and the convs in OpenBLAS, a
     target without FMA instructions (or another BLAS kernel) gave other last bits, so a cluster of
-    mixed CPUs ran different episodes from the same genomes."""
-    here = digest()
+    mixed CPUs ran different episodes from the same genomes. (The children run two at a time: each
+    is one core's compile.)"""
+    here, here_fp32 = digest(), digest(fp16=False)  # (this process's cache, which the BLAS children load)
     targets = ["haswell"]  # AVX2 with FMA
     if _has_avx512():
         targets.append("skylake-avx512")
     # NUMBA_CPU_FEATURES empty: the target's own features, not this CPU's added to them
-    got = {
-        name: _digest_in_child(tmp_path, name, NUMBA_CPU_NAME=name, NUMBA_CPU_FEATURES="") for name in targets
-    }
-    got["OPENBLAS_CORETYPE=Haswell"] = _digest_in_child(tmp_path, "blas-haswell", OPENBLAS_CORETYPE="Haswell")
-    got["OpenBLAS's own pick"] = _digest_in_child(tmp_path, "blas-own", OPENBLAS_CORETYPE=None)
-    assert got == {k: here for k in got}
+    children = {name: (name, True, dict(NUMBA_CPU_NAME=name, NUMBA_CPU_FEATURES="")) for name in targets}
     # x86-64's baseline (SSE2: no AVX, no FMA; LLVM calls the C library's fmaf). It has no F16C
     # either, and Numba's JIT lacks the library call LLVM then makes for a 16-bit weight
     # (__extendhfsf2): fp32 weights only.
-    generic = _digest_in_child(
-        tmp_path, "generic", fp16=False, NUMBA_CPU_NAME="generic", NUMBA_CPU_FEATURES=""
-    )
-    assert generic == digest(fp16=False)
+    children["generic"] = ("generic", False, dict(NUMBA_CPU_NAME="generic", NUMBA_CPU_FEATURES=""))
+    children["OPENBLAS_CORETYPE=Haswell"] = ("blas-haswell", True, dict(OPENBLAS_CORETYPE="Haswell"))
+    children["OpenBLAS's own pick"] = ("blas-own", True, dict(OPENBLAS_CORETYPE=None))
+    with concurrent.futures.ThreadPoolExecutor(2) as lanes:
+        done = {
+            k: lanes.submit(_digest_in_child, tmp_path, name, fp16, **env)
+            for k, (name, fp16, env) in children.items()
+        }
+        got = {k: f.result() for k, f in done.items()}
+    assert got == {k: here if children[k][1] else here_fp32 for k in got}
 
 
 def _conv_spec(cout, kernel, stride, size, cin):
