@@ -11,12 +11,13 @@
     nevo worker tcp://10.0.0.1:8786              # one Dask worker for --cluster, on each node
     nevo roofline                                # this machine's roofline and a generation beside it
     nevo get-mnist                               # MNIST into nevo's cache, once
+    nevo compile                                 # the CPU kernels into Numba's cache, before a first run
 
 The installed command (pyproject.toml's console script; `python -m nevo` is the same).
 `nevo train ALGO ...` takes every flag of the algorithm's own command (`nevo train ALGO --help`),
 which `python -m experiments.run_ga`, `run_es`, `run_ns` and `run_sgd` still run as they did.
-Each subcommand's `--help` lists its options. Replay, the suite, the worker and get-mnist are
-nevo.tools, the plots nevo.plots, the roofline nevo.roofline: all of it is the installed package
+Each subcommand's `--help` lists its options. Replay, the suite, the worker, get-mnist and compile
+are nevo.tools, the plots nevo.plots, the roofline nevo.roofline: all of it is the installed package
 (a checkout's experiments/ and plots/ hold entry points to the same code).
 """
 
@@ -38,6 +39,10 @@ TOOLS = {
     "worker": ("nevo.tools.worker:main", "start one Dask worker for --cluster on this node"),
     "roofline": ("nevo.roofline.report:main", "this machine's roofline, and a generation measured beside it"),
     "get-mnist": ("nevo.tools.get_mnist:main", "MNIST into nevo's cache, fetched once and checked"),
+    "compile": (
+        "nevo.tools.compile:main",
+        "compile nevo's CPU kernels into Numba's cache, once, on every core",
+    ),
 }
 PLOTS = {
     "curves": "score against frames, generations and hours",
