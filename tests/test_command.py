@@ -22,7 +22,7 @@ TINY_ES = [*CARTPOLE, "--frame-budget", "3000"]
 def test_help_lists_every_subcommand(capsys):
     assert command.main(["--help"]) == 0
     out = capsys.readouterr().out
-    for name in ("train", "replay", "plot", "worker", "roofline", "get-mnist"):
+    for name in ("train", "replay", "plot", "worker", "roofline", "get-mnist", "compile"):
         assert f"\n  {name} " in out, name
 
 
@@ -175,7 +175,7 @@ def test_a_plain_install_into_a_fresh_venv_gives_the_whole_command(tmp_path):
     replay = subprocess.run([str(exe), "replay", f"runs/{run}", "--episodes", "2"], cwd=work, env=env,
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert replay.returncode == 0 and os.path.isfile(work / "runs" / run / "test.json"), replay.stderr[-2000:]
-    for tool in ("suite", "worker", "roofline", "get-mnist"):
+    for tool in ("suite", "worker", "roofline", "get-mnist", "compile"):
         out = subprocess.run([str(exe), tool, "--help"], cwd=work, env=env, capture_output=True, text=True,
                              timeout=300)  # fmt: skip
         assert out.returncode == 0 and "usage" in out.stdout.lower(), (tool, out.stderr[-2000:])

@@ -13,8 +13,8 @@ together each compile the same kernel at once. This command compiles the costly 
 parallel processes (a family's kinds in one process, one after the other: two processes writing one
 function's cache index at once could lose an entry) and says how long each took; run it after an
 install or an edit of a kernel, on every machine of a cluster whose cache is its own. The test suite
-runs it before a session with slow tests. What it leaves out (the safe mutations' gradients, the
-maze's steps) compiles at its first use as before.
+runs it before its first test. What it leaves out (the maze's steps, the noise table's row
+builders: a second or two each) compiles at its first use as before.
 """
 
 from __future__ import annotations
@@ -73,6 +73,28 @@ def _roofline():
     return [layer_inputs, one_layer]
 
 
+def _safe():
+    """Safe mutations' gradients (SM-G-SUM, SM-G-ABS, SM-G-SO, SM-R) and the rows they build, on a
+    net with a conv, a pool and a dense layer."""
+    from nevo.genomes import safe_build
+    from nevo.nets import make_spec
+    from nevo.nets.kernels import grad_cpu
+
+    spec = make_spec([("conv", 2, 3, 1), ("pool", 2), ("dense", 4)], obs_shape=(1, 6, 6), n_actions=2,
+                     obs_dtype=np.float32)  # fmt: skip
+    rng = np.random.default_rng(0)
+    theta = (rng.standard_normal(spec.n_params) * 0.1).astype(np.float32)
+    experiences = rng.standard_normal((3, *spec.obs_shape)).astype(np.float32)
+    table = rng.standard_normal(spec.n_params + 10).astype(np.float32)
+    out = np.empty((1, spec.n_params), np.float32)
+    for kind in ("sm-g-sum", "sm-g-abs", "sm-g-so", "sm-r"):
+        parents = [safe_build.parent(kind, spec, theta, experiences)]
+        safe_build.children(kind, parents, out, [0], [0], [0.01], table, 0.1)
+    names = ("conv_forward", "pool_forward", "dense_forward", "conv_input_grad", "pool_input_grad",
+             "dense_input_grad", "conv_weight_grads", "dense_weight_grads", "column_sums")  # fmt: skip
+    return [getattr(grad_cpu, n) for n in names] + [safe_build.safe_rows]
+
+
 def _small():
     """The rest that every Atari or novelty run calls: the observation's resize, novelty's k-NN
     (RAM bytes and float behaviours)."""
@@ -86,7 +108,13 @@ def _small():
 
 
 # {name: (the job, its rough cost in seconds on a 2-core VM: the order the processes take them)}
-JOBS = {"forward": (_forward, 100), "vbn": (_vbn, 50), "roofline": (_roofline, 45), "small": (_small, 15)}
+JOBS = {
+    "forward": (_forward, 100),
+    "vbn": (_vbn, 50),
+    "roofline": (_roofline, 45),
+    "safe": (_safe, 30),
+    "small": (_small, 15),
+}
 
 
 def _run(name: str) -> tuple[str, float, list[str]]:
@@ -121,7 +149,8 @@ def main(argv=None) -> int:
         for name, took, missed in pool.map(_run, names):
             how = "compiled" if missed else "loaded from the cache"
             print(f"{name}: {how} in {took:.1f} s", flush=True)
-    print(f"nevo compile: {len(names)} kernel families in {time.perf_counter() - t0:.1f} s", flush=True)
+    families = f"{len(names)} kernel famil{'y' if len(names) == 1 else 'ies'}"
+    print(f"nevo compile: {families} in {time.perf_counter() - t0:.1f} s", flush=True)
     return 0
 
 
