@@ -30,16 +30,15 @@ def test_after_nevo_compile_a_new_process_loads_every_family_from_the_cache():
     assert check.stdout.startswith(f"every kernel of {every} loaded from Numba's cache")
 
 
-@pytest.mark.slow  # the small family compiles afresh: ~15 s
+@pytest.mark.slow  # the small family compiles afresh: ~10 s
 def test_check_names_each_kernel_that_had_to_compile(tmp_path):
+    """(In an empty cache; that a filled one passes, the test above shows.)"""
     check = _compile("--check", "--only", "small", NUMBA_CACHE_DIR=str(tmp_path))
     assert check.returncode == 1 and check.stdout == ""
     assert check.stderr.strip() == (
         "nevo compile --check: not in Numba's cache: nevo.tasks.atari_emulator.push_frame, "
         "nevo.algos.novelty._knn_kernel"
     )
-    assert _compile("--processes", "1", "--only", "small", NUMBA_CACHE_DIR=str(tmp_path)).returncode == 0
-    assert _compile("--check", "--only", "small", NUMBA_CACHE_DIR=str(tmp_path)).returncode == 0
 
 
 @pytest.mark.parametrize("args, said", [(["--processes", "0"], "--processes 0: at least 1"),
