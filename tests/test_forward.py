@@ -2,6 +2,7 @@
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -82,6 +83,22 @@ def test_rows_do_not_interact():
         np.testing.assert_array_equal(cpu.forward(spec, weights, rows_ind, obs)[1], batch)
     finally:
         numba.set_num_threads(threads)
+
+
+def test_an_unpickled_spec_runs_the_kernel_its_original_runs():
+    """An emulator or Dask worker gets the spec pickled: its table comes back read-only, so the
+    forward finds the kernel compiled for the original (a writable table was a new kind of input,
+    compiled afresh in every worker of a fresh install)."""
+    spec = net_spec("small")
+    copy = pickle.loads(pickle.dumps(spec))
+    assert not copy.table.flags.writeable and np.array_equal(copy.table, spec.table)
+    w = np.random.default_rng(0).standard_normal((2, spec.n_params)).astype(np.float32) * 0.05
+    obs = np.random.default_rng(1).integers(0, 256, (3, *spec.obs_shape)).astype(np.uint8)
+    _, here = cpu.forward(spec, w, np.array([0, 1, 0]), obs)
+    kinds = len(cpu._forward.signatures)
+    _, there = cpu.forward(copy, w, np.array([0, 1, 0]), obs)
+    assert len(cpu._forward.signatures) == kinds
+    np.testing.assert_array_equal(there, here)
 
 
 def test_zero_rows():

@@ -147,6 +147,18 @@ class NetSpec:
     # [-1, 1]: the first largest of its BINS outputs; n_actions = components x BINS)
     action: str = "argmax"
 
+    def __setstate__(self, state):
+        """An unpickled spec (an emulator or Dask worker's copy) with its table read-only again, as
+        make_spec leaves it: pickle gives arrays back writable, and Numba compiles (and caches) the
+        kernels for each kind of table. speed: a worker's first forward loads the forward from the
+        cache instead of compiling it for a writable table (20-40 s on a 2-core VM, in every
+        emulator process of a fresh install at once)."""
+        table = state["table"]
+        if table.flags.writeable:
+            table = table.copy()
+            table.setflags(write=False)
+        self.__dict__.update({**state, "table": table})
+
     @property
     def action_dims(self):
         """Length of an action vector ("tanh", "bins"); the number of choices for "argmax"."""
