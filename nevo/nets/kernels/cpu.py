@@ -90,8 +90,8 @@ threadpool_limits(limits=1, user_api="blas")
 _K_CHUNK = 256  # dense inputs per chunk, for rows that share an individual
 _MIN_BLOCK = 16  # dense output block: a multiple of 16 floats = one 64-byte cache line
 # 0 as an int64 argument of a kernel: a literal 0 would compile the callee once more, for that
-# constant (Numba types a literal argument as Literal[int](0)); speed: one dense_block per weight
-# type where there were two, ~5 s less of each fresh compile of the forward
+# constant (Numba types a literal argument as Literal[int](0)); one dense_block compile per
+# weight type where there were two
 ZERO = np.int64(0)
 
 
