@@ -59,8 +59,29 @@ EARLY = {
 }
 started: dict = {}  # module -> (its process, the folder of its output)
 
+# Slow tests that time nothing and share nothing with the others (their work is installs into
+# fresh venvs, compiles for other targets or in empty caches, short trainings on one core): when
+# selected they run, in the session's order, in one pytest process of their own beside the
+# session, at a low priority (nice 10), and each is reported here where the session reaches it
+# (waiting for it, its priority raised). On a 2-core CI machine they are ~4 minutes of the
+# session's time that the other tests' idle moments take instead.
+BESIDE = [
+    "tests/test_command.py::test_a_plain_install_into_a_fresh_venv_gives_the_whole_command",
+    "tests/test_compile.py::test_check_names_each_kernel_that_had_to_compile",
+    "tests/test_es.py::test_es_learns_cartpole_on_a_small_budget",
+    "tests/test_forward_bits.py::test_the_forward_is_the_same_bits_for_every_cpu_target_and_blas_kernel",
+    "tests/test_in_process.py::test_ga_learns_cartpole_on_a_small_budget",
+    "tests/test_install.py::test_pip_install_editable_in_a_fresh_venv_then_import_from_elsewhere",
+    "tests/test_readme.py::test_the_five_line_example_trains_then_plays_the_elite_in_a_gymnasium_loop",
+    "tests/test_roofline.py::test_ab_forward_compares_a_checkout_with_itself",
+]
+BESIDE_ENV = "NEVO_TESTS_BESIDE"  # set in that process: the folder its results go to
+beside: dict = {}  # "proc", "folder", "ids" of the process beside, once started
+
 
 def pytest_collection_finish(session):
+    if os.environ.get(BESIDE_ENV):  # the process beside runs its tests only
+        return
     for prefix, module in EARLY.items():
         if any(item.nodeid.startswith(prefix) for item in session.items):
             folder = tempfile.mkdtemp(prefix="nevo-early-")
@@ -70,6 +91,84 @@ def pytest_collection_finish(session):
             else:
                 started[module] = (proc, folder)
     _compile_kernels(session)  # (beside the EARLY processes, at a higher priority: they use no CPU kernel)
+    _start_beside(session)  # (after the compile: its tests load the kernels it put in the cache)
+
+
+def _start_beside(session) -> None:
+    ids = [item.nodeid for item in session.items if item.nodeid in BESIDE]
+    if not ids:
+        return
+    folder = tempfile.mkdtemp(prefix="nevo-beside-")
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    env[BESIDE_ENV] = folder
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp",
+           os.path.join(folder, "tmp"), *ids]  # fmt: skip
+    with open(os.path.join(folder, "log"), "w") as log:
+        proc = subprocess.Popen(cmd, cwd=str(session.config.rootpath), env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=lambda: os.nice(10))  # fmt: skip
+    beside.update(proc=proc, folder=folder, ids=set(ids))
+
+
+def _result_file(folder: str, nodeid: str) -> str:
+    import hashlib
+
+    return os.path.join(folder, hashlib.sha256(nodeid.encode()).hexdigest()[:16] + ".json")
+
+
+def pytest_runtest_logreport(report):
+    """In the process beside: each test's outcome (its first phase not passed, else passed) to a
+    file of its own, written once its teardown is done."""
+    folder = os.environ.get(BESIDE_ENV)
+    if not folder:
+        return
+    import json
+
+    path = _result_file(folder, report.nodeid)
+    partial = f"{path}.part"
+    if report.outcome != "passed" and not os.path.exists(partial):
+        reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else ""
+        reason = reason.removeprefix("Skipped: ")  # (pytest.skip adds it again)
+        with open(partial, "w") as f:
+            json.dump({"outcome": report.outcome, "when": report.when, "text": report.longreprtext,
+                       "reason": reason}, f)  # fmt: skip
+    if report.when == "teardown":
+        if not os.path.exists(partial):
+            with open(partial, "w") as f:
+                json.dump({"outcome": "passed"}, f)
+        os.replace(partial, path)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test run beside the session: its outcome there, once it is known."""
+    if pyfuncitem.nodeid not in beside.get("ids", ()):
+        return None
+    import json
+
+    proc, folder = beside["proc"], beside["folder"]
+    path = _result_file(folder, pyfuncitem.nodeid)
+    try:
+        os.setpriority(os.PRIO_PGRP, proc.pid, 0)  # the process beside and all it started
+    except OSError:  # not allowed (not root), or it has ended
+        pass
+    while not os.path.exists(path) and proc.poll() is None:
+        time.sleep(0.1)
+    try:
+        os.setpriority(os.PRIO_PGRP, proc.pid, 10)  # low again for the tests after this one
+    except OSError:
+        pass
+    if not os.path.exists(path):
+        with open(os.path.join(folder, "log")) as f:
+            pytest.fail(f"the process beside the session ended (exit {proc.returncode}) before this test's "
+                        f"end:\n{f.read()[-3000:]}", pytrace=False)  # fmt: skip
+    with open(path) as f:
+        result = json.load(f)
+    if result["outcome"] == "skipped":
+        pytest.skip(result["reason"])
+    if result["outcome"] == "failed":
+        pytest.fail(f"(run beside the session, in its {result['when']})\n{result['text']}", pytrace=False)
+    return True
 
 
 def _compile_kernels(session) -> None:
@@ -92,6 +191,14 @@ def _compile_kernels(session) -> None:
 
 
 def pytest_sessionfinish(session):
+    if beside and beside["proc"].poll() is None:
+        try:
+            os.killpg(beside["proc"].pid, 9)
+        except OSError:
+            pass
+        beside["proc"].wait()
+    if beside:
+        shutil.rmtree(beside["folder"], ignore_errors=True)
     for proc, folder in started.values():
         if proc.poll() is None:
             proc.kill()
