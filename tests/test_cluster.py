@@ -43,8 +43,16 @@ def two_workers():
 
 
 # ga-maze: local:2, below; the runs by the default format repeat ga-maze-fp16's and the ES family's
-# fp16 paths (ga-maze-fp16, es-cartpole-fp16), so they run on one machine only
-@pytest.mark.parametrize("name", [n for n in RUNS if n != "ga-maze" and not n.endswith("-default")])
+# fp16 paths (ga-maze-fp16, es-cartpole-fp16), so they run on one machine only. So do ga-frostbite
+# (the episode start before the reference's: the same chunks, another EnvConfig field, which
+# ga-frostbite-reference's start already carries to the workers) and NSR-ES and NSRA-ES (NS-ES's
+# chunks exactly: returns and behaviours of thetas; how they are weighed is the driver's).
+ON_ONE_MACHINE_ONLY = {"ga-maze", "ga-frostbite", "nsr-es-maze", "nsra-es-maze"}
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in RUNS if n not in ON_ONE_MACHINE_ONLY and not n.endswith("-default")]
+)
 @pytest.mark.slow
 def test_a_run_on_a_cluster_gives_the_metrics_of_one_machine(name, recorded, two_workers, tmp_path):
     """The recorded single-machine metrics, exactly, from a run whose episodes two worker
