@@ -59,24 +59,36 @@ EARLY = {
 }
 started: dict = {}  # module -> (its process, the folder of its output)
 
-# Slow tests that time nothing and share nothing with the others (their work is installs into
-# fresh venvs, compiles for other targets or in empty caches, short trainings on one core): when
-# selected they run, in the session's order, in one pytest process of their own beside the
-# session, at a low priority (nice 10), and each is reported here where the session reaches it
-# (waiting for it, its priority raised). On a 2-core CI machine they are ~4 minutes of the
-# session's time that the other tests' idle moments take instead.
+# Slow tests that time nothing and share nothing with the others (installs into fresh venvs,
+# compiles for other targets or into empty caches, short trainings on one core): a module's path
+# names all its tests. When selected they run, in the session's order, in one pytest process of
+# their own beside the session at a low priority (nice 10), and the session reports each as it
+# ended there where it reaches it (waiting for it, that process's priority raised meanwhile); their
+# fixtures are set up there alone. On the 2-core CI machine they are ~7 minutes of one core that
+# the session's idle moments take instead of its turn.
 BESIDE = [
+    "tests/test_atari_ram.py",
     "tests/test_command.py::test_a_plain_install_into_a_fresh_venv_gives_the_whole_command",
     "tests/test_compile.py::test_check_names_each_kernel_that_had_to_compile",
+    "tests/test_continuous.py",
     "tests/test_es.py::test_es_learns_cartpole_on_a_small_budget",
     "tests/test_forward_bits.py::test_the_forward_is_the_same_bits_for_every_cpu_target_and_blas_kernel",
+    "tests/test_half.py",
     "tests/test_in_process.py::test_ga_learns_cartpole_on_a_small_budget",
     "tests/test_install.py::test_pip_install_editable_in_a_fresh_venv_then_import_from_elsewhere",
+    "tests/test_mujoco.py",
+    "tests/test_own_algorithm.py",
     "tests/test_readme.py::test_the_five_line_example_trains_then_plays_the_elite_in_a_gymnasium_loop",
     "tests/test_roofline.py::test_ab_forward_compares_a_checkout_with_itself",
+    "tests/test_run_ns.py",
+    "tests/test_run_safe.py",
 ]
 BESIDE_ENV = "NEVO_TESTS_BESIDE"  # set in that process: the folder its results go to
-beside: dict = {}  # "proc", "folder", "ids" of the process beside, once started
+beside: dict = {}  # "proc" and "folder" of the process beside, once started
+
+
+def _is_beside(nodeid: str) -> bool:
+    return any(nodeid == b or nodeid.startswith(b + "::") for b in BESIDE)
 
 
 def pytest_collection_finish(session):
@@ -95,7 +107,9 @@ def pytest_collection_finish(session):
 
 
 def _start_beside(session) -> None:
-    ids = [item.nodeid for item in session.items if item.nodeid in BESIDE]
+    """The selected tests of BESIDE started in the process beside; in the session, each replaced
+    by a Beside item of its name (no fixtures: they are the other process's)."""
+    ids = [item.nodeid for item in session.items if _is_beside(item.nodeid)]
     if not ids:
         return
     folder = tempfile.mkdtemp(prefix="nevo-beside-")
@@ -107,7 +121,8 @@ def _start_beside(session) -> None:
         proc = subprocess.Popen(cmd, cwd=str(session.config.rootpath), env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True,
                                 preexec_fn=lambda: os.nice(10))  # fmt: skip
-    beside.update(proc=proc, folder=folder, ids=set(ids))
+    beside.update(proc=proc, folder=folder)
+    session.items[:] = [Beside.of(item) if _is_beside(item.nodeid) else item for item in session.items]
 
 
 def _result_file(folder: str, nodeid: str) -> str:
@@ -139,36 +154,52 @@ def pytest_runtest_logreport(report):
         os.replace(partial, path)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem):
-    """A test run beside the session: its outcome there, once it is known."""
-    if pyfuncitem.nodeid not in beside.get("ids", ()):
-        return None
-    import json
+class BesideFailed(Exception):
+    """A test that failed in the process beside: its report there."""
 
-    proc, folder = beside["proc"], beside["folder"]
-    path = _result_file(folder, pyfuncitem.nodeid)
-    try:
-        os.setpriority(os.PRIO_PGRP, proc.pid, 0)  # the process beside and all it started
-    except OSError:  # not allowed (not root), or it has ended
-        pass
-    while not os.path.exists(path) and proc.poll() is None:
-        time.sleep(0.1)
-    try:
-        os.setpriority(os.PRIO_PGRP, proc.pid, 10)  # low again for the tests after this one
-    except OSError:
-        pass
-    if not os.path.exists(path):
-        with open(os.path.join(folder, "log")) as f:
-            pytest.fail(f"the process beside the session ended (exit {proc.returncode}) before this test's "
-                        f"end:\n{f.read()[-3000:]}", pytrace=False)  # fmt: skip
-    with open(path) as f:
-        result = json.load(f)
-    if result["outcome"] == "skipped":
-        pytest.skip(result["reason"])
-    if result["outcome"] == "failed":
-        pytest.fail(f"(run beside the session, in its {result['when']})\n{result['text']}", pytrace=False)
-    return True
+
+class Beside(pytest.Item):
+    """A test of BESIDE in the session: the outcome it had in the process beside, once known."""
+
+    @classmethod
+    def of(cls, item):
+        made = cls.from_parent(item.parent, name=item.name)
+        made.own_markers = list(item.own_markers)
+        return made
+
+    def runtest(self):
+        import json
+
+        proc, folder = beside["proc"], beside["folder"]
+        path = _result_file(folder, self.nodeid)
+        try:
+            os.setpriority(os.PRIO_PGRP, proc.pid, 0)  # the process beside and all it started
+        except OSError:  # not allowed (not root), or it has ended
+            pass
+        while not os.path.exists(path) and proc.poll() is None:
+            time.sleep(0.1)
+        try:
+            os.setpriority(os.PRIO_PGRP, proc.pid, 10)  # low again for the tests after this one
+        except OSError:
+            pass
+        if not os.path.exists(path):
+            with open(os.path.join(folder, "log")) as f:
+                raise BesideFailed(f"the process beside the session ended (exit {proc.returncode}) before "
+                                   f"this test's end:\n{f.read()[-3000:]}")  # fmt: skip
+        with open(path) as f:
+            result = json.load(f)
+        if result["outcome"] == "skipped":
+            pytest.skip(result["reason"])
+        if result["outcome"] == "failed":
+            raise BesideFailed(f"(run beside the session, in its {result['when']})\n{result['text']}")
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, BesideFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, None, self.name
 
 
 def _compile_kernels(session) -> None:

@@ -1,5 +1,6 @@
 """tests/conftest.py's BESIDE: the tests it names run in a pytest process of their own beside the
-session, and each is reported in the session as it ended there."""
+session, and each is reported in the session as it ended there; their fixtures are set up
+there only."""
 
 import os
 import subprocess
@@ -14,8 +15,8 @@ from tests import conftest as c
 c.BESIDE = ["test_it.py::test_beside_passes", "test_it.py::test_beside_fails",
             "test_it.py::test_beside_skips"]
 c._compile_kernels = lambda session: None  # (nothing here uses a kernel)
-from tests.conftest import (pytest_collection_finish, pytest_pyfunc_call,  # noqa: E402,F401
-                            pytest_runtest_logreport, pytest_sessionfinish)
+from tests.conftest import (pytest_collection_finish, pytest_runtest_logreport,  # noqa: E402,F401
+                            pytest_sessionfinish)
 """
 
 TESTS = """
@@ -28,7 +29,12 @@ def test_here_while_a_test_beside_runs():
         time.sleep(0.05)
     assert os.path.exists("started") and "NEVO_TESTS_BESIDE" not in os.environ
 
-def test_beside_passes():
+@pytest.fixture
+def costly():  # set up where its test runs, and only there
+    with open("set_up", "a") as f:
+        f.write("beside\\n" if "NEVO_TESTS_BESIDE" in os.environ else "session\\n")
+
+def test_beside_passes(costly):
     open("started", "w").close()
     assert os.environ["NEVO_TESTS_BESIDE"]  # in the process beside, not the session's
 
@@ -53,3 +59,4 @@ def test_tests_beside_run_beside_the_session_and_report_there_as_they_ended(tmp_
     assert "test_it.py::test_beside_passes PASSED" in out, out
     assert "test_it.py::test_beside_fails FAILED" in out and "the answer beside" in out, out
     assert "test_it.py::test_beside_skips SKIPPED" in out and "nothing to do beside" in out, out
+    assert (tmp_path / "set_up").read_text() == "beside\n"  # the fixture: there, not also here
