@@ -64,24 +64,28 @@ started: dict = {}  # module -> (its process, the folder of its output)
 # names all its tests. When selected they run, in the session's order, in one pytest process of
 # their own beside the session at a low priority (nice 10), and the session reports each as it
 # ended there where it reaches it (waiting for it, that process's priority raised meanwhile); their
-# fixtures are set up there alone. On the 2-core CI machine they are ~7 minutes of one core that
+# fixtures are set up there alone. On the 2-core CI machine they are ~9 minutes of one core that
 # the session's idle moments take instead of its turn.
 BESIDE = [
     "tests/test_atari_ram.py",
     "tests/test_command.py::test_a_plain_install_into_a_fresh_venv_gives_the_whole_command",
     "tests/test_compile.py::test_check_names_each_kernel_that_had_to_compile",
     "tests/test_continuous.py",
+    "tests/test_damaged_files.py",
     "tests/test_es.py::test_es_learns_cartpole_on_a_small_budget",
+    "tests/test_fixtures.py",
     "tests/test_forward_bits.py::test_the_forward_is_the_same_bits_for_every_cpu_target_and_blas_kernel",
     "tests/test_half.py",
     "tests/test_in_process.py::test_ga_learns_cartpole_on_a_small_budget",
     "tests/test_install.py::test_pip_install_editable_in_a_fresh_venv_then_import_from_elsewhere",
+    "tests/test_loggers.py",
     "tests/test_mujoco.py",
     "tests/test_own_algorithm.py",
     "tests/test_readme.py::test_the_five_line_example_trains_then_plays_the_elite_in_a_gymnasium_loop",
     "tests/test_roofline.py::test_ab_forward_compares_a_checkout_with_itself",
     "tests/test_run_ns.py",
     "tests/test_run_safe.py",
+    "tests/test_supervised.py",
 ]
 BESIDE_ENV = "NEVO_TESTS_BESIDE"  # set in that process: the folder its results go to
 beside: dict = {}  # "proc" and "folder" of the process beside, once started
@@ -165,6 +169,7 @@ class Beside(pytest.Item):
     def of(cls, item):
         made = cls.from_parent(item.parent, name=item.name)
         made.own_markers = list(item.own_markers)
+        made.origin = item.reportinfo()  # (its file, line and name: where a report points)
         return made
 
     def runtest(self):
@@ -199,7 +204,7 @@ class Beside(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self):
-        return self.path, None, self.name
+        return self.origin
 
 
 def _compile_kernels(session) -> None:
