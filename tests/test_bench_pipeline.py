@@ -15,10 +15,15 @@ from nevo.tasks.emulator_pool import EmulatorPool
 
 
 def children(marker: str) -> list:
-    """This process's live children whose command line holds marker."""
+    """This process's live children whose command line holds marker (not those of the tests run
+    beside the session: tests/conftest.py's BESIDE)."""
+    from tests.conftest import of_the_process_beside
+
     found = []
     for c in psutil.Process().children(recursive=True):
         try:
+            if of_the_process_beside(c.pid):
+                continue
             if c.status() != psutil.STATUS_ZOMBIE and marker in " ".join(c.cmdline()):
                 found.append(c)
         except psutil.NoSuchProcess:

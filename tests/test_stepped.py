@@ -129,6 +129,9 @@ def test_the_overlap_pipeline_goes_on_while_one_process_is_stopped():
     finally:
         ev.close()
     assert len(pol.while_stopped) >= 10, pol.while_stopped
-    assert all(s % 2 == 0 for call in pol.while_stopped for s in call)
+    # process 1's slots only where it had answered before the signal landed: at most once for
+    # each of its two units (slots 1, 3, 5, 7 in units of two), never again until it goes on
+    late = [call for call in pol.while_stopped if any(s % 2 for s in call)]
+    assert len(late) <= 2, pol.while_stopped
     want = [play_alone(i, s) for i, s in zip(episodes.ind, episodes.seeds)]
     assert_outcomes(res, want)
