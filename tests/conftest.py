@@ -63,7 +63,9 @@ started: dict = {}  # module -> (its process, the folder of its output)
 # compiles for other targets or into empty caches, short trainings on one core): a module's path
 # names all its tests. When selected they run, in the session's order, in one pytest process of
 # their own beside the session at the lowest priority (nice 19: the session's tests, some of them
-# timed, lose next to nothing to it), and the session reports each as it ended there where it
+# timed, lose next to nothing to it; in the session's own terminal session, since Linux's autogroup
+# scheduler shares the cores equally between sessions whatever their processes' nice values, which
+# made the cluster tests 1.4x slower in session 37's CI), and the session reports each as it
 # reaches it (waiting for it, that process's priority raised meanwhile); their fixtures are set up
 # there alone. On the 2-core CI machine they are ~11 minutes of one core that the session's idle
 # moments take instead of its turn (session 37's CI: 33.7 -> 28.3 min with ~9 of them).
@@ -98,12 +100,37 @@ def _is_beside(nodeid: str) -> bool:
 
 
 def of_the_process_beside(pid: int) -> bool:
-    """Whether process pid is the process beside or one it started (a session of its own): a test
-    that counts this process's descendants leaves those out."""
-    try:
-        return bool(beside) and os.getsid(pid) == beside["proc"].pid
-    except OSError:  # gone
+    """Whether process pid is the process beside or one it started: a test that counts this
+    process's descendants leaves those out."""
+    import psutil
+
+    if not beside:
         return False
+    try:
+        return pid == beside["proc"].pid or any(
+            p.pid == beside["proc"].pid for p in psutil.Process(pid).parents()
+        )
+    except psutil.Error:  # gone
+        return False
+
+
+def _nice_beside(value: int) -> None:
+    """The process beside and every process it started now, at nice value (a process it starts
+    later inherits its parent's). Where not allowed (not root, to lower it), as they were."""
+    import psutil
+
+    try:
+        tree = [
+            beside["proc"].pid,
+            *(c.pid for c in psutil.Process(beside["proc"].pid).children(recursive=True)),
+        ]
+    except psutil.Error:  # it has ended
+        return
+    for pid in tree:
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, value)
+        except OSError:
+            pass
 
 
 def pytest_collection_finish(session):
@@ -134,7 +161,7 @@ def _start_beside(session) -> None:
            os.path.join(folder, "tmp"), *ids]  # fmt: skip
     with open(os.path.join(folder, "log"), "w") as log:
         proc = subprocess.Popen(cmd, cwd=str(session.config.rootpath), env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True,
+                                stderr=subprocess.STDOUT, process_group=0,
                                 preexec_fn=lambda: os.nice(19))  # fmt: skip
     beside.update(proc=proc, folder=folder)
     session.items[:] = [Beside.of(item) if _is_beside(item.nodeid) else item for item in session.items]
@@ -188,16 +215,10 @@ class Beside(pytest.Item):
 
         proc, folder = beside["proc"], beside["folder"]
         path = _result_file(folder, self.nodeid)
-        try:
-            os.setpriority(os.PRIO_PGRP, proc.pid, 0)  # the process beside and all it started
-        except OSError:  # not allowed (not root), or it has ended
-            pass
+        _nice_beside(0)
         while not os.path.exists(path) and proc.poll() is None:
             time.sleep(0.1)
-        try:
-            os.setpriority(os.PRIO_PGRP, proc.pid, 19)  # low again for the tests after this one
-        except OSError:
-            pass
+        _nice_beside(19)  # low again for the tests after this one
         if not os.path.exists(path):
             with open(os.path.join(folder, "log")) as f:
                 raise BesideFailed(f"the process beside the session ended (exit {proc.returncode}) before "
