@@ -68,7 +68,7 @@ started: dict = {}  # module -> (its process, the folder of its output)
 # made the cluster tests 1.4x slower in session 37's CI), and the session reports each as it
 # reaches it (waiting for it, that process's priority raised meanwhile); their fixtures are set up
 # there alone. On the 2-core CI machine they are ~11 minutes of one core that the session's idle
-# moments take instead of its turn (session 37's CI: 33.7 -> 28.3 min with ~9 of them).
+# moments take instead of its turn (session 37's CI: 33.7 -> 27.1 min).
 BESIDE = [
     "tests/test_atari_emulator.py",
     "tests/test_atari_ram.py",
@@ -215,10 +215,11 @@ class Beside(pytest.Item):
 
         proc, folder = beside["proc"], beside["folder"]
         path = _result_file(folder, self.nodeid)
-        _nice_beside(0)
-        while not os.path.exists(path) and proc.poll() is None:
-            time.sleep(0.1)
-        _nice_beside(19)  # low again for the tests after this one
+        if not os.path.exists(path):  # (mostly it has ended there already)
+            _nice_beside(0)
+            while not os.path.exists(path) and proc.poll() is None:
+                time.sleep(0.1)
+            _nice_beside(19)  # low again for the tests after this one
         if not os.path.exists(path):
             with open(os.path.join(folder, "log")) as f:
                 raise BesideFailed(f"the process beside the session ended (exit {proc.returncode}) before "
@@ -259,13 +260,13 @@ def _compile_kernels(session) -> None:
 
 
 def pytest_sessionfinish(session):
-    if beside and beside["proc"].poll() is None:
-        try:
-            os.killpg(beside["proc"].pid, 9)
-        except OSError:
-            pass
-        beside["proc"].wait()
     if beside:
+        if beside["proc"].poll() is None:
+            try:
+                os.killpg(beside["proc"].pid, 9)
+            except OSError:
+                pass
+            beside["proc"].wait()
         shutil.rmtree(beside["folder"], ignore_errors=True)
     for proc, folder in started.values():
         if proc.poll() is None:
