@@ -165,6 +165,27 @@ def test_table_without_a_test_reports_the_best_elite_and_flags_a_test_of_an_olde
     assert rows[0][1] == "800" + table.DDAGGER
 
 
+@pytest.mark.slow
+def test_table_counts_the_published_scores_each_tested_row_beats(tiny_runs, tmp_path):
+    """The line under the table counts, per published column, the rows whose current test score is
+    above it; a validation mean or a test of an older elite is left out of the count."""
+    run = shutil.copytree(tiny_runs[0], tmp_path / "run")
+    generation = json.load(open(run / "elite.json"))["generation"]
+    test = {"mean": 1000.0, "episodes": 200, "frame_cap": 400000, "elite_generation": generation}
+    json.dump(test, open(run / "test.json", "w"))
+    published = table.load_published()  # Frostbite: DQN 797.4, RS 1B 1,164, A3C 190.5
+    _, _, notes = table.build_rows(rundata.load_runs([str(run)]), published)
+    (line,) = [n for n in notes if n.startswith("Tested rows above")]
+    assert "DQN 1 of 1 (Frostbite)" in line and "A3C 1 of 1 (Frostbite)" in line
+    assert "RS (1B) 0 of 1;" in line and "GA (6B) 0 of 1." in line
+    json.dump({**test, "elite_generation": generation - 1}, open(run / "test.json", "w"))
+    _, _, notes = table.build_rows(rundata.load_runs([str(run)]), published)
+    assert not [n for n in notes if n.startswith("Tested rows above")]
+    (run / "test.json").unlink()
+    _, _, notes = table.build_rows(rundata.load_runs([str(run)]), published)
+    assert not [n for n in notes if n.startswith("Tested rows above")]
+
+
 def test_the_command_line_fails_on_a_non_run_folder_without_a_traceback(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run([sys.executable, "-m", "plots.curves", str(tmp_path)], cwd=root,

@@ -9,11 +9,12 @@ beside DQN, ES, A3C, random search and the Deep GA from nevo/plots/data/publishe
 al. 2017, Table 1, and the papers it cites), whose sources are printed under the table. A run
 without test.json shows the validation mean of its best elite (best.json, the individual that
 nevo replay tests by default; the last elite where a run has no best.json), marked with
-a dagger. A RUN_DIR may be a results folder (nevo suite's): its run folders are read. The hours
-column is each configuration's median training time (wall_s of its last generation; the tests of
-nevo replay not included). --figure draws one panel per game: the elite's validation score
-against frames, its test score as a point at the run's end, and the published DQN, ES, A3C,
-random search and GA (1B frames) scores as lines.
+a dagger. Under the table one line counts, for each published column, the rows whose current test
+score is above it (a validation mean does not count). A RUN_DIR may be a results folder (nevo
+suite's): its run folders are read. The hours column is each configuration's median training time
+(wall_s of its last generation; the tests of nevo replay not included). --figure draws one panel
+per game: the elite's validation score against frames, its test score as a point at the run's end,
+and the published DQN, ES, A3C, random search and GA (1B frames) scores as lines.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def build_rows(runs: list[rundata.Run], published: dict) -> tuple[list[str], lis
     groups = rundata.group_runs(runs)
     labels = rundata.group_labels(groups)
     several_configs = len({g[0].game for g in groups}) < len(groups)
-    rows, notes = [], set()
+    rows, notes, tested = [], set(), []
     for group, label in sorted(zip(groups, labels), key=lambda gl: (gl[0][0].game, gl[1])):
         scores, marks, frames, hours = [], "", [], []
         for r in group:
@@ -90,7 +91,12 @@ def build_rows(runs: list[rundata.Run], published: dict) -> tuple[list[str], lis
         frames_cell = fmt_frames(rundata.median(frames)) if frames else "n/a"
         hours_cell = f"{rundata.median(hours):.2f}" if hours else "n/a"
         rows.append([name, cell, frames_cell, hours_cell] + [fmt_score(pub.get(m)) for m in methods])
+        if scores and not marks and len(scores) == len(group):
+            tested.append((name, rundata.median(scores), pub))
     footnotes = []
+    above = _above_published(tested, methods)
+    if above:
+        footnotes.append(above)
     if DAGGER in notes:
         footnotes.append(
             f"{DAGGER} validation mean of the best elite (best.json; the last elite where a run has "
@@ -110,6 +116,19 @@ def build_rows(runs: list[rundata.Run], published: dict) -> tuple[list[str], lis
         )
     footnotes.append("n/a: no published number. Published protocol: " + published.get("protocol", ""))
     return header, rows, footnotes
+
+
+def _above_published(tested: list, methods: list) -> str:
+    """One line: for each published column, how many rows with a current test score beat it,
+    and which; a row showing a validation mean or a test of an older elite does not count."""
+    parts = []
+    for m in methods:
+        rows = [(name, score, float(pub[m])) for name, score, pub in tested if pub.get(m) is not None]
+        if rows:
+            won = [name for name, score, published in rows if score > published]
+            parts.append(f"{COLUMN_NAMES.get(m, m)} {len(won)} of {len(rows)}"
+                         + (f" ({', '.join(won)})" if won else ""))  # fmt: skip
+    return "Tested rows above the published score: " + "; ".join(parts) + "." if parts else ""
 
 
 def _stale(run: rundata.Run) -> bool:
