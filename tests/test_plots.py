@@ -186,6 +186,19 @@ def test_table_counts_the_published_scores_each_tested_row_beats(tiny_runs, tmp_
     assert not [n for n in notes if n.startswith("Tested rows above")]
 
 
+@pytest.mark.slow
+def test_table_figure_marks_a_run_of_one_generation(tiny_runs, tmp_path, monkeypatch):
+    """A game whose run has one generation so far gets a visible point, not an empty panel."""
+    run = shutil.copytree(tiny_runs[0], tmp_path / "run")
+    rows = open(run / "metrics.jsonl").read().splitlines()
+    (run / "metrics.jsonl").write_text(rows[0] + "\n")
+    figures = []
+    monkeypatch.setattr(table.style, "close", figures.append)
+    table.figure(rundata.load_runs([str(run)]), table.load_published(), str(tmp_path / "f"))
+    (line,) = [ln for ln in figures[0].axes[0].get_lines() if ln.get_label() == "nevo elite (validation)"]
+    assert len(line.get_xdata()) == 1 and line.get_marker() == "."
+
+
 def test_the_command_line_fails_on_a_non_run_folder_without_a_traceback(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run([sys.executable, "-m", "plots.curves", str(tmp_path)], cwd=root,

@@ -199,6 +199,7 @@ def figure(runs: list[rundata.Run], published: dict, prefix: str) -> list[str]:
                 frames = {row["generation"]: row.get("frames", 0) for row in run.metrics}
                 x = np.array([frames[int(g)] for g in gens], np.float64) / 1e6
                 ax.plot(x, vals, color=style.COLORS[k % len(style.COLORS)], lw=1.0,
+                        marker="." if len(x) == 1 else None,  # (one generation: no line to draw)
                         label="nevo elite (validation)" if k == 0 else None)  # fmt: skip
                 score, kind = rundata.final_score(run)
                 if kind == "test" and run.metrics:
