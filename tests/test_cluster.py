@@ -412,3 +412,52 @@ def test_without_cluster_dask_is_not_imported(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("forgiven", [True, False])
+def test_a_stop_before_dasks_call_starts_logs_nothing(forgiven, caplog):
+    """A stop signal that reaches the driver while distributed.utils.sync waits for its event loop
+    to start the call (the loop busy) makes Dask's cancel callback fail with a NameError, which
+    Tornado logs (once on stderr in CI, after a stopped cluster run's one line). With nevo's filter
+    the record is gone; without it (the control) it is there, so the moment is the one that fails."""
+    import asyncio
+    import logging
+    import signal
+    import threading
+
+    from distributed.utils import LoopRunner, sync
+
+    from nevo.evaluation import cluster_connection
+    from nevo.runs.stop import Stopped, on_signals
+
+    logger = logging.getLogger("tornado.application")
+    before = list(logger.filters)
+    if forgiven:
+        cluster_connection.forgive_sync_cancel_race()
+    else:
+        for f in before:
+            logger.removeFilter(f)
+
+    async def call():
+        await asyncio.sleep(0.05)
+
+    runner = LoopRunner(asynchronous=False)
+    runner.start()
+    try:
+        with caplog.at_level(logging.ERROR, logger="tornado.application"):
+            runner.loop.add_callback(time.sleep, 0.6)  # the loop busy: sync's call waits
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+            with on_signals(), pytest.raises(Stopped):
+                sync(runner.loop, call)
+            time.sleep(0.8)  # the loop free again: the cancel callback runs
+    finally:
+        runner.stop()
+        for f in list(logger.filters):
+            logger.removeFilter(f)
+        for f in before:
+            logger.addFilter(f)
+    failed = [r for r in caplog.records if r.name == "tornado.application"]
+    if forgiven:
+        assert failed == []
+    else:
+        assert len(failed) == 1 and isinstance(failed[0].exc_info[1], NameError)

@@ -368,17 +368,17 @@ def test_a_second_stop_while_the_first_unwinds_ends_at_once_in_one_line():
 
 @pytest.mark.slow
 def test_stops_at_random_moments_end_every_pipeline_in_one_line_within_10_s(atari_run, tmp_path):
-    """21 stops at moments drawn at random (a fixed seed, printed on failure) 0-4 s after a tiny
-    Atari run's header line (its emulators' start and its first generations), 7 in each pipeline
+    """15 stops at moments drawn at random (a fixed seed, printed on failure) 0-4 s after a tiny
+    Atari run's header line (its emulators' start and its first generations), 5 in each pipeline
     (workers, lockstep, overlap), SIGTERM and SIGINT in turn, two runs at a time (each run is about
     one core's work: a run and its one emulator process take turns): each ends within 10 s with
     exit 128 + the signal, its one line naming --resume (also while the emulators start), nothing
     on stderr, no process of the run left; one resumed run per pipeline gives the uninterrupted
-    run's metrics. (21 of 21 stopped mid-run here, beside a training run on 2 cores.)"""
+    run's metrics. (When it drew 21, all 21 stopped mid-run, beside a training run on 2 cores.)"""
     rng = random.Random(55)
     budget = ["--frame-budget", "80000"]  # 20 generations: the moments fall well inside the run
     pipelines, signals = ("workers", "lockstep", "overlap"), (signal.SIGTERM, signal.SIGINT)
-    trials = [(t, pipelines[t % 3], signals[t // 3 % 2], rng.uniform(0.0, 4.0)) for t in range(21)]
+    trials = [(t, pipelines[t % 3], signals[t // 3 % 2], rng.uniform(0.0, 4.0)) for t in range(15)]
 
     def stop(trial, pipeline, signum, delay):
         """The trial's run folder and its last line, or None where it finished first."""
@@ -403,7 +403,7 @@ def test_stops_at_random_moments_end_every_pipeline_in_one_line_within_10_s(atar
         ended = list(lanes.map(lambda t: stop(*t), trials))
     stopped = [e for e in ended if e is not None]
     print("\n".join(last for _, last in stopped))
-    assert len(stopped) >= 20, "too few runs stopped before their end: draw earlier moments"
+    assert len(stopped) >= 14, "too few runs stopped before their end: draw earlier moments"
     for (trial, pipeline, _, _), e in list(zip(trials, ended))[-3:]:  # the last of each pipeline
         assert e is not None, f"trial {trial} ({pipeline}) finished before its stop"
         assert run_ga.main(["--resume", e[0], "--frame-budget", "16000"]) == 0, pipeline
