@@ -65,8 +65,8 @@ started: dict = {}  # module -> (its process, the folder of its output)
 # their own beside the session at the lowest priority (nice 19: the session's tests, some of them
 # timed, lose next to nothing to it; in the session's own terminal session, since Linux's autogroup
 # scheduler shares the cores equally between sessions whatever their processes' nice values, which
-# made the cluster tests 1.4x slower in session 37's CI), and the session reports each as it
-# reaches it (waiting for it, that process's priority raised meanwhile); their fixtures are set up
+# made the cluster tests 1.4x slower in session 37's CI), and the session reports each after its
+# own tests (waiting for any not done, that process's priority raised meanwhile); their fixtures are set up
 # there alone. On the 2-core CI machine they are ~11 minutes of one core that the session's idle
 # moments take instead of its turn (session 37's CI: 33.7 -> 27.1 min).
 BESIDE = [
@@ -150,7 +150,8 @@ def pytest_collection_finish(session):
 
 def _start_beside(session) -> None:
     """The selected tests of BESIDE started in the process beside; in the session, each replaced
-    by a Beside item of its name (no fixtures: they are the other process's)."""
+    by a Beside item of its name (no fixtures: they are the other process's), after the session's
+    own tests."""
     ids = [item.nodeid for item in session.items if _is_beside(item.nodeid)]
     if not ids:
         return
@@ -164,7 +165,11 @@ def _start_beside(session) -> None:
                                 stderr=subprocess.STDOUT, process_group=0,
                                 preexec_fn=lambda: os.nice(19))  # fmt: skip
     beside.update(proc=proc, folder=folder)
-    session.items[:] = [Beside.of(item) if _is_beside(item.nodeid) else item for item in session.items]
+    # the session's own tests first, then the reports from beside: the session never waits on a
+    # test beside while it has work of its own (it reached test_atari_emulator, second in its
+    # order, ~100 s before the process beside had done it, and waited)
+    here = [item for item in session.items if not _is_beside(item.nodeid)]
+    session.items[:] = here + [Beside.of(item) for item in session.items if _is_beside(item.nodeid)]
 
 
 def _result_file(folder: str, nodeid: str) -> str:
