@@ -146,6 +146,17 @@ def pytest_collection_finish(session):
                 started[module] = (proc, folder)
     _compile_kernels(session)  # (beside the EARLY processes, at a higher priority: they use no CPU kernel)
     _start_beside(session)  # (after the compile: its tests load the kernels it put in the cache)
+    _early_last(session)
+
+
+def _early_last(session) -> None:
+    """The EARLY tests after the session's other own tests (before the reports from beside): the
+    session had reached test_cuda's checks, early in its order, 67 s before their process ended,
+    and waited (session 39's CI); by its last own test they are long done."""
+    own = [item for item in session.items if not isinstance(item, Beside)]
+    early = [item for item in own if item.nodeid.startswith(tuple(EARLY))]
+    session.items[:] = [item for item in own if item not in early] + early + [
+        item for item in session.items if isinstance(item, Beside)]  # fmt: skip
 
 
 def _start_beside(session) -> None:
