@@ -139,6 +139,7 @@ def settings_of(cfg) -> dict:
     run may set anew (the budget, the machine's layout)."""
     d = config.to_dict(config.weights_resolved(cfg))
     d["run"] = {k: v for k, v in d["run"].items() if k not in RESUMABLE}
+    d.pop("preset")  # a name for settings compared here one by one
     return d
 
 
