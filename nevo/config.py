@@ -267,6 +267,7 @@ def validate(cfg) -> None:
     require(e.noop_max >= 1, "noop_max", "an integer >= 1", e.noop_max)
     require(e.start in STARTS, "start", ", ".join(STARTS), e.start)
     require(e.frameskip >= 1, "frameskip", "an integer >= 1", e.frameskip)
+    require(0.0 <= e.sticky < 1.0, "sticky", "a probability in [0, 1)", e.sticky)
     require(e.examples >= 1, "examples", "an integer >= 1", e.examples)
     try:
         layers = layers_of(n.net)

@@ -89,6 +89,12 @@ class EnvConfig:
         "2026-11-28)",
     )
     frameskip: int = setting(4, "game frames per agent step (rewards summed, max over last two)")
+    sticky: float = setting(
+        0.0,
+        "Atari sticky actions (Machado et al. 2018; ALE's repeat_action_probability): on each raw frame "
+        "the previous frame's action again with this probability, drawn from the episode's seed; 0.0 "
+        "the Deep GA's, 0.25 Machado et al.'s recommendation",
+    )
     examples: int = setting(
         100,
         "supervised tasks (mnist): training examples per evaluation, the mini-batch (our pick; the "

@@ -11,9 +11,11 @@ from nevo.algos.es import ES
 from nevo.algos.ga import GA
 from nevo.algos.novelty import mix_ranks
 from nevo.algos.ns import GANS, NSES
+from nevo.algos.streams import check_run_seeds, held_out_seeds
 from nevo.config import Config, ESConfig, GAConfig, GANSConfig, NSESConfig
 from nevo.episodes import Results
-from nevo.genomes.noise import WeightBuilder
+from nevo.genomes.noise import SEED_LIMIT, WeightBuilder
+from nevo.settings import ConfigError
 
 BEHAVIOUR = (2, np.float32)  # the maze's: final (x, y)
 
@@ -181,3 +183,30 @@ def test_nsr_es_steps_along_the_mixed_ranks_of_reward_and_novelty(source):
     np.testing.assert_array_equal(algo.agents[0].theta, twin.theta)
     assert not np.array_equal(algo.agents[0].theta, other.theta)
     assert algo.weight == 0.3
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_runs_episode_seeds_never_meet_a_tests(name, source):
+    """Every episode an algorithm asks for (its start, training and validation, three
+    generations) has a seed in [0, SEED_LIMIT); a test's seeds (held_out_seeds, any test seed)
+    lie above, and a seed outside a run's range is one line from the loop's check."""
+    algo, evaluate = make_algo(name, tiny_config(name), source, BEHAVIOUR), FakeEvaluator(source).run
+    seen = []
+
+    def evaluating(population, episodes):
+        seen.append(episodes.seeds)
+        check_run_seeds(episodes.seeds, name)
+        return evaluate(population, episodes)
+
+    asked = algo.ask_start()
+    if asked is not None:
+        algo.tell_start(evaluating(*asked))
+    for _ in range(3):
+        generation(algo, evaluating)
+    run = np.concatenate(seen)
+    assert run.size and run.min() >= 0 and run.max() < SEED_LIMIT
+    for test_seed in (0, 1, 7):
+        held = held_out_seeds(test_seed, 200)
+        assert held.min() >= SEED_LIMIT and held.max() < 2 * SEED_LIMIT and len(set(held)) == 200
+    with pytest.raises(ConfigError, match=f"algorithm {name}: asked for an episode seed {SEED_LIMIT};"):
+        check_run_seeds(np.array([3, SEED_LIMIT]), name)

@@ -45,9 +45,9 @@ EPISODES = Episodes(np.repeat(np.arange(N), 2), np.arange(2 * N, dtype=np.int64)
 FIELDS = ("returns", "lengths", "frames", "behaviours", "experiences", "experience_counts")
 
 
-def evaluate(pipeline, slots, dtype, runs=1, start="reference"):
+def evaluate(pipeline, slots, dtype, runs=1, start="reference", sticky=0.0):
     pop, weights = fresh(dtype)
-    cfg = replace(CFG, start=start)
+    cfg = replace(CFG, start=start, sticky=sticky)
     ev = AtariEvaluator(cfg, make_policy("cpu", SPEC), weights, slots, 2, 1, pipeline, ram=True)
     try:
         return [ev.run(pop, EPISODES) for _ in range(runs)], ev
@@ -73,6 +73,19 @@ def test_workers_give_the_outcomes_of_lockstep(dtype, slots, start):
             assert np.array_equal(getattr(res, f), getattr(want, f)), f
     assert ev.last["rows"] > 0 and 0 < got[-1].forward_s < got[-1].wall_s
     assert 0 < ev.last["emulation_s"] < got[-1].wall_s
+
+
+@pytest.mark.slow
+def test_sticky_actions_give_the_same_episodes_in_every_layout():
+    """Under sticky actions 0.25 the workers pipeline gives the lockstep pipeline's outcomes bit
+    for bit (each episode's draws come from its seed, whatever process plays it), and other
+    outcomes than without them."""
+    (want,), _ = evaluate("lockstep", 4, np.float16, sticky=0.25)
+    (got,), _ = evaluate("workers", 2, np.float16, sticky=0.25)
+    (plain,), _ = evaluate("lockstep", 4, np.float16)
+    for f in FIELDS:
+        assert np.array_equal(getattr(got, f), getattr(want, f)), f
+    assert not np.array_equal(plain.behaviours, want.behaviours)
 
 
 def test_workers_refuse_a_policy_they_cannot_run():

@@ -1,6 +1,7 @@
 """The evaluator: episodes attributed right, outcomes independent of slots, frames exact."""
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -56,15 +57,15 @@ def play_alone(ind, seed):
             return ret, steps, int(info["episode_frame_number"][0])
 
 
-def play_alone_from_the_reference_start(ind, seed):
+def play_alone_from_the_reference_start(ind, seed, sticky=0.0):
     """One episode on a brand-new AtariEmulator started the reference's way (AtariEmulator.begin,
     the reference's ALE calls step for step: tests/test_atari_emulator.py), then stepped one
     action at a time: (return, agent steps after the start, frames with the start's)."""
     from nevo.tasks.atari_emulator import PLAYING, AtariEmulator
 
-    em = AtariEmulator(CFG.game, CFG.frameskip, CFG.frame_cap)
+    em = AtariEmulator(CFG.game, CFG.frameskip, CFG.frame_cap, sticky)
     obs = np.zeros((4, 84, 84), np.uint8)
-    em.begin(obs, noop_count(seed, CFG.noop_max))
+    em.begin(obs, noop_count(seed, CFG.noop_max), seed)
     ret, steps, done = 0.0, 0, PLAYING
     while done == PLAYING:
         r, done = em.step(int(policy(obs[None], [ind])[0]), obs)
@@ -76,16 +77,26 @@ EPISODES = Episodes(np.array([0, 1, 2, 3, 0, 1, 2, 3, 2]), np.arange(100, 109))
 
 
 @pytest.mark.parametrize(
-    "slots, group, overlap, workers", [(3, 3, False, 2), (8, 2, True, 2), (1, 1, True, 1)]
+    "slots, group, overlap, workers, sticky",
+    [
+        (3, 3, False, 2, 0.0),
+        (8, 2, True, 2, 0.0),
+        (1, 1, True, 1, 0.0),
+        (3, 3, False, 2, 0.25),
+        (8, 2, True, 2, 0.25),
+    ],
 )
 @pytest.mark.slow
-def test_the_reference_start_gives_the_outcomes_of_one_episode_at_a_time(slots, group, overlap, workers):
+def test_the_reference_start_gives_the_outcomes_of_one_episode_at_a_time(
+    slots, group, overlap, workers, sticky
+):
     """With --start reference, returns, lengths (agent steps after the start) and frames (the
-    start's included) equal each episode's alone on a fresh emulator, whatever the layout; the
-    frame cap counts after the start."""
-    want = [play_alone_from_the_reference_start(i, s) for i, s in zip(EPISODES.ind, EPISODES.seeds)]
+    start's included) equal each episode's alone on a fresh emulator, whatever the layout, with
+    sticky actions too (drawn from each episode's seed); the frame cap counts after the start."""
+    want = [play_alone_from_the_reference_start(i, s, sticky) for i, s in zip(EPISODES.ind, EPISODES.seeds)]
     pipeline = "overlap" if overlap else "lockstep"
-    ev = AtariEvaluator(REFERENCE_CFG, FakePolicy(), RowsAreIndividuals(), slots, workers, group, pipeline)
+    cfg = replace(REFERENCE_CFG, sticky=sticky)
+    ev = AtariEvaluator(cfg, FakePolicy(), RowsAreIndividuals(), slots, workers, group, pipeline)
     try:
         res = ev.run(None, EPISODES)
     finally:

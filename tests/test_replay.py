@@ -90,7 +90,7 @@ def test_a_stopped_test_goes_on_from_its_parts_to_the_scores_of_one_call(tiny_ru
     capsys.readouterr()
     assert replay.main(args) == 130
     assert "test.partial.json keeps 4 of 7 episodes" in capsys.readouterr().out
-    kept = json.load(open(os.path.join(run, replay.PARTIAL)))
+    kept = json.load(open(os.path.join(run, replay.partial_file(0.0))))
     assert kept["returns"] == whole["returns"][:4] and not os.path.exists(os.path.join(run, "test.json"))
     played = []
 
@@ -103,7 +103,7 @@ def test_a_stopped_test_goes_on_from_its_parts_to_the_scores_of_one_call(tiny_ru
     assert sum(played) == 7
     os.remove(os.path.join(run, "test.json"))
     runs_partial = {**kept, "seed": 9}
-    with open(os.path.join(run, replay.PARTIAL), "w") as f:
+    with open(os.path.join(run, replay.partial_file(0.0)), "w") as f:
         json.dump(runs_partial, f)
     played.clear()
     assert replay.main(args) == 0
@@ -111,4 +111,22 @@ def test_a_stopped_test_goes_on_from_its_parts_to_the_scores_of_one_call(tiny_ru
     again = json.load(open(os.path.join(run, "test.json")))
     for key in ("returns", "lengths", "frames", "mean", "std"):
         assert again[key] == whole[key], key
-    assert not os.path.exists(os.path.join(run, replay.PARTIAL))
+    assert not os.path.exists(os.path.join(run, replay.partial_file(0.0)))
+
+
+@pytest.mark.slow
+def test_a_sticky_test_goes_to_its_own_file_on_held_out_seeds(tiny_runs, tmp_path):
+    """--sticky 0.25 writes test_sticky0.25.json and leaves test.json alone; both name their
+    protocol and held-out seeds, and sticky actions change the episodes."""
+    run = shutil.copytree(tiny_runs[0], tmp_path / "run")
+    args = [str(run), "--episodes", "4", "--frame-cap", "4000"]
+    assert replay.main(args) == 0
+    assert replay.main([*args, "--sticky", "0.25"]) == 0
+    plain, sticky = (json.load(open(run / name)) for name in ("test.json", "test_sticky0.25.json"))
+    assert (plain["sticky"], sticky["sticky"], plain["seeds"], sticky["seeds"]) == (
+        0.0,
+        0.25,
+        "held-out",
+        "held-out",
+    )
+    assert plain["frames"] != sticky["frames"]

@@ -39,15 +39,33 @@ def folders(results) -> list[str]:
 
 @pytest.mark.slow
 def test_a_suite_makes_one_tested_run_folder_per_game_and_seed(whole):
-    """frostbite__ga__0 and pong__ga__0, each trained past its budget and its best elite tested."""
+    """frostbite__ga__0 and pong__ga__0, each trained past its budget and its best elite tested
+    on held-out seeds, as the paper tests it and under sticky actions 0.25."""
     assert folders(whole) == ["frostbite__ga__0", "pong__ga__0"]
     for d in folders(whole):
         rows = metrics_without_clock(os.path.join(whole, d))
         assert rows[-1]["frames"] >= 10_000 > rows[-2]["frames"]
-        test = json.load(open(os.path.join(whole, d, "test.json")))
         best = json.load(open(os.path.join(whole, d, "best.json")))
-        assert test["episodes"] == 2 and test["elite_generation"] == best["generation"]
-        assert test["game"] == d.split("__")[0]
+        for name, sticky in (("test.json", 0.0), ("test_sticky0.25.json", 0.25)):
+            test = json.load(open(os.path.join(whole, d, name)))
+            assert test["episodes"] == 2 and test["elite_generation"] == best["generation"]
+            assert (test["game"], test["sticky"], test["seeds"]) == (d.split("__")[0], sticky, "held-out")
+
+
+@pytest.mark.slow
+def test_a_test_on_a_runs_own_seeds_is_made_again_on_held_out_ones(whole, tmp_path, capsys):
+    """A test.json written before tests were held out (no "seeds") is tested again; the other
+    files stay as they were."""
+    results = tmp_path / "atari"
+    shutil.copytree(whole, results)
+    path = results / "pong__ga__0" / "test.json"
+    old = json.load(open(path))
+    json.dump({k: v for k, v in old.items() if k != "seeds"}, open(path, "w"))
+    sticky = os.path.getmtime(results / "pong__ga__0" / "test_sticky0.25.json")
+    assert run_suite(results) == 0
+    assert json.load(open(path)) | {"wall_s": 0} == old | {"wall_s": 0}
+    assert os.path.getmtime(results / "pong__ga__0" / "test_sticky0.25.json") == sticky
+    assert capsys.readouterr().out.count("wrote ") == 1
 
 
 @pytest.mark.slow

@@ -84,7 +84,7 @@ class EpisodePlayer:
         killed run leaves no process playing on); start the next one; the answer's bytes."""
         row, noops, seed, keep, reference = ASK.unpack(ask)
         if reference:  # the start is not a step of the episode
-            em.begin(obs, noops)
+            em.begin(obs, noops, seed)
             noops = 0
         rows, first = np.array([row], np.int64), np.zeros(1, np.int64)
         batch = obs[None]  # (1, STACK, 84, 84): the policy's view of this slot's observation

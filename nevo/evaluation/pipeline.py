@@ -177,6 +177,7 @@ class AtariEvaluator:
             player=player,
             extra_bytes=extra,
             worker_env=env,
+            sticky=env_cfg.sticky,
         )
         if player is not None:
             weights.share(player.rows(self.pool.extra))

@@ -64,6 +64,7 @@ class Stepped:
             return None
         acting = live[self.slot_steps[live] >= self.opening[book.slot_ep[live]]]
         self.pool.actions[live] = self.opening_action[book.slot_ep[live]]
+        self.pool.seed[live] = book.seeds[book.slot_ep[live]]  # (a start's: its sticky actions' draws)
         step = None
         if acting.size:  # compaction: only these rows go through the net
             if book.sample is not None:  # the observations the net acts on

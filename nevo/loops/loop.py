@@ -30,6 +30,7 @@ import numpy as np
 
 from nevo import cli, config, nets, runs
 from nevo.algos import bases_of, declared, extensions_of
+from nevo.algos.streams import check_run_seeds
 from nevo.config import ConfigError
 from nevo.episodes import Results
 from nevo.evaluation import setup
@@ -222,6 +223,7 @@ class GenerationStep:
         if asked is None:
             return frames
         population, episodes = asked
+        check_run_seeds(episodes.seeds, self.cfg.algo)
         start = self.evaluator.run(self._prepared(population), episodes)
         self.algo.tell_start(start)
         return frames + start.total_frames
@@ -232,6 +234,7 @@ class GenerationStep:
         population, episodes = algo.ask()
         for e in self.extensions:
             e.before(gen, population, episodes, algo)
+        check_run_seeds(episodes.seeds, self.cfg.algo)
         out.start_phase(gen, "train", frames)
         train = ev.run(self._prepared(population), episodes, out.episodes)
         t_tell = time.monotonic()
@@ -240,6 +243,7 @@ class GenerationStep:
         tell_s = time.monotonic() - t_tell
         last = frames + train.total_frames >= self.cfg.run.frame_budget  # no more generations
         population, episodes = algo.ask_validation(last=last)
+        check_run_seeds(episodes.seeds, self.cfg.algo)
         out.start_phase(gen, "validate", frames + train.total_frames)
         valid = ev.run(self._prepared(population), episodes, out.episodes)
         algo.tell_validation(valid)

@@ -48,11 +48,12 @@ def normalize_env(env_cfg: EnvConfig) -> EnvConfig:
 
 class _Kind:
     """What every kind of task shares: its KIND, the key under which an algorithm's declaration
-    says what it takes on such tasks (nevo.algos.declaration: on_tasks), and LABEL, its name in
-    --help."""
+    says what it takes on such tasks (nevo.algos.declaration: on_tasks), LABEL, its name in
+    --help, and whether its episodes can have sticky actions (--sticky)."""
 
     KIND = ""
     LABEL = ""
+    sticky_actions = False
 
 
 class AtariGame(_Kind):
@@ -65,6 +66,7 @@ class AtariGame(_Kind):
     evaluation = "pipeline"  # its evaluator (nevo.evaluation.setup.evaluator_of): emulator groups
     action = "argmax"  # the net's outputs choose one of the minimal action set
     action_box = None  # discrete actions
+    sticky_actions = True  # --sticky: the emulator repeats an action now and then (atari_emulator)
 
     def __init__(self, env_cfg: EnvConfig):
         from nevo.nets import OBS_SHAPE
@@ -89,6 +91,11 @@ class AtariGame(_Kind):
             close = difflib.get_close_matches(self.cfg.game, games, n=5, cutoff=0.5)
             hint = f"did you mean {', '.join(close)}?" if close else "see ale_py.roms.get_all_rom_ids()"
             raise ConfigError(f"--game: unknown Atari game {self.cfg.game!r}; {hint}")
+        if self.cfg.sticky and self.cfg.start != "reference":
+            raise ConfigError(
+                f"--sticky: {self.cfg.sticky} needs --start reference (the start whose frames nevo "
+                "draws sticky actions for); got --start vector"
+            )
 
     def reference_batch(self, size: int, seed: int) -> np.ndarray:
         return envs.atari_reference_batch(self.cfg, size, seed)

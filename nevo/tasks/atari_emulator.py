@@ -1,9 +1,20 @@
 """One Atari emulator as nevo steps it: a bare `ale_py.ALEInterface` and the observation in Numba.
 
-Preprocessing as the Deep GA reference does it (Such et al. 2017; Mnih et al. 2015): frameskip 4
-with rewards summed, the maximum of the last two raw frames, grayscale by ALE's palette, 84x84,
-a stack of 4 frames, FIRE on reset where the game has it, the minimal action set, no reward
-clipping, no end-of-life episodes, sticky actions off, a cap on an episode's frames.
+Preprocessing as ale-py's vector env does it, which is the Deep GA reference's (Such et al. 2017;
+Mnih et al. 2015) in its steps but not in two of its numbers: frameskip 4 with rewards summed, the
+maximum of the last two raw frames, grayscale, 84x84, a stack of 4 frames, the minimal action
+set, no reward clipping, no end-of-life episodes, a cap on an episode's frames. The grayscale
+is ALE's uint8 one (the reference's: the palette's luminance in float) and the resize OpenCV's
+INTER_AREA (the reference's: bilinear with align_corners); docs/reference_start.md sets the two
+side by side.
+
+Sticky actions (Machado et al. 2018) are off by default, as in the Deep GA. With sticky = p > 0,
+every raw frame of an episode plays the previous frame's action again with probability p, as
+ALE's own repeat_action_probability does (StellaEnvironment::act: a uniform draw u, the agent's
+action where u >= p); the draws come from the episode's seed (sticky_draws), so an episode is
+the same in every process that plays it. ALE's own stickiness stays off: its generator and its
+previous action are not part of a state nevo restores. tests/test_sticky.py feeds ALE's own
+draws to this emulator and gets ALE's episode frame for frame.
 
 Each step is bit for bit what ale-py 0.12.1's vector env (`AtariVectorEnv`, C++) gives for the
 same actions: the same ALE calls in the same order, and the resize is OpenCV 4.10's INTER_AREA
@@ -11,12 +22,12 @@ same actions: the same ALE calls in the same order, and the resize is OpenCV 4.1
 the same order (`area_table`, `resize_area`); tests/test_atari_emulator.py compares the two step
 by step on every game nevo's tests and benchmarks use.
 
-What differs is how an episode starts. The vector env starts a seeded episode by reloading the
-ROM (`setInt("random_seed")`, `loadROM`, `reset_game`: 72-191 ms, 600-790 frames of one core's
-emulation). Here the state right after that reset (and its observation) is saved once, and every
-episode starts by `restoreState` of it (64-165 us), which replays the fresh episode's RAM, rewards
-and screens (experiments.bench.reset_restore). Games where it does not are listed in RELOAD_GAMES and
-start each episode by the reload, as the vector env does.
+What differs from the vector env is how an episode starts. The vector env starts a seeded episode
+by reloading the ROM (`setInt("random_seed")`, `loadROM`, `reset_game`: 72-191 ms, 600-790 frames
+of one core's emulation). Here the state right after that reset (and its observation) is saved
+once, and every episode starts by `restoreState` of it (64-165 us), which replays the fresh
+episode's RAM, rewards and screens (experiments.bench.reset_restore). Games where it does not are
+listed in RELOAD_GAMES and start each episode by the reload, as the vector env does.
 
 Two episode starts (EnvConfig.start): `restart` is the vector env's (reset, FIRE for one raw
 frame where the game has it; nevo then plays its no-ops as NOOP steps of frameskip frames), and
@@ -24,7 +35,11 @@ frame where the game has it; nevo then plays its no-ops as NOOP steps of framesk
 `AtariEnvironment::reset`): reset_game, then n no-ops of one raw frame each (a game over starts
 again), then, where the minimal action set's action 1 is FIRE, actions 1 and 2 for frameskip
 frames each (a game over starts again); the frame cap counts the frames after that, and the
-first observation is the last two frames' maximum in an otherwise zero stack.
+first observation is the last two frames' maximum in an otherwise zero stack. The reference
+calls reset_game on one long-lived emulator, and here `begin` restores the seed-0 reset's state:
+on 10 of the Deep GA's 13 games the two are the same state; on Assault, Frostbite and Seaquest
+the reference's depends now and then on the episode played before (measured:
+docs/reference_start.md, experiments/reference_start.py).
 """
 
 from __future__ import annotations
@@ -39,6 +54,9 @@ SCREEN = (210, 160)  # ALE's raw screen, (height, width), on most games (a few h
 FRAME = (84, 84)  # the policy's frame, (height, width)
 STACK = 4  # frames in an observation
 RAM_BYTES = 128
+# The key of an episode's sticky-action stream: its draws are SeedSequence([episode seed, this]).
+STICKY_STREAM = 0x571C
+STICKY_BLOCK = 1024  # sticky-action draws made at a time
 
 # Games whose restored state does not replay a seeded reset's episode (checked by
 # tests/test_atari_emulator.py): each of their episodes starts by reloading the ROM.
@@ -204,14 +222,12 @@ class AtariEmulator:
     observation. The episode's frames (ALE's episode frame counter: its start's FIRE and no-op
     frames included) and RAM are read after the step that ends it."""
 
-    def __init__(
-        self, game: str, frameskip: int = 4, frame_cap: int = 20_000, resize: AreaResize | None = None
-    ):
+    def __init__(self, game: str, frameskip: int = 4, frame_cap: int = 20_000, sticky: float = 0.0):
         import ale_py
         from ale_py import roms
 
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on stderr
-        self.game, self.frameskip, self.frame_cap = game, frameskip, frame_cap
+        self.game, self.frameskip, self.frame_cap, self.sticky = game, frameskip, frame_cap, float(sticky)
         with warnings.catch_warnings():  # (an unknown game warns, then gives None)
             warnings.simplefilter("ignore")
             self.rom = roms.get_rom_path(game)
@@ -238,6 +254,12 @@ class AtariEmulator:
         self.start_obs = np.zeros((STACK, *self.resize.out), np.uint8)
         self.reset(self.start_obs)
         self.start = self.ale.cloneState()
+        # Each raw frame of an episode goes through _act: ALE's act, or with sticky actions the
+        # draw that may repeat the previous frame's action (ALE's own stickiness stays off: its
+        # generator and its previous action are not in a state nevo restores)
+        self._act = self._sticky_act if self.sticky else self.ale.act
+        self._draws, self._u, self._at = None, [], 0
+        self._last = self.actions[0]  # the action the last raw frame played
 
     def reset(self, obs: np.ndarray, seed: int | None = 0) -> None:
         """The vector env's reset, its observation into obs: the screen, maxed with a zero frame,
@@ -270,11 +292,16 @@ class AtariEmulator:
         obs[:] = self.start_obs
         self.raw[1] = 0  # (as the reset leaves it: with frameskip 1 it is never written again)
 
-    def begin(self, obs: np.ndarray, noops: int) -> None:
+    def begin(self, obs: np.ndarray, noops: int, seed: int | None = None) -> None:
         """Begin a new episode the reference's way (the module's docstring) with `noops` no-op
         frames; its first observation into obs. Its rewards are not the episode's (the
-        reference's reset returns none), and the frame cap counts from its end."""
+        reference's reset returns none), and the frame cap counts from its end. seed: the
+        episode's, which draws its sticky actions (needed where they are on)."""
         noop = self.actions[0]  # (index 0 of every minimal action set is NOOP)
+        if self.sticky:
+            if seed is None:
+                raise ValueError("begin: an episode with sticky actions needs its seed")
+            self._draws, self._u, self._at = self.sticky_draws(int(seed)), [], 0
         self._to_reset()
         for _ in range(noops):
             self._start_frame(noop)
@@ -292,7 +319,7 @@ class AtariEmulator:
         whether the game ended (then it starts again from the reset's state)."""
         ale, raw = self.ale, self.raw
         raw[1] = raw[0]
-        ale.act(action)
+        self._act(action)
         if ale.game_over():
             self._to_reset()
             return True
@@ -308,15 +335,16 @@ class AtariEmulator:
         else:
             self.ale.restoreState(self.reset_state)
         self.raw[0] = self.reset_screen
+        self._last = self.actions[0]  # ALE's reset sets the previous action to NOOP
 
     def step(self, action: int, obs: np.ndarray) -> tuple[int, int]:
         """(reward, PLAYING / TERMINATED / TRUNCATED) of action index `action` repeated frameskip
         frames (fewer at game over or the cap); while PLAYING, the new observation into obs."""
-        ale, act = self.ale, self.actions[action]
+        ale, act, act_frame = self.ale, self.actions[action], self._act
         reward = 0
         skip = self.frameskip
         while skip > 0:
-            reward += ale.act(act)
+            reward += act_frame(act)
             over = ale.game_over()
             self.elapsed += 1
             if over:
@@ -328,6 +356,23 @@ class AtariEmulator:
             skip -= 1
         self._push(obs)
         return reward, PLAYING
+
+    @staticmethod
+    def sticky_draws(seed: int) -> np.random.Generator:
+        """The generator of the sticky-action draws of the episode with this seed: the same in
+        every process that plays it, and no other stream of the run's."""
+        return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, STICKY_STREAM])))
+
+    def _sticky_act(self, action) -> int:
+        """One raw frame with sticky actions, as ALE's StellaEnvironment::act makes it: a uniform
+        draw u, and the agent's action where u >= sticky, else the previous frame's again."""
+        if self._at == len(self._u):
+            self._u, self._at = self._draws.random(STICKY_BLOCK).tolist(), 0
+        u = self._u[self._at]
+        self._at += 1
+        if u >= self.sticky:
+            self._last = action
+        return self.ale.act(self._last)
 
     def episode_frames(self) -> int:
         """ALE's episode frame counter: the frames of the episode so far, its reset's FIRE included."""

@@ -107,6 +107,7 @@ class EmulatorPool:
         extra_bytes: int = 0,
         worker_env: dict | None = None,
         spin_s: float | None = None,
+        sticky: float = 0.0,
     ):
         self.slots, self.workers = slots, max(1, min(workers, slots))
         self.spin_s = spin_s = SPIN_S if spin_s is None else spin_s
@@ -163,8 +164,9 @@ class EmulatorPool:
         self._open: dict[int, set[int]] = {}  # ticket -> workers not yet answered
         self._sent: dict[int, float] = {}  # ticket in flight -> when it was sent (time.monotonic)
         self._answers: dict[int, bytes] = {}  # PLAY ticket -> its answer, once in
-        setup = dict(game=game, frameskip=frameskip, frame_cap=frame_cap, slots=slots, workers=self.workers,
-                     nice=nice, player=player, extra_bytes=extra_bytes, spin_s=spin_s)  # fmt: skip
+        setup = dict(game=game, frameskip=frameskip, frame_cap=frame_cap, sticky=sticky, slots=slots,
+                     workers=self.workers, nice=nice, player=player, extra_bytes=extra_bytes,
+                     spin_s=spin_s)  # fmt: skip
         try:
             for w, conn in enumerate(self.conns):
                 try:

@@ -39,13 +39,15 @@ class Shared:
     """Every slot's arrays in one block of shared memory (views; nothing is copied).
 
     obs (S, STACK, 84, 84) uint8: the observation the next action acts on; actions (S,) int32:
-    action indices the driver writes before a step; reward (S,) float64 and done (S,) int8
-    (atari_emulator's PLAYING / TERMINATED / TRUNCATED) of the last step; frames (S,) int64 and
-    ram (S, 128) uint8: of the episode the last step ended."""
+    action indices the driver writes before a step (-n: the reference's start with n no-ops, of
+    the episode whose seed is in seed (S,) int64, which draws its sticky actions); reward (S,)
+    float64 and done (S,) int8 (atari_emulator's PLAYING / TERMINATED / TRUNCATED) of the last
+    step; frames (S,) int64 and ram (S, 128) uint8: of the episode the last step ended."""
 
     FIELDS = (
         ("obs", np.uint8, (STACK, *FRAME)),
         ("actions", np.int32, ()),
+        ("seed", np.int64, ()),
         ("reward", np.float64, ()),
         ("done", np.int8, ()),
         ("frames", np.int64, ()),
@@ -122,7 +124,7 @@ def serve(conn, fd: int, extra_fd: int):
             player.attach(extra)
         mine = range(index, slots, workers)
         game, frameskip, frame_cap = setup["game"], setup["frameskip"], setup["frame_cap"]
-        emulators = [AtariEmulator(game, frameskip, frame_cap) for _ in mine]
+        emulators = [AtariEmulator(game, frameskip, frame_cap, setup["sticky"]) for _ in mine]
         for s, em in zip(mine, emulators):
             em.restart(shared.obs[s])
     except Exception as e:  # a bad game or ROM: one line back to the driver
@@ -130,7 +132,7 @@ def serve(conn, fd: int, extra_fd: int):
         return
     if not send(conn, READY):
         return
-    obs, actions, reward, done = shared.obs, shared.actions, shared.reward, shared.done
+    obs, actions, seed, reward, done = shared.obs, shared.actions, shared.seed, shared.reward, shared.done
     frames, ram, halt = shared.frames, shared.ram, shared.halt
     spin_s, pipe = setup["spin_s"], select.poll()
     pipe.register(conn.fileno(), select.POLLIN)
@@ -153,7 +155,7 @@ def serve(conn, fd: int, extra_fd: int):
                 for s in np.frombuffer(msg, np.int32, offset=HEADER.size).tolist():
                     em = emulators[s // workers]
                     if command == STEP and actions[s] < 0:  # -n: the reference's start, n no-ops
-                        em.begin(obs[s], -int(actions[s]))
+                        em.begin(obs[s], -int(actions[s]), int(seed[s]))
                         reward[s], done[s] = 0, 0
                     elif command == STEP:
                         r, d = em.step(int(actions[s]), obs[s])

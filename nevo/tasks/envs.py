@@ -2,10 +2,12 @@
 gymnasium tasks with vector observations (CartPole-v1, ...) for checks that take minutes, and the
 reference observations of virtual batch norm. nevo.tasks wraps them as tasks.
 
-Preprocessing (Such et al. 2017, as the reference does it): frameskip 4 with rewards summed, max
-over the last two raw frames, grayscale 84x84, a stack of 4 frames, the minimal action set, no
-reward clipping, no end-of-life episodes, sticky actions off, a cap of 20,000 game frames; its ROMs
-ship in ale-py's wheel. Training does not play Atari here: nevo's own emulator processes
+Preprocessing (Such et al. 2017's steps): frameskip 4 with rewards summed, max over the last two
+raw frames, grayscale 84x84 (ALE's uint8 grayscale and OpenCV's INTER_AREA resize, where the
+reference has the palette's float luminance and a bilinear resize: docs/reference_start.md), a
+stack of 4 frames, the minimal action set, no reward clipping, no end-of-life episodes, sticky
+actions off (nevo's emulator has them: nevo.tasks.atari_emulator), a cap of 20,000 game frames;
+its ROMs ship in ale-py's wheel. Training does not play Atari here: nevo's own emulator processes
 (nevo.tasks.atari_emulator, nevo.tasks.emulator_pool) do, and the vector env made here is their
 truth, bit for bit, in the tests (`--start vector`: its FIRE on reset, then NOOP steps). The
 benchmarks put it beside them, and VBN's reference batch is drawn from it.

@@ -80,6 +80,7 @@ class Supervised:
     device = "auto"  # a GPU where there is one: every example is a forward pass
     evaluation = "supervised"  # its evaluator (nevo.evaluation.setup.evaluator_of): batches of examples
     action = "argmax"  # the predicted class
+    sticky_actions = False  # (no emulator)
     action_box = None
 
     def __init__(self, env_cfg: EnvConfig, data: DataSet | None = None):

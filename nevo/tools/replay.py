@@ -3,6 +3,7 @@
     nevo replay RUN_DIR                       # 200 test episodes, 400,000-frame cap
     nevo replay RUN_DIR --episodes 10 --gif elite.gif --still elite.png
     nevo replay RUN_DIR --elite last          # the last generation's elite instead
+    nevo replay RUN_DIR --sticky 0.25         # under sticky actions: test_sticky0.25.json
 
 (`python -m experiments.replay` in a checkout is the same.)
 
@@ -12,10 +13,16 @@ highest validation mean of the run, which Uber's reference GA reports at the end
 with --elite last the last generation's (elite.json); runs without best.json (ES, novelty
 search) have only elite.json. It is rebuilt from its seed list alone; the episodes run on the
 same evaluator as training, with the frame cap replaced and episode seeds drawn from --seed, so
-the same elite and seed give the same scores. The result goes to RUN_DIR/test.json
-(atomically, naming the file tested), where `nevo plot table` finds it. The episodes are played in
-parts of 20, each kept in RUN_DIR/test.partial.json as it ends: a stopped test (a long game's
-200 episodes at the cap can take hours) goes on from there when run again.
+the same elite and seed give the same scores. The test's seeds are held out: they lie where no
+run's training or validation seed does (nevo.algos.streams.held_out_seeds). The result goes to
+RUN_DIR/test.json (atomically, naming the file tested), where `nevo plot table` finds it. The
+episodes are played in parts of 20, each kept in RUN_DIR/test.partial.json as it ends: a stopped
+test (a long game's 200 episodes at the cap can take hours) goes on from there when run again.
+
+With --sticky 0.25 the same elite is tested under sticky actions (Machado et al. 2018: each raw
+frame repeats the previous frame's action with that probability), the modern protocol, which an
+elite that only replays a memorised action sequence fails; that test goes to
+RUN_DIR/test_sticky0.25.json (and its parts to test_sticky0.25.partial.json).
 
 --gif records one episode (the first test episode's seed) at the emulator's full 210x160 colour:
 the episode is played as training plays it (the same start, no-ops and actions), and each
@@ -34,10 +41,10 @@ from dataclasses import replace
 import numpy as np
 
 from nevo import config, runs, tasks
+from nevo.algos.streams import held_out_seeds
 from nevo.episodes import Episodes, Population
 from nevo.evaluation import setup
 from nevo.evaluation.setup import evaluator_for
-from nevo.genomes import noise
 from nevo.loops import elite as elite_files
 from nevo.nets.kernels import make_policy
 from nevo.runs import stop
@@ -62,6 +69,13 @@ def parse(argv):
         "--frame-cap", type=int, default=400_000, help="episode cap in game frames (default: 400000)"
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the test episodes' seeds (default: 0)")
+    p.add_argument(
+        "--sticky",
+        type=float,
+        default=0.0,
+        help="Atari: sticky actions' probability in the test (default: 0.0, the paper's protocol; "
+        "0.25: Machado et al. 2018's), whatever the run trained with",
+    )
     p.add_argument("--gif", metavar="PATH", help="record one episode at full resolution to this GIF")
     p.add_argument("--gif-frames", type=int, default=2000, help="most agent steps recorded (default: 2000)")
     p.add_argument("--still", metavar="PATH", help="with --gif: also write the GIF's middle picture as PNG")
@@ -75,16 +89,29 @@ def parse(argv):
             raise config.ConfigError(f"--{name.replace('_', '-')}: got {getattr(args, name)}, allowed: >= 1")
     if args.seed < 0:
         raise config.ConfigError(f"--seed: got {args.seed}, allowed: an integer >= 0")
+    if not 0.0 <= args.sticky < 1.0:
+        raise config.ConfigError(f"--sticky: got {args.sticky}, allowed: a probability in [0, 1)")
     return args
 
 
-PARTIAL = "test.partial.json"  # a test's episodes so far, while it is not finished
-PART = 20  # test episodes played between two saves of PARTIAL
+PART = 20  # test episodes played between two saves of the partial file
+HELD_OUT = "held-out"  # test.json's "seeds": drawn by held_out_seeds (older tests drew a run's own)
+
+
+def test_file(sticky: float) -> str:
+    """The file a test's result goes to: test.json under the paper's protocol, test_stickyP.json
+    under sticky actions P."""
+    return "test.json" if not sticky else f"test_sticky{sticky:g}.json"
+
+
+def partial_file(sticky: float) -> str:
+    """A test's episodes so far, while it is not finished (test.partial.json, ...)."""
+    return test_file(sticky).replace(".json", ".partial.json")
 
 
 def _partial(run_dir: str, which: dict) -> dict | None:
     """The episodes so far of a stopped test of the same elite with the same settings, or None."""
-    path = os.path.join(run_dir, PARTIAL)
+    path = os.path.join(run_dir, partial_file(which["sticky"]))
     if not os.path.exists(path):
         return None
     try:
@@ -138,14 +165,14 @@ def record_episode(env_cfg, policy, weights, episode_seed: int, max_steps: int, 
     ended). A picture is the step's last frame in colour, read from the same emulator."""
     from nevo.tasks.atari_emulator import STACK, AtariEmulator
 
-    em = AtariEmulator(env_cfg.game, env_cfg.frameskip, env_cfg.frame_cap)
+    em = AtariEmulator(env_cfg.game, env_cfg.frameskip, env_cfg.frame_cap, env_cfg.sticky)
     obs = np.zeros((1, STACK, *em.resize.out), np.uint8)
     zero = np.zeros(1, np.int64)
     policy.load(weights[None])
     try:
         noops = envs.noop_count(episode_seed, env_cfg.noop_max)
         if env_cfg.start == "reference":  # no-ops, FIRE and action 2 before the first step
-            em.begin(obs[0], noops)
+            em.begin(obs[0], noops, episode_seed)
             noops = 0
         else:
             em.restart(obs[0])
@@ -253,7 +280,12 @@ def main(argv=None) -> int:
         if args.gif:  # MuJoCo renders offscreen without a display (read when its renderer is made)
             os.environ.setdefault("MUJOCO_GL", "egl")
         cfg, elite, spec, weights = elite_files.load(args.run_dir, args.elite)
-        task = tasks.task_for(replace(cfg.env, frame_cap=args.frame_cap))
+        cfg = replace(cfg, env=replace(cfg.env, frame_cap=args.frame_cap, sticky=args.sticky))
+        task = tasks.task_for(cfg.env)
+        if args.sticky and not task.sticky_actions:
+            raise config.ConfigError(f"--sticky: sticky actions are an Atari game's; {task.name} has none")
+        if args.sticky:
+            task.check(cfg.net)  # (sticky actions need the reference's start)
         if args.gif and isinstance(task, (tasks.Maze, tasks.Supervised)):
             raise config.ConfigError(
                 f"--gif: records Atari screens and gymnasium renders; {task.name} has none"
@@ -268,12 +300,13 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     run_cfg = replace(cfg.run, env_slots=args.env_slots, threads=args.threads)
-    seeds = np.random.default_rng(args.seed).integers(0, noise.SEED_LIMIT, args.episodes).astype(np.int64)
+    seeds = held_out_seeds(args.seed, args.episodes)
     env = task.name
     what = "theta" if "theta" in elite else f"{len(elite['seeds'])} seeds"
     print(f"replay {env} | {elite['file']}: elite of generation {elite['generation']} ({what}, "
           f"validation mean {elite['validation_mean']:.1f}) | {args.episodes} episodes, "
-          f"cap {args.frame_cap:,} frames, seed {args.seed}")  # fmt: skip
+          f"cap {args.frame_cap:,} frames, seed {args.seed} (held out)"
+          f"{f', sticky actions {args.sticky:g}' if args.sticky else ''}")  # fmt: skip
 
     if isinstance(task, tasks.Supervised):  # a labelled data set: the elite on the whole test set
         return test_accuracy(args, task, run_cfg, policy, builder, device, elite_only, elite)
@@ -283,14 +316,15 @@ def main(argv=None) -> int:
     # a stopped test (a long game's 200 episodes at the 400,000-frame cap can take hours) goes on
     # from there when run again. An episode's score depends only on the elite and its seed, so
     # the parts give the scores of one call.
-    which = {"episodes": args.episodes, "frame_cap": args.frame_cap, "seed": args.seed,
-             "elite_file": elite["file"], "elite_generation": elite["generation"],
+    which = {"episodes": args.episodes, "frame_cap": args.frame_cap, "seed": args.seed, "seeds": HELD_OUT,
+             "sticky": args.sticky, "elite_file": elite["file"], "elite_generation": elite["generation"],
              "elite_genome_len": len(elite.get("seeds", [])), "game": env}  # fmt: skip
+    partial_name, out_name = partial_file(args.sticky), test_file(args.sticky)
     done = {"returns": [], "lengths": [], "frames": [], "wall_s": 0.0}
     partial = None if args.no_save else _partial(args.run_dir, which)
     if partial is not None:
         done = {k: partial[k] for k in done}
-        print(f"resumed at episode {len(done['returns'])} of {args.episodes} ({PARTIAL})")
+        print(f"resumed at episode {len(done['returns'])} of {args.episodes} ({partial_name})")
     t0, status = time.monotonic(), Status(args.episodes)
     evaluator, _ = evaluator_for(task, run_cfg, policy, builder, device, args.episodes)
     try:
@@ -302,11 +336,11 @@ def main(argv=None) -> int:
             done["wall_s"] += time.monotonic() - t0
             t0 = time.monotonic()
             if not args.no_save and len(done["returns"]) < args.episodes:
-                runs.write_json(args.run_dir, PARTIAL, {**which, **done})
+                runs.write_json(args.run_dir, partial_name, {**which, **done})
     except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal where nevo's handlers are in place
         status.clear()
         kept = len(done["returns"])
-        print(f"interrupted; {PARTIAL} keeps {kept} of {args.episodes} episodes: run it again to go on"
+        print(f"interrupted; {partial_name} keeps {kept} of {args.episodes} episodes: run it again to go on"
               if kept and not args.no_save else "interrupted; nothing written")  # fmt: skip
         return 128 + stop.signum_of(e)
     finally:
@@ -318,15 +352,15 @@ def main(argv=None) -> int:
           f"episodes; {int(frames.sum()):,} frames ({frames.mean():,.0f} per episode, "
           f"{int((frames >= args.frame_cap).sum())} at the cap) in {wall:.0f} s")  # fmt: skip
     if not args.no_save:
-        runs.write_json(args.run_dir, "test.json", {
+        runs.write_json(args.run_dir, out_name, {
             **which, "mean": float(r.mean()), "std": float(r.std()), "min": float(r.min()),
             "max": float(r.max()), "returns": r.tolist(), "lengths": lengths.tolist(),
             "frames": frames.tolist(), "elite_validation_mean": elite["validation_mean"],
             "device": args.device, "wall_s": round(wall, 3),
         })  # fmt: skip
-        if os.path.exists(os.path.join(args.run_dir, PARTIAL)):
-            os.remove(os.path.join(args.run_dir, PARTIAL))
-        print(f"wrote {os.path.join(args.run_dir, 'test.json')}")
+        if os.path.exists(os.path.join(args.run_dir, partial_name)):
+            os.remove(os.path.join(args.run_dir, partial_name))
+        print(f"wrote {os.path.join(args.run_dir, out_name)}")
 
     # ---- the recording -------------------------------------------------------------------
     if args.gif:

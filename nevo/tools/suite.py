@@ -9,10 +9,12 @@ One run folder per (game, seed), RESULTS/GAME__ALGO__SEED. Running the same comm
 every unfinished run exactly where its checkpoint left it (as nevo train --resume does) and skips
 finished ones; a larger budget (--frames) continues a finished run. A stop signal (Ctrl-C,
 SIGTERM) ends the run in progress at its last whole generation, resumable, and the suite with it.
-Each finished run's best elite is then tested as the paper scores it, 200 episodes with 1-30
-random no-ops and a cap of 400,000 frames (nevo replay, which writes RUN/test.json), unless its
-test.json already tested that elite. The games, seeds and budgets may change from one call to the
-next; every other setting must be the one the folder's runs were made with.
+Each finished run's best elite is then tested twice on held-out episode seeds (nevo replay): as
+the paper scores it, 200 episodes with 1-30 random no-ops and a cap of 400,000 frames
+(RUN/test.json), and the same under sticky actions 0.25 (Machado et al. 2018;
+RUN/test_sticky0.25.json), unless a file already tested that elite so. The games, seeds and
+budgets may change from one call to the next; every other setting must be the one the folder's
+runs were made with.
 """
 
 from __future__ import annotations
@@ -66,12 +68,20 @@ def parse(argv) -> tuple[argparse.Namespace, list[str]]:
         help="test episodes of each finished run (default: 200; 0: none)",
     )
     p.add_argument(
+        "--test-sticky",
+        type=float,
+        default=0.25,
+        help="sticky actions' probability in each finished run's second test (default: 0.25; 0: none)",
+    )
+    p.add_argument(
         "--test-frame-cap",
         type=int,
         default=400_000,
         help="the test episodes' cap in frames (default: 400000)",
     )
     args, flags = p.parse_known_args(argv)
+    if not 0.0 <= args.test_sticky < 1.0:
+        raise ConfigError(f"--test-sticky: got {args.test_sticky}, allowed: a probability in [0, 1)")
     for f in flags:
         name = f.split("=")[0]
         if name in OWN:
@@ -182,10 +192,13 @@ class Entry:
         checkpoint = runs.resume_checkpoint(self.dir) if os.path.isdir(self.dir) else None
         return 0 if checkpoint is None else int(checkpoint["frames"])
 
-    def tested(self) -> bool:
-        """Whether test.json tested the run's best elite as it is now."""
-        test = _json_or_none(os.path.join(self.dir, "test.json"))
-        if test is None:
+    def tested(self, sticky: float = 0.0) -> bool:
+        """Whether the test under sticky actions `sticky` (test.json for 0) tested the run's best
+        elite as it is now, on held-out seeds."""
+        from nevo.tools import replay
+
+        test = _json_or_none(os.path.join(self.dir, replay.test_file(sticky)))
+        if test is None or test.get("seeds") != replay.HELD_OUT:
             return False
         elite = _json_or_none(os.path.join(self.dir, test.get("elite_file", "best.json")))
         return elite is not None and elite.get("generation") == test.get("elite_generation")
@@ -235,12 +248,18 @@ def train(entry: Entry, label: str) -> int:
     return 0
 
 
-def test(entry: Entry, args) -> int:
-    """Test the run's best elite (nevo replay): its test.json."""
+def protocols(args) -> list[float]:
+    """The sticky-action probabilities each finished run is tested under: 0 (the paper's), then
+    --test-sticky (none where it is 0)."""
+    return [0.0] + ([args.test_sticky] if args.test_sticky else [])
+
+
+def test(entry: Entry, args, sticky: float) -> int:
+    """Test the run's best elite (nevo replay) under sticky actions `sticky`: its test file."""
     from nevo.tools import replay
 
-    return replay.main([entry.dir, "--episodes", str(args.test_episodes),
-                        "--frame-cap", str(args.test_frame_cap)])  # fmt: skip
+    return replay.main([entry.dir, "--episodes", str(args.test_episodes), "--frame-cap",
+                        str(args.test_frame_cap), "--sticky", str(sticky)])  # fmt: skip
 
 
 def main(argv=None) -> int:
@@ -282,8 +301,10 @@ def _run_all(todo: list[Entry], args) -> int:
                 said(f"suite stopped at {entry.game} seed {entry.seed}; every run is resumable: run the same "
                      "command again")  # fmt: skip
                 return code
-        if args.test_episodes and not entry.tested():
-            code = test(entry, args)
+        for sticky in protocols(args) if args.test_episodes else []:
+            if entry.tested(sticky):
+                continue
+            code = test(entry, args, sticky)
             if code > 128:  # a stop signal
                 said(f"suite stopped while testing {entry.game} seed {entry.seed}; its test goes on from its "
                      "finished parts: run the same command again")  # fmt: skip
