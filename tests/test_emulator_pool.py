@@ -401,6 +401,32 @@ def test_first_done_takes_the_ready_step_not_the_oldest():
 
 
 @pytest.mark.slow
+def test_a_driver_paused_past_the_bound_is_not_a_stuck_worker():
+    """Steps sent, then the driver away for longer than STEP_BOUND_S (Ctrl-Z and fg, swap, a
+    debugger) while its workers answered: first_done takes the answers waiting in the pipes, and
+    wait too, with no error."""
+    from nevo.tasks import emulator_pool
+
+    pool = EmulatorPool("pong", 4, 20_000, 4, 2)
+    emulator_pool.STEP_BOUND_S, saved = 0.5, emulator_pool.STEP_BOUND_S
+    try:
+        for _ in range(2):
+            zero, one = pool.units(2)
+            tickets = [pool.step(zero), pool.step(one)]
+            time.sleep(1.5)  # (the driver paused; its workers answered long ago)
+            done = []
+            while len(done) < 2:
+                done += pool.first_done([t for t in tickets if t not in done])
+            assert sorted(done) == sorted(tickets)
+        ticket = pool.step(np.arange(4))
+        time.sleep(1.5)
+        pool.wait(ticket)
+    finally:
+        emulator_pool.STEP_BOUND_S = saved
+        pool.close()
+
+
+@pytest.mark.slow
 def test_spinning_workers_step_as_sleeping_ones_do():
     """A pool whose workers and driver poll their pipes before sleeping (spin_s) gives the same
     observations, rewards and ends as one that sleeps at once."""

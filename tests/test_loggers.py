@@ -219,3 +219,35 @@ def test_wandb_online_without_a_key_is_one_line_before_any_folder(tmp_path):
     run = subprocess.run([sys.executable, "-c", checked], env=keyed, stdin=subprocess.DEVNULL,
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode == 0 and run.stdout == "ok\n", run.stderr
+
+
+def test_a_stop_gives_wandbs_finish_its_bound_and_no_more(capsys):
+    """On a stop, a W&B finish that does not return (its network gone) is left after the bound,
+    with one line saying where its data stays; at a run's end, finish is waited for."""
+    import time
+
+    class Hung:
+        finished = 0
+
+        def finish(self):
+            Hung.finished += 1
+            time.sleep(60)
+
+    logs = loggers.Loggers.__new__(loggers.Loggers)
+    logs.writer, logs.wandb_run = None, Hung()
+    t0 = time.monotonic()
+    logs.close(bound_s=0.3)
+    assert time.monotonic() - t0 < 5 and Hung.finished == 1 and logs.wandb_run is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("W&B did not finish in 0 s; what it has not sent stays")
+
+
+def test_a_damaged_wandb_json_is_one_line(tmp_path):
+    """A wandb.json cut short (a kill mid-write, before it was written whole) is a DamagedFile of
+    one line naming it, not a JSONDecodeError."""
+    from nevo.settings import DamagedFile
+
+    (tmp_path / loggers.WANDB).write_text('{"id": "ab')
+    with pytest.raises(DamagedFile) as e:
+        loggers._wandb_run("p", str(tmp_path))
+    assert str(e.value).startswith(f"{tmp_path / loggers.WANDB}: damaged") and "\n" not in str(e.value)

@@ -65,6 +65,7 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
     row: dict = {}
     saved = algo.generation  # the generations the folder holds
     logs = loggers.Loggers(cfg, run_dir)  # --tensorboard, --wandb: the rows there too
+    bound_s = loggers.FINISH_BOUND_S  # (None once the budget is reached: W&B's finish unbounded)
     try:
         while frames < cfg.run.frame_budget:
             t0, cpu0 = time.monotonic(), machine.cpu_seconds()
@@ -88,6 +89,7 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
                 step.checkpointed()
                 logs.log(row)
                 out.generation_done(row)
+        bound_s = None
     except ClusterError as e:  # one line; the last checkpoint is whole
         if stop.caused(e):
             raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
@@ -111,7 +113,7 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
             raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
         raise
     finally:
-        logs.close()
+        logs.close(bound_s)
     return frames, wall, row
 
 

@@ -20,12 +20,17 @@ import importlib.util
 import json
 import numbers
 import os
+import sys
+import threading
 import uuid
 
-from nevo.settings import ConfigError
+from nevo.settings import ConfigError, DamagedFile, read_json
 
 TENSORBOARD = "tensorboard"  # the event files' folder in the run folder
 WANDB = "wandb.json"  # the W&B run's id and project, for a resumed run
+# Seconds W&B's finish may take while a run stops (a signal, a failed write): it sends what is
+# left over the network, which may not answer; what it has not sent stays in the run folder.
+FINISH_BOUND_S = 20.0
 
 # (setting, the module it needs, the extra that installs it)
 NEEDS = (("tensorboard", "tensorboardX", "tensorboard"), ("wandb", "wandb", "wandb"))
@@ -101,13 +106,30 @@ class Loggers:
         if self.wandb_run is not None:
             self.wandb_run.log(numbers_, step=frames)
 
-    def close(self) -> None:
+    def close(self, bound_s: float | None = None) -> None:
+        """Close the logs; bound_s (a stop): W&B's finish is given that long, then left behind."""
         if self.writer is not None:
             self.writer.close()
             self.writer = None
         if self.wandb_run is not None:
-            self.wandb_run.finish()
-            self.wandb_run = None
+            run, self.wandb_run = self.wandb_run, None
+            if bound_s is None:
+                run.finish()
+                return
+            finishing = threading.Thread(target=_finish_quietly, args=(run,), daemon=True)
+            finishing.start()
+            finishing.join(bound_s)
+            if finishing.is_alive():
+                print(f"W&B did not finish in {bound_s:.0f} s; what it has not sent stays in the run folder "
+                      "(wandb sync sends it)", file=sys.stderr, flush=True)  # fmt: skip
+
+
+def _finish_quietly(run) -> None:
+    """W&B's finish in a thread of its own (a stop does not wait for it past its bound)."""
+    try:
+        run.finish()
+    except Exception:  # noqa: BLE001 (a stop is under way: W&B's own failure is not its news)
+        pass
 
 
 def _wandb_run(project: str, run_dir: str):
@@ -117,12 +139,16 @@ def _wandb_run(project: str, run_dir: str):
 
     path = os.path.join(run_dir, WANDB)
     if os.path.exists(path):
-        with open(path) as f:
-            run_id = json.load(f)["id"]
+        run_id = read_json(path).get("id")
+        if not isinstance(run_id, str) or not run_id:
+            raise DamagedFile(f"{path}: damaged (no W&B run id); remove it to log to a new W&B run")
     else:
         run_id = uuid.uuid4().hex[:16]  # (W&B's ids: letters and digits)
-        with open(path, "w") as f:
+        with open(path + ".tmp", "w") as f:  # written whole or not at all
             json.dump({"id": run_id, "project": project}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(path + ".tmp", path)
     with open(os.path.join(run_dir, "config.json")) as f:
         config = json.load(f)
     try:

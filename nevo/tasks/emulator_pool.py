@@ -276,10 +276,13 @@ class EmulatorPool:
                 return done
             oldest = min(tickets)  # (tickets are numbered in the order sent)
             left = self._sent.get(oldest, time.monotonic()) + STEP_BOUND_S - time.monotonic()
-            if left <= 0:
-                raise self._stuck(min(self._open[oldest]), STEP_BOUND_S)
             waiting = {self.conns[w].fileno(): w for t in tickets for w in self._open[t]}
-            for w in _ready(waiting, self.spin_s, left):
+            # the pipes polled before the bound is judged: a driver paused past it (Ctrl-Z, swap,
+            # a debugger) finds its workers' answers waiting, and is not a stuck worker
+            ready = _ready(waiting, self.spin_s, max(left, 0.0))
+            if not ready and left <= 0:
+                raise self._stuck(min(self._open[oldest]), STEP_BOUND_S)
+            for w in ready:
                 self._reply(w)
 
     def wait(self, ticket: int) -> None:
