@@ -15,6 +15,7 @@ from nevo.config import ConfigError, EnvConfig, RunConfig
 from nevo.episodes import Episodes, Population
 from nevo.evaluation.setup import evaluator_for
 from nevo.genomes.noise import WeightBuilder
+from nevo.loops import elite as elite_files
 from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy
 
@@ -112,9 +113,9 @@ def test_the_policy_plays_an_obs_norm_es_elite_as_the_runs_evaluator_does(tmp_pa
                         validation_episodes=2, noise_table_size=1_000_000, out_dir=str(tmp_path),
                         progress=False)  # fmt: skip
     policy = nevo.load_policy(result.run_dir)
-    stats = runs.read_array(os.path.join(result.run_dir, runs.OBS_NORM))
+    stats = runs.read_array(elite_files.array_path(result.run_dir, "obs_norm"))
     assert np.abs(stats[0]).max() > 0  # real statistics, not the identity
-    theta = runs.read_array(os.path.join(result.run_dir, runs.THETA))
+    theta = runs.read_array(elite_files.array_path(result.run_dir, "theta"))
     task = tasks.task_for(EnvConfig(env="Pendulum-v1"))
     spec = policy.spec
     builder = WeightBuilder(None, np.zeros(spec.n_params, np.float32), fold=obs_norm.fold_population(spec))

@@ -22,6 +22,7 @@ from nevo.evaluation.cluster import ClusterError, ClusterEvaluator
 from nevo.evaluation.cluster_connection import check_address
 from nevo.evaluation.cluster_worker import differences, fingerprint
 from nevo.genomes import noise
+from nevo.loops import elite as elite_files
 from tests.conftest import metrics_without_clock, run_folder
 from tests.dask_procs import ROOT, DaskProcesses, listening
 from tests.fixtures.record import PATH, RUNS
@@ -85,9 +86,9 @@ def test_observation_statistics_on_a_cluster_give_one_machines_run(two_workers, 
                        tmp_path / "there")  # fmt: skip
     assert metrics_without_clock(there) == metrics_without_clock(here)
     assert runs.read_metrics(here)[-1]["obs_norm/count"] > 0
-    for name in (runs.OBS_NORM, runs.THETA):
-        np.testing.assert_array_equal(runs.read_array(os.path.join(there, name)),
-                                      runs.read_array(os.path.join(here, name)))  # fmt: skip
+    for key in ("obs_norm", "theta"):
+        np.testing.assert_array_equal(runs.read_array(elite_files.array_path(there, key)),
+                                      runs.read_array(elite_files.array_path(here, key)))  # fmt: skip
 
 
 @pytest.mark.slow
@@ -461,3 +462,46 @@ def test_a_stop_before_dasks_call_starts_logs_nothing(forgiven, caplog):
         assert failed == []
     else:
         assert len(failed) == 1 and isinstance(failed[0].exc_info[1], NameError)
+
+
+def test_without_dask_the_cluster_and_the_worker_are_one_line_naming_the_install(
+    tmp_path, monkeypatch, capsys
+):
+    """A plain `pip install nevo` has no Dask: --cluster (before any folder) and `nevo worker`
+    (even its --help) say so in one line with the pip install, not a ModuleNotFoundError."""
+    import importlib.util
+
+    from nevo.tools import worker
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "distributed" else real(name, *a)
+    )
+    want = "Dask distributed is not installed: pip install 'nevo[cluster]' (or distributed)"
+    with pytest.raises(ValueError, match=re.escape(f"--cluster: {want}")):
+        check_address("local:2")
+    code = run_ga.main(["--env", "CartPole-v1", "--cluster", "local:2", "--out-dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err == [f"error: --cluster: {want}"] and not os.listdir(tmp_path)
+    with pytest.raises(SystemExit) as e:
+        worker.main(["--help"])
+    assert e.value.code == 2 and capsys.readouterr().err.strip().splitlines() == [
+        f"error: nevo worker: {want}"
+    ]
+
+
+def test_a_local_cluster_that_does_not_start_is_one_line(monkeypatch):
+    """LocalCluster failing (no ports, processes or memory) is a ClusterError of one line."""
+    import distributed
+
+    from nevo.evaluation.cluster_connection import ClusterConnection
+
+    def refuse(**kwargs):
+        raise OSError(98, "Address already in use")
+
+    monkeypatch.setattr(distributed, "LocalCluster", refuse)
+    with pytest.raises(ClusterError) as e:
+        ClusterConnection("local:2", None, None, None, None, 4, 1)
+    assert str(e.value).startswith(
+        "--cluster local:2: the local cluster did not start ("
+    ) and "\n" not in str(e.value)

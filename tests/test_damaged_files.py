@@ -12,6 +12,7 @@ import pytest
 from experiments import run_es, run_ga
 from nevo import cli, runs, tasks
 from nevo.evaluation import setup
+from nevo.loops import elite as elite_files
 from nevo.tools import replay
 from tests.conftest import metrics_without_clock, run_folder
 from tests.fixtures.record import PATH, RUNS
@@ -135,7 +136,7 @@ def test_an_elite_file_without_its_seeds_is_one_line(maze_run, tmp_path, capsys)
 def test_a_damaged_theta_is_one_line_in_replay(tmp_path, capsys):
     _, argv = RUNS["es-cartpole"]
     folder = run_folder(run_es.main, [*argv[:-1], "1000"], tmp_path / "es")
-    path = os.path.join(folder, runs.THETA)
+    path = elite_files.array_path(folder, "theta")
     np.save(path, np.zeros(7, np.float32))
     assert replay.main([folder, "--episodes", "1", "--no-save"]) == 2
     assert capsys.readouterr().err.startswith(f"error: {path}: damaged, shape (7,) for a net of")
@@ -278,3 +279,39 @@ def test_a_run_killed_before_its_first_generation_ended_simply_starts_again(maze
     os.remove(os.path.join(folder, runs.METRICS))
     assert run_ga.main(["--resume", folder, "--frame-budget", "7000"]) == 0
     assert metrics_without_clock(folder) == maze_run[1]
+
+
+def test_an_elite_is_written_as_one_unit(tmp_path, monkeypatch):
+    """An ES elite's arrays go under names of their generation and the label (elite.json) last: a
+    write that fails after the arrays leaves the label naming its own generation's theta and
+    statistics, unchanged; the next whole write removes every array no label names."""
+    from types import SimpleNamespace
+
+    from nevo.config import Config
+
+    cfg, run_dir = Config(), str(tmp_path)
+
+    def algo(value):
+        return SimpleNamespace(elite=np.full(5, value, np.float32), elite_score=value, best_elite=None,
+                               validation_episodes=2)  # fmt: skip
+
+    def stats(value):
+        return {"obs_norm": (runs.OBS_NORM, np.full((2, 3), value, np.float32))}
+
+    elite_files.write(run_dir, cfg, 1, algo(1.0), stats(1.0))
+    real = runs.write_json
+
+    def failing(folder, name, data):
+        raise runs.WriteFailed(name, OSError(28, "No space left on device"))
+
+    monkeypatch.setattr(runs, "write_json", failing)
+    with pytest.raises(runs.WriteFailed):
+        elite_files.write(run_dir, cfg, 2, algo(2.0), stats(2.0))
+    monkeypatch.setattr(runs, "write_json", real)
+    label = json.load(open(os.path.join(run_dir, runs.ELITE)))
+    assert label["generation"] == 1
+    assert (runs.read_array(elite_files.array_path(run_dir, "theta")) == 1.0).all()
+    assert (runs.read_array(elite_files.array_path(run_dir, "obs_norm")) == 1.0).all()
+    elite_files.write(run_dir, cfg, 3, algo(3.0), stats(3.0))
+    arrays = sorted(f for f in os.listdir(run_dir) if f.endswith(".npy"))
+    assert arrays == ["obs_norm.g3.npy", "theta.g3.npy"]

@@ -2,7 +2,9 @@
 
 import errno
 import os
+import re
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -186,32 +188,31 @@ def test_a_stop_mid_read_loses_no_answer_and_never_hangs(where, monkeypatch):
     """SIGTERM (nevo's handlers installed, as in a run) landing inside the read of an answer
     stops the waiting at once, after the answer is read and recorded: the drain that follows
     needs no bound (nothing was lost) and the pipes keep their framing (the pool steps on)."""
-    from multiprocessing.connection import Connection
-
     from nevo.runs import stop
+    from nevo.tasks import emulator_pool
 
     pool = EmulatorPool("pong", 4, 20_000, 4, 2)
     fired = []
     if where == "after the read":
-        real = Connection.recv_bytes
+        real = emulator_pool.recv_within
 
-        def hooked(self, *args):
-            msg = real(self, *args)
+        def hooked(*args):
+            msg = real(*args)
             if not fired:
                 fired.append(os.kill(os.getpid(), signal.SIGTERM))
             return msg
 
-        monkeypatch.setattr(Connection, "recv_bytes", hooked)
+        monkeypatch.setattr(emulator_pool, "recv_within", hooked)
     else:
-        real = Connection._recv
+        real = emulator_pool._read_chunk
 
-        def hooked(self, size, *args):
-            got = real(self, size, *args)
-            if size == 4 and not fired:  # the header: the payload is still in the pipe
+        def hooked(fd, n):
+            got = real(fd, n)
+            if n == 4 and not fired:  # the header: the payload is still in the pipe
                 fired.append(os.kill(os.getpid(), signal.SIGTERM))
             return got
 
-        monkeypatch.setattr(Connection, "_recv", hooked)
+        monkeypatch.setattr(emulator_pool, "_read_chunk", hooked)
     try:
         with stop.on_signals():
             with pytest.raises(stop.Stopped):
@@ -450,3 +451,46 @@ def test_spinning_workers_step_as_sleeping_ones_do():
         np.testing.assert_array_equal(r0, r1)
         np.testing.assert_array_equal(d0, d1)
     assert sum(int(d.sum()) for _, _, d in seen[0]) > 0  # episodes ended (400 frames: every 100 steps)
+
+
+def test_an_answer_is_read_whole_or_its_stopped_sender_named_within_the_bound():
+    """recv_within reads what Connection.send_bytes sends (short, and longer than a pipe's
+    buffer), and a sender stopped mid-message is a TimeoutError at the bound, not a wait for
+    ever."""
+    import socket
+    import threading
+    from multiprocessing.connection import Connection
+
+    from nevo.tasks.emulator_pool import recv_within
+
+    a, b = socket.socketpair()
+    mine, theirs = Connection(a.detach()), Connection(b.detach())
+    try:
+        for message in (b"T" + bytes(10), os.urandom(3_000_000)):
+            sender = threading.Thread(target=theirs.send_bytes, args=(message,))
+            sender.start()
+            assert recv_within(mine, 10.0) == message
+            sender.join()
+        whole = struct.pack("!i", 1_000_000)  # a header of a megabyte, then a tenth of it
+        os.write(theirs.fileno(), whole + bytes(100_000))
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError):
+            recv_within(mine, 0.5)
+        assert time.monotonic() - t0 < 3
+    finally:
+        mine.close()
+        theirs.close()
+
+
+def test_a_worker_that_cannot_import_is_one_line_with_its_reason(tmp_path, capfd):
+    """An emulator process that fails at import (a broken install) ends the pool's start in one
+    EmulatorError naming its exception, and prints no traceback on the terminal."""
+    broken = tmp_path / "numpy"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('numpy is broken here')\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with pytest.raises(EmulatorError) as e:
+        EmulatorPool("pong", 4, 400, 2, 2, worker_env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{root}"})
+    said = r"emulator process \d \(pid \d+\) died \(exit status 1\): ImportError: numpy is broken here$"
+    assert re.match(said, str(e.value)), str(e.value)
+    assert "Traceback" not in capfd.readouterr().err

@@ -14,6 +14,7 @@ from nevo.cli import ES_PRESETS, parse_args
 from nevo.config import ConfigError, ESConfig
 from nevo.episodes import Results
 from nevo.genomes.noise import NoiseSource, WeightBuilder
+from nevo.loops import elite as elite_files
 from tests.conftest import metrics_without_clock, run_folder
 from tests.tiny import CARTPOLE
 
@@ -165,7 +166,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path):
     assert run_es.main(["--resume", part, "--frame-budget", "6000"]) == 0
     assert len(results(whole)) >= 3 and results(part) == results(whole)
     np.testing.assert_array_equal(
-        np.load(os.path.join(part, "theta.npy")), np.load(os.path.join(whole, "theta.npy"))
+        np.load(elite_files.array_path(part, "theta")), np.load(elite_files.array_path(whole, "theta"))
     )
 
 

@@ -32,14 +32,17 @@ def _records(path: str):
 
 
 def tensorboard_scalars(folder: str) -> dict:
-    """{(tag, step): value} of every scalar in the run folder's event files; a (tag, step) written
-    twice fails."""
+    """{(tag, step): value} of every scalar in the run folder's event files, as TensorBoard shows
+    them (a SessionLog START at step T purges the points at T and after read before it); a
+    (tag, step) shown twice fails."""
     from tensorboardX.proto import event_pb2
 
     got = {}
     for path in sorted(glob.glob(os.path.join(folder, loggers.TENSORBOARD, "events.out.tfevents.*"))):
         for record in _records(path):
             event = event_pb2.Event.FromString(record)
+            if event.HasField("session_log") and event.session_log.status == event_pb2.SessionLog.START:
+                got = {(tag, step): v for (tag, step), v in got.items() if step < event.step}
             for v in event.summary.value:
                 assert (v.tag, event.step) not in got, (v.tag, event.step)
                 got[v.tag, event.step] = v.simple_value
@@ -75,6 +78,17 @@ def test_tensorboard_holds_every_metrics_row_against_frames_across_a_resume(tmp_
     got = tensorboard_scalars(folder)
     assert got == expected_scalars(folder)
     assert ("score/elite_mean", runs.read_metrics(folder)[-1]["frames"]) in got
+
+
+def test_a_fallback_to_the_previous_checkpoint_purges_its_tensorboard_points(tmp_path):
+    """The last checkpoint found damaged, --resume goes on from the one before and plays its
+    generation again: TensorBoard shows each row of metrics.jsonl once (the generation logged
+    before is purged, as metrics.jsonl drops it), not twice."""
+    folder = run_folder(run_ga.main, [*MAZE, "--frame-budget", "1500", "--tensorboard"], tmp_path)
+    with open(os.path.join(folder, runs.CHECKPOINT), "wb") as f:
+        f.write(b"damaged")
+    assert run_ga.main(["--resume", folder, "--frame-budget", "2000"]) == 0
+    assert tensorboard_scalars(folder) == expected_scalars(folder)
 
 
 def _wandb_records(path: str):

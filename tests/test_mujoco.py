@@ -226,9 +226,9 @@ def test_the_es_family_of_novelty_search_normalises_observations_and_resumes_exa
     shutil.copy(os.path.join(copy, runs.PREVIOUS), os.path.join(copy, runs.CHECKPOINT))
     assert run_ns.main(["--resume", copy]) == 0
     assert metrics_without_clock(copy) == metrics_without_clock(folder)
-    for name in (runs.OBS_NORM, runs.THETA):
-        np.testing.assert_array_equal(runs.read_array(os.path.join(copy, name)),
-                                      runs.read_array(os.path.join(folder, name)))  # fmt: skip
+    for key in ("obs_norm", "theta"):
+        np.testing.assert_array_equal(runs.read_array(elite_files.array_path(copy, key)),
+                                      runs.read_array(elite_files.array_path(folder, key)))  # fmt: skip
     assert replay.main([folder, "--episodes", "2", "--no-save"]) == 0
 
 

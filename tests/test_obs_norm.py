@@ -110,15 +110,15 @@ def test_a_normalised_run_resumed_from_its_previous_checkpoint_ends_the_same(nor
     shutil.copy(os.path.join(copy, runs.PREVIOUS), os.path.join(copy, runs.CHECKPOINT))
     assert run_es.main(["--resume", copy]) == 0
     assert metrics_without_clock(copy) == metrics_without_clock(normed_run)
-    np.testing.assert_array_equal(runs.read_array(os.path.join(copy, runs.OBS_NORM)),
-                                  runs.read_array(os.path.join(normed_run, runs.OBS_NORM)))  # fmt: skip
+    stats = [runs.read_array(elite_files.array_path(folder, "obs_norm")) for folder in (copy, normed_run)]
+    np.testing.assert_array_equal(*stats)
 
 
 @pytest.mark.slow
 def test_replay_folds_the_saved_statistics_into_theta(normed_run):
     _, elite, spec, w = elite_files.load(normed_run)
-    theta = runs.read_array(os.path.join(normed_run, runs.THETA))
-    stats = runs.read_array(os.path.join(normed_run, runs.OBS_NORM))
+    theta = runs.read_array(elite_files.array_path(normed_run, "theta"))
+    stats = runs.read_array(elite_files.array_path(normed_run, "obs_norm"))
     np.testing.assert_array_equal(w, obs_norm.fold(spec, theta[None].copy(), stats[0], stats[1])[0])
     assert replay.main([normed_run, "--episodes", "2", "--no-save"]) == 0
 

@@ -87,8 +87,9 @@ def test_a_run_still_being_written_plots(tiny_runs, tmp_path):
 def test_table_compares_with_published_scores_and_marks_missing_games(tiny_runs, tmp_path, capsys):
     """Frostbite gets the published numbers; a game without them shows n/a; no test.json is flagged."""
     frost = shutil.copytree(tiny_runs[0], tmp_path / "frost_run")
-    if os.path.exists(frost / "test.json"):  # a replay test may have tested this run already
-        os.remove(frost / "test.json")
+    for name in ("test.json", rundata.STICKY_FILE):  # a replay test may have tested this run already
+        if os.path.exists(frost / name):
+            os.remove(frost / name)
     other = shutil.copytree(frost, tmp_path / "pong_run")
     cfg = json.load(open(other / "config.json"))
     cfg["env"]["game"] = "pong"
@@ -98,7 +99,7 @@ def test_table_compares_with_published_scores_and_marks_missing_games(tiny_runs,
     frost = next(line for line in text.splitlines() if line.startswith("| Frostbite"))
     pong = next(line for line in text.splitlines() if line.startswith("| Pong"))
     assert "4,536" in frost and "797.4" in frost  # GA 1B and DQN
-    assert pong.count("n/a") == 6  # DQN, ES, A3C, RS, GA 1B, GA 6B
+    assert pong.count("n/a") == 7  # no sticky-actions test; DQN, ES, A3C, RS, GA 1B, GA 6B
     assert "†" in frost and "not a test score" in text
     assert "Such et al." in text  # sources are printed
 
@@ -133,7 +134,8 @@ def test_a_resumed_run_keeps_the_last_copy_of_each_generation(tiny_runs, tmp_pat
 def test_table_reports_the_test_mean_and_flags_a_test_of_an_older_elite(tiny_runs, tmp_path):
     run = shutil.copytree(tiny_runs[0], tmp_path / "run")
     generation = json.load(open(run / "elite.json"))["generation"]
-    test = {"mean": 1234.5, "episodes": 200, "frame_cap": 400000, "elite_generation": generation}
+    test = {"mean": 1234.5, "episodes": 200, "frame_cap": 400000, "elite_generation": generation,
+            "seeds": "held-out"}  # fmt: skip
     json.dump(test, open(run / "test.json", "w"))
     published = table.load_published()
     header, rows, notes = table.build_rows(rundata.load_runs([str(run)]), published)
@@ -156,7 +158,7 @@ def test_table_without_a_test_reports_the_best_elite_and_flags_a_test_of_an_olde
     _, rows, _ = table.build_rows(rundata.load_runs([str(run)]), published)
     assert rows[0][1] == "777" + table.DAGGER
     test = {"mean": 800.0, "episodes": 200, "frame_cap": 400000, "elite_file": "best.json",
-            "elite_generation": best["generation"]}  # fmt: skip
+            "elite_generation": best["generation"], "seeds": "held-out"}  # fmt: skip
     json.dump(test, open(run / "test.json", "w"))
     _, rows, _ = table.build_rows(rundata.load_runs([str(run)]), published)
     assert rows[0][1] == "800"
@@ -171,7 +173,8 @@ def test_table_counts_the_published_scores_each_tested_row_beats(tiny_runs, tmp_
     above it; a validation mean or a test of an older elite is left out of the count."""
     run = shutil.copytree(tiny_runs[0], tmp_path / "run")
     generation = json.load(open(run / "elite.json"))["generation"]
-    test = {"mean": 1000.0, "episodes": 200, "frame_cap": 400000, "elite_generation": generation}
+    test = {"mean": 1000.0, "episodes": 200, "frame_cap": 400000, "elite_generation": generation,
+            "seeds": "held-out"}  # fmt: skip
     json.dump(test, open(run / "test.json", "w"))
     published = table.load_published()  # Frostbite: DQN 797.4, RS 1B 1,164, A3C 190.5
     _, _, notes = table.build_rows(rundata.load_runs([str(run)]), published)
@@ -184,6 +187,107 @@ def test_table_counts_the_published_scores_each_tested_row_beats(tiny_runs, tmp_
     (run / "test.json").unlink()
     _, _, notes = table.build_rows(rundata.load_runs([str(run)]), published)
     assert not [n for n in notes if n.startswith("Tested rows above")]
+
+
+def fake_run(folder, game, *, test=None, sticky=None, frames=25_200_000, budget=25_000_000, hours=1.0):
+    """A finished-looking GA run folder of `game` (generation 10, its best elite generation 10)
+    with the given test.json and test_sticky0.25.json means (held out unless a dict says otherwise)."""
+    folder.mkdir(parents=True)
+    config = {"algo": "ga", "ga": {"population": 64}, "env": {"env": "atari", "game": game},
+              "run": {"seed": 0, "frame_budget": budget}}  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(config))
+    row = {"generation": 10, "frames": frames, "wall_s": 3600.0 * hours, "score/elite_mean": 50.0}
+    (folder / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    for name in ("best.json", "elite.json"):
+        (folder / name).write_text(json.dumps({"generation": 10, "validation_mean": 50.0}))
+    for name, value, p in (("test.json", test, 0.0), (rundata.STICKY_FILE, sticky, 0.25)):
+        if value is not None:
+            written = {"episodes": 200, "frame_cap": 400000, "seeds": "held-out", "sticky": p,
+                       "elite_file": "best.json", "elite_generation": 10}  # fmt: skip
+            written.update(value if isinstance(value, dict) else {"mean": value})
+            (folder / name).write_text(json.dumps(written))
+    return str(folder)
+
+
+def test_the_sticky_column_shows_the_sticky_tests_mean_and_counts_it_on_its_own_line(tmp_path, capsys):
+    """Beside the paper-protocol test, the column "nevo sticky 0.25" holds test_sticky0.25.json's
+    mean (n/a for a run without one), and its own line counts the published scores it beats."""
+    from nevo.tools import replay
+
+    assert rundata.STICKY_FILE == replay.test_file(rundata.STICKY)  # the file nevo replay writes
+    frost = fake_run(tmp_path / "frostbite", "frostbite", test=1000.0, sticky=900.5)
+    gravitar = fake_run(tmp_path / "gravitar", "gravitar", test=500.0)
+    header, rows, notes = table.build_rows(rundata.load_runs([frost, gravitar]), table.load_published())
+    assert header[1:3] == ["nevo (this work)", "nevo sticky 0.25"]
+    assert rows[0][:3] == ["Frostbite", "1,000", "900.5"] and rows[1][:3] == ["Gravitar", "500", "n/a"]
+    (line,) = [n for n in notes if n.startswith("Sticky-actions tests above")]
+    assert "DQN 1 of 1 (Frostbite)" in line and "RS (1B) 0 of 1;" in line  # 900.5: above 797.4, under 1,164
+    (line,) = [n for n in notes if n.startswith("Tested rows above")]
+    assert "DQN 2 of 2 (Frostbite, Gravitar)" in line
+    assert any("sticky actions 0.25 (Machado et al. 2018" in n and "without sticky" in n for n in notes)
+    for flag, cell in (([], "| 900.5 |"), (["--latex"], "& 900.5 &")):
+        assert table.main([frost, *flag]) == 0
+        out = capsys.readouterr().out
+        assert "nevo sticky 0.25" in out and cell in out
+
+
+def test_a_test_not_held_out_is_marked_and_not_counted(tmp_path):
+    """A test.json without "seeds": "held-out" (played on the run's own seed stream) gets the
+    section mark and its footnote, and leaves the count line; the same score held out counts."""
+    run = fake_run(tmp_path / "frostbite", "frostbite", test={"mean": 1000.0, "seeds": None})
+    published = table.load_published()  # Frostbite: DQN 797.4
+    _, rows, notes = table.build_rows(rundata.load_runs([run]), published)
+    assert rows[0][1] == "1,000" + table.SECTION
+    assert any(
+        n.startswith(table.SECTION) and "same stream as the run's training episodes" in n for n in notes
+    )
+    assert not [n for n in notes if n.startswith("Tested rows above")]
+    test = json.load(open(os.path.join(run, "test.json")))
+    json.dump({**test, "seeds": "held-out"}, open(os.path.join(run, "test.json"), "w"))
+    _, rows, notes = table.build_rows(rundata.load_runs([run]), published)
+    assert rows[0][1] == "1,000" and not any(n.startswith(table.SECTION) for n in notes)
+    assert any(n.startswith("Tested rows above") and "DQN 1 of 1 (Frostbite)" in n for n in notes)
+
+
+def test_the_summary_has_a_row_per_game_and_a_column_per_results_folder(tmp_path, capsys):
+    """--summary: one row a game; each results folder's test mean in its own column, headed by its
+    frame budget (a run short of it shows the frames it reached), the last folder's sticky test
+    and each folder's hours, then DQN, RS (1B), GA (1B); n/a where a folder lacks the game. A test
+    that was not held out keeps its mark there and is not counted."""
+    quick, medium = tmp_path / "atari", tmp_path / "atari100m"
+    fake_run(quick / "frostbite__ga__0", "frostbite", test={"mean": 1200.0, "seeds": None}, hours=2.0)
+    fake_run(quick / "pong__ga__0", "pong", test=5.0, hours=0.5)
+    fake_run(medium / "frostbite__ga__0", "frostbite", test=2500.0, sticky=1800.0, frames=60_000_000,
+             budget=100_000_000, hours=3.0)  # fmt: skip
+    header, rows, notes = table.build_summary(
+        [(str(f), rundata.load_runs([str(f)])) for f in (quick, medium)], table.load_published()
+    )
+    assert header == ["Game", "nevo 25M", "nevo 100M", "nevo 100M, sticky 0.25", "hours 25M", "hours 100M",
+                      "DQN", "RS (1B)", "GA (1B)"]  # fmt: skip
+    assert rows == [
+        [
+            "Frostbite",
+            "1,200" + table.SECTION,
+            "2,500 at 60M",
+            "1,800",
+            "2.00",
+            "3.00",
+            "797.4",
+            "1,164",
+            "4,536",
+        ],
+        ["Pong", "5", "n/a", "n/a", "0.50", "n/a", "n/a", "n/a", "n/a"],
+    ]
+    (count,) = [n for n in notes if n.startswith("Current held-out tests above")]
+    assert "nevo 25M: none yet." in count  # Frostbite's 1,200 is above RS's 1,164, but not held out
+    assert "nevo 100M: RS (1B) 1 of 1 (Frostbite); GA (1B) 0 of 1." in count
+    assert "nevo 100M, sticky 0.25: RS (1B) 1 of 1 (Frostbite); GA (1B) 0 of 1." in count
+    assert table.main([str(quick), str(medium), "--summary", "--out", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("| ")][2:] == [
+        "| " + " | ".join(r) + " |" for r in rows
+    ]
+    assert (tmp_path / "s.md").read_text() == out
 
 
 @pytest.mark.slow

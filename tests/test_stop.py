@@ -439,3 +439,28 @@ def test_stops_at_random_moments_end_a_cluster_run_in_one_line_within_10_s(where
     assert run_ga.main(["--resume", folder, "--frame-budget", "16000"]) == 0
     whole = metrics_without_clock(atari_run)
     assert metrics_without_clock(folder)[: len(whole)] == whole
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_terminal_stops_a_local_cluster_run_in_one_line(tmp_path):
+    """Ctrl-C in a terminal signals the whole foreground process group, the local:2 cluster's
+    worker processes too: the run ends in one line naming --resume, with nothing on stderr (no
+    worker's KeyboardInterrupt traceback) and no process left."""
+    out = str(tmp_path / "runs")
+    mark = f"NEVO_STOP_TEST={uuid.uuid4().hex}"
+    env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
+    cmd = _atari(out, "--frame-budget", "40000", "--cluster", "local:2")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=_default_sigint, start_new_session=True)  # fmt: skip
+    header = proc.stdout.readline()
+    assert header.startswith("nevo ga | frostbite"), header
+    time.sleep(2.0)
+    os.killpg(proc.pid, signal.SIGINT)  # (a terminal's Ctrl-C: the whole group)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and stderr == "", stderr
+    (name,) = os.listdir(out)
+    last = stdout.splitlines()[-1]
+    assert last.startswith("stopped by SIGINT (Ctrl-C)") and last.endswith(
+        f"; continue with: nevo train --resume {os.path.join(out, name)}"
+    ), stdout
+    assert _left_behind(mark) == []

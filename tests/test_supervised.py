@@ -16,6 +16,7 @@ from nevo.episodes import Episodes, Population
 from nevo.evaluation.slot_weights import PooledWeights
 from nevo.evaluation.supervised import SupervisedEvaluator, log_softmax
 from nevo.genomes.noise import NoiseSource, WeightBuilder
+from nevo.loops import elite as elite_files
 from nevo.nets.kernels import make_policy, reference
 from nevo.tasks import mnist_data
 from nevo.tasks.supervised import DataSet, Supervised, batch_of
@@ -94,7 +95,7 @@ def test_es_learns_a_small_data_set_through_the_one_loop(tmp_path):
     assert all(0 <= r["score/train_accuracy"] <= 1 for r in rows)
     data = small_data()
     assert np.mean(result.policy.act(data.test_x) == data.test_y) == rows[-1]["score/test_accuracy"]
-    assert os.path.isfile(os.path.join(result.run_dir, runs.THETA))
+    assert os.path.isfile(elite_files.array_path(result.run_dir, "theta"))
 
 
 def test_validate_every_skips_validations_without_changing_the_training(tmp_path, capsys):
@@ -120,7 +121,7 @@ def test_validate_every_skips_validations_without_changing_the_training(tmp_path
             assert r["score/elite_mean"] == q["score/elite_mean"]
     elite = json.load(open(os.path.join(every.run_dir, "elite.json")))
     assert elite["generation"] == 8 and elite["validation_mean"] == rows[-1]["score/elite_mean"]
-    theta = np.load(os.path.join(every.run_dir, runs.THETA))
+    theta = np.load(elite_files.array_path(every.run_dir, "theta"))
     assert np.array_equal(theta, runs.load_checkpoint(every.run_dir)["theta"])
     assert every.elite_score == rows[-1]["score/elite_mean"]
     assert done.startswith("done:") and f"test accuracy {100 * rows[-1]['score/test_accuracy']:.2f}%" in done

@@ -296,7 +296,7 @@ class ObservationStatistics(Extension):
         self.norm.advance(train)
 
     def elite(self, algo) -> dict:
-        """The statistics the elite agent was validated with, saved beside it (obs_norm.npy)."""
+        """The statistics the elite agent was validated with, saved beside it (obs_norm.gG.npy)."""
         return {"obs_norm": (runs.OBS_NORM, self.agents[algo.elite_agent].copy())}
 
     def state(self, algo) -> dict:
@@ -383,7 +383,7 @@ OpenAI evolution strategies (Salimans et al. 2017), on Atari or a gymnasium task
     nevo train es --preset mujoco                    # OpenAI-ES's Humanoid-v5 settings
 
 Each generation: ask the perturbations -> evaluate -> tell (the update of theta) -> validate
-theta -> log -> checkpoint. The elite of an ES run is theta itself (theta.npy beside elite.json).
+theta -> log -> checkpoint. The elite of an ES run is theta itself (theta.gG.npy, named by elite.json).
 """  # its command's description (`nevo train ... --help`)
 
 DECLARATIONS = (

@@ -18,11 +18,16 @@ cluster fails. Dask is imported only once a connection is made.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import logging
 import os
+import signal
 import threading
 import time
 import uuid
+
+from nevo.settings import raised
 
 
 class ClusterError(RuntimeError):
@@ -68,14 +73,43 @@ def forgive_sync_cancel_race() -> None:
         logger.addFilter(_SyncCancelRace())
 
 
+def require_dask(what: str) -> None:
+    """ValueError of one line, naming the pip install, where Dask distributed is not installed
+    (a plain `pip install nevo` has no extras)."""
+    if importlib.util.find_spec("distributed") is None:
+        raise ValueError(
+            f"{what}: Dask distributed is not installed: pip install 'nevo[cluster]' (or distributed)"
+        )
+
+
 def check_address(address: str) -> None:
-    """ValueError unless address is local:N (N >= 1) or a scheduler address (scheme://host:port)."""
+    """ValueError unless address is local:N (N >= 1) or a scheduler address (scheme://host:port),
+    and Dask distributed is installed."""
+    require_dask("--cluster")
     if address.startswith(LOCAL):
         n = address[len(LOCAL) :]
         if not (n.isdigit() and int(n) >= 1):
             raise ValueError(f"--cluster: {address!r}: local:N needs a number of workers N >= 1")
     elif "://" not in address or not address.rsplit(":", 1)[-1].isdigit():
         raise ValueError(f"--cluster: {address!r} is not a scheduler address (tcp://host:8786) or local:N")
+
+
+@contextlib.contextmanager
+def _sigint_ignored_by_children():
+    """SIGINT ignored while a local cluster starts its processes, which keep it ignored (an ignored
+    signal stays ignored across exec, and Python and asyncio then install no handler of theirs):
+    a terminal's Ctrl-C reaches the whole foreground process group, and the run, not its workers,
+    is what stops (the driver closes the cluster), with no worker's traceback. A Ctrl-C in the
+    second or two the cluster takes to start is ignored too (a blocked signal would be held, but
+    the workers' Python unblocks it). (The main thread only: elsewhere signals cannot be set.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 class ClusterConnection:
@@ -114,12 +148,17 @@ class ClusterConnection:
             n = int(address[len(LOCAL) :])
             cores = max(1, machine_cores() // n)
             # not daemonic: code in a worker may start processes of its own through multiprocessing
-            with dask.config.set({"distributed.worker.daemon": False}):
-                self.cluster = LocalCluster(
-                    n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                    dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
-                    silence_logs=logging.ERROR,
-                )  # fmt: skip
+            try:
+                with dask.config.set({"distributed.worker.daemon": False}), _sigint_ignored_by_children():
+                    self.cluster = LocalCluster(
+                        n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                        dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
+                        silence_logs=logging.ERROR,
+                    )  # fmt: skip
+            except Exception as e:  # noqa: BLE001 (ports, processes, memory: Dask's reason, one line)
+                raise ClusterError(
+                    f"--cluster {address}: the local cluster did not start ({raised(e)})"
+                ) from None
             target = self.cluster
         else:
             target = address

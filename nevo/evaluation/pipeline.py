@@ -54,11 +54,14 @@ EMULATOR_NICE = 10
 
 
 # How long an episode may take in the workers pipeline before its worker is named as stopped or
-# stuck (nevo.tasks.emulator_pool): BOUND_SLACK times its frame cap at the slowest frames/s an
-# episode has played at here (FIRST_RATE before any has), within [BOUND_FLOOR_S, BOUND_CEILING_S].
-# The floor is far above a 20,000-frame episode on a slow core (~5 s at 4K frames/s) and holds
-# for one whose worker gets a tenth of a core (emulators run nicer than the rest: a busy machine).
-BOUND_SLACK, FIRST_RATE, BOUND_FLOOR_S, BOUND_CEILING_S = 4.0, 1000.0, 180.0, 600.0
+# stuck (nevo.tasks.emulator_pool): the longest of BOUND_FLOOR_S, its frames at FLOOR_RATE, and
+# BOUND_SLACK times its frames at the slowest frames/s an episode has played at here (FIRST_RATE
+# before any has). FLOOR_RATE holds for a healthy episode on a busy machine: the large net's
+# forward on one core of the 2-core VMs plays ~4,700 frames/s (28 MFLOP a step at ~50 GFLOP/s,
+# with the emulation), a tenth of a core (emulators run nicer than the rest) ~470, and 50 is a
+# tenth of that; so a 20,000-frame episode may take 400 s and a 400,000-frame test episode 2.2 h
+# (no ceiling: a slow healthy episode is never named, a stuck one is, later).
+BOUND_SLACK, FIRST_RATE, BOUND_FLOOR_S, FLOOR_RATE = 4.0, 1000.0, 180.0, 50.0
 
 
 def start_frames(env_cfg) -> int:
@@ -70,8 +73,9 @@ def start_frames(env_cfg) -> int:
 
 
 def episode_bound(frame_cap: int, slowest_rate: float) -> float:
-    """Seconds an episode of up to frame_cap frames may take, at slowest_rate frames/s."""
-    return min(BOUND_CEILING_S, max(BOUND_FLOOR_S, BOUND_SLACK * frame_cap / slowest_rate))
+    """Seconds an episode of up to frame_cap frames may take, the slowest seen at slowest_rate
+    frames/s."""
+    return max(BOUND_FLOOR_S, frame_cap / FLOOR_RATE, BOUND_SLACK * frame_cap / slowest_rate)
 
 
 def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int, str]:

@@ -3,12 +3,17 @@
 
     elite.json   the last generation's elite: a seed list (the GA, GA-NS) with what rebuilds its
                  weights (sigma, the noise table, the net, a safe mutation's name), or, for the ES
-                 families, the name of the array that holds theta (theta.npy) and, with
-                 --obs-norm 1, of the observation mean and std its validation used (obs_norm.npy)
+                 families, the name of the array that holds theta (theta.gG.npy, G its
+                 generation) and, with --obs-norm 1, of the observation mean and std its
+                 validation used (obs_norm.gG.npy)
     best.json    the GA: the best elite of the run so far (by validation mean), same fields
 
 Every file is written atomically (nevo.runs); a damaged or incomplete one is a one-line
-DamagedFile naming it.
+DamagedFile naming it. An elite is written as one unit: its arrays first, under names of their
+generation that no earlier label points to, then the label (elite.json) that names them, then the
+arrays no label names any more are removed. A kill or a failed write at any moment leaves a label
+whose arrays are its own (before 2026-12-02 the arrays were theta.npy and obs_norm.npy, which
+a kill between the writes could leave a generation ahead of their label; such folders still read).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from nevo.runs import BEST, CONFIG, ELITE, THETA, DamagedFile, read_array, read_
 
 
 def write(run_dir: str, cfg, generation: int, algo, extras: dict | None = None) -> None:
-    """elite.json (and best.json where the algorithm keeps a best elite; theta.npy for a theta)
+    """elite.json (and best.json where the algorithm keeps a best elite; theta.gG.npy for a theta)
     after `generation`. extras: the run's extensions' files beside the elite, {key: (file name,
     array)} (nevo.algos.contract.Extension.elite: the observation statistics of --obs-norm 1),
     each saved and named in the record under its key."""
@@ -36,6 +41,7 @@ def write(run_dir: str, cfg, generation: int, algo, extras: dict | None = None) 
     if algo.best_elite is not None:  # None only while every validation mean was NaN
         kept.append((BEST, *algo.best_elite))
     common = {"validation_episodes": algo.validation_episodes, "net": cfg.net.net, "vbn": cfg.net.vbn}
+    records = []
     for name, gen, elite, score in kept:
         record = {"generation": gen, "validation_mean": score, **common}
         if elite.dtype == np.int64:  # a seed list: what rebuilds its weights
@@ -48,12 +54,41 @@ def write(run_dir: str, cfg, generation: int, algo, extras: dict | None = None) 
             if config.mutation_of(cfg).safe:  # its rebuild reads experiences/
                 record["mutation"] = config.mutation_of(cfg).name
         else:  # the ES families: theta as it is
-            runs.save_array(run_dir, THETA, elite)
-            record["theta"] = THETA
+            record["theta"] = of_generation(THETA, gen)
+            runs.save_array(run_dir, record["theta"], elite)
         for key, (file, array) in (extras or {}).items():
-            runs.save_array(run_dir, file, array)
-            record[key] = file
+            record[key] = of_generation(file, generation)
+            runs.save_array(run_dir, record[key], array)
+        records.append((name, record))
+    for name, record in records:  # the labels last
         runs.write_json(run_dir, name, record)
+    _remove_unnamed(run_dir, [r for _, r in records], [THETA, *[f for f, _ in (extras or {}).values()]])
+
+
+def of_generation(file: str, generation: int) -> str:
+    """An elite array's name in the generation that wrote it: theta.npy -> theta.g12.npy."""
+    stem, ext = os.path.splitext(file)
+    return f"{stem}.g{generation}{ext}"
+
+
+def _remove_unnamed(run_dir: str, records: list[dict], files: list[str]) -> None:
+    """Remove the elite arrays (of these names, any generation's, or the unversioned ones of
+    older folders) that no label names any more."""
+    named = {v for r in records for v in r.values() if isinstance(v, str)}
+    for entry in os.listdir(run_dir):
+        if entry in named:
+            continue
+        for file in files:
+            stem, ext = os.path.splitext(file)
+            if entry == file or (entry.startswith(stem + ".g") and entry.endswith(ext)):
+                os.remove(os.path.join(run_dir, entry))
+                break
+
+
+def array_path(run_dir: str, key: str = "theta", label: str = ELITE) -> str:
+    """The path of the array that the label (elite.json, best.json) names under key: theta, or
+    obs_norm (--obs-norm 1)."""
+    return os.path.join(run_dir, read_json(os.path.join(run_dir, label))[key])
 
 
 def elite_file(run_dir: str, which: str = "best") -> str:

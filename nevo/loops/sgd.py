@@ -1,6 +1,6 @@
 """The SGD baseline's loop (Zhang, Clune & Stanley 2017): mini-batch after mini-batch, theta on
 the whole test set every --validate-every iterations, into the same run folder as every run
-(config.json, metrics.jsonl, checkpoints, elite.json and theta.npy), so that nevo.plots.curves,
+(config.json, metrics.jsonl, checkpoints, elite.json and its theta), so that nevo.plots.curves,
 replay and nevo.load_policy read it as they read an ES run.
 
     experiments/run_sgd.py -> main -> run: settings -> task -> net -> theta; then, each

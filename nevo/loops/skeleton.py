@@ -64,7 +64,8 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
     stop never writes half a generation."""
     row: dict = {}
     saved = algo.generation  # the generations the folder holds
-    logs = loggers.Loggers(cfg, run_dir)  # --tensorboard, --wandb: the rows there too
+    # --tensorboard, --wandb: the rows there too (a resumed run's past its checkpoint purged)
+    logs = loggers.Loggers(cfg, run_dir, resumed_at=frames if saved else None)
     bound_s = loggers.FINISH_BOUND_S  # (None once the budget is reached: W&B's finish unbounded)
     try:
         while frames < cfg.run.frame_budget:

@@ -7,7 +7,7 @@ net whose first layer is folded:
     z_j = sum_i (x_i - m_i) / s_i * W_ij + b_j = sum_i x_i * (W_ij / s_i) + (b_j - sum_i (m_i / s_i) * W_ij)
 and every forward kernel runs it unchanged, as virtual batch norm is folded (nevo.nets.vbn). The
 statistics are updated after each generation from its training episodes, kept in the checkpoint
-(an exact resume), and saved beside the elite (`obs_norm.npy`: the mean and std its validation
+(an exact resume), and saved beside the elite (`obs_norm.gG.npy`: the mean and std its validation
 used), so that the run folder rebuilds the policy. The paper's code also clips normalised
 observations to [-5, 5]; a clip cannot be folded into weights, and nevo leaves it out.
 """

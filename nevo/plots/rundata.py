@@ -1,4 +1,5 @@
-"""Read run folders (config.json, metrics.jsonl, elite.json, best.json, test.json) for figures and tables.
+"""Read run folders (config.json, metrics.jsonl, elite.json, best.json, test.json and
+test_sticky0.25.json) for figures and tables.
 
 nevo.plots reads only the files a run writes and never imports training code, so a figure can be
 remade from a folder alone. Runs still going (a half-written last line) and
@@ -39,6 +40,14 @@ NOT_CONFIG = {
 }
 
 
+# The test under sticky actions that nevo suite writes beside test.json (nevo.tools.replay's
+# test_file(STICKY), named here so that nevo.plots imports no training code), and the "seeds" of a
+# test played on held-out episode seeds (replay.HELD_OUT; older tests drew the run's own stream).
+STICKY = 0.25
+STICKY_FILE = "test_sticky0.25.json"
+HELD_OUT = "held-out"
+
+
 class NotARunFolder(Exception):
     """A path without config.json and metrics.jsonl; the message is one line for the user."""
 
@@ -54,6 +63,7 @@ class Run:
     best: dict | None  # best.json (the GA's best elite so far), or None
     test: dict | None  # test.json written by nevo replay, or None
     settings: dict = field(default_factory=dict)  # flattened config without NOT_CONFIG keys
+    sticky: dict | None = None  # test_sticky0.25.json (nevo replay --sticky 0.25), or None
 
     @property
     def game(self) -> str:
@@ -64,6 +74,11 @@ class Run:
     @property
     def seed(self) -> int:
         return self.config.get("run", {}).get("seed", 0)
+
+    @property
+    def frame_budget(self) -> int | None:
+        """The frames the run was set to train for (config.json's run.frame_budget)."""
+        return self.config.get("run", {}).get("frame_budget")
 
     @property
     def name(self) -> str:
@@ -140,6 +155,7 @@ def load_run(path: str) -> Run:
         best=read_json(os.path.join(path, "best.json")),
         test=read_json(os.path.join(path, "test.json")),
         settings=settings,
+        sticky=read_json(os.path.join(path, STICKY_FILE)),
     )
 
 
@@ -228,11 +244,24 @@ def final_score(run: Run) -> tuple[float | None, str]:
     return None, "none"
 
 
-def tested_elite(run: Run) -> dict | None:
-    """The elite file's contents (best.json or elite.json) that test.json says it tested."""
-    if run.test is None:
+def tested_elite(run: Run, test: dict | None = None) -> dict | None:
+    """The elite file's contents (best.json or elite.json) that a test file (test, or by default
+    test.json) says it tested."""
+    test = run.test if test is None else test
+    if test is None:
         return None
-    return run.best if run.test.get("elite_file") == "best.json" else run.elite
+    return run.best if test.get("elite_file") == "best.json" else run.elite
+
+
+def held_out(test: dict) -> bool:
+    """Whether a test file's episodes were played on held-out seeds (its "seeds" is "held-out");
+    an older test's seeds came from the stream the run's training episodes were drawn from."""
+    return test.get("seeds") == HELD_OUT
+
+
+def sticky_score(run: Run) -> float | None:
+    """The mean of the run's test under sticky actions 0.25, or None where it has none."""
+    return None if run.sticky is None else _number(run.sticky.get("mean"))
 
 
 def median(values: list[float]) -> float:

@@ -2,19 +2,32 @@
 
     nevo plot table RUN_DIR [RUN_DIR ...] [--latex] [--out PREFIX] [--figure PREFIX]
     nevo plot table results/atari --out results/atari/table --figure results/atari/curves
+    nevo plot table results/atari results/atari100m --summary    # one row a game, a column a folder
 
 prints a Markdown table (or LaTeX with --latex; --out writes PREFIX.md and PREFIX.tex) of the
-elite's test score (the mean over the episodes of `test.json`, written by nevo replay),
-beside DQN, ES, A3C, random search and the Deep GA from nevo/plots/data/published_atari.json (Such et
-al. 2017, Table 1, and the papers it cites), whose sources are printed under the table. A run
-without test.json shows the validation mean of its best elite (best.json, the individual that
-nevo replay tests by default; the last elite where a run has no best.json), marked with
-a dagger. Under the table one line counts, for each published column, the rows whose current test
-score is above it (a validation mean does not count). A RUN_DIR may be a results folder (nevo
-suite's): its run folders are read. The hours column is each configuration's median training time
-(wall_s of its last generation; the tests of nevo replay not included). --figure draws one panel
-per game: the elite's validation score against frames, its test score as a point at the run's end,
-and the published DQN, ES, A3C, random search and GA (1B frames) scores as lines.
+elite's test score (the mean over the episodes of `test.json`, written by nevo replay) and,
+beside it, the same elite's test under sticky actions 0.25 (`test_sticky0.25.json`, nevo replay
+--sticky 0.25; n/a where a run has none), beside DQN, ES, A3C, random search and the Deep GA from
+nevo/plots/data/published_atari.json (Such et al. 2017, Table 1, and the papers it cites), whose
+sources are printed under the table. A run without test.json shows the validation mean of its
+best elite (best.json, the individual that nevo replay tests by default; the last elite where a
+run has no best.json), marked with a dagger; a test of an elite older than the run's current one
+is marked with a double dagger, and a test whose episode seeds were not held out (a test.json
+written before nevo replay held them out: no "seeds": "held-out" in it) with a section sign.
+Under the table one line counts, for each published column, the rows whose current held-out test
+score is above it (a marked row does not count), and a second line counts the same for the
+sticky-actions tests. A RUN_DIR may be a results folder (nevo suite's): its run folders are read.
+The hours column is each configuration's median training time (wall_s of its last generation;
+the tests of nevo replay not included). --figure draws one panel per game: the elite's
+validation score against frames, its test score as a point at the run's end, and the published
+DQN, ES, A3C, random search and GA (1B frames) scores as lines.
+
+--summary makes the short table instead: one row a game, and for each RESULTS folder given (in
+order) a column of its runs' test scores headed by the frames the folder's runs were set to
+train for (a run short of them, still training or stopped early, shows the frames it reached),
+then the last folder's sticky-actions tests, each folder's hours, and DQN, random search (1B) and
+the GA (1B), with the same marks and one line counting each column's rows above RS (1B) and GA
+(1B). A game missing from a folder shows n/a there.
 """
 
 from __future__ import annotations
@@ -30,7 +43,18 @@ from nevo.plots import rundata, style
 
 PUBLISHED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "published_atari.json")
 COLUMN_NAMES = {"ES_1h": "ES (1 h)", "RS_1B": "RS (1B)", "GA_1B": "GA (1B)", "GA_6B": "GA (6B)"}
-DAGGER, DDAGGER = "\u2020", "\u2021"
+DAGGER, DDAGGER, SECTION = "\u2020", "\u2021", "\u00a7"
+STICKY_HEADER = f"nevo sticky {rundata.STICKY:g}"
+SUMMARY_METHODS = ("DQN", "RS_1B", "GA_1B")  # the summary's published columns
+SUMMARY_COUNTED = ("RS_1B", "GA_1B")  # the ones its count line compares with
+NOTES = {
+    DAGGER: f"{DAGGER} validation mean of the best elite (best.json; the last elite where a run has "
+    "none), not a test score (no test.json: run nevo replay RUN_DIR).",
+    SECTION: f"{SECTION} not a held-out test: its episode seeds were drawn from the same stream as the "
+    "run's training episodes (a test.json from before nevo replay held them out; nevo replay "
+    "RUN_DIR tests again on held-out seeds).",
+    DDAGGER: f"{DDAGGER} test of an earlier elite: the run has gone on since its test file was written.",
+}
 
 
 def load_published(path: str = PUBLISHED) -> dict:
@@ -55,57 +79,64 @@ def fmt_frames(n) -> str:
     return str(int(n))
 
 
+def score_cell(runs: list[rundata.Run], sticky: bool = False) -> tuple[str, str, float | None]:
+    """(cell, marks, counted) of some runs' scores in one column: their test.json means (a
+    validation mean where a run has none), or with sticky their test_sticky0.25.json means. The
+    cell is the median, with the marks of its runs' scores (validation mean, not held out, test
+    of an earlier elite); counted is that median where every run has an unmarked score (the
+    number the count lines compare with the published ones), else None."""
+    scores, marks = [], ""
+    for r in runs:
+        if sticky:
+            score, kind, test = rundata.sticky_score(r), "test", r.sticky
+        else:
+            (score, kind), test = rundata.final_score(r), r.test
+        if score is None:
+            continue
+        scores.append(score)
+        found = [DAGGER] if kind == "validation" else []
+        if kind == "test" and not rundata.held_out(test):
+            found.append(SECTION)
+        if kind == "test" and _stale(r, test):
+            found.append(DDAGGER)
+        marks += "".join(m for m in found if m not in marks)
+    if not scores:
+        return "n/a", "", None
+    score = rundata.median(scores)
+    cell = fmt_score(score) + marks + (f" (median of {len(scores)})" if len(scores) > 1 else "")
+    return cell, marks, score if not marks and len(scores) == len(runs) else None
+
+
 def build_rows(runs: list[rundata.Run], published: dict) -> tuple[list[str], list[list[str]], list[str]]:
     """(header, rows of cells, footnotes) of the table; one row per game and configuration."""
     methods = list(next(iter(published["games"].values())).keys())
-    header = ["Game", "nevo (this work)", "nevo frames", "nevo hours"]
+    header = ["Game", "nevo (this work)", STICKY_HEADER, "nevo frames", "nevo hours"]
     header += [COLUMN_NAMES.get(m, m) for m in methods]
     groups = rundata.group_runs(runs)
     labels = rundata.group_labels(groups)
     several_configs = len({g[0].game for g in groups}) < len(groups)
-    rows, notes, tested = [], set(), []
+    rows, marks, tested, tested_sticky = [], "", [], []
     for group, label in sorted(zip(groups, labels), key=lambda gl: (gl[0][0].game, gl[1])):
-        scores, marks, frames, hours = [], "", [], []
-        for r in group:
-            score, kind = rundata.final_score(r)
-            if score is None:
-                continue
-            scores.append(score)
-            if kind == "validation":
-                marks += DAGGER if DAGGER not in marks else ""
-                notes.add(DAGGER)
-            elif _stale(r):
-                marks += DDAGGER if DDAGGER not in marks else ""
-                notes.add(DDAGGER)
-            if r.metrics:
-                frames.append(r.metrics[-1].get("frames"))
-                hours.append(r.metrics[-1].get("wall_s", float("nan")) / 3600)
-        cell = "n/a"
-        if scores:
-            cell = fmt_score(rundata.median(scores)) + marks
-            if len(scores) > 1:
-                cell += f" (median of {len(scores)})"
+        cell, cell_marks, counted = score_cell(group)
+        sticky_cell, sticky_marks, counted_sticky = score_cell(group, sticky=True)
+        marks += cell_marks + sticky_marks
+        frames = [r.metrics[-1].get("frames") for r in group if r.metrics]
+        hours = [r.metrics[-1].get("wall_s", float("nan")) / 3600 for r in group if r.metrics]
         game = group[0].game
         name = game.replace("_", " ").title() + (f" ({label})" if several_configs else "")
         pub = published["games"].get(game, {})
         frames_cell = fmt_frames(rundata.median(frames)) if frames else "n/a"
         hours_cell = f"{rundata.median(hours):.2f}" if hours else "n/a"
-        rows.append([name, cell, frames_cell, hours_cell] + [fmt_score(pub.get(m)) for m in methods])
-        if scores and not marks and len(scores) == len(group):
-            tested.append((name, rundata.median(scores), pub))
-    footnotes = []
-    above = _above_published(tested, methods)
-    if above:
-        footnotes.append(above)
-    if DAGGER in notes:
-        footnotes.append(
-            f"{DAGGER} validation mean of the best elite (best.json; the last elite where a run has "
-            "none), not a test score (no test.json: run nevo replay RUN_DIR)."
-        )
-    if DDAGGER in notes:
-        footnotes.append(
-            f"{DDAGGER} test of an earlier elite: the run has gone on since test.json was written."
-        )
+        published_cells = [fmt_score(pub.get(m)) for m in methods]
+        rows.append([name, cell, sticky_cell, frames_cell, hours_cell, *published_cells])
+        if counted is not None:
+            tested.append((name, counted, pub))
+        if counted_sticky is not None:
+            tested_sticky.append((name, counted_sticky, pub))
+    footnotes = [line for line in (_above_published(tested, methods),
+                 _above_published(tested_sticky, methods, "Sticky-actions tests above the published score"))
+                 if line]  # fmt: skip
+    footnotes += [NOTES[m] for m in (DAGGER, SECTION, DDAGGER) if m in marks]
     tests = [r.test for g in groups for r in g if r.test]
     if tests:
         eps = sorted({t.get("episodes") for t in tests})
@@ -114,13 +145,32 @@ def build_rows(runs: list[rundata.Run], published: dict) -> tuple[list[str], lis
             f"nevo test score: mean over {'/'.join(map(str, eps))} test episodes, "
             f"cap {'/'.join(fmt_frames(c) for c in caps)} frames, 1-30 random no-ops."
         )
+    footnotes.append(_sticky_note([r for g in groups for r in g], STICKY_HEADER))
     footnotes.append("n/a: no published number. Published protocol: " + published.get("protocol", ""))
     return header, rows, footnotes
 
 
-def _above_published(tested: list, methods: list) -> str:
-    """One line: for each published column, how many rows with a current test score beat it,
-    and which; a row showing a validation mean or a test of an older elite does not count."""
+def _episodes(tests: list[dict]) -> str:
+    """The test files' numbers of episodes, 200 or 50/200; 200 (nevo replay's) where there are none."""
+    return "/".join(map(str, sorted({t.get("episodes") for t in tests}))) or "200"
+
+
+def _sticky_note(runs: list[rundata.Run], label: str) -> str:
+    """What a sticky-actions column (headed label) is."""
+    eps = _episodes([r.sticky for r in runs if r.sticky])
+    return (
+        f"{label}: the same elite's mean over {eps} held-out test episodes "
+        f"under sticky actions {rundata.STICKY:g} (Machado et al. 2018: each frame repeats the previous "
+        f"frame's action with probability {rundata.STICKY:g}), from {rundata.STICKY_FILE} (nevo replay "
+        f"RUN_DIR --sticky {rundata.STICKY:g}; n/a: none yet); the published scores were played without "
+        "sticky actions."
+    )
+
+
+def _above_published(tested: list, methods, lead: str = "Tested rows above the published score") -> str:
+    """One line: for each published column, how many rows with a current held-out test score
+    beat it, and which; a row showing a validation mean, a test of an older elite or a test that
+    was not held out does not count."""
     parts = []
     for m in methods:
         rows = [(name, score, float(pub[m])) for name, score, pub in tested if pub.get(m) is not None]
@@ -128,34 +178,108 @@ def _above_published(tested: list, methods: list) -> str:
             won = [name for name, score, published in rows if score > published]
             parts.append(f"{COLUMN_NAMES.get(m, m)} {len(won)} of {len(rows)}"
                          + (f" ({', '.join(won)})" if won else ""))  # fmt: skip
-    return "Tested rows above the published score: " + "; ".join(parts) + "." if parts else ""
+    return f"{lead}: " + "; ".join(parts) + "." if parts else ""
 
 
-def _stale(run: rundata.Run) -> bool:
-    """True if test.json tested an elite older than the run's current one (its best elite, or
-    its last one, whichever file the test was of)."""
-    tested = rundata.tested_elite(run)
+def _stale(run: rundata.Run, test: dict | None = None) -> bool:
+    """True if a test file (by default test.json) tested an elite older than the run's current
+    one (its best elite, or its last one, whichever file the test was of)."""
+    test = run.test if test is None else test
+    tested = rundata.tested_elite(run, test)
     if tested is None:
         return False
-    return run.test.get("elite_generation") != tested.get("generation")
+    return test.get("elite_generation") != tested.get("generation")
 
 
-def markdown(header, rows, footnotes, sources: dict) -> str:
+def _budget(runs: list[rundata.Run]) -> str:
+    """The frames a results folder's runs were set to train for: 25M, or 25M-100M where they differ."""
+    budgets = sorted({r.frame_budget for r in runs if r.frame_budget})
+    if not budgets:
+        return "?"
+    return fmt_frames(budgets[0]) + (f"-{fmt_frames(budgets[-1])}" if len(budgets) > 1 else "")
+
+
+def build_summary(folders: list[tuple[str, list[rundata.Run]]], published: dict):
+    """(header, rows, footnotes) of the summary: one row per game; for each (path, runs) of a
+    results folder a column of its test scores (with the frames a run reached where it is short
+    of its budget), then the last folder's sticky-actions tests, each folder's hours, and the
+    published DQN, RS (1B) and GA (1B)."""
+    labels = [f"nevo {_budget(runs)}" for _, runs in folders]
+    labels = [lab if labels.count(lab) == 1 else f"{lab} ({os.path.basename(os.path.normpath(path))})"
+              for lab, (path, _) in zip(labels, folders)]  # fmt: skip
+    sticky_label = f"{labels[-1]}, sticky {rundata.STICKY:g}"
+    header = ["Game", *labels, sticky_label, *(f"hours {lab[5:]}" for lab in labels)]
+    header += [COLUMN_NAMES.get(m, m) for m in SUMMARY_METHODS]
+    games = sorted({r.game for _, runs in folders for r in runs})
+    rows, marks, short = [], "", False
+    tested = {lab: [] for lab in [*labels, sticky_label]}
+    for game in games:
+        name, pub = game.replace("_", " ").title(), published["games"].get(game, {})
+        scores, hours = [], []
+        for (_, runs), lab in zip(folders, labels):
+            mine = [r for r in runs if r.game == game]
+            cell, cell_marks, counted = score_cell(mine)
+            done = [r for r in mine if r.metrics]
+            reached = rundata.median([r.metrics[-1].get("frames", 0) for r in done]) if done else None
+            if reached is not None and reached < rundata.median([r.frame_budget or 0 for r in done]):
+                cell, short = cell + f" at {fmt_frames(reached)}", True
+            scores.append(cell)
+            marks += cell_marks
+            wall = [r.metrics[-1].get("wall_s", float("nan")) / 3600 for r in done]
+            hours.append(f"{rundata.median(wall):.2f}" if wall else "n/a")
+            if counted is not None:
+                tested[lab].append((name, counted, pub))
+            if lab == labels[-1]:
+                cell, cell_marks, counted = score_cell(mine, sticky=True)
+                scores.append(cell)
+                marks += cell_marks
+                if counted is not None:
+                    tested[sticky_label].append((name, counted, pub))
+        rows.append([name, *scores, *hours, *(fmt_score(pub.get(m)) for m in SUMMARY_METHODS)])
+    counts = [
+        _above_published(mine, SUMMARY_COUNTED, lab) or f"{lab}: none yet." for lab, mine in tested.items()
+    ]
+    lead = "Current held-out tests above the published score (marked ones not counted)."
+    footnotes = [" ".join([lead, *counts])]
+    if marks:  # (one note for the marks: the summary is short)
+        footnotes.append(" ".join(NOTES[m] for m in (DAGGER, SECTION, DDAGGER) if m in marks))
+    everything = [r for _, runs in folders for r in runs]
+    episodes = _episodes([r.test for r in everything if r.test])
+    at = "; at N: the frames a run has reached, where short of its budget (still training, or stopped early)"
+    footnotes.append(
+        f"nevo: the elite's test mean over {episodes} test episodes (1-30 random no-ops, cap 400K frames)"
+        + (at if short else "")
+        + "; "
+        + _sticky_note(everything, sticky_label)
+        + " Hours: wall-clock hours of training, the tests not included. n/a: no run, test or "
+        "published number."
+    )
+    wanted = [COLUMN_NAMES.get(m, m) for m in SUMMARY_METHODS]
+    sources = [f"{k}: {v}" for k, v in published["sources"].items() if any(m in k for m in SUMMARY_METHODS)]
+    footnotes.append(f"Published ({', '.join(wanted)}): " + "; ".join(sources) + ".")
+    return header, rows, footnotes
+
+
+def markdown(header, rows, footnotes, sources: dict, notes_as_list: bool = False) -> str:
+    """The table, its footnotes (paragraphs, or with notes_as_list one list) and its sources."""
     lines = [
         "| " + " | ".join(header) + " |",
         "| " + " | ".join(["---"] + ["---:"] * (len(header) - 1)) + " |",
     ]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
-    for note in footnotes:  # a blank line between notes: Markdown would join them into one paragraph
-        lines += ["", note]
-    lines += ["", "Sources:", ""]
-    lines += [f"- {k}: {v}" for k, v in sources.items()]
+    if notes_as_list and footnotes:
+        lines += ["", *(f"- {note}" for note in footnotes)]
+    for note in footnotes if not notes_as_list else []:
+        lines += ["", note]  # a blank line between notes: Markdown would join them into one paragraph
+    if sources:
+        lines += ["", "Sources:", ""]
+        lines += [f"- {k}: {v}" for k, v in sources.items()]
     return "\n".join(lines) + "\n"
 
 
 TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-       DAGGER: r"$^\dagger$", DDAGGER: r"$^\ddagger$"}  # fmt: skip
+       DAGGER: r"$^\dagger$", DDAGGER: r"$^\ddagger$", SECTION: r"$^\S$"}  # fmt: skip
 
 
 def _tex(s: str) -> str:
@@ -171,7 +295,8 @@ def latex(header, rows, footnotes, sources: dict) -> str:
     lines += [" & ".join(_tex(c) for c in r) + r" \\" for r in rows]
     lines += [r"\bottomrule", r"\end{tabular}", r"\par\smallskip\footnotesize"]
     lines += [_tex(f) + r"\\" for f in footnotes]
-    lines.append(r"Sources: " + "; ".join(f"{_tex(k)}: {_tex(v)}" for k, v in sources.items()) + ".")
+    if sources:
+        lines.append(r"Sources: " + "; ".join(f"{_tex(k)}: {_tex(v)}" for k, v in sources.items()) + ".")
     lines += [r"\end{table}"]
     return "\n".join(lines) + "\n"
 
@@ -229,15 +354,27 @@ def main(argv=None) -> int:
     p.add_argument("--out", metavar="PREFIX", help="also write PREFIX.md and PREFIX.tex")
     p.add_argument("--figure", metavar="PREFIX", help="also draw each game's panel: PREFIX.png, .pdf")
     p.add_argument("--published", default=PUBLISHED, help="published scores (default: %(default)s)")
+    p.add_argument(
+        "--summary",
+        action="store_true",
+        help="the short table: one row a game, a column of test scores for each RESULTS folder given "
+        "(headed by its frames), the last one's sticky-actions tests, hours, DQN, RS (1B), GA (1B)",
+    )
     args = p.parse_args(argv)
     try:
-        runs = rundata.load_runs(args.runs)
+        folders = [(path, rundata.load_runs([path])) for path in args.runs]
     except rundata.NotARunFolder as e:
         return style.fail(str(e))
+    runs = [r for _, mine in folders for r in mine]
     published = load_published(args.published)
-    header, rows, footnotes = build_rows(runs, published)
-    md = markdown(header, rows, footnotes, published["sources"])
-    tex = latex(header, rows, footnotes, published["sources"])
+    if args.summary:
+        header, rows, footnotes = build_summary(folders, published)
+        sources = {}  # (the summary names its own, in its last note)
+    else:
+        header, rows, footnotes = build_rows(runs, published)
+        sources = published["sources"]
+    md = markdown(header, rows, footnotes, sources, notes_as_list=args.summary)
+    tex = latex(header, rows, footnotes, sources)
     print(tex if args.latex else md, end="")
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -8,10 +8,10 @@ loops that write it are nevo.loops's (the generation loop, the elite files, the 
         checkpoint.npz     algorithm state + counters after the last finished generation
         checkpoint.prev.npz  the one before: --resume falls back to it if the last is damaged
         elite.json         the elite's seed list and what is needed to rebuild its weights
-                           (ES: the elite is theta, kept beside it in theta.npy)
+                           (ES: the elite is theta, beside it in theta.gG.npy)
         best.json          the GA: the best elite of the run so far (by validation mean), same fields
         ref_batch.npy      virtual batch norm's reference observations (nets with --vbn)
-        obs_norm.npy       --obs-norm 1 (ES, novelty search's ES family): the observation mean and std
+        obs_norm.gG.npy    --obs-norm 1 (ES, novelty search's ES family): the observation mean and std
                            the elite's theta was validated with
         experiences/       safe mutations: the observations each ancestor of a living genome
                            was measured on as a parent, <key of its seed list>.npy
@@ -48,9 +48,9 @@ METRICS = "metrics.jsonl"
 ELITE = "elite.json"
 BEST = "best.json"  # the GA: the best elite ever seen, by validation mean
 CONFIG = "config.json"
-THETA = "theta.npy"  # ES: theta after the last finished generation
+THETA = "theta.npy"  # ES: theta after the last finished generation (as theta.gG.npy: nevo.loops.elite)
 BEHAVIOURS = "behaviours.npy"  # tasks with behaviours (the maze): the last generation's, per individual
-OBS_NORM = "obs_norm.npy"  # --obs-norm 1: (2, n) the mean and std the elite theta's validation used
+OBS_NORM = "obs_norm.npy"  # --obs-norm 1 (as obs_norm.gG.npy): the elite theta's mean and std
 
 
 # The failed writes a run stops at in one line (WriteFailed), and what frees them
@@ -156,8 +156,10 @@ def write_json(run_dir: str, name: str, data: dict) -> None:
 
 def save_checkpoint(run_dir: str, state: dict) -> None:
     """Write the state dict of arrays atomically; the checkpoint it replaces becomes PREVIOUS.
-    (A kill between the two renames leaves the new state as PREVIOUS and no CHECKPOINT, which
-    load_checkpoint then takes.)"""
+    (A kill between the two renames leaves the old state as PREVIOUS, no CHECKPOINT, and the new
+    one in CHECKPOINT.tmp, which nothing reads: load_checkpoint takes PREVIOUS, one generation
+    earlier, and the resumed run plays that generation again, as it would after a kill before the
+    write.)"""
     tmp, final = os.path.join(run_dir, CHECKPOINT + ".tmp"), os.path.join(run_dir, CHECKPOINT)
     with writing(final, tmp):
         with open(tmp, "wb") as f:

@@ -79,9 +79,16 @@ def scalars(row: dict) -> dict[str, float]:
 
 
 class Loggers:
-    """The logs cfg asks for, open on run_dir; log(row) after each generation, close() at the end."""
+    """The logs cfg asks for, open on run_dir; log(row) after each generation, close() at the end.
 
-    def __init__(self, cfg, run_dir: str):
+    resumed_at: the frames of the checkpoint a resumed run goes on from. Points logged past it
+    (a generation logged before its checkpoint was found damaged, and --resume fell back to the
+    one before) are the ones metrics.jsonl drops: TensorBoard is told to purge them (a
+    SessionLog START at the next step, tensorboardX's purge_step), so the resumed run's points
+    are not drawn twice. W&B keeps a step's first point and drops a repeated step's: the same
+    numbers, since a resumed run repeats its generations exactly."""
+
+    def __init__(self, cfg, run_dir: str, resumed_at: int | None = None):
         self.writer = self.wandb_run = None
         if cfg.run.tensorboard:
             from tensorboardX import SummaryWriter
@@ -91,7 +98,8 @@ class Loggers:
             # same second as the last write would reopen (and empty) the earlier file. A part
             # number per start keeps every file.
             part = len(os.listdir(folder)) if os.path.isdir(folder) else 0
-            self.writer = SummaryWriter(folder, filename_suffix=f".part{part}")
+            purge = None if resumed_at is None else resumed_at + 1
+            self.writer = SummaryWriter(folder, filename_suffix=f".part{part}", purge_step=purge)
         if cfg.run.wandb:
             self.wandb_run = _wandb_run(cfg.run.wandb, run_dir)
 

@@ -7,8 +7,8 @@ it stopped and how to go on (nevo.loops.loop.stopped).
 A generation's files (its metrics row, the elite files, the checkpoint) are written with the
 signals held (`held`): a signal that arrives then stops the run once they are all written, so a
 stop never leaves half a generation. A signal that arrives while Numba compiles or loads a kernel
-from its cache waits until it is done (`_in_compiler`). Any other moment, it stops the run at once:
-the generation in flight is dropped, as a kill drops it.
+from its cache waits until it is done (`_in_compiler`), saying so in one line at once. Any other
+moment, it stops the run at once: the generation in flight is dropped, as a kill drops it.
 """
 
 from __future__ import annotations
@@ -81,6 +81,11 @@ def _handler(signum, frame) -> None:
         _state.pending = signum
         return
     if _in_compiler(frame):  # sent again in RETRY_S, until it lands outside
+        if not resent:  # (a compile on a cold cache can take a minute: say so at once)
+            again = "press Ctrl-C again" if signum == signal.SIGINT else "send it again"
+            # (on stdout, where the run's lines go; os.write, which a handler may call anywhere)
+            os.write(1, f"{named(signum)}: stopping once Numba's compile under way is done; {again} to "
+                        "end now\n".encode())  # fmt: skip
         _state.retry = threading.Timer(RETRY_S, _again, (signum,))
         _state.retry.daemon = True
         _state.retry.start()

@@ -41,6 +41,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import weakref
 from multiprocessing.connection import Connection, wait
@@ -114,7 +115,10 @@ class EmulatorPool:
         compile_kernels()  # here once, so that the workers load them from Numba's cache
         size = Shared.nbytes(slots)
         self.conns, self.procs, self.extra = [], [], None
-        self._closer = weakref.finalize(self, _stop, self.conns, self.procs)
+        # each worker's stderr, kept (not shown): the last line of a worker that dies (a failed
+        # import, a crash) goes into its one-line error instead of a traceback on the terminal
+        self.errs: list = []
+        self._closer = weakref.finalize(self, _stop, self.conns, self.procs, self.errs)
         fd = extra_fd = -1
         try:
             fd = block_fd("nevo-emulators")
@@ -142,9 +146,11 @@ class EmulatorPool:
                     str(extra_fd),
                 ]
                 try:
+                    self.errs.append(tempfile.TemporaryFile())
                     p = subprocess.Popen(
-                        argv, pass_fds=fds, stdin=subprocess.DEVNULL, env=env, process_group=0
-                    )
+                        argv, pass_fds=fds, stdin=subprocess.DEVNULL, stderr=self.errs[-1], env=env,
+                        process_group=0,
+                    )  # fmt: skip
                 except BaseException:
                     parent.close()
                     raise
@@ -348,7 +354,9 @@ class EmulatorPool:
         # header and payload, the pipe's framing would be lost; cut after the read, the answer.
         with stop.held(reraise=False):
             try:
-                msg = conn.recv_bytes()
+                msg = recv_within(conn, STEP_BOUND_S)
+            except TimeoutError:  # stopped mid-send (an answer longer than the pipe's buffer)
+                raise self._stuck(w, STEP_BOUND_S) from None
             except (EOFError, OSError):  # its end of the pipe closed: it died
                 msg = None
             except BaseException:  # a stop that nevo's handlers do not hold: the framing is lost
@@ -378,7 +386,10 @@ class EmulatorPool:
         except subprocess.TimeoutExpired:
             code = None
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
-        return EmulatorError(f"emulator process {w} (pid {proc.pid}) died ({how})")
+        said = _last_line(self.errs[w]) if w < len(self.errs) else ""
+        return EmulatorError(
+            f"emulator process {w} (pid {proc.pid}) died ({how}){f': {said}' if said else ''}"
+        )
 
     def close(self) -> None:
         """Stop every worker (at once; they hold no state worth saving)."""
@@ -426,15 +437,60 @@ def _ready(waiting: dict[int, int], spin_s: float, timeout_s: float) -> list[int
     return sorted(waiting[fd] for fd, _ in events)
 
 
+def recv_within(conn: Connection, bound_s: float) -> bytes:
+    """conn.recv_bytes(), whose message has begun to arrive, read within bound_s: TimeoutError
+    where its sender stops mid-message (SIGSTOP, or stuck), which recv_bytes would wait on for
+    ever. The framing is multiprocessing's: a 4-byte big-endian length (-1: an 8-byte one follows),
+    then the bytes; EOFError where the sender's end closes."""
+    fd, deadline = conn.fileno(), time.monotonic() + bound_s
+    pipe = select.poll()
+    pipe.register(fd, select.POLLIN)
+
+    def read(n: int) -> bytes:
+        parts, got = [], 0
+        while got < n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not pipe.poll(left * 1000):
+                raise TimeoutError(f"no whole message in {bound_s:.0f} s")
+            chunk = _read_chunk(fd, n - got)
+            if not chunk:
+                raise EOFError
+            parts.append(chunk)
+            got += len(chunk)
+        return b"".join(parts)
+
+    (size,) = struct.unpack("!i", read(4))
+    if size == -1:
+        (size,) = struct.unpack("!Q", read(8))
+    return read(size)
+
+
+def _read_chunk(fd: int, n: int) -> bytes:
+    """Up to n bytes from the pipe fd (where a stop signal can land between a message's parts)."""
+    return os.read(fd, n)
+
+
 class _Late(Exception):
     """A drain's answers did not come within DRAIN_BOUND_S."""
 
 
-def _stop(conns, procs) -> None:
+def _last_line(err) -> str:
+    """The last line a worker wrote to its stderr file (a traceback's: the exception), or ""."""
+    try:
+        err.seek(max(0, err.seek(0, os.SEEK_END) - 4096))
+        lines = err.read().decode(errors="replace").strip().splitlines()
+    except (OSError, ValueError):
+        return ""
+    return lines[-1].strip() if lines else ""
+
+
+def _stop(conns, procs, errs=()) -> None:
     """Close the pipes (a worker exits at EOF), then make sure every worker is gone: those still
     running EXIT_BOUND_S later, all together, are killed."""
     for c in conns:
         c.close()
+    for e in errs:
+        e.close()
     deadline = time.monotonic() + EXIT_BOUND_S
     for p in procs:
         try:

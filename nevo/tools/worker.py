@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import sys
 
+from nevo.evaluation.cluster_connection import require_dask
+
 # the folder holding the nevo package: a checkout, or an environment's site-packages
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULTS = ["--nworkers", "1", "--nthreads", "1", "--no-dashboard"]
@@ -42,6 +44,11 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [ROOT, os.environ.get("PYTHONPATH")] if p)
     # read by Dask's config when it is first imported, below, and by every process it starts
     os.environ["DASK_DISTRIBUTED__WORKER__DAEMON"] = "False"
+    try:
+        require_dask("nevo worker")
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
     from distributed.cli import dask_worker
 
     args = sys.argv[1:] if argv is None else argv
