@@ -1,7 +1,8 @@
-"""`python -m nevo`: the `nevo` command (nevo.command) without its installed script."""
+"""`python -m nevo`: the `nevo` command (nevo.command, behind nevo.entry's guard) without its
+installed script."""
 
 import sys
 
-from nevo.command import main
+from nevo.entry import main
 
 sys.exit(main())

@@ -5,8 +5,10 @@ replaces, resume by the run folder's own algorithm, one-line errors, and a plain
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -179,3 +181,17 @@ def test_a_plain_install_into_a_fresh_venv_gives_the_whole_command(tmp_path):
         out = subprocess.run([str(exe), tool, "--help"], cwd=work, env=env, capture_output=True, text=True,
                              timeout=300)  # fmt: skip
         assert out.returncode == 0 and "usage" in out.stdout.lower(), (tool, out.stderr[-2000:])
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_nevo_loads_is_one_line():
+    """Ctrl-C in the first moments of `nevo train` (nevo's modules loading, before the run's stop
+    handlers are in place): exit 130 and at most one line on stderr, never a traceback."""
+    for delay in (0.3, 0.8):
+        proc = subprocess.Popen([sys.executable, "-m", "nevo", "train", "ga", "--env", "CartPole-v1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and "Traceback" not in err and len(err.splitlines()) <= 1, err

@@ -213,7 +213,7 @@ LAYERS = [
     ("nevo.cli",),
     ("nevo.loops",),
     ("nevo.plots", "nevo.roofline", "nevo.tools"),
-    ("nevo.api", "nevo", "nevo.command", "nevo.__main__"),
+    ("nevo.api", "nevo", "nevo.command", "nevo.entry", "nevo.__main__"),
 ]
 EXACT = ("nevo",)  # names that stand for their own module only
 
