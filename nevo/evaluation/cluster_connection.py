@@ -94,6 +94,23 @@ def check_address(address: str) -> None:
         raise ValueError(f"--cluster: {address!r} is not a scheduler address (tcp://host:8786) or local:N")
 
 
+def _quiet_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (which a local cluster's worker processes use) with
+    its stderr on /dev/null, unless it runs already: when a cluster closes after an error (a
+    failed write, a stop), CPython's tracker can be told to unregister a semaphore twice and print
+    a KeyError traceback, which is not the run's news (the tracker still frees what was leaked)."""
+    from multiprocessing import resource_tracker
+
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        resource_tracker.ensure_running()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 @contextlib.contextmanager
 def _sigint_ignored_by_children():
     """SIGINT ignored while a local cluster starts its processes, which keep it ignored (an ignored
@@ -148,6 +165,7 @@ class ClusterConnection:
             n = int(address[len(LOCAL) :])
             cores = max(1, machine_cores() // n)
             # not daemonic: code in a worker may start processes of its own through multiprocessing
+            _quiet_resource_tracker()
             try:
                 with dask.config.set({"distributed.worker.daemon": False}), _sigint_ignored_by_children():
                     self.cluster = LocalCluster(

@@ -27,6 +27,7 @@ ran it.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -61,7 +62,10 @@ EMULATOR_NICE = 10
 # with the emulation), a tenth of a core (emulators run nicer than the rest) ~470, and 50 is a
 # tenth of that; so a 20,000-frame episode may take 400 s and a 400,000-frame test episode 2.2 h
 # (no ceiling: a slow healthy episode is never named, a stuck one is, later).
+# (NEVO_BOUND_S sets the floor and takes FLOOR_RATE's part away, for fault tests: experiments.chaos.)
 BOUND_SLACK, FIRST_RATE, BOUND_FLOOR_S, FLOOR_RATE = 4.0, 1000.0, 180.0, 50.0
+if "NEVO_BOUND_S" in os.environ:
+    BOUND_FLOOR_S, FLOOR_RATE = float(os.environ["NEVO_BOUND_S"]), float("inf")
 
 
 def start_frames(env_cfg) -> int:

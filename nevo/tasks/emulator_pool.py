@@ -62,7 +62,9 @@ DRAIN_BOUND_S = 5.0
 EXIT_BOUND_S = 2.0
 # A step or restart command is milliseconds of emulation: a worker silent this long has stopped
 # (SIGSTOP, a debugger) or is stuck (a ROM in a loop), and is named in one line, as a death is.
-STEP_BOUND_S = 60.0
+# NEVO_BOUND_S (seconds) sets it, and the floor of an episode's bound (nevo.evaluation.pipeline),
+# for fault tests whose stopped workers must be named within seconds (experiments.chaos).
+STEP_BOUND_S = float(os.environ.get("NEVO_BOUND_S", 60.0))
 # How long a worker waiting for its next command, and the driver waiting for the first-ready steps
 # (first_done), poll their pipes before they sleep in the kernel (the pool's spin_s): a sleeping
 # process's wake-up costs tens of microseconds of latency a command. ale-py's vector env spins
