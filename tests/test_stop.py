@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from experiments import run_ga
+from experiments.chaos import marked
 from nevo import runs
 from nevo.loops import progress
 from nevo.tasks import emulator_worker
@@ -212,15 +213,7 @@ def atari_run(tmp_path_factory):
 
 def _left_behind(mark: str) -> list[int]:
     """Processes whose environment holds mark (a run's children inherit it)."""
-    pids = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if mark.encode() in f.read():
-                    pids.append(int(pid))
-        except OSError:
-            pass
-    return pids
+    return marked(mark)
 
 
 def _atari(out, *args):
