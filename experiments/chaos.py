@@ -237,22 +237,30 @@ def judge(proc: Proc, code: int | None, counts: Counts, expect_end: bool, said: 
 
 def chaos_run(name, flags, budget, again, kinds, faults: int, rng, root: str, disk: str | None,
               counts: Counts):  # fmt: skip
-    """The undisturbed run, then the same under `faults` faults; (the chaos run's folder, the
-    undisturbed one's, whether the chaos run reached its budget)."""
+    """The run under `faults` faults (where it reaches its budget first, the budget grows by as
+    much again and the run goes on, as a larger budget continues a finished run), then the same
+    run undisturbed to the budget it reached; (the chaos run's folder, the undisturbed one's,
+    whether the chaos run reached its budget)."""
     env = {**os.environ, "NEVO_BOUND_S": str(BOUND_S), "PYTHONUNBUFFERED": "1"}
-    ref_out = os.path.join(root, f"{name}_undisturbed")
+    step = budget
     argv = [*flags, "--frame-budget", str(budget)]
     resume = [*again, "--frame-budget", str(budget)]
-    proc = Proc([*argv, "--out-dir", ref_out], env)
-    if proc.wait(1800) != 0:
-        raise SystemExit(f"chaos: the undisturbed {name} run failed: {(proc.out + proc.err)[-3:]}")
-    (ref,) = [os.path.join(ref_out, d) for d in os.listdir(ref_out)]
     out = os.path.join(disk or root, name)
     mark = f"NEVO_CHAOS={uuid.uuid4().hex}"
     env[mark.split("=")[0]] = mark.split("=")[1]
     folder, proc, done = None, None, False
     kinds = [k for k in kinds if disk is not None or k != "full disk"]
     before = counts.faults
+
+    def finished() -> bool:
+        """At the budget: True once the run's faults are all made, else a larger budget."""
+        nonlocal budget, resume
+        if counts.faults - before >= faults or budget >= 30 * step:
+            return True
+        budget += step
+        resume = [*again, "--frame-budget", str(budget)]
+        return False
+
     while counts.faults - before < faults:
         if proc is None:
             proc = Proc([*argv, "--out-dir", out] if folder is None else ["--resume", folder, *resume], env)
@@ -268,7 +276,7 @@ def chaos_run(name, flags, budget, again, kinds, faults: int, rng, root: str, di
             code = proc.wait(5)
             done = judge(proc, code, counts, True, f"{name}: ended before {kind}")
             proc = None
-            if done:
+            if done and finished():
                 break
             continue
         counts.fault(kind)
@@ -305,7 +313,7 @@ def chaos_run(name, flags, budget, again, kinds, faults: int, rng, root: str, di
             code = proc.wait(HANG_S)
             os.remove(filler)
             done, proc = judge(proc, code, counts, True, said), None
-            if done:
+            if done and finished():
                 break
             continue
         elif kind == "second owner":
@@ -322,7 +330,7 @@ def chaos_run(name, flags, budget, again, kinds, faults: int, rng, root: str, di
             ends = True  # (it ended all the same: judged as an end)
         code = proc.wait(HANG_S)
         done, proc = judge(proc, code, counts, True, said), None
-        if done:
+        if done and finished():
             break
     # then a user resumes until the run is done
     for _ in range(20):
@@ -341,6 +349,11 @@ def chaos_run(name, flags, budget, again, kinds, faults: int, rng, root: str, di
         counts.notes.append(f"{name}: process {pid} left behind")
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    ref_out = os.path.join(root, f"{name}_undisturbed")
+    proc = Proc([*flags, "--frame-budget", str(budget), "--out-dir", ref_out], env)
+    if proc.wait(3600) != 0:
+        raise SystemExit(f"chaos: the undisturbed {name} run failed: {(proc.out + proc.err)[-3:]}")
+    (ref,) = [os.path.join(ref_out, d) for d in os.listdir(ref_out)]
     return folder, ref, done
 
 
