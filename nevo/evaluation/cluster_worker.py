@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import threading
 
 import numpy as np
@@ -75,6 +76,11 @@ class Setup(WorkerPlugin):
         from nevo.evaluation import setup
         from nevo.genomes import noise
 
+        if self.cores and threading.current_thread() is threading.main_thread():
+            # local:N: a terminal's Ctrl-C is the run's to handle (it closes the cluster). The
+            # first workers start with SIGINT ignored; one its nanny started again after it died
+            # took it at its default, and would print a traceback.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         if self.cores and hasattr(os, "sched_setaffinity"):  # local:N: worker i on its share
             every = sorted(os.sched_getaffinity(0))
             i = int(worker.name) if str(worker.name).isdigit() else 0
