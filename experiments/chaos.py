@@ -279,8 +279,14 @@ def chaos_run(name, flags, budget, again, kinds, faults: int, rng, root: str, di
             if done and finished():
                 break
             continue
-        counts.fault(kind)
         said, pid, ends = f"{name}: {kind}", proc.p.pid, True
+        kids = []
+        if kind.startswith(("sigkill child", "sigstop child")):
+            word = "emulator_worker" if name == "atari" else "spawn_main"  # (a Dask worker process)
+            kids = children(pid, word)
+            if not kids:  # (a Dask worker its nanny is starting again): another moment
+                continue
+        counts.fault(kind)
         if kind == "sigint":
             os.killpg(pid, signal.SIGINT)
         elif kind == "sigterm":
@@ -288,11 +294,6 @@ def chaos_run(name, flags, budget, again, kinds, faults: int, rng, root: str, di
         elif kind == "sigkill":
             os.kill(pid, signal.SIGKILL)
         elif kind.startswith(("sigkill child", "sigstop child")):
-            word = "emulator_worker" if name == "atari" else "spawn_main"  # (a Dask worker process)
-            kids = children(pid, word)
-            if not kids:
-                counts.notes.append(f"{said}: no child process to signal")
-                continue
             kid = rng.choice(kids)
             if kind == "sigkill child":
                 os.kill(kid, signal.SIGKILL)
