@@ -14,6 +14,7 @@ from nevo.algos import make_algo
 from nevo.algos.sgd import SGD, loss_gradient, proxy
 from nevo.config import Config, EnvConfig, ESConfig, NetConfig, RunConfig, SGDConfig
 from nevo.genomes.noise import NoiseSource
+from nevo.loops import elite as elite_files
 from nevo.loops import sgd as sgd_loop
 from nevo.tasks.supervised import Supervised
 from tests.conftest import metrics_without_clock
@@ -72,8 +73,8 @@ def test_an_sgd_run_learns_and_resumes_exactly(tmp_path):
     shutil.copy(os.path.join(copy, runs.PREVIOUS), os.path.join(copy, runs.CHECKPOINT))
     sgd_loop.run(replace(cfg, run=replace(cfg.run, out_dir=str(tmp_path / "b"))), task, resume_dir=copy)
     assert metrics_without_clock(copy) == metrics_without_clock(outcome.run_dir)
-    np.testing.assert_array_equal(runs.read_array(os.path.join(copy, runs.THETA)),
-                                  runs.read_array(os.path.join(outcome.run_dir, runs.THETA)))  # fmt: skip
+    thetas = [runs.read_array(elite_files.array_path(folder, "theta")) for folder in (copy, outcome.run_dir)]
+    np.testing.assert_array_equal(*thetas)
 
 
 def test_sgd_settings_are_checked_in_one_line():
