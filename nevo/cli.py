@@ -144,8 +144,7 @@ def check(cfg, make_env=None, behaviour=None):
     user's own environment and behaviour function (nevo.tasks.task_for)."""
     validate(cfg)
     task = tasks.task_for(cfg.env, make_env, behaviour)
-    if cfg.env.sticky and not task.sticky_actions:
-        raise ConfigError(f"--sticky: sticky actions are an Atari game's; {task.name} has none (allowed: 0)")
+    tasks.check_sticky(task, cfg.env)
     task.check(cfg.net)
     return task
 

@@ -29,7 +29,8 @@ def test_a_received_step_counts_the_tail_from_the_slots_still_playing():
 
     S = 2
     pool = SimpleNamespace(obs=np.zeros((S, 1), np.uint8), reward=np.ones(S), done=np.zeros(S, np.uint8),
-                           frames=np.full(S, 4), wait=lambda ticket: None)  # fmt: skip
+                           frames=np.full(S, 4), seed=np.zeros(S, np.int64),
+                           wait=lambda ticket: None)  # fmt: skip
     ev = SimpleNamespace(policy=FakePolicy(), env_cfg=EnvConfig(game="pong"), slots=S, pool=pool)
     book = EpisodeBook(Episodes(np.arange(3), np.arange(3)), S, RowsAreIndividuals(), (1,), np.uint8)
     stepped = Stepped(ev, book)
@@ -38,6 +39,7 @@ def test_a_received_step_counts_the_tail_from_the_slots_still_playing():
     book.t_last -= 1.0
     stepped.receive((np.arange(S), None))
     assert list(book.slot_ep) == [2, 1] and book.tail_s == 0.0 and book.done == 1
+    assert pool.seed[0] == 2  # (the refilled slot's new episode's seed, for its start's sticky actions)
     book.t_last -= 1.0  # the queue is empty, both slots play: no tail
     pool.done[:] = [0, 1]
     stepped.receive((np.arange(S), None))

@@ -51,8 +51,14 @@ class Stepped:
     def start(self) -> None:
         """Give each slot its first episode, each from a fresh start."""
         first = self.book.start()
+        self._seeded(np.arange(first))
         # (slots left mid-episode by an interrupted run start afresh too)
         self.pool.wait(self.pool.restart(np.arange(first)))
+
+    def _seeded(self, slots: np.ndarray) -> None:
+        """Give these slots' new episodes' seeds to the pool (a reference start draws its sticky
+        actions from its episode's seed)."""
+        self.pool.seed[slots] = self.book.seeds[self.book.slot_ep[slots]]
 
     def choose(self, slots: np.ndarray) -> tuple | None:
         """Start choosing the actions of these slots' live ones (None if none is): the policy's
@@ -64,7 +70,6 @@ class Stepped:
             return None
         acting = live[self.slot_steps[live] >= self.opening[book.slot_ep[live]]]
         self.pool.actions[live] = self.opening_action[book.slot_ep[live]]
-        self.pool.seed[live] = book.seeds[book.slot_ep[live]]  # (a start's: its sticky actions' draws)
         step = None
         if acting.size:  # compaction: only these rows go through the net
             if book.sample is not None:  # the observations the net acts on
@@ -106,7 +111,7 @@ class Stepped:
         lengths = self.slot_steps[ended] - int(self.reference)  # (the start's step)
         book.end(book.slot_ep[ended], self.slot_ret[ended], lengths, pool.frames[ended], ram)
         self.slot_ret[ended], self.slot_steps[ended] = 0.0, 0
-        book.refill(ended)  # the queue's next episodes, in slot order; the rest of the slots go idle
+        self._seeded(book.refill(ended))  # the queue's next episodes, in slot order; the rest go idle
 
 
 class Lockstep(Stepped):

@@ -24,6 +24,7 @@ import sys
 import threading
 import uuid
 
+from nevo import runs
 from nevo.settings import ConfigError, DamagedFile, read_json
 
 TENSORBOARD = "tensorboard"  # the event files' folder in the run folder
@@ -152,11 +153,7 @@ def _wandb_run(project: str, run_dir: str):
             raise DamagedFile(f"{path}: damaged (no W&B run id); remove it to log to a new W&B run")
     else:
         run_id = uuid.uuid4().hex[:16]  # (W&B's ids: letters and digits)
-        with open(path + ".tmp", "w") as f:  # written whole or not at all
-            json.dump({"id": run_id, "project": project}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(path + ".tmp", path)
+        runs.write_json(run_dir, WANDB, {"id": run_id, "project": project})  # written whole or not at all
     with open(os.path.join(run_dir, "config.json")) as f:
         config = json.load(f)
     try:

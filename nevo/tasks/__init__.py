@@ -91,11 +91,6 @@ class AtariGame(_Kind):
             close = difflib.get_close_matches(self.cfg.game, games, n=5, cutoff=0.5)
             hint = f"did you mean {', '.join(close)}?" if close else "see ale_py.roms.get_all_rom_ids()"
             raise ConfigError(f"--game: unknown Atari game {self.cfg.game!r}; {hint}")
-        if self.cfg.sticky and self.cfg.start != "reference":
-            raise ConfigError(
-                f"--sticky: {self.cfg.sticky} needs --start reference (the start whose frames nevo "
-                "draws sticky actions for); got --start vector"
-            )
 
     def reference_batch(self, size: int, seed: int) -> np.ndarray:
         return envs.atari_reference_batch(self.cfg, size, seed)
@@ -260,6 +255,21 @@ def probe_step(env, action_space) -> tuple:
 def final_observation(observation, info) -> np.ndarray:
     """A gymnasium task's default behaviour: the episode's final observation (float32)."""
     return np.asarray(observation, np.float32).ravel()
+
+
+def check_sticky(task, env_cfg: EnvConfig) -> None:
+    """ConfigError of one line where env_cfg asks for sticky actions (--sticky) that task cannot
+    have: a task of no emulator, or an Atari game with the vector env's start (nevo draws sticky
+    actions for the reference's start)."""
+    if not env_cfg.sticky:
+        return
+    if not task.sticky_actions:
+        raise ConfigError(f"--sticky: sticky actions are an Atari game's; {task.name} has none (allowed: 0)")
+    if env_cfg.start != "reference":
+        raise ConfigError(
+            f"--sticky: {env_cfg.sticky} needs --start reference (the start whose frames nevo draws "
+            f"sticky actions for); got --start {env_cfg.start}"
+        )
 
 
 def kind_of(env_cfg: EnvConfig):

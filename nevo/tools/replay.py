@@ -282,10 +282,7 @@ def main(argv=None) -> int:
         cfg, elite, spec, weights = elite_files.load(args.run_dir, args.elite)
         cfg = replace(cfg, env=replace(cfg.env, frame_cap=args.frame_cap, sticky=args.sticky))
         task = tasks.task_for(cfg.env)
-        if args.sticky and not task.sticky_actions:
-            raise config.ConfigError(f"--sticky: sticky actions are an Atari game's; {task.name} has none")
-        if args.sticky:
-            task.check(cfg.net)  # (sticky actions need the reference's start)
+        tasks.check_sticky(task, cfg.env)
         if args.gif and isinstance(task, (tasks.Maze, tasks.Supervised)):
             raise config.ConfigError(
                 f"--gif: records Atari screens and gymnasium renders; {task.name} has none"
