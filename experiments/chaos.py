@@ -35,6 +35,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -109,14 +110,15 @@ class Counts:
         self.faults = self.hangs = self.tracebacks = self.unsaid = self.left = 0
         self.by_kind: dict[str, int] = {}
         self.notes: list[str] = []
+        self.transcript: list[str] = []  # every process's end: what a differing run's folder keeps
 
     def fault(self, kind: str) -> None:
         self.faults += 1
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
 
 
-def children(pid: int, word: str) -> list[int]:
-    """Processes under pid (any depth) whose command line holds word."""
+def _parents() -> dict[int, int]:
+    """Every process's parent, by pid."""
     parents: dict[int, int] = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -124,17 +126,42 @@ def children(pid: int, word: str) -> list[int]:
                 parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             pass
+    return parents
+
+
+def _holds(pid: int, word: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return word.encode() in f.read()
+    except OSError:
+        return False
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+    except OSError:
+        return "(gone)"
+
+
+def children(pid: int, word: str) -> list[int]:
+    """Processes under pid (any depth) whose command line holds word."""
+    parents = _parents()
     found, frontier = [], {pid}
     while frontier:
         frontier = {c for c, p in parents.items() if p in frontier}
-        for c in frontier:
-            try:
-                with open(f"/proc/{c}/cmdline", "rb") as f:
-                    if word.encode() in f.read():
-                        found.append(c)
-            except OSError:
-                pass
+        found += [c for c in frontier if _holds(c, word)]
     return found
+
+
+def dask_workers(pid: int) -> list[int]:
+    """The worker processes of the local Dask cluster of the run at pid: forked by the forkserver
+    that pid started (the forkserver's children; their own children, forked or not, carry its
+    command line too), or started by spawn."""
+    parents = _parents()
+    servers = {c for c, p in parents.items() if p == pid and _holds(c, "forkserver")}
+    return [c for c, p in parents.items() if p in servers] or children(pid, "spawn_main")
 
 
 def marked(mark: str) -> list[int]:
@@ -217,6 +244,8 @@ def judge(proc: Proc, code: int | None, counts: Counts, expect_end: bool, said: 
     the run reached its budget (its `done:` line: a signal that meets Python's own exit after it
     may still end the process by that signal)."""
     text = "\n".join(proc.out + proc.err)
+    counts.transcript.append(f"{said}: {' '.join(proc.p.args[3:])}: exit {code}\n  "
+                             + "\n  ".join((proc.out + proc.err)[-6:]))  # fmt: skip
     if code is None:
         counts.hangs += 1
         counts.notes.append(f"hang: {said}")
@@ -282,8 +311,7 @@ def chaos_run(name, flags, budget, again, kinds, faults: int, rng, root: str, di
         said, pid, ends = f"{name}: {kind}", proc.p.pid, True
         kids = []
         if kind.startswith(("sigkill child", "sigstop child")):
-            word = "emulator_worker" if name == "atari" else "spawn_main"  # (a Dask worker process)
-            kids = children(pid, word)
+            kids = children(pid, "emulator_worker") if name == "atari" else dask_workers(pid)
             if not kids:  # (a Dask worker its nanny is starting again): another moment
                 continue
         counts.fault(kind)
@@ -347,7 +375,7 @@ def chaos_run(name, flags, budget, again, kinds, faults: int, rng, root: str, di
     left = marked(mark)
     counts.left += len(left)
     for pid in left:
-        counts.notes.append(f"{name}: process {pid} left behind")
+        counts.notes.append(f"{name}: process {pid} left behind: {_cmdline(pid)}")
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     ref_out = os.path.join(root, f"{name}_undisturbed")
@@ -401,7 +429,17 @@ def main(argv=None) -> int:
                 unfinished.append(name)
                 continue
             off += generations_off(folder)
-            differ += [f"{name}: {d}" for d in same_result(folder, ref)]
+            theirs = same_result(folder, ref)
+            differ += [f"{name}: {d}" for d in theirs]
+            if theirs:  # (the tmpfs and the temporary folder go at the end: kept where they last)
+                kept = os.path.join(
+                    args.keep or tempfile.gettempdir(), f"nevo-chaos-kept-{os.getpid()}", name
+                )
+                for what, path in (("chaos", folder), ("undisturbed", ref)):
+                    shutil.copytree(path, os.path.join(kept, what))
+                with open(os.path.join(kept, "transcript.txt"), "w") as f:
+                    f.writelines(f"{t}\n" for t in counts.transcript if t.startswith(f"{name}: "))
+                counts.notes.append(f"{name}: differs from its undisturbed run: both kept in {kept}")
     for note in counts.notes:
         print(f"  {note}")
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(counts.by_kind.items()))

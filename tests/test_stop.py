@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from experiments import run_ga
-from experiments.chaos import marked
+from experiments.chaos import dask_workers, marked
 from nevo import runs
 from nevo.loops import progress
 from nevo.tasks import emulator_worker
@@ -435,11 +435,13 @@ def test_stops_at_random_moments_end_a_cluster_run_in_one_line_within_10_s(where
 
 
 @pytest.mark.slow
-def test_ctrl_c_in_a_terminal_stops_a_local_cluster_run_in_one_line(tmp_path):
+@pytest.mark.parametrize("when", ["set up", "importing"])
+def test_ctrl_c_in_a_terminal_stops_a_local_cluster_run_in_one_line(when, tmp_path):
     """Ctrl-C in a terminal signals the whole foreground process group, the local:2 cluster's
-    worker processes too, one of them started again by its nanny after it was killed: the run ends
-    in one line naming --resume, with nothing on stderr (no worker's KeyboardInterrupt traceback)
-    and no process left."""
+    worker processes too, one of them started again by its nanny after it was killed (once nevo's
+    setup has run in it, or while it still imports Dask): the run ends in one line naming
+    --resume, with nothing on stderr (no worker's KeyboardInterrupt traceback) and no process
+    left."""
     out = str(tmp_path / "runs")
     mark = f"NEVO_STOP_TEST={uuid.uuid4().hex}"
     env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
@@ -448,9 +450,16 @@ def test_ctrl_c_in_a_terminal_stops_a_local_cluster_run_in_one_line(tmp_path):
                             preexec_fn=_default_sigint, start_new_session=True)  # fmt: skip
     header = proc.stdout.readline()
     assert header.startswith("nevo ga | frostbite"), header
-    (first, *_) = [pid for pid in marked(mark) if b"spawn_main" in open(f"/proc/{pid}/cmdline", "rb").read()]
+    before = set(dask_workers(proc.pid))
+    (first, *_) = before
     os.kill(first, signal.SIGKILL)  # (its nanny starts it again, and nevo's setup runs in it again)
-    time.sleep(6.0)
+    if when == "set up":
+        time.sleep(6.0)
+    else:  # the moment its new process has begun to import
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not set(dask_workers(proc.pid)) - before:
+            time.sleep(0.01)
+        time.sleep(0.3)
     os.killpg(proc.pid, signal.SIGINT)  # (a terminal's Ctrl-C: the whole group)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and stderr == "", stderr

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import logging
+import multiprocessing
 import os
 import signal
 import threading
@@ -129,6 +130,31 @@ def _sigint_ignored_by_children():
         signal.signal(signal.SIGINT, before)
 
 
+_FORKSERVER = "forkserver" in multiprocessing.get_all_start_methods()
+_LOCAL_SETTINGS = {
+    "distributed.worker.daemon": False,
+    **({"distributed.worker.multiprocessing-method": "forkserver"} if _FORKSERVER else {}),
+}
+
+
+def _start_forkserver() -> None:
+    """Start the forkserver a local cluster's nannies fork their workers from (with Dask imported
+    in it, as Dask's get_mp_context asks), unless it runs already. Begun with SIGINT ignored, it
+    gives its children SIGINT ignored too (CPython's forkserver restores in each child the
+    handlers it started with): a worker its nanny starts again after it died then ignores a
+    terminal's Ctrl-C from its first instruction, not only once nevo's setup has run in it. (Under
+    spawn, such a worker took SIGINT at its default while it imported Dask, and printed a
+    traceback.)"""
+    if not _FORKSERVER:
+        return
+    from multiprocessing import forkserver
+
+    from distributed.utils import get_mp_context
+
+    get_mp_context()  # (its preload: Dask and its packages)
+    forkserver.ensure_running()
+
+
 class ClusterConnection:
     """A run's Dask cluster, as the driver sees it: reached (or started), its workers set up for
     this run and followed as they come and go, closed at the end.
@@ -164,16 +190,22 @@ class ClusterConnection:
 
             n = int(address[len(LOCAL) :])
             cores = max(1, machine_cores() // n)
-            # not daemonic: code in a worker may start processes of its own through multiprocessing
             _quiet_resource_tracker()
+            # For the cluster's life, as its nannies read them again whenever they start a worker
+            # anew: not daemonic (code in a worker may start processes of its own through
+            # multiprocessing), and forked by a forkserver begun with SIGINT ignored (below).
+            self._settings = contextlib.ExitStack()
+            self._settings.enter_context(dask.config.set(_LOCAL_SETTINGS))
             try:
-                with dask.config.set({"distributed.worker.daemon": False}), _sigint_ignored_by_children():
+                with _sigint_ignored_by_children():
+                    _start_forkserver()
                     self.cluster = LocalCluster(
                         n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
                         dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0",
                         silence_logs=logging.ERROR,
                     )  # fmt: skip
             except Exception as e:  # noqa: BLE001 (ports, processes, memory: Dask's reason, one line)
+                self._settings.close()
                 raise ClusterError(
                     f"--cluster {address}: the local cluster did not start ({raised(e)})"
                 ) from None
@@ -365,8 +397,11 @@ class ClusterConnection:
 
     def _stop_local(self) -> None:
         if self.cluster is not None:
-            self.cluster.close(timeout=10)
-            self.cluster = None
+            try:
+                self.cluster.close(timeout=10)
+            finally:
+                self.cluster = None
+                self._settings.close()
 
 
 def _importer():
