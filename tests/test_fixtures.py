@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.fixtures.record import PATH, RUNS, metrics
+from tests.fixtures.record import API_RUNS, PATH, RUNS, metrics
 
 pytestmark = pytest.mark.slow  # each test is a real run
 
@@ -21,6 +21,6 @@ def recorded():
         return json.load(f)
 
 
-@pytest.mark.parametrize("name", list(RUNS))
+@pytest.mark.parametrize("name", [*RUNS, *API_RUNS])
 def test_a_short_run_gives_the_recorded_metrics(name, recorded, tmp_path):
     assert metrics(name, str(tmp_path)) == recorded[name]
