@@ -15,7 +15,7 @@ from nevo.command import train
 
 
 def main(argv=None) -> int:
-    return train("run_es", argv)
+    return train("es", argv)
 
 
 if __name__ == "__main__":

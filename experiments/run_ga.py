@@ -15,7 +15,7 @@ from nevo.command import train
 
 
 def main(argv=None) -> int:
-    return train("run_ga", argv)
+    return train("ga", argv)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from nevo.algos import DEFAULT, declared
 from nevo.config import ConfigError
 from nevo.evaluation.setup import REF_BATCH
 from nevo.loops import elite as elite_files
-from nevo.loops import loop, sgd
+from nevo.loops import loop
 from nevo.nets import half, vbn
 from nevo.nets.kernels import make_policy
 from nevo.tasks.envs import box_action
@@ -123,10 +123,9 @@ def train(algo: str = DEFAULT, env="CartPole-v1", *, net=None, frames: int | Non
     else:
         task = cli.check(cfg, make_env, behaviour)
     out = None if progress else _Quiet()
-    if declared(cfg).own_loop:  # the SGD baseline: its own loop, the same run folder
-        outcome = sgd.run(cfg, task, out=out)
-    else:
-        outcome = loop.run(cfg, task, loop.plan(cfg, task), fitness=fitness, out=out)
+    if fitness is not None and declared(cfg).step is not None:  # (SGD: no individuals to rank)
+        raise ConfigError(f"fitness: {algo} ranks no population; fitness is for the population algorithms")
+    outcome = loop.run(cfg, task, loop.plan(cfg, task), fitness=fitness, out=out)
     return TrainResult(
         outcome.run_dir,
         runs.read_metrics(outcome.run_dir),

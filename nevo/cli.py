@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from nevo import tasks
-from nevo.algos import OWN, REGISTRY, declaration, declared, es, ga, module_of, ns, sgd
+from nevo.algos import COMMANDS, DEFAULT, OWN, REGISTRY, declaration, declared, module_of
 from nevo.config import (
     RESUMABLE,
     SWITCHES,
@@ -37,12 +37,12 @@ from nevo.config import (
 from nevo.nets.half import format_of
 
 
-def presets_of(script: str) -> dict[str, Config]:
-    """The presets of a command (run_ga, run_es, run_ns, run_sgd): those its algorithms' declarations
-    bring (nevo.algos.declaration: presets), as configs, in their order; the first one's algorithm
-    is the command's own."""
+def presets_of(algo: str, module: str = "") -> dict[str, Config]:
+    """The presets of algo's command (its module's declarations: nevo.algos.COMMANDS; module: a
+    module of one's own that declares it): those the declarations bring (nevo.algos.declaration:
+    presets), as configs, in their order; the first one's algorithm is the command's own."""
     out = {}
-    for d in declarations_of(script):
+    for d in declarations_of(algo, module):
         for name, p in d.presets.items():
             out[name] = Config(
                 env=EnvConfig(**p.get("env", {})),
@@ -54,41 +54,34 @@ def presets_of(script: str) -> dict[str, Config]:
                 algo_module=module_of(d.names[0]),
             )
     if not out:  # a command of one's own that declares no preset: "quick", the settings' defaults
-        d = declarations_of(script)[0]
+        d = declarations_of(algo, module)[0]
         out["quick"] = Config(env=EnvConfig(), net=NetConfig(), settings=d.settings(), run=RunConfig(),
                               preset="quick", algo=d.names[0], algo_module=module_of(d.names[0]))  # fmt: skip
     return out
 
 
-def declarations_of(script: str) -> list:
-    """The declarations of a command's algorithms, each once, in their order: nevo's own, then
-    those of the modules of one's own loaded so far (--algo-module)."""
-    found = []
-    for name in REGISTRY:
-        d = REGISTRY[name]
-        if d.script == script and all(d is not e for e in found):
-            found.append(d)
-    return found
+def declarations_of(algo: str, module: str = "") -> tuple:
+    """The declarations of algo's command (those of the module that declares it), in their order."""
+    declaration(algo, module)  # (a module of one's own: imported once)
+    return COMMANDS[algo]
 
 
 def made_for(preset: str, algo: str, module: str = "") -> str | None:
     """The kind of task a preset is made for (its algorithm's command's), or None."""
-    for d in declarations_of(declaration(algo, module).script):
+    for d in declarations_of(algo, module):
         if preset in d.presets:
             return d.presets[preset].get("made_for")
     return None
 
 
-# The presets of the commands of nevo's deep GA, ES, novelty search and SGD baseline.
-PRESETS, ES_PRESETS, NS_PRESETS, SGD_PRESETS = (
-    presets_of(module.DECLARATIONS[0].script) for module in (ga, es, ns, sgd)
-)
+def _command_of(presets: dict) -> str:
+    """The algorithm whose command these presets are (its first)."""
+    return next(iter(presets.values())).algo
 
 
-def script_of(presets: dict) -> str:
-    """The command whose presets these are (run_ga, run_es, run_ns, run_sgd): its algorithms are
-    those that declare it as theirs."""
-    return REGISTRY[next(iter(presets.values())).algo].script
+def _same_command(algo: str, presets: dict) -> bool:
+    """Whether algo is one of the algorithms of the command these presets are (one module's)."""
+    return COMMANDS[algo] is COMMANDS[_command_of(presets)]
 
 
 def apply_defaults(cfg, given=(), task_defaults=True, kind=None):
@@ -159,8 +152,7 @@ def build_parser(
 ) -> argparse.ArgumentParser:
     """A parser with --preset, --resume, --algo and --algo-module, and one flag per setting the
     algorithm reads (algo: the one given, else the presets'; default: the preset's)."""
-    presets = presets or PRESETS
-    script = script_of(presets)
+    presets = presets or presets_of(DEFAULT)
     p = _Parser(
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -188,7 +180,7 @@ def build_parser(
         metavar="N",
         help="with --cluster: episodes per chunk handed to a worker (default: 0, 2 chunks per worker)",
     )
-    algos = algorithms_of(script)
+    algos = algorithms_of(_command_of(presets))
     shown = algo or next(iter(presets.values())).algo
     if algo is None:  # the command's own algorithm (one of one's own: with its module)
         algo_module = next(iter(presets.values())).algo_module
@@ -216,9 +208,9 @@ def build_parser(
     return p
 
 
-def algorithms_of(script: str) -> tuple[str, ...]:
-    """The algorithms a command runs: those whose declaration names it as theirs."""
-    return tuple(name for name in OWN if REGISTRY[name].script == script)
+def algorithms_of(algo: str) -> tuple[str, ...]:
+    """nevo's own algorithms of algo's command (those its module declares), in their order."""
+    return tuple(name for name in OWN if COMMANDS[name] is COMMANDS[algo])
 
 
 def _preset_defaults(presets: dict, group: str, name: str) -> str:
@@ -291,25 +283,25 @@ class Parsed(NamedTuple):
     task: object  # the task cfg.env names (nevo.tasks.task_for), built once, by the check
 
 
-def parse_args(argv, description: str, presets=None) -> Parsed:
-    """Parse argv into a Parsed; presets: PRESETS, ES_PRESETS, NS_PRESETS or SGD_PRESETS. On
-    resume the run folder's config is taken as it was written. The flags are the algorithm's:
-    --algo and --algo-module are read first (on resume only the run's settings may change, which
-    every algorithm has)."""
-    presets = presets or PRESETS
+def parse_args(argv, description: str = "", command: str = DEFAULT, command_module: str = "") -> Parsed:
+    """Parse argv into a Parsed, as the command of algorithm `command` reads it (its presets, and
+    --algo's default; command_module: the module of one's own that declares it). On resume the
+    run folder's config is taken as it was written. The flags are the algorithm's: --algo and
+    --algo-module are read first (on resume only the run's settings may change, which every
+    algorithm has)."""
+    presets = presets_of(command, command_module)
     known = first_args(argv)
     algo, module = (None, "") if known.resume else (known.algo, known.algo_module)
     if module and algo is None:
         raise ConfigError("--algo-module: name the algorithm it declares with --algo")
-    script = script_of(presets)
-    if algo is not None and module and declaration(algo, module).script != script:
+    if algo is not None and module and not _same_command(declaration(algo, module).names[0], presets):
         raise ConfigError(
             f"--algo: {algo!r} is its own command's: nevo train {algo} --algo-module {module} runs it"
         )
-    if algo is not None and not module and (algo not in OWN or declaration(algo).script != script):
+    if algo is not None and not module and (algo not in OWN or not _same_command(algo, presets)):
         elsewhere = f" (nevo train {algo} runs it)" if algo in OWN else ""
         raise ConfigError(
-            f"--algo: got {algo!r}, allowed: {', '.join(algorithms_of(script))}, or one that --algo-module "
+            f"--algo: got {algo!r}, allowed: {', '.join(algorithms_of(command))}, or one that --algo-module "
             f"declares{elsewhere}"
         )
     args = build_parser(description, presets, algo, module).parse_args(argv)
@@ -341,7 +333,8 @@ def _config_of(args, presets, saved=None) -> Config:
     given = {f.name: getattr(args, f.name) for _, f in fields_ if getattr(args, f.name, None) is not None}
     if saved is not None:
         cfg = saved
-        if declared(cfg).script != script_of(presets):
+        declared(cfg)  # (a module of one's own: imported once)
+        if not _same_command(cfg.algo, presets):
             raise ConfigError(
                 f"--resume: {args.resume!r} is a run of {cfg.algo!r}; resume it with its own command "
                 f"({resume_command(args.resume)})"

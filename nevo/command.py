@@ -14,8 +14,9 @@
     nevo compile                                 # the CPU kernels into Numba's cache, before a first run
 
 The installed command (pyproject.toml's console script; `python -m nevo` is the same).
-`nevo train ALGO ...` takes every flag of the algorithm's own command (`nevo train ALGO --help`),
-which `python -m experiments.run_ga`, `run_es`, `run_ns` and `run_sgd` still run as they did.
+`nevo train ALGO ...` takes every flag of the algorithm's own command (`nevo train ALGO --help`:
+the flags and presets of the algorithms its module declares), which `python -m
+experiments.run_ga`, `run_es`, `run_ns` and `run_sgd` still run as they did.
 Each subcommand's `--help` lists its options. Replay, the suite, the worker, get-mnist and compile
 are nevo.tools, the plots nevo.plots, the roofline nevo.roofline: all of it is the installed package
 (a checkout's experiments/ and plots/ hold entry points to the same code).
@@ -28,7 +29,7 @@ import os
 import sys
 
 from nevo import cli
-from nevo.algos import OWN, declaration, declared
+from nevo.algos import COMMANDS, OWN, declaration, declared
 from nevo.config import ConfigError
 from nevo.settings import DamagedFile
 
@@ -52,35 +53,35 @@ PLOTS = {
 }
 
 
-def train(script: str, argv: list[str]) -> int:
-    """One training command (its algorithms' declarations name it: run_ga, run_es, run_ns,
-    run_sgd) on argv: what `nevo train` runs and what the experiments/run_*.py aliases call. The
-    declarations also give its presets, its description and its loop (the generation loop, or
-    one of its own: the SGD baseline's)."""
-    first = cli.declarations_of(script)[0]
-    own = f"{', '.join(first.names)}: an algorithm of one's own ({script}), in the generation loop.\n"
-    description = next((d.about for d in cli.declarations_of(script) if d.about), own)
-    if first.own_loop:
-        from nevo.loops import sgd
-
-        return sgd.main(argv, description)
+def train(algo: str, argv: list[str], module: str = "") -> int:
+    """The training command of algorithm `algo` (of the module of one's own `module`: the
+    algorithms its module declares, nevo.algos.COMMANDS) on argv: what `nevo train` runs and what
+    the experiments/run_*.py aliases call. The declarations give its presets and its description;
+    every algorithm runs in the generation loop, with the step its declaration names."""
     from nevo.loops import loop
 
-    return loop.main(argv, description, cli.presets_of(script))
+    family = cli.declarations_of(algo, module)
+    own = f"{', '.join(family[0].names)}: an algorithm of one's own, in the generation loop.\n"
+    description = next((d.about for d in family if d.about), own)
+    return loop.main(argv, description, family[0].names[0], module)
 
 
 def commands() -> list[str]:
-    """The training commands of nevo's own algorithms, in the order of their declarations."""
-    return list(dict.fromkeys(declaration(n).script for n in OWN))
+    """The training commands of nevo's own algorithms (each its first algorithm's name), in the
+    order of their declarations."""
+    return list(dict.fromkeys(COMMANDS[n][0].names[0] for n in OWN))
 
 
-def script_for(argv: list[str]) -> str:
-    """The training command of `nevo train` argv: the algorithm's (the first word, or --algo), or
-    on --resume the run folder's; a ConfigError of one line if there is none."""
+def command_for(argv: list[str]) -> tuple[str, str]:
+    """The training command of `nevo train` argv, as (its algorithm, the module of one's own that
+    declares it or ""): the algorithm's (the first word, or --algo), or on --resume the run
+    folder's; a ConfigError of one line if there is none."""
     first = cli.first_args(argv)
     if first.resume:  # the run folder's config as --resume reads it (older layouts included)
         try:
-            return declared(cli.saved_config(first.resume)).script
+            saved = cli.saved_config(first.resume)
+            declared(saved)  # (a module of one's own: imported once)
+            return saved.algo, saved.algo_module
         except DamagedFile as e:
             path = os.path.join(first.resume, "config.json")
             raise ConfigError(f"--resume: {path} is damaged ({e}); the run cannot be resumed") from None
@@ -91,15 +92,16 @@ def script_for(argv: list[str]) -> str:
     if first.algo not in OWN and not first.algo_module:
         raise ConfigError(f"nevo train: unknown algorithm {first.algo!r}; allowed: {', '.join(OWN)}, "
                           f"or one that --algo-module FILE declares")  # fmt: skip
-    return declaration(first.algo, first.algo_module).script
+    declaration(first.algo, first.algo_module)
+    return first.algo, first.algo_module
 
 
 def train_help() -> str:
     lines = ["usage: nevo train ALGO [flags]   or   nevo train --resume RUN_DIR [--cluster ...]", ""]
     lines.append("The algorithms (nevo train ALGO --help lists an algorithm's flags and presets):")
-    for script in commands():
-        names = [n for n in OWN if declaration(n).script == script]
-        about = next(d.about for d in cli.declarations_of(script) if d.about)
+    for command in commands():
+        names = cli.algorithms_of(command)
+        about = next(d.about for d in cli.declarations_of(command) if d.about)
         lines.append(f"  {', '.join(names):<28} {about.splitlines()[0]}")
     lines += ["", "An algorithm of one's own: nevo train NAME --algo-module FILE (docs/architecture.md)."]
     return "\n".join(lines)
@@ -133,12 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         if not rest[0].startswith("-"):  # nevo train ALGO ...: the algorithm as its flag
             rest = ["--algo", rest[0], *rest[1:]]
         try:
-            script = script_for(rest)
+            algo, module = command_for(rest)
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         prog = f"nevo train {argv[1]}" if argv[1] != rest[0] else "nevo train"
-        return _as(prog, rest, lambda args: train(script, args))
+        return _as(prog, rest, lambda args: train(algo, args, module))
     if command == "plot":
         if not rest or rest[0] in ("-h", "--help"):
             print("usage: nevo plot KIND RUN_DIR... [options]   (nevo plot KIND --help)\n")

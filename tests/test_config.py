@@ -15,7 +15,7 @@ from nevo.config import ConfigError
 
 def test_paper_preset_is_the_reference_deep_ga():
     """`paper` is exactly the reference Deep GA of Such et al. 2017 as Uber's GPU code runs it."""
-    c = cli.PRESETS["paper"]
+    c = cli.presets_of("ga")["paper"]
     assert (c.settings.population, c.settings.truncation, c.settings.sigma) == (1000, 20, 0.002)
     assert (c.settings.elite_candidates, c.settings.validation_episodes) == (10, 30)
     assert (c.env.frame_cap, c.net.net, c.run.frame_budget) == (20_000, "large", 1_000_000_000)
@@ -24,7 +24,7 @@ def test_paper_preset_is_the_reference_deep_ga():
 
 def test_rs_preset_is_the_ga_loop_with_no_parents():
     """Random search differs from `paper` only in T = 0 and its name."""
-    rs, paper = cli.PRESETS["rs"], cli.PRESETS["paper"]
+    rs, paper = cli.presets_of("ga")["rs"], cli.presets_of("ga")["paper"]
     assert rs.settings.truncation == 0 and rs.settings.population == paper.settings.population
 
 
@@ -156,25 +156,25 @@ def test_defaults_follow_the_population_the_user_set(argv, fitted):
 
 def test_run_ns_quick_with_a_small_population_fits_its_truncation():
     """run_ns --algo ga-ns --env maze --population 8: the quick truncation 10 becomes 8."""
-    cfg, _, _, _ = parse_args(["--algo", "ga-ns", "--env", "maze", "--population", "8"], "", cli.NS_PRESETS)
+    cfg, _, _, _ = parse_args(["--algo", "ga-ns", "--env", "maze", "--population", "8"], "", "ga-ns")
     assert (cfg.settings.population, cfg.settings.truncation) == (8, 8)
 
 
 def test_an_explicit_impossible_value_is_still_refused():
     with pytest.raises(ConfigError, match=r"--truncation: got 10, allowed: 1 \.\. population \(8\)"):
-        parse_args(["--algo", "ga-ns", "--population", "8", "--truncation", "10"], "", cli.NS_PRESETS)
+        parse_args(["--algo", "ga-ns", "--population", "8", "--truncation", "10"], "", "ga-ns")
     with pytest.raises(ConfigError, match="--elite-candidates: got 9"):
         parse_args(["--population", "8", "--elite-candidates", "9"], "")
     with pytest.raises(ConfigError, match="an even number with --mirrored 1"):
-        parse_args(["--population", "7", "--mirrored", "1"], "", cli.ES_PRESETS)
+        parse_args(["--population", "7", "--mirrored", "1"], "", "es")
 
 
 def test_es_defaults_drop_virtual_batch_norm_where_it_cannot_fold():
     """ES's quick preset (vbn 128) with --obs-norm 1: no virtual batch norm; set explicitly, refused."""
-    cfg, _, _, _ = parse_args(["--obs-norm", "1"], "", cli.ES_PRESETS)
+    cfg, _, _, _ = parse_args(["--obs-norm", "1"], "", "es")
     assert (cfg.net.vbn, cfg.settings.obs_norm) == (0, 1)
     with pytest.raises(ConfigError, match="--vbn: got 128, allowed: 0 with --obs-norm 1"):
-        parse_args(["--obs-norm", "1", "--vbn", "128"], "", cli.ES_PRESETS)
+        parse_args(["--obs-norm", "1", "--vbn", "128"], "", "es")
 
 
 def test_settings_given_to_override_are_checked_for_their_type():
@@ -265,12 +265,14 @@ def test_each_command_takes_its_presets_from_its_algorithms_declarations():
     algorithm it names (or the declaration's first); a preset made for a kind of task says so."""
     from nevo.algos import OWN, declaration
 
-    for script, presets in (("run_ga", cli.PRESETS), ("run_es", cli.ES_PRESETS), ("run_ns", cli.NS_PRESETS),
-                            ("run_sgd", cli.SGD_PRESETS)):  # fmt: skip
+    for command in ("ga", "es", "ga-ns", "sgd"):  # each module's declarations: one command
+        presets = cli.presets_of(command)
         declared_here = []
         for name in OWN:
             d = declaration(name)
-            if d.script == script and all(d is not e for e in declared_here):
+            if d.make.__module__ == declaration(command).make.__module__ and all(
+                d is not e for e in declared_here
+            ):
                 declared_here.append(d)
         assert list(presets) == [p for d in declared_here for p in d.presets]
         for d in declared_here:

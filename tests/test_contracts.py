@@ -27,7 +27,7 @@ def test_every_algorithm_meets_the_algorithm_contract(name, source):
     assert algo.generation == 0 and isinstance(algo.validation_episodes, int)
     assert np.isnan(algo.elite_score) and algo.best_elite is None
     d = declaration(name)
-    assert name in d.names and d.script in ("run_ga", "run_es", "run_ns")
+    assert name in d.names and d.step is None  # the population step: ask, evaluate, tell
     meta = name in ("ns-es", "nsr-es", "nsra-es")  # the NS-ES family: a meta-population of ES agents
     assert algo.agent_count == (tiny_config(name).settings.meta_population if meta else 1)
     assert 0 <= algo.elite_agent < algo.agent_count and bases_of(tiny_config(name)) >= 1
@@ -56,12 +56,11 @@ NAME_SWITCHES = re.compile(
 
 
 def test_the_loop_and_the_evaluators_know_no_algorithm_by_name():
-    """Under nevo/runs and nevo/evaluation nothing switches on an algorithm's name: they ask its
-    declaration (nevo.algos.declaration) or the contract. (nevo/loops/sgd.py, the SGD baseline's own
-    loop, is one algorithm's loop.)"""
+    """Under nevo/loops, nevo/runs and nevo/evaluation nothing switches on an algorithm's name:
+    they ask its declaration (nevo.algos.declaration) or the contract."""
     root = os.path.join(os.path.dirname(__file__), "..", "nevo")
     found = []
-    for sub in ("runs", "evaluation"):
+    for sub in ("loops", "runs", "evaluation"):
         for f in sorted(os.listdir(os.path.join(root, sub))):
             if f.endswith(".py"):
                 for n, line in enumerate(open(os.path.join(root, sub, f)), 1):

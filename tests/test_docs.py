@@ -34,10 +34,10 @@ COMMAND = re.compile(r"python -m ((?:experiments|plots)(?:\.\w+)+)(.*)", re.S)
 SCRIPT = re.compile(r"bash (experiments/[\w./]+\.sh)(.*)", re.S)
 # run_ga, run_es, run_ns and run_sgd read their settings with nevo.cli, from these presets
 CLI_PRESETS = {
-    "experiments.run_ga": "PRESETS",
-    "experiments.run_es": "ES_PRESETS",
-    "experiments.run_ns": "NS_PRESETS",
-    "experiments.run_sgd": "SGD_PRESETS",
+    "experiments.run_ga": "ga",
+    "experiments.run_es": "es",
+    "experiments.run_ns": "ga-ns",
+    "experiments.run_sgd": "sgd",
 }
 
 
@@ -146,15 +146,15 @@ def check_settings(module: str, argv: list[str]) -> None:
     folder, so there only the flags that may change on resume are checked."""
     from nevo import cli, config
 
-    presets = getattr(cli, CLI_PRESETS[module])
+    command = CLI_PRESETS[module]
     description = importlib.import_module(module).__doc__
     if "--resume" in argv:
-        args = cli.build_parser(description, presets).parse_args(argv)
+        args = cli.build_parser(description, cli.presets_of(command)).parse_args(argv)
         given = {a[2:].replace("-", "_") for a in argv if a.startswith("--") and a != "--resume"}
         assert args.resume, argv
         assert given <= config.RESUMABLE, f"not allowed on resume: {sorted(given - config.RESUMABLE)}"
     else:
-        cli.parse_args(argv, description, presets)
+        cli.parse_args(argv, description, command)
 
 
 @pytest.mark.parametrize("page, line, script, arguments", SCRIPTS, ids=[f"{p}:{n}" for p, n, *_ in SCRIPTS])

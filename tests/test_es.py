@@ -10,7 +10,7 @@ import pytest
 from experiments import run_es
 from nevo.algos.es import ES, weighted_noise_sum, weighted_noise_sum_reference
 from nevo.algos.ranking import centered_ranks
-from nevo.cli import ES_PRESETS, parse_args
+from nevo.cli import parse_args, presets_of
 from nevo.config import ConfigError, ESConfig
 from nevo.episodes import Results
 from nevo.genomes.noise import NoiseSource, WeightBuilder
@@ -118,7 +118,7 @@ def test_state_round_trip_gives_the_same_next_generation(table):
 
 
 def test_paper_preset_is_the_reference_atari_es():
-    c = ES_PRESETS["paper"]
+    c = presets_of("es")["paper"]
     assert (c.settings.population, c.settings.sigma, c.settings.optimizer, c.settings.lr, c.settings.l2) == (
         5000,
         0.02,
@@ -142,13 +142,13 @@ def test_paper_preset_is_the_reference_atari_es():
 )
 def test_bad_es_settings_name_the_field_and_what_is_allowed(argv, words):
     with pytest.raises(ConfigError) as e:
-        parse_args(argv, "", ES_PRESETS)
+        parse_args(argv, "", "es")
     for w in words:
         assert w in str(e.value)
 
 
 def test_an_odd_population_is_fine_without_mirroring():
-    cfg = parse_args(["--env", "CartPole-v1", "--population", "63", "--mirrored", "0"], "", ES_PRESETS).cfg
+    cfg = parse_args(["--env", "CartPole-v1", "--population", "63", "--mirrored", "0"], "", "es").cfg
     assert cfg.settings.population == 63 and cfg.net.net == "mlp"
 
 

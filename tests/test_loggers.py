@@ -165,7 +165,7 @@ def test_es_logs_to_tensorboard_as_the_ga_does(tmp_path):
 
 def test_the_switch_reads_as_a_bare_flag_or_a_number():
     def value(*flags):
-        cfg, _, _, _ = cli.parse_args(["--env", "CartPole-v1", *flags], "es", cli.ES_PRESETS)
+        cfg, _, _, _ = cli.parse_args(["--env", "CartPole-v1", *flags], "es", "es")
         return cfg.run.tensorboard
 
     assert value() == 0 and value("--tensorboard") == 1 and value("--tensorboard", "0") == 0

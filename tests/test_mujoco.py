@@ -34,7 +34,7 @@ def test_mujoco_robots_are_their_own_kind_of_task():
 
 
 def test_where_the_command_line_is_silent_a_robot_gets_openai_es_s_policy_and_normalisation():
-    cfg, _, _, _ = cli.parse_args(["--env", "HalfCheetah-v5"], "", cli.ES_PRESETS)
+    cfg, _, _, _ = cli.parse_args(["--env", "HalfCheetah-v5"], "", "es")
     assert (cfg.net.net, cfg.settings.obs_norm, cfg.settings.sigma, cfg.settings.lr, cfg.settings.l2) == (
         "mlp-tanh",
         1,
@@ -43,7 +43,7 @@ def test_where_the_command_line_is_silent_a_robot_gets_openai_es_s_policy_and_no
         0.005,
     )
     assert cfg.net.actions == "auto"
-    cfg, _, _, _ = cli.parse_args(["--env", "Hopper-v5", "--sigma", "0.05"], "", cli.PRESETS)
+    cfg, _, _, _ = cli.parse_args(["--env", "Hopper-v5", "--sigma", "0.05"], "", "ga")
     assert (cfg.net.net, cfg.settings.sigma, cfg.settings.population, cfg.net.actions) == (
         "mlp-tanh",
         0.05,
@@ -51,16 +51,16 @@ def test_where_the_command_line_is_silent_a_robot_gets_openai_es_s_policy_and_no
         "auto",
     )
     # ES on the hopping and swimming robots: binned actions, as Salimans et al. ran them
-    for argv, presets in ((["--env", "Hopper-v5"], cli.ES_PRESETS),
-                          (["--env", "Swimmer-v5", "--algo", "nsr-es"], cli.NS_PRESETS)):  # fmt: skip
+    for argv, presets in ((["--env", "Hopper-v5"], "es"),
+                          (["--env", "Swimmer-v5", "--algo", "nsr-es"], "ga-ns")):  # fmt: skip
         assert cli.parse_args(argv, "", presets)[0].net.actions == "bins", argv
-    given = cli.parse_args(["--env", "Hopper-v5", "--actions", "auto"], "", cli.ES_PRESETS)[0]
+    given = cli.parse_args(["--env", "Hopper-v5", "--actions", "auto"], "", "es")[0]
     assert given.net.actions == "auto"
 
 
 def test_the_papers_presets_are_kept_over_the_task_defaults():
     """--preset mujoco and --preset humanoid are the papers' values, not the 2-core defaults."""
-    es, _, _, _ = cli.parse_args(["--preset", "mujoco"], "", cli.ES_PRESETS)
+    es, _, _, _ = cli.parse_args(["--preset", "mujoco"], "", "es")
     assert es.env.env == "Humanoid-v5" and es.net.net == "mlp-tanh" and es.settings.obs_norm == 1
     assert (
         es.settings.population,
@@ -76,14 +76,14 @@ def test_the_papers_presets_are_kept_over_the_task_defaults():
         1,
     )
     assert es.settings.fitness_shaping == "centered_ranks" and es.run.frame_budget == 1_000_000_000
-    ga, _, _, _ = cli.parse_args(["--preset", "mujoco", "--env", "Walker2d-v5"], "", cli.PRESETS)
+    ga, _, _, _ = cli.parse_args(["--preset", "mujoco", "--env", "Walker2d-v5"], "", "ga")
     assert (ga.env.env, ga.settings.population, ga.settings.truncation, ga.settings.sigma) == (
         "Walker2d-v5",
         1000,
         20,
         0.02,
     )
-    ns, _, _, _ = cli.parse_args(["--preset", "humanoid"], "", cli.NS_PRESETS)
+    ns, _, _, _ = cli.parse_args(["--preset", "humanoid"], "", "ga-ns")
     assert (ns.env.env, ns.algo, ns.net.net) == (trap.ENV_ID, "nsr-es", "mlp-tanh-256")
     assert (ns.settings.population, ns.settings.meta_population, ns.settings.k, ns.settings.sigma) == (
         1000,
@@ -91,7 +91,7 @@ def test_the_papers_presets_are_kept_over_the_task_defaults():
         10,
         0.02,
     )
-    nsra, _, _, _ = cli.parse_args(["--preset", "humanoid", "--algo", "nsra-es"], "", cli.NS_PRESETS)
+    nsra, _, _, _ = cli.parse_args(["--preset", "humanoid", "--algo", "nsra-es"], "", "ga-ns")
     assert nsra.settings.reward_weight == 1.0  # the algorithm's own default still applies
 
 

@@ -135,7 +135,7 @@ def test_replay_folds_the_saved_statistics_into_theta(normed_run):
 )
 def test_settings_obs_norm_refuses_are_one_line(argv, needle):
     with pytest.raises(ConfigError, match=needle):
-        parse_args(argv, "", __import__("nevo.cli", fromlist=["ES_PRESETS"]).ES_PRESETS)
+        parse_args(argv, "", "es")
 
 
 def test_obs_norm_on_images_is_one_line(capsys, tmp_path):
@@ -178,9 +178,9 @@ def test_a_gpu_run_with_obs_norm_builds_on_the_host_and_its_memory_check_says_so
     from nevo.evaluation import setup
 
     cfg, _, _, _ = parse_args(["--env", "Pendulum-v1", "--obs-norm", "1", "--population", "64"], "",
-                           __import__("nevo.cli", fromlist=["ES_PRESETS"]).ES_PRESETS)  # fmt: skip
+                           "es")  # fmt: skip
     assert not setup.builds_on_gpu(cfg)
     assert setup.weight_rows(cfg, "cuda", 64, 1) == 64 + 2
     plain, _, _, _ = parse_args(["--env", "Pendulum-v1", "--population", "64"], "",
-                             __import__("nevo.cli", fromlist=["ES_PRESETS"]).ES_PRESETS)  # fmt: skip
+                             "es")  # fmt: skip
     assert setup.builds_on_gpu(plain) and setup.weight_rows(plain, "cuda", 64, 1) == 2

@@ -8,7 +8,7 @@ import pytest
 
 from experiments import run_ns
 from nevo import runs
-from nevo.cli import NS_PRESETS, build_parser, parse_args
+from nevo.cli import build_parser, parse_args, presets_of
 from nevo.config import ConfigError
 from tests.conftest import metrics_without_clock, run_folder
 from tests.tiny import MAZE, MAZE_ES
@@ -55,15 +55,15 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path, algo):
 )
 def test_bad_ns_settings_name_the_field_and_what_is_allowed(argv, words):
     with pytest.raises(ConfigError) as e:
-        parse_args(argv, "", NS_PRESETS)
+        parse_args(argv, "", "ga-ns")
     for w in words:
         assert w in str(e.value)
 
 
 def test_es_family_defaults_to_the_es_sigma():
-    cfg, _, _, _ = parse_args(["--algo", "nsr-es"], "", NS_PRESETS)
+    cfg, _, _, _ = parse_args(["--algo", "nsr-es"], "", "ga-ns")
     assert cfg.settings.sigma == 0.02 and cfg.env.env == "maze"
-    cfg, _, _, _ = parse_args(["--algo", "ga-ns"], "", NS_PRESETS)
+    cfg, _, _, _ = parse_args(["--algo", "ga-ns"], "", "ga-ns")
     assert cfg.settings.sigma == 0.005
 
 
@@ -76,12 +76,15 @@ def test_nsra_es_starts_at_the_reward_weight_given_and_else_at_1(tmp_path, monke
     )
     assert rows[0]["generation"] == 0 and rows[0]["ns/reward_weight"] == 0.3
     weights = [
-        parse_args(["--algo", a], "", NS_PRESETS)[0].settings.reward_weight for a in ("nsra-es", "nsr-es")
+        parse_args(["--algo", a], "", "ga-ns")[0].settings.reward_weight for a in ("nsra-es", "nsr-es")
     ]
     assert weights == [1.0, 0.5]
     monkeypatch.setenv("COLUMNS", "400")  # one line per flag: argparse would break NSRA-ES at its hyphen
-    assert "NSRA-ES: its start (1.0 unless set)" in build_parser("", NS_PRESETS, "nsra-es").format_help()
-    assert "--reward-weight" not in build_parser("", NS_PRESETS).format_help()  # GA-NS's flags: none of it
+    assert (
+        "NSRA-ES: its start (1.0 unless set)"
+        in build_parser("", presets_of("ga-ns"), "nsra-es").format_help()
+    )
+    assert "--reward-weight" not in build_parser("", "ga-ns").format_help()  # GA-NS's flags: none of it
 
 
 @pytest.fixture(scope="module")
@@ -152,9 +155,9 @@ def test_ns_es_runs_on_atari(tmp_path):
 
 def test_atari_defaults_follow_the_papers():
     """GA-NS on Atari: the Deep GA's large net and sigma; the ES family: the small net with VBN."""
-    cfg, _, _, _ = parse_args(["--env", "frostbite"], "", NS_PRESETS)
+    cfg, _, _, _ = parse_args(["--env", "frostbite"], "", "ga-ns")
     assert (cfg.net.net, cfg.settings.sigma, cfg.net.vbn) == ("large", 0.002, 0)
-    cfg, _, _, _ = parse_args(["--env", "frostbite", "--algo", "nsra-es"], "", NS_PRESETS)
+    cfg, _, _, _ = parse_args(["--env", "frostbite", "--algo", "nsra-es"], "", "ga-ns")
     assert (cfg.net.net, cfg.settings.sigma, cfg.net.vbn) == ("small", 0.02, 128)
 
 

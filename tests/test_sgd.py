@@ -15,7 +15,7 @@ from nevo.algos.sgd import SGD, loss_gradient, proxy
 from nevo.config import Config, EnvConfig, ESConfig, NetConfig, RunConfig, SGDConfig
 from nevo.genomes.noise import NoiseSource
 from nevo.loops import elite as elite_files
-from nevo.loops import sgd as sgd_loop
+from nevo.loops import loop
 from nevo.tasks.supervised import Supervised
 from tests.conftest import metrics_without_clock
 from tests.test_supervised import small_data
@@ -65,16 +65,21 @@ def test_an_sgd_run_learns_and_resumes_exactly(tmp_path):
                  run=RunConfig(frame_budget=6_000, noise_table_size=200_000,
                                out_dir=str(tmp_path / "a")))  # fmt: skip
     task = Supervised(cfg.env, small_data())
-    outcome = sgd_loop.run(cfg, task)
+    outcome = sgd_run(cfg, task)
     rows = runs.read_metrics(outcome.run_dir)
     assert len(rows) == 6 and rows[-1]["score/test_accuracy"] >= 0.95 > rows[0]["score/test_accuracy"] - 0.5
     copy = str(tmp_path / "copy")
     shutil.copytree(outcome.run_dir, copy)
     shutil.copy(os.path.join(copy, runs.PREVIOUS), os.path.join(copy, runs.CHECKPOINT))
-    sgd_loop.run(replace(cfg, run=replace(cfg.run, out_dir=str(tmp_path / "b"))), task, resume_dir=copy)
+    sgd_run(replace(cfg, run=replace(cfg.run, out_dir=str(tmp_path / "b"))), task, resume_dir=copy)
     assert metrics_without_clock(copy) == metrics_without_clock(outcome.run_dir)
     thetas = [runs.read_array(elite_files.array_path(folder, "theta")) for folder in (copy, outcome.run_dir)]
     np.testing.assert_array_equal(*thetas)
+
+
+def sgd_run(cfg, task, resume_dir=None):
+    """The SGD baseline in the generation loop, as nevo train and nevo.train run it."""
+    return loop.run(cfg, task, loop.plan(cfg, task, resume_dir), resume_dir)
 
 
 def test_sgd_settings_are_checked_in_one_line():
@@ -106,15 +111,11 @@ def test_sgd_and_the_proxy_resume_with_the_settings_they_started_with(rho, tmp_p
                                validate_every=40),
                  run=RunConfig(frame_budget=3_200, noise_table_size=200_000,
                                out_dir=str(tmp_path / "a")))  # fmt: skip
-    _resumed_from_its_folder_equals_the_whole_run(
-        cfg, Supervised(cfg.env, small_data()), sgd_loop.run, tmp_path
-    )
+    _resumed_from_its_folder_equals_the_whole_run(cfg, Supervised(cfg.env, small_data()), sgd_run, tmp_path)
 
 
 @pytest.mark.slow
 def test_es_on_a_data_set_resumes_with_the_settings_it_started_with(tmp_path):
-    from nevo.loops import loop
-
     cfg = Config(algo="es", env=EnvConfig(env="stripes", examples=10), net=NetConfig(net="dense:8"),
                  settings=ESConfig(population=8, sigma=0.01, lr=0.02, l2=0.001, validation_episodes=1,
                              validate_every=2, common_episodes=1),
@@ -126,3 +127,24 @@ def test_es_on_a_data_set_resumes_with_the_settings_it_started_with(tmp_path):
         return loop.run(cfg, task, loop.plan(cfg, task, resume_dir), resume_dir)
 
     _resumed_from_its_folder_equals_the_whole_run(cfg, task, run, tmp_path)
+
+
+def test_sgd_refuses_what_it_cannot_run_on_in_one_line():
+    """The SGD baseline's declaration refuses, before any work, a task that is not a labelled data
+    set and a cluster (it evaluates no population to share out); nevo.train refuses a fitness."""
+    import nevo
+    from nevo.cli import ClusterSettings
+    from nevo.tasks import task_for
+
+    cfg = Config(algo="sgd", env=EnvConfig(env="stripes", examples=20), net=NetConfig(net="dense:16"),
+                 run=RunConfig(noise_table_size=200_000))  # fmt: skip
+    task = Supervised(cfg.env, small_data())
+    with pytest.raises(config.ConfigError, match=r"^--cluster: the SGD baseline runs on one machine"):
+        loop.plan(cfg, task, cluster=ClusterSettings("local:2"))
+    maze = replace(cfg, env=EnvConfig(env="maze"))
+    with pytest.raises(
+        config.ConfigError, match=r"^--env: SGD trains on a labelled data set \(mnist\); maze"
+    ):
+        loop.plan(maze, task_for(maze.env))
+    with pytest.raises(config.ConfigError, match=r"^fitness: sgd ranks no population"):
+        nevo.train("sgd", env=small_data(), fitness=lambda results: results.returns, progress=False)

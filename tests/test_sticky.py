@@ -126,5 +126,5 @@ def test_sticky_actions_off_play_as_before():
 )
 def test_sticky_settings_that_cannot_be_are_one_line(flags, message):
     with pytest.raises(ConfigError) as e:
-        cli.parse_args(["--algo", "ga", *flags], "", None)
+        cli.parse_args(["--algo", "ga", *flags], "")
     assert str(e.value).startswith(message) and "\n" not in str(e.value)

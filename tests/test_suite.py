@@ -178,7 +178,7 @@ def test_a_results_folder_made_with_other_settings_is_refused(tmp_path, capsys):
     files are left alone. The budget, by contrast, may change."""
     run = tmp_path / "r" / "pong__ga__0"
     run.mkdir(parents=True)
-    cfg, _, _, _ = cli.parse_args(["--algo", "ga", "--preset", "quick", "--game", "pong", *TINY], "", None)
+    cfg, _, _, _ = cli.parse_args(["--algo", "ga", "--preset", "quick", "--game", "pong", *TINY], "")
     config.save(cfg, str(run / "config.json"))
     argv = [str(tmp_path / "r"), "--games", "pong", "--frames", "4000", *TINY[:1], "8", *TINY[2:]]
     assert suite.main(argv) == 2

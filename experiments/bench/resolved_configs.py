@@ -20,7 +20,7 @@ import io
 import json
 
 from nevo import cli, config
-from nevo.algos import OWN, declaration
+from nevo.algos import COMMANDS, OWN
 from nevo.config import ConfigError
 
 TASKS = (
@@ -59,16 +59,16 @@ def resolved(tasks=None, flags=None, api=None) -> dict:
     of TASKS, FLAGS and API."""
     tasks, flags, api = tasks or TASKS, flags or FLAGS, api or API
     out = {}
-    for script in dict.fromkeys(declaration(n).script for n in OWN):
-        presets = cli.presets_of(script)
-        for algo in cli.algorithms_of(script):
+    for command in dict.fromkeys(COMMANDS[n][0].names[0] for n in OWN):
+        presets = cli.presets_of(command)
+        for algo in cli.algorithms_of(command):
             for preset in presets:
                 for env in tasks:
                     for more in flags:
                         argv = ["--algo", algo, "--preset", preset, "--env", env, *more]
                         try:
                             with contextlib.redirect_stderr(io.StringIO()):
-                                out[" ".join(argv)] = config.to_dict(cli.parse_args(argv, "", presets).cfg)
+                                out[" ".join(argv)] = config.to_dict(cli.parse_args(argv, "", command).cfg)
                         except (ConfigError, ValueError) as e:
                             out[" ".join(argv)] = f"error {type(e).__name__}: {e}"
     for algo in OWN:

@@ -55,7 +55,11 @@ REGISTRY: dict[str, Declaration] = {
 }
 OWN = tuple(REGISTRY)  # nevo's own algorithms (one of one's own is named with its module)
 DEFAULT = OWN[0]  # the algorithm of a config that names none: the deep GA (nevo.algos.ga)
-NAMES = tuple(name for name, d in REGISTRY.items() if not d.own_loop)  # those of the generation loop
+# name -> the declarations of its module: one command (`nevo train NAME`: their flags, presets)
+COMMANDS: dict[str, tuple[Declaration, ...]] = {
+    name: m.DECLARATIONS for m in (ga, es, ns, sgd) for d in m.DECLARATIONS for name in d.names
+}
+NAMES = tuple(name for name, d in REGISTRY.items() if d.step is None)  # the population algorithms
 NOVELTY = tuple(name for name, d in REGISTRY.items() if d.needs_behaviour)  # a behaviour per episode
 _LOADED: dict[str, tuple[str, ...]] = {}  # a user's module as given -> the names it declared
 
@@ -108,6 +112,7 @@ def load_module(module: str) -> tuple[str, ...]:
         if n in REGISTRY and REGISTRY[n] not in declared:
             raise ConfigError(f"--algo-module: {module!r} declares {n!r}, which is already an algorithm")
     REGISTRY.update({n: d for d in declared for n in d.names})
+    COMMANDS.update({n: tuple(declared) for n in names})
     _LOADED[module] = names
     return names
 

@@ -29,10 +29,16 @@ def _sigma_setting(cfg) -> float:
     return cfg.settings.sigma
 
 
+def _any_run(cfg, task, cluster) -> None:
+    """Every task and a cluster serve it (the settings' own checks aside)."""
+
+
 @dataclass(frozen=True)
 class Declaration:
-    names: tuple[str, ...]  # the --algo values it answers to
-    script: str  # its command (run_ga, run_es, run_ns, run_sgd): `nevo train NAME` runs it
+    # the --algo values it answers to. The declarations of one module (its DECLARATIONS) make one
+    # command: `nevo train NAME` of any of their names takes their flags and presets, the first
+    # name's settings by default (nevo.algos.family)
+    names: tuple[str, ...]
     make: Callable  # (name, cfg, noise, behaviour) -> the Algorithm (cfg.settings: its section)
     bases: Callable  # cfg -> the rows its populations are built from (the evaluator caches them)
     summary: Callable  # cfg -> its main settings for the run's first line
@@ -71,7 +77,15 @@ class Declaration:
     retired: tuple[str, ...] = ()
     needs_behaviour: bool = False  # novelty search: a behaviour per episode
     check_device: Callable = _no_check  # (cfg, device) -> None, or a ConfigError of one line
-    own_loop: bool = False  # runs in a loop of its own (the SGD baseline), not the generation loop
+    # (cfg, task, cluster) -> None, or a ConfigError of one line: a task or a --cluster it cannot
+    # run on (the SGD baseline: a labelled data set, on one machine)
+    check_run: Callable = _any_run
+    # The step the generation loop runs (nevo.loops.loop), a class made with (cfg, task, spec,
+    # evaluator, algo, extensions, run_dir, fitness, out): None for the population step (ask ->
+    # evaluate -> tell -> validation: nevo.loops.loop.GenerationStep, for every algorithm of the
+    # contract); the SGD baseline's own (nevo.algos.sgd.SGDStep: mini-batches, then the test set).
+    # It names its unit ("generation", "iteration") and says the run's last line (done).
+    step: type | None = None
     # its command's description (what `nevo train NAME --help` prints above the flags, its first
     # line in `nevo train --help`); the first of a command's declarations that has one gives it
     about: str = ""

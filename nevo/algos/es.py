@@ -389,7 +389,6 @@ theta -> log -> checkpoint. The elite of an ES run is theta itself (theta.gG.npy
 DECLARATIONS = (
     Declaration(
         names=("es",),
-        script="run_es",
         about=ABOUT,
         make=lambda name, cfg, noise, behaviour: ES(cfg.settings, cfg.run.seed, noise),
         bases=lambda cfg: 1,  # theta

@@ -424,7 +424,6 @@ Each generation: ask -> evaluate -> tell, validate the top candidates -> log -> 
 DECLARATIONS = (
     Declaration(
         names=("ga", "rs"),  # random search: the GA with truncation 0 (--preset rs)
-        script="run_ga",
         about=ABOUT,
         make=lambda name, cfg, noise, behaviour: GA(cfg.settings, cfg.run.seed),
         bases=lambda cfg: cfg.settings.truncation + 1,  # the parents and the elite

@@ -389,7 +389,6 @@ distance to the k nearest neighbours among the archive (and, for GA-NS, the popu
 DECLARATIONS = (
     Declaration(
         names=("ga-ns",),
-        script="run_ns",
         about=ABOUT,
         make=lambda name, cfg, noise, behaviour: GANS(cfg.settings, cfg.run.seed, behaviour),
         bases=lambda cfg: cfg.settings.truncation + 1,  # the parents and the elite
@@ -405,7 +404,6 @@ DECLARATIONS = (
     ),
     Declaration(
         names=ES_VARIANTS,
-        script="run_ns",
         make=lambda name, cfg, noise, behaviour: NSES(
             cfg.settings, cfg.run.seed, noise, behaviour, variant=name
         ),

@@ -30,8 +30,8 @@ from nevo.algos.optimizers import SteppedTheta, make_optimizer, vector_norm
 from nevo.algos.streams import rng_for
 from nevo.episodes import Episodes, Population
 from nevo.genomes.noise import SEED_LIMIT
-from nevo.settings import OPTIMIZERS, require, setting
-from nevo.tasks.supervised import batch_of
+from nevo.settings import OPTIMIZERS, ConfigError, require, setting
+from nevo.tasks.supervised import Supervised, batch_of
 
 PROXY_NOISE = 200  # the purpose of the proxy's noise stream (ES's streams are below 64)
 
@@ -84,14 +84,20 @@ class SGD(SteppedTheta):
 
 
 class SGDStep:
-    """One step of the run skeleton (nevo.loops.loop.skeleton): --validate-every mini-batches, then
-    theta on the whole test set. Its row: the iterations' batch scores, SGD's metrics, the
-    accuracies."""
+    """SGD's step of the generation loop (its declaration names it: nevo.loops.loop runs it in the
+    run skeleton, nevo.loops.skeleton): --validate-every mini-batches, then theta on the whole test
+    set. Its row: the iterations' batch scores, SGD's metrics, the accuracies. SGD evaluates no
+    population: no extensions, no fitness of the caller's."""
 
-    unit = "iteration"  # what the skeleton counts, in the line of a run that stops
+    unit, counts = "iteration", "examples"  # what the run's lines count
 
-    def __init__(self, cfg, task, evaluator, algo, out):
+    def __init__(self, cfg, task, spec, evaluator, algo, extensions, run_dir, fitness, out):
         self.cfg, self.data, self.evaluator, self.algo, self.out = cfg, task.data, evaluator, algo, out
+        algo.spec = spec  # the net its gradients go through (what the declaration's make is not given)
+
+    def start(self, frames: int) -> int:
+        """Nothing before the first iteration."""
+        return frames
 
     def __call__(self, frames: int) -> tuple[dict, int]:
         algo, n, t0 = self.algo, self.cfg.env.examples, time.monotonic()
@@ -120,6 +126,13 @@ class SGDStep:
             **runs.accuracy_row(hits, valid.accuracy),
         }
         return fields, frames - start
+
+    def done(self, frames: int, wall: float, last: dict, run_dir: str) -> str:
+        """A finished run's last line: examples, minutes, theta's test cross-entropy and accuracy."""
+        accuracy = last.get("score/test_accuracy", float("nan"))  # the last validation's
+        tested = f", accuracy {100 * accuracy:.2f}%" if accuracy == accuracy else ""
+        return (f"done: {frames:,} examples in {wall / 60:.1f} min; test cross-entropy "
+                f"{-self.algo.elite_score:.4f}{tested}; {run_dir}")  # fmt: skip
 
     def finish(self, row: dict) -> None:
         """No extensions."""
@@ -157,8 +170,16 @@ def validate_sgd(s, name: str = "sgd") -> None:
     require(s.validate_every >= 1, "validate_every", "an integer >= 1", s.validate_every)
 
 
-def _own_loop(name, cfg, noise, behaviour):
-    raise ValueError("sgd: the SGD baseline runs in its own loop (nevo.loops.sgd), not the generation loop")
+def _make(name, cfg, noise, behaviour):
+    """theta_0 and the optimizer; its step (SGDStep) gives it the net."""
+    return SGD(cfg.settings, cfg.run.seed, noise, spec=None)
+
+
+def _check_run(cfg, task, cluster) -> None:
+    if not isinstance(task, Supervised):
+        raise ConfigError(f"--env: SGD trains on a labelled data set (mnist); {task.name} is not one")
+    if cluster is not None:
+        raise ConfigError("--cluster: the SGD baseline runs on one machine (it evaluates no population)")
 
 
 def _sgd_summary(cfg) -> str:
@@ -183,7 +204,7 @@ def _on_task(name: str, kind: str, env_cfg, data) -> dict:
     return {} if data is None else {"frame_budget": data.examples_for(OWN_BUDGET)}
 
 
-# The SGD baseline of ES against SGD on MNIST (Zhang, Clune & Stanley 2017; nevo.loops.sgd): the
+# The SGD baseline of ES against SGD on MNIST (Zhang, Clune & Stanley 2017; SGDStep above): the
 # 28,938-parameter net, mini-batches of --examples, Adam; "quick": a few minutes on 2 cores.
 PRESETS = {
     "paper": {"env": {"env": "mnist"}, "net": {"net": "mnist"}},
@@ -203,15 +224,17 @@ correlation with the true gradient.
 DECLARATIONS = (
     Declaration(
         names=("sgd",),
-        script="run_sgd",
         about=ABOUT,
-        make=_own_loop,  # SGD evaluates no population: nevo.loops.sgd steps it
+        make=_make,
+        step=SGDStep,  # SGD evaluates no population: its own step, in the generation loop
+        check_run=_check_run,
+        population=lambda cfg: 1,  # theta, on the test set
+        sigma=lambda cfg: 0.0,  # its noise table only draws theta_0
         bases=lambda cfg: 1,  # theta
         summary=_sgd_summary,
         settings=SGDConfig,
         section="sgd",
         validate=validate_sgd,
-        own_loop=True,
         on_tasks={"sgd": ON_TASKS},
         on_task=_on_task,
         presets=PRESETS,

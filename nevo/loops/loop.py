@@ -1,12 +1,15 @@
 """The generation loop, written once for every algorithm (the GA, random search, ES, GA-NS, NS-ES,
-NSR-ES, NSRA-ES): `experiments/run_ga.py`, `run_es.py`, `run_ns.py` and `nevo.train` all run it.
+NSR-ES, NSRA-ES, the SGD baseline): `nevo train`, `experiments/run_*.py` and `nevo.train` all
+run it.
 
     settings -> task -> net -> evaluator -> algorithm; then, each generation:
     ask -> evaluate -> tell -> ask_validation -> evaluate -> tell_validation
         -> one metrics row -> progress line -> elite files -> checkpoint
 
-The generation is `GenerationStep`; the row, the files and the stop lines after it are the
-skeleton every loop runs in (nevo.loops.skeleton, the SGD baseline's loop too).
+The generation is a step the algorithm's declaration names: `GenerationStep` (above) for every
+algorithm of the ask/tell contract, the SGD baseline's own (nevo.algos.sgd.SGDStep: mini-batches,
+then the test set). The row, the files and the stop lines after it are the skeleton the step runs
+in (nevo.loops.skeleton).
 
 Small extensions plug into it where a run's settings want them, instead of branches per
 script: each an nevo.algos.contract.Extension beside the algorithm it serves, listed by that
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nevo import cli, config, nets, runs
-from nevo.algos import bases_of, declared, extensions_of
+from nevo.algos import DEFAULT, bases_of, declared, extensions_of
 from nevo.algos.streams import check_run_seeds
 from nevo.config import ConfigError
 from nevo.episodes import Results
@@ -58,12 +61,13 @@ class Plan:
 def plan(cfg, task, resume_dir: str | None = None, cluster=None) -> Plan:
     """Every check that can fail before any work (ConfigError, ValueError or MemoryError, one
     line each): the net for the task, the noise table's size, memory, the checkpoint to resume."""
+    d = declared(cfg)
+    d.check_run(cfg, task, cluster)  # a task or a cluster the algorithm cannot run on: first
     spec = setup.net_for(cfg, task)
     config.check_noise_table(cfg, spec.n_params)
     loggers.check(cfg)
     for extension in extensions_of(cfg):
         extension.check(cfg, task)
-    d = declared(cfg)
     if d.needs_behaviour and task.behaviour is None:
         raise ConfigError(
             f"--env: novelty search needs a behaviour per episode; {task.name} has none here "
@@ -106,6 +110,7 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
     line, the algorithm (from the checkpoint on resume), the generations, the last line."""
     out = out or Progress(cfg.run.frame_budget)
     finished = _finished(p.checkpoint)  # generations in the folder
+    step_of = step_class(cfg)
     with stop.on_signals():
         try:
             run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
@@ -132,18 +137,20 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
                 algo, extensions, frames, wall = _start(cfg, p.spec, table, task, p.checkpoint, run_dir, out)
                 if resume_dir:  # drop metrics of a generation that was in flight when the run died
                     runs.trim_metrics(run_dir, algo.generation, say=out.say)
-                frames, wall, last = _generations(cfg, evaluator, algo, extensions, frames, wall, run_dir,
-                                                  p.checkpoint is None, fitness, out)  # fmt: skip
+                step = step_of(cfg, task, p.spec, evaluator, algo, extensions, run_dir, fitness, out)
+                if p.checkpoint is None:
+                    frames = step.start(frames)
+                frames, wall, last = skeleton(cfg, algo, step, frames, wall, run_dir, out)
             finally:
                 evaluator.close()
-            out.say(_done(algo, frames, wall, last, run_dir))
+            out.say(step.done(frames, wall, last, run_dir))
             return Outcome(run_dir, algo, frames, wall)
         except RunStopped:  # the generations' own line
             raise
         except BaseException as e:  # a stop or a failed write before or after the generations
             if not (stop.caused(e) or isinstance(e, runs.WriteFailed)):
                 raise
-            raise stopped(cfg, run_dir, finished, e, new=resume_dir is None) from None
+            raise stopped(cfg, run_dir, finished, e, new=resume_dir is None, unit=step_of.unit) from None
         finally:
             owner.release(run_dir)
 
@@ -156,13 +163,9 @@ def _on_cluster(cluster, cfg, task, ref, table, p: Plan, out):
     return evaluator, evaluator.facts
 
 
-def _done(algo, frames: int, wall: float, last: dict, run_dir: str) -> str:
-    """A finished run's last line: frames, minutes, the elite, the best elite, a data set's accuracy."""
-    best = algo.best_elite
-    also = f", best {best[2]:.1f} (generation {best[0]})" if best is not None else ""
-    accuracy = last.get("score/test_accuracy", float("nan"))  # a labelled data set's last validation
-    also += f", test accuracy {100 * accuracy:.2f}%" if accuracy == accuracy else ""
-    return f"done: {frames:,} frames in {wall / 60:.1f} min; elite {algo.elite_score:.1f}{also}; {run_dir}"
+def step_class(cfg) -> type:
+    """The step the algorithm's declaration names (the SGD baseline's), else the population step."""
+    return declared(cfg).step or GenerationStep
 
 
 def _finished(checkpoint) -> int:
@@ -188,25 +191,18 @@ def _start(cfg, spec, table, task, checkpoint, run_dir, out):
     if checkpoint is not None:
         for e in extensions:
             e.load_state(checkpoint)
-        out.say(f"resumed at generation {algo.generation}, {frames:,} frames")
+        step = step_class(cfg)
+        out.say(f"resumed at {step.unit} {algo.generation}, {frames:,} {step.counts}")
     return algo, extensions, frames, wall
-
-
-def _generations(cfg, evaluator, algo, extensions, frames, wall, run_dir, new, fitness, out):
-    """The generation loop's step in the run skeleton; returns (frames, wall_s, last row)."""
-    step = GenerationStep(cfg, evaluator, algo, extensions, run_dir, fitness, out)
-    if new:
-        frames = step.start(frames)
-    return skeleton(cfg, algo, step, frames, wall, run_dir, out)
 
 
 class GenerationStep:
     """One generation of the generation loop: ask -> evaluate -> tell -> ask_validation ->
     evaluate -> tell_validation, each extension's hooks at their places."""
 
-    unit = "generation"  # what the skeleton counts, in the line of a run that stops
+    unit, counts = "generation", "frames"  # what the run's lines count
 
-    def __init__(self, cfg, evaluator, algo, extensions, run_dir, fitness, out):
+    def __init__(self, cfg, task, spec, evaluator, algo, extensions, run_dir, fitness, out):
         self.cfg, self.evaluator, self.algo, self.extensions = cfg, evaluator, algo, extensions
         self.run_dir, self.fitness, self.out = run_dir, fitness, out
 
@@ -251,6 +247,15 @@ class GenerationStep:
         gen_s = time.monotonic() - t0
         return metrics_row(gen, gen_s, tell_s, train, valid, algo), train.total_frames + valid.total_frames
 
+    def done(self, frames: int, wall: float, last: dict, run_dir: str) -> str:
+        """A finished run's last line: frames, minutes, the elite, the best elite, a data set's accuracy."""
+        best = self.algo.best_elite
+        also = f", best {best[2]:.1f} (generation {best[0]})" if best is not None else ""
+        accuracy = last.get("score/test_accuracy", float("nan"))  # a labelled data set's last validation
+        also += f", test accuracy {100 * accuracy:.2f}%" if accuracy == accuracy else ""
+        elite = self.algo.elite_score
+        return f"done: {frames:,} frames in {wall / 60:.1f} min; elite {elite:.1f}{also}; {run_dir}"
+
     def finish(self, row: dict) -> None:
         """The extensions' fields into the row; where each training episode ended (the maze, MuJoCo)."""
         for e in self.extensions:
@@ -292,14 +297,15 @@ def fitness_of(fitness, train: Results, generation: int) -> np.ndarray:
     return values.astype(np.float64)
 
 
-def main(argv, description: str, presets) -> int:
-    """A family's command line (run_ga, run_es, run_ns): parse, plan, run; one line and an exit
+def main(argv, description: str, command: str = DEFAULT, module: str = "") -> int:
+    """The command line of algorithm `command`'s command (its module's algorithms; module: one of
+    one's own that declares it): parse, plan, run; one line and an exit
     code for every way it can stop (2: bad settings, a damaged run folder or one another process
     holds, or no cluster; 3: the cluster lost; 4: a write failed; 5: an emulator process died;
     130: SIGINT, Ctrl-C; 143: SIGTERM)."""
     with stop.on_signals():
         try:
-            return _main(argv, description, presets)
+            return _main(argv, description, command, module)
         except BaseException as e:  # a stop before the run began: nothing written
             if not stop.caused(e):
                 raise
@@ -308,9 +314,9 @@ def main(argv, description: str, presets) -> int:
             return 128 + signum
 
 
-def _main(argv, description: str, presets) -> int:
+def _main(argv, description: str, command: str, module: str) -> int:
     try:
-        cfg, resume_dir, cluster, task = cli.parse_args(argv, description, presets)
+        cfg, resume_dir, cluster, task = cli.parse_args(argv, description, command, module)
         p = plan(cfg, task, resume_dir, cluster)
     except (ConfigError, ValueError, MemoryError) as e:  # one clear line, no traceback
         if stop.caused(e):  # met by a check on its way: main says it

@@ -27,6 +27,7 @@ import sys
 import warnings
 
 from nevo import cli, config, runs
+from nevo.algos import DEFAULT
 from nevo.evaluation.cluster_connection import ClusterError
 from nevo.loops import loop
 from nevo.loops.progress import Progress
@@ -56,7 +57,7 @@ def parse(argv) -> tuple[argparse.Namespace, list[str]]:
         help="frame budget of each run: N for every game, GAME=N for one (K, M, B allowed), comma-"
         "separated; e.g. 25M,frostbite=100M (default: 25M)",
     )
-    algos = cli.algorithms_of(cli.script_of(cli.PRESETS))  # the deep GA's command's: the GA, random search
+    algos = cli.algorithms_of(DEFAULT)  # the deep GA's command's: the GA, random search
     p.add_argument(
         "--algo", default=algos[0], choices=algos, help=f"the deep GA or random search (default: {algos[0]})"
     )
@@ -217,13 +218,12 @@ def entries(args, flags) -> list[Entry]:
         check_game(g)
     seeds = integers(args.seeds, "--seeds")
     frames = budgets(args.frames, games)
-    presets = cli.PRESETS  # the GA's command's (ga, rs)
     out = []
     for game in games:
         for seed in seeds:
             argv = ["--algo", args.algo, "--preset", args.preset, "--game", game, "--seed", str(seed),
                     "--frame-budget", str(frames[game]), "--out-dir", args.results, *flags]  # fmt: skip
-            cfg, _, cluster, task = cli.parse_args(argv, "", presets)
+            cfg, _, cluster, task = cli.parse_args(argv, "", DEFAULT)  # the GA's command's (ga, rs)
             one = cfg.settings.population * cfg.env.frame_cap  # the GA's command's: ga or rs
             if cfg.run.frame_budget < one:
                 raise ConfigError(

@@ -147,7 +147,6 @@ class ParentChanges(Extension):
 DECLARATIONS = (
     Declaration(
         names=("one-plus-lambda",),
-        script="one-plus-lambda",  # its own command: `nevo train one-plus-lambda --algo-module FILE`
         make=lambda name, cfg, noise, behaviour: OnePlusLambda(cfg.settings, cfg.run.seed),
         bases=lambda cfg: 1,  # the parent
         population=lambda cfg: cfg.settings.lam + 1,  # the parent and its children
