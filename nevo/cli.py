@@ -202,7 +202,7 @@ def build_parser(
             type=lambda s, k=kind, n=f.name: _convert(k, n, s),
             default=None,
             metavar=kind.__name__.upper(),
-            help=f"{f.metadata['help']} ({where}{_brought(family, f.name)})",
+            help=f"{f.metadata['help']} ({where}{_brought(family, f.name)})".replace("%", "%%"),
             **({"nargs": "?", "const": 1} if f.name in SWITCHES else {}),
         )
     return p

@@ -195,3 +195,13 @@ def test_ctrl_c_while_nevo_loads_is_one_line():
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130 and "Traceback" not in err and len(err.splitlines()) <= 1, err
+
+
+def test_every_commands_help_prints(capsys):
+    """`nevo train ALGO --help` of every command lists its flags (a help text with a per cent sign,
+    SGD's --l2, once stopped argparse)."""
+    for name in command.commands():
+        with pytest.raises(SystemExit) as stopped:
+            command.main(["train", name, "--help"])
+        assert stopped.value.code == 0, name
+        assert f"usage: nevo train {name}" in capsys.readouterr().out
