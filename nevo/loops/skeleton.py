@@ -1,6 +1,6 @@
-"""What every loop of nevo runs in (the generation loop, nevo.loops.loop; the SGD baseline's,
-nevo.loops.sgd): the skeleton that turns each step into the run folder's files, and what a run
-ends with.
+"""What the generation loop (nevo.loops.loop) runs each step in, whichever step the algorithm
+declares (the population step, GenerationStep; the SGD baseline's, nevo.algos.sgd.SGDStep): the
+skeleton that turns each step into the run folder's files, and what a run ends with.
 
     skeleton: step(frames) -> one metrics row -> elite files -> checkpoint -> logs -> progress line
 
@@ -54,7 +54,7 @@ class Outcome:
 
 def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tuple[int, float, dict]:
     """What every loop of nevo shares, generation after generation until the frame budget (the
-    generation loop's GenerationStep; the SGD baseline's steps, nevo.loops.sgd): step(frames) gives
+    generation loop's GenerationStep; the SGD baseline's, nevo.algos.sgd.SGDStep): step(frames) gives
     its fields of the metrics row and the frames it took; the skeleton adds the counters and the
     timing, step.finish its extensions' fields; then the row, the elite files (where the algorithm
     validated), the checkpoint, the logs (--tensorboard, --wandb: nevo.runs.loggers) and the
