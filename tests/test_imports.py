@@ -1,39 +1,56 @@
-"""Imports flow one way: no nevo module reaches itself again through any chain of imports (lazy
-imports inside functions included, and imports by name: `importlib.import_module` of a string or
-an f-string, a "module:Class" string, `python -m module`), and nothing in nevo/ reaches the
-checkout's experiments/ or plots/, which are not installed."""
+"""Imports flow one way. import-linter checks the import statements (lazy ones inside functions
+included) against the contracts in pyproject.toml: nevo's layers, no circle between the modules of
+a folder, nothing of the checkout's experiments/ or plots/ in the installed package. What it cannot
+see is checked here by hand: imports by a module's name (`importlib.import_module` of a string or
+an f-string, a "module:Class" string, `python -m module`), which import-linter's graph, built from
+import statements, does not hold; and an import of nevo's own __init__ from below the top layer,
+which its contracts cannot name (a module in a contract stands for its descendants too, and nevo's
+are all of nevo)."""
 
 import ast
 import os
 import re
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LINT = shutil.which("lint-imports") or os.path.join(os.path.dirname(sys.executable), "lint-imports")
 
 
-def nevo_imports(root: str = ROOT) -> dict[str, set[str]]:
-    """module -> the nevo modules it imports anywhere in its file (a name imported from a package
-    counts as that submodule where one exists, else as the package)."""
+def contracts(root: str = ROOT) -> dict[str, dict]:
+    """pyproject.toml's import contracts, by id."""
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        return {c["id"]: c for c in tomllib.load(f)["tool"]["importlinter"]["contracts"]}
+
+
+def layer_of(module: str, root: str = ROOT) -> int:
+    """The layer of a nevo module, counted from the bottom (0), as the layers contract draws it:
+    that of the child of nevo it is in; nevo itself (its __init__) is in the top one."""
+    layers = contracts(root)["layers"]["layers"]
+    parts = module.split(".")
+    if len(parts) == 1:
+        return len(layers) - 1
+    for i, layer in enumerate(reversed(layers)):
+        if parts[1] in [name.strip() for name in re.split(r"[:|]", layer)]:
+            return i
+    raise AssertionError(f"{module}: in no layer of pyproject.toml's contract")
+
+
+def modules_of(root: str = ROOT) -> dict[str, str]:
+    """nevo's modules: dotted name -> path."""
     modules = {}
     for folder, _, files in os.walk(os.path.join(root, "nevo")):
         for f in files:
             if f.endswith(".py"):
                 path = os.path.join(folder, f)
-                name = os.path.relpath(path, root)[:-3].replace(os.sep, ".").removesuffix(".__init__")
-                modules[name] = path
-    deps = {m: set() for m in modules}
-    for m, path in modules.items():
-        for node in ast.walk(ast.parse(open(path).read())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("nevo"):
-                for alias in node.names:
-                    full = f"{node.module}.{alias.name}"
-                    deps[m].add(full if full in modules else node.module)
-            elif isinstance(node, ast.Import):
-                deps[m].update(a.name for a in node.names if a.name.startswith("nevo"))
-            else:
-                deps[m].update(named_modules(node, modules))
-        deps[m] &= set(modules)
-        deps[m].discard(m)
-    return deps
+                modules[os.path.relpath(path, root)[:-3].replace(os.sep, ".").removesuffix(".__init__")] = (
+                    path
+                )
+    return modules
 
 
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -63,251 +80,110 @@ def names_imported(node) -> list[str]:
     return found
 
 
-def named_modules(node, modules) -> set[str]:
-    """The nevo modules a node imports by name (names_imported): a package and a dot stands for
-    every module under it."""
-    found = set()
-    for name in names_imported(node):
-        if name.endswith("."):  # the package (imported first) and each module under it
-            found.update(n for n in modules if n.startswith(name) or n == name[:-1])
-        elif name in modules:
-            found.add(name)
-    return found
-
-
-def checkout_names(root: str = ROOT) -> list[str]:
-    """Every place a nevo module reaches the checkout's experiments/ or plots/ packages: an import
-    statement, or an import by name (names_imported)."""
-    found = []
-    outside = ("experiments", "plots")
-    for folder, _, files in os.walk(os.path.join(root, "nevo")):
-        for f in files:
-            if not f.endswith(".py"):
-                continue
-            path = os.path.join(folder, f)
-            for node in ast.walk(ast.parse(open(path).read())):
-                names = [n.rstrip(".") for n in names_imported(node)]
-                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    names = [node.module]
-                elif isinstance(node, ast.Import):
-                    names = [a.name for a in node.names]
-                for n in names:
-                    if n.split(".")[0] in outside:
-                        found.append(f"{os.path.relpath(path, root)}:{node.lineno}: {n}")
-    return found
-
-
-def circles(deps: dict[str, set[str]]) -> list[list[str]]:
-    """Every import circle, each as the modules on it in import order (one circle per strongly
-    connected set of modules, found by Tarjan's algorithm, then one path around it)."""
-    index, low, stack, on_stack, found = {}, {}, [], set(), []
-
-    def visit(v):
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(deps[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            group = set()
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                group.add(w)
-                if w == v:
-                    break
-            if len(group) > 1:
-                found.append(_path_around(group, deps))
-
-    for v in sorted(deps):
-        if v not in index:
-            visit(v)
-    return found
-
-
-def _path_around(group: set[str], deps) -> list[str]:
-    """A circle through the first module of a strongly connected set, back to it."""
-    start = min(group)
-    paths = {start: [start]}
-    frontier = [start]
-    while frontier:  # breadth first, inside the group, until an edge returns to start
-        nxt = []
-        for v in frontier:
-            for w in sorted(deps[v] & group):
-                if w == start:
-                    return paths[v] + [start]
-                if w not in paths:
-                    paths[w] = paths[v] + [w]
-                    nxt.append(w)
-        frontier = nxt
-    return sorted(group)
-
-
-def test_no_module_reaches_itself_through_any_chain_of_imports():
-    deps = nevo_imports()
-    assert len(deps) > 20 and "nevo.config" in deps["nevo.cli"]  # the walk found the package
-    assert circles(deps) == []
-
-
-def test_nothing_in_nevo_reaches_experiments_or_plots():
-    """The installed package is nevo alone: no import, import_module or module-shaped string in it
-    names the checkout's experiments/ or plots/."""
-    assert checkout_names() == []
-
-
-def test_imports_by_name_are_seen(tmp_path):
-    """An import by a module's name (import_module of a constant or an f-string, "module:Class",
-    `-m module`) counts as an import, and a name of experiments/ or plots/ is found however given."""
-    pkg = tmp_path / "nevo"
-    (pkg / "plots").mkdir(parents=True)
-    for f in ("__init__.py", "low.py", "plots/__init__.py", "plots/curves.py"):
-        (pkg / f).write_text("")
-    (pkg / "top.py").write_text(
-        "import importlib\n"
-        "def f(kind):\n"
-        "    importlib.import_module(f'nevo.plots.{kind}')\n"
-        "    return ['-m', 'nevo.low'], 'x'\n"
-    )
-    (pkg / "ext.py").write_text("EXT = ('nevo.top:Thing', 'nevo.low', 'nevo.low: a sentence, not a name')\n")
-    (pkg / "bad.py").write_text(
-        "import importlib\n"
-        "A = importlib.import_module('experiments.replay')\n"
-        "B = 'plots.table:main'\n"
-        "def f(k):\n"
-        "    return importlib.import_module(f'plots.{k}')\n"
-        "def g():\n"
-        "    from experiments import replay\n"
-        "    return 'python -m experiments.run_ga runs a GA'\n"
-    )
-    deps = nevo_imports(str(tmp_path))
-    assert deps["nevo.top"] == {"nevo.low", "nevo.plots", "nevo.plots.curves"}
-    assert deps["nevo.ext"] == {"nevo.top"}
-    found = sorted(checkout_names(str(tmp_path)))
-    assert found == [f"nevo/bad.py:{n}" for n in ("2: experiments.replay", "3: plots.table", "5: plots",
-                                                   "7: experiments")]  # fmt: skip
-
-
-def test_the_circle_finder_finds_a_circle_of_three():
-    """A -> B -> C -> A is found (pairs alone would miss it), and a chain without one is not."""
-    deps = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert circles(deps) == [["a", "b", "c", "a"]]
-    assert circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
-
-
-# The layers of docs/architecture.md, lowest first: a module imports its own layer and those below,
-# never one above (a name matches a module and everything under it, the longest name winning;
-# `nevo` is the package's own module, nevo/__init__.py, alone).
-LAYERS = [
-    ("nevo.version", "nevo.machine", "nevo.settings", "nevo.runs"),
-    ("nevo.nets",),
-    ("nevo.genomes",),
-    ("nevo.tasks",),
-    ("nevo.episodes",),
-    ("nevo.algos",),
-    ("nevo.config",),
-    ("nevo.evaluation",),
-    ("nevo.cli",),
-    ("nevo.loops",),
-    ("nevo.plots", "nevo.roofline", "nevo.tools"),
-    ("nevo.api", "nevo", "nevo.command", "nevo.entry", "nevo.__main__"),
-]
-EXACT = ("nevo",)  # names that stand for their own module only
-
-
-def folder_of(module: str) -> str:
-    """The room a module is drawn in: its folder under nevo/ (nevo.nets.kernels.cpu: nevo.nets), or,
-    for a module at nevo's top, the module itself."""
-    return ".".join(module.split(".")[:2])
-
-
-def folder_problems(deps: dict[str, set[str]]) -> list[str]:
-    """Drawn by folder: a folder whose modules are not in one layer or a run of adjacent ones; an
-    arrow from a folder to one whose layers lie above any of its own (a folder's arrow runs up);
-    a circle of folders."""
-    layers: dict[str, set[int]] = {}
-    for m in deps:
-        layers.setdefault(folder_of(m), set()).add(layer_of(m))
-    bad = [
-        f"{f} spans layers {sorted(ls)}"
-        for f, ls in sorted(layers.items())
-        if max(ls) - min(ls) + 1 != len(ls)
-    ]
-    arrows = {f: set() for f in layers}
-    for m, ds in deps.items():
-        for d in ds:
-            a, b = folder_of(m), folder_of(d)
-            if a != b and b != "nevo":
-                arrows[a].add(b)
-                if max(layers[b]) > min(layers[a]):
-                    bad.append(f"{a} {sorted(layers[a])} -> {b} {sorted(layers[b])} ({m} -> {d})")
-    bad += [" -> ".join(c) for c in circles(arrows)]
-    return bad
-
-
-def test_drawn_by_folder_no_arrow_runs_up_and_none_circles():
-    """Each folder (package; a module at nevo's top is a room of its own) holds one layer or a run
-    of adjacent ones, and its imports reach only folders at or below its lowest layer."""
-    deps = nevo_imports()
-    assert {"nevo.runs", "nevo.loops", "nevo.evaluation", "nevo.algos", "nevo.episodes"} <= {
-        folder_of(m) for m in deps
-    }
-    assert folder_problems(deps) == []
-
-
-def test_the_folder_check_sees_an_arrow_up_and_a_circle():
-    """Were the loop back in nevo/runs/ (as before nevo/loops/), the run-folder files' folder would
-    import the algorithms and the command line above it, and the algorithms it: a circle."""
-    deps = {
-        "nevo.runs.loop": {"nevo.algos.ga", "nevo.cli"},
-        "nevo.runs": set(),
-        "nevo.algos.ga": {"nevo.runs"},
-    }
-    deps["nevo.cli"] = set()
-    problems = folder_problems(deps)
-    assert "nevo.runs [0] -> nevo.algos [5] (nevo.runs.loop -> nevo.algos.ga)" in problems
-    assert "nevo.algos -> nevo.runs -> nevo.algos" in problems
-    assert (
-        folder_problems({"nevo.nets.kernels.cpu": {"nevo.nets"}, "nevo.nets": {"nevo.nets.kernels.cpu"}})
-        == []
-    )
-
-
-def layer_of(module: str) -> int | None:
-    """The index in LAYERS of the longest name that covers module; None where none does."""
-    best = None
-    for i, names in enumerate(LAYERS):
-        for n in names:
-            if module == n or (n not in EXACT and module.startswith(n + ".")):
-                if best is None or len(n) > best[1]:
-                    best = (i, len(n))
-    return None if best is None else best[0]
-
-
-def upward(deps: dict[str, set[str]]) -> list[str]:
-    """Every import of a module above the importer's layer, as 'a (layer) -> b (layer)'."""
+def by_name(root: str = ROOT) -> list[tuple[str, int, str]]:
+    """Every import by name in nevo/: (module, line, the name it imports; a package and a dot
+    for every module under it)."""
     return [
-        f"{m} ({layer_of(m)}) -> {d} ({layer_of(d)})"
-        for m in sorted(deps)
-        for d in sorted(deps[m])
-        if layer_of(d) > layer_of(m)
+        (m, node.lineno, name)
+        for m, path in modules_of(root).items()
+        for node in ast.walk(ast.parse(open(path).read()))
+        for name in names_imported(node)
     ]
 
 
-def test_every_module_has_a_layer_and_imports_none_above_it():
-    deps = nevo_imports()
-    assert [m for m in deps if layer_of(m) is None] == []
-    assert upward(deps) == []
+def by_name_problems(root: str = ROOT) -> list[str]:
+    """Imports by name that an import statement in their place would break the contracts with:
+    one of the checkout's experiments/ or plots/, or one of a layer above the importer's."""
+    found = []
+    for m, line, name in by_name(root):
+        where = f"{os.path.relpath(modules_of(root)[m], root)}:{line}: {name}"
+        top = name.rstrip(".").split(".")[0]
+        if top in ("experiments", "plots"):
+            found.append(f"{where} (the checkout's, not installed)")
+        elif top == "nevo" and layer_of(name.rstrip("."), root) > layer_of(m, root):
+            found.append(f"{where} (a layer above {m}'s)")
+    return found
 
 
-def test_the_layer_check_sees_an_import_upwards():
-    """tasks building an evaluator (as they did before nevo.evaluation.setup.evaluator_for) is
-    caught; the run folder's module is not the loop's layer."""
-    assert upward({"nevo.tasks": {"nevo.evaluation.pipeline"}, "nevo.evaluation.pipeline": set()}) == [
-        "nevo.tasks (3) -> nevo.evaluation.pipeline (7)"
+def root_imports(root: str = ROOT) -> list[str]:
+    """Imports of nevo's own __init__ (`import nevo`, or a name from it that is not a module) in
+    modules below the top layer."""
+    modules, found = modules_of(root), []
+    top = len(contracts(root)["layers"]["layers"]) - 1
+    for m, path in modules.items():
+        if layer_of(m, root) == top:
+            continue
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.Import) and any(a.name == "nevo" for a in node.names):
+                found.append(f"{m}:{node.lineno}: import nevo")
+            elif isinstance(node, ast.ImportFrom) and node.module == "nevo" and node.level == 0:
+                found += [f"{m}:{node.lineno}: from nevo import {a.name}" for a in node.names
+                          if f"nevo.{a.name}" not in modules]  # fmt: skip
+    return found
+
+
+def lint(root: str) -> subprocess.CompletedProcess:
+    """lint-imports on root's pyproject.toml, its packages found there."""
+    env = {**os.environ, "PYTHONPATH": root}
+    return subprocess.run([LINT, "--config", os.path.join(root, "pyproject.toml"), "--no-cache"], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_the_import_contracts_hold():
+    done = lint(ROOT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "Contracts: 3 kept, 0 broken." in done.stdout
+
+
+def test_imports_by_name_keep_the_contracts_and_nevo_itself_is_imported_from_the_top_only():
+    assert len(by_name()) >= 5  # (the command's tools and plots, the emulator processes' -m)
+    assert by_name_problems() == []
+    assert root_imports() == []
+
+
+@pytest.fixture
+def fake_checkout(tmp_path):
+    """A package named nevo with every child the layers contract names (empty modules), and the
+    checkout's experiments/ and plots/, beside this pyproject.toml's contracts."""
+    shutil.copy(os.path.join(ROOT, "pyproject.toml"), tmp_path)
+    for pkg in ("nevo", "experiments", "plots"):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    for layer in contracts()["layers"]["layers"]:
+        for name in re.split(r"[:|]", layer):
+            (tmp_path / "nevo" / f"{name.strip()}.py").write_text("")
+    return tmp_path
+
+
+def test_the_contracts_see_an_import_up_a_circle_a_module_without_a_layer_and_the_checkout(fake_checkout):
+    """Each contract breaks on what it is there for: tasks importing an evaluator (as before
+    nevo.evaluation.setup.evaluator_for), a circle of three modules in one folder, a new child
+    of nevo in no layer, the installed package importing experiments/; and the hand checks see an
+    import by name of a layer above, of plots/, and nevo itself imported from below."""
+    nevo = fake_checkout / "nevo"
+    assert lint(str(fake_checkout)).returncode == 0
+    (nevo / "tasks.py").write_text("def f():\n    from nevo import evaluation\n")
+    (nevo / "algos.py").unlink()
+    (nevo / "algos").mkdir()
+    (nevo / "algos" / "__init__.py").write_text("")
+    for a, b in (("a", "b"), ("b", "c"), ("c", "a")):
+        (nevo / "algos" / f"{a}.py").write_text(f"from nevo.algos import {b}\n")
+    (nevo / "newcomer.py").write_text("")
+    (nevo / "nets.py").write_text("import experiments\n")
+    out = lint(str(fake_checkout)).stdout
+    assert "Contracts: 0 kept, 3 broken." in out, out
+    assert "nevo.tasks -> nevo.evaluation" in out and "nevo.newcomer" in out
+    assert "nevo.nets -> experiments" in out and "No cycles are allowed in nevo.algos." in out
+    (nevo / "newcomer.py").unlink()  # (the hand checks ask each module's layer)
+    (nevo / "genomes.py").write_text(
+        "import importlib\n"
+        "import nevo\n"
+        "def f(kind):\n"
+        "    importlib.import_module(f'nevo.loops.{kind}')\n"
+        "    return ['-m', 'nevo.nets'], 'plots.table:main'\n"
+    )
+    assert by_name_problems(str(fake_checkout)) == [
+        "nevo/genomes.py:4: nevo.loops. (a layer above nevo.genomes's)",
+        "nevo/genomes.py:5: plots.table (the checkout's, not installed)",
     ]
-    assert layer_of("nevo.runs") < layer_of("nevo.evaluation.setup") < layer_of("nevo.loops.loop")
-    assert layer_of("nevo.episodes") < layer_of("nevo.algos.ga") < layer_of("nevo.config")
+    assert root_imports(str(fake_checkout)) == ["nevo.genomes:2: import nevo"]
