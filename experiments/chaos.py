@@ -48,7 +48,7 @@ import numpy as np
 
 ATARI = ["ga", "--preset", "quick", "--game", "frostbite", "--population", "6", "--truncation", "3",
          "--elite-candidates", "2", "--validation-episodes", "2", "--frame-cap", "400",
-         "--noise-table-size", "1100000", "--env-slots", "4", "--threads", "2",
+         "--noise-table-size", "1100000", "--env-slots", "4", "--processes", "2",
          "--pipeline", "overlap"]  # fmt: skip
 ES = ["es", "--env", "CartPole-v1", "--population", "32", "--validation-episodes", "3",
       "--noise-table-size", "200000"]  # fmt: skip

@@ -143,9 +143,10 @@ class RunConfig:
     )
     threads: int = setting(
         0,
-        "Atari: emulator processes (at most one per slot); gymnasium tasks: threads stepping the envs; "
-        "0 = one per core (gymnasium: 1 or one per core, whichever a short timing finds faster)",
+        "gymnasium tasks (MuJoCo, the maze): threads stepping the envs; 0 = 1 or one per core, whichever "
+        "a short timing finds faster (Atari: --processes)",
     )
+    processes: int = setting(0, "Atari: emulator processes (at most one per slot); 0 = one per core")
     out_dir: str = setting("runs", "folder under which run folders are made")
     device: str = setting(
         "auto", "inference backend: auto (cuda if a GPU is present), cpu (numba) or cuda (numba.cuda)"
@@ -209,6 +210,7 @@ def validate_run(r) -> None:
     require(r.noise_seed >= 0, "noise_seed", "an integer >= 0", r.noise_seed)
     require(r.env_slots >= 0, "env_slots", "0 (auto) or an integer >= 1", r.env_slots)
     require(r.threads >= 0, "threads", "0 (auto) or an integer >= 1", r.threads)
+    require(r.processes >= 0, "processes", "0 (auto) or an integer >= 1", r.processes)
     require(
         r.emulators_per_group >= 0,
         "emulators_per_group",
@@ -221,8 +223,8 @@ def validate_run(r) -> None:
 
 
 # Settings that do not change a run's results, so a resumed run may set them anew.
-RESUMABLE = {"frame_budget", "env_slots", "emulators_per_group", "pipeline", "threads", "device", "out_dir",
-             "tensorboard", "wandb"}  # fmt: skip
+RESUMABLE = {"frame_budget", "env_slots", "emulators_per_group", "pipeline", "threads", "processes", "device",
+             "out_dir", "tensorboard", "wandb"}  # fmt: skip
 # Settings given as a bare flag too (--tensorboard: 1).
 SWITCHES = {"tensorboard"}
 PIPELINES = ("auto", "overlap", "lockstep", "workers")

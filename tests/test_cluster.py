@@ -266,7 +266,7 @@ def test_a_worker_that_cannot_import_nevo_joining_later_is_refused_in_one_line(t
 
 NS_ATARI = ["--env", "frostbite", "--algo", "ga-ns", "--net", "small", "--population", "4",
             "--truncation", "2", "--frame-cap", "200", "--noise-table-size", "1100000", "--env-slots", "2",
-            "--threads", "1", "--frame-budget", "1500"]  # fmt: skip
+            "--processes", "1", "--frame-budget", "1500"]  # fmt: skip
 
 
 @pytest.mark.slow

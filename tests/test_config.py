@@ -281,3 +281,40 @@ def test_each_command_takes_its_presets_from_its_algorithms_declarations():
                 assert type(presets[p].settings) is d.settings
     assert cli.made_for("mujoco", "es") == cli.made_for("humanoid", "nsr-es") == "mujoco"
     assert cli.made_for("quick", "ga") is None
+
+
+def test_atari_emulator_processes_are_processes_and_the_old_threads_flag_is_read_as_it(tmp_path, capsys):
+    """--processes counts an Atari game's emulator processes; --threads given for one (its flag
+    before) is read as --processes with one line on stderr, and config.json then names processes;
+    a run folder's config from before keeps its count on resume, and the pipeline takes it;
+    --processes on a task of another kind is refused in one line."""
+    from dataclasses import replace
+
+    from nevo import config as config_module
+    from nevo.evaluation.pipeline import layout
+
+    cfg = parse_args(["--game", "frostbite", "--processes", "3"], "").cfg
+    assert (cfg.run.processes, cfg.run.threads) == (3, 0) and capsys.readouterr().err == ""
+    old = parse_args(["--game", "frostbite", "--threads", "3"], "").cfg
+    assert (old.run.processes, old.run.threads) == (3, 0)
+    err = capsys.readouterr().err
+    assert err == ("note: --threads on an Atari game counts emulator processes, whose flag is --processes "
+                   "now: read as --processes 3\n")  # fmt: skip
+    with pytest.raises(
+        ConfigError, match=r"^--threads: an Atari game's emulator processes are --processes alone"
+    ):
+        parse_args(["--game", "frostbite", "--threads", "3", "--processes", "2"], "")
+    with pytest.raises(
+        ConfigError, match=r"^--processes: got 2, allowed: 0 \(emulator processes are an Atari"
+    ):
+        parse_args(["--env", "CartPole-v1", "--processes", "2"], "")
+    assert parse_args(["--env", "CartPole-v1", "--threads", "2"], "").cfg.run.threads == 2
+    # a run folder written before --processes: its config.json has threads, no processes
+    folder = tmp_path / "run"
+    folder.mkdir()
+    saved = config_module.to_dict(replace(old, run=replace(old.run, threads=3, processes=0)))
+    del saved["run"]["processes"]
+    (folder / "config.json").write_text(json.dumps(saved))
+    resumed = parse_args(["--resume", str(folder)], "").cfg
+    assert (resumed.run.processes, resumed.run.threads) == (3, 0) and capsys.readouterr().err == ""
+    assert layout("cpu", 16, 1000, replace(resumed.run, pipeline="workers"))[0] == 3

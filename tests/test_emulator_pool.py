@@ -278,7 +278,7 @@ def test_a_dead_worker_halts_the_others_at_once():
     [
         ("memfd_create", errno.ENOMEM, "OSError: [Errno 12] Cannot allocate memory (out of memory: "),
         ("memfd_create", errno.EMFILE, "(too many open files: raise the limit, ulimit -n, or fewer"),
-        ("Popen", errno.EAGAIN, "(no more processes: raise the limit, ulimit -u, or fewer --threads)"),
+        ("Popen", errno.EAGAIN, "(no more processes: raise the limit, ulimit -u, or fewer --processes)"),
     ],
 )
 def test_a_pool_that_cannot_start_is_one_line_and_leaves_no_process(what, code, says, monkeypatch):

@@ -17,7 +17,7 @@ from tests.conftest import metrics_without_clock
 # test episodes each
 TINY = ["--population", "6", "--truncation", "3", "--elite-candidates", "2", "--validation-episodes",
         "2", "--frame-cap", "400", "--noise-table-size", "1100000", "--env-slots", "2",
-        "--threads", "1"]  # fmt: skip
+        "--processes", "1"]  # fmt: skip
 GAMES = ["--games", "frostbite,pong", "--test-episodes", "2"]
 
 

@@ -11,7 +11,7 @@ depend on ATARI, MAZE and CARTPOLE bit for bit: changing one of them is re-recor
 ATARI = [
     "--preset", "quick", "--game", "frostbite", "--population", "6", "--truncation", "3",
     "--elite-candidates", "2", "--validation-episodes", "2", "--frame-cap", "400",
-    "--noise-table-size", "1100000", "--env-slots", "4", "--threads", "1",
+    "--noise-table-size", "1100000", "--env-slots", "4", "--processes", "1",
 ]  # fmt: skip
 
 # The maze (run_ga, and run_ns with --algo): 6 individuals, all in flight at once; 3 parents where

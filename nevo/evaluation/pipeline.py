@@ -82,12 +82,17 @@ def episode_bound(frame_cap: int, slowest_rate: float) -> float:
     return max(BOUND_FLOOR_S, frame_cap / FLOOR_RATE, BOUND_SLACK * frame_cap / slowest_rate)
 
 
+def processes_of(run_cfg) -> int:
+    """--processes (0: one per core); a run folder from before the flag had it as --threads."""
+    return run_cfg.processes or run_cfg.threads
+
+
 def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int, str]:
     """(slots, group size, pipeline) from the settings, 0s and "auto" chosen from the machine.
 
     The pipeline: "overlap" where the forward runs on a GPU, "workers" on the CPU: each emulator
     process plays whole episodes with its own forward on one thread, one episode at a time
-    (nevo.evaluation.in_worker), one process per core (--threads) unless --env-slots says
+    (nevo.evaluation.in_worker), one process per core (--processes) unless --env-slots says
     otherwise. "lockstep" (asked for by name): every live slot steps together, then one forward
     over them all. Slots: one per core in "workers", 16 per core in "lockstep", 32 per core with a
     GPU. The groups: `grouped`.
@@ -96,7 +101,7 @@ def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int,
     if pipeline == "auto":
         pipeline = "overlap" if device == "cuda" else "workers"
     if pipeline == "workers":
-        slots = run_cfg.env_slots or min(population, run_cfg.threads or cores)
+        slots = run_cfg.env_slots or min(population, processes_of(run_cfg) or cores)
     else:
         slots = run_cfg.env_slots or min(population, (32 if device == "cuda" else 16) * cores)
     return (*grouped(slots, pipeline, run_cfg.emulators_per_group), pipeline)
@@ -193,10 +198,10 @@ class AtariEvaluator:
     @classmethod
     def for_task(cls, task, run_cfg, policy, weights, device: str, population: int, behaviours: bool):
         """(this evaluator for an Atari game, facts for config.json): `layout`'s slots, groups and
-        pipeline, --threads emulator processes (default: one per core), each episode's final RAM
+        pipeline, --processes emulator processes (default: one per core), each episode's final RAM
         with behaviours (novelty search)."""
         slots, group, pipeline = layout(device, machine.cores(), population, run_cfg)
-        processes = run_cfg.threads or machine.cores()
+        processes = processes_of(run_cfg) or machine.cores()
         ev = cls(task.cfg, policy, weights, slots, processes, group, pipeline, ram=behaviours)
         facts = {
             "env_slots": ev.slots,

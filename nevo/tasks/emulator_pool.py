@@ -421,7 +421,7 @@ def _remedy(e: OSError) -> str:
         errno.ENOMEM: " (out of memory: fewer --env-slots, or free memory)",
         errno.EMFILE: " (too many open files: raise the limit, ulimit -n, or fewer --env-slots)",
         errno.ENFILE: " (the system's open files are used up: fewer --env-slots)",
-        errno.EAGAIN: " (no more processes: raise the limit, ulimit -u, or fewer --threads)",
+        errno.EAGAIN: " (no more processes: raise the limit, ulimit -u, or fewer --processes)",
     }.get(e.errno, "")
 
 

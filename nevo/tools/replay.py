@@ -81,7 +81,8 @@ def parse(argv):
     p.add_argument("--still", metavar="PATH", help="with --gif: also write the GIF's middle picture as PNG")
     p.add_argument("--device", default="auto", help="inference backend: auto, cpu or cuda (default: auto)")
     p.add_argument("--env-slots", type=int, default=0, help="episodes at once; 0 = from the machine")
-    p.add_argument("--threads", type=int, default=0, help="emulator processes or threads; 0: one a core")
+    p.add_argument("--processes", type=int, default=0, help="Atari: emulator processes; 0: one a core")
+    p.add_argument("--threads", type=int, default=0, help="gymnasium tasks: env threads; 0: by timing")
     p.add_argument("--no-save", action="store_true", help="do not write RUN_DIR/test.json")
     args = p.parse_args(argv)
     for name in ("episodes", "frame_cap", "gif_frames"):
@@ -296,7 +297,7 @@ def main(argv=None) -> int:
     except (config.ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    run_cfg = replace(cfg.run, env_slots=args.env_slots, threads=args.threads)
+    run_cfg = replace(cfg.run, env_slots=args.env_slots, threads=args.threads, processes=args.processes)
     seeds = held_out_seeds(args.seed, args.episodes)
     env = task.name
     what = "theta" if "theta" in elite else f"{len(elite['seeds'])} seeds"
