@@ -105,3 +105,23 @@ def test_a_runs_extensions_come_from_its_declaration_and_settings():
         os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nevo/loops/loop.py")
     )
     assert not re.search(r"Experiences|ObservationStatistics|GradientCorrelation|EXTENSIONS", loop.read())
+
+
+PIPELINE_SWITCHES = re.compile(r"\b(pipeline|pipe)\s*(==|!=)|(==|!=)\s*\"(overlap|lockstep|workers)\"")
+
+
+def test_no_code_outside_a_pipeline_tests_a_pipelines_name():
+    """A pipeline says what is its own (nevo.evaluation.pipeline.PIPELINES: its layout, what its
+    pool needs, whether this process steps the emulators, its figures): nothing in nevo/ compares a
+    pipeline's name."""
+    root = os.path.join(os.path.dirname(__file__), "..", "nevo")
+    found = []
+    for folder, _, files in os.walk(root):
+        for f in sorted(files):
+            if f.endswith(".py"):
+                path = os.path.join(folder, f)
+                for n, line in enumerate(open(path), 1):
+                    if PIPELINE_SWITCHES.search(line.split("#")[0]):
+                        found.append(f"{os.path.relpath(path, root)}:{n}: {line.strip()}")
+    assert not found, "\n".join(found)
+    assert PIPELINE_SWITCHES.search('if pipe == "workers":') and PIPELINE_SWITCHES.search('x != "lockstep"')

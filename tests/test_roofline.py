@@ -290,28 +290,6 @@ def test_sgemm_runs_on_the_threads_asked_for_not_the_forwards_one():
     assert blas_threads() == {1}
 
 
-def test_the_counted_policy_submits_where_its_policy_does():
-    """The end to end's row counter passes submit/collect through (a GPU run's evaluator collects
-    a step after staging the next, and the split must time that path), and counts those rows."""
-
-    class Plain:
-        def __call__(self, rows_ind, obs, take=None):
-            return np.zeros(len(rows_ind), np.int64)
-
-    class Submitting(Plain):
-        def submit(self, rows_ind, obs, take=None):
-            return len(rows_ind)
-
-        def collect(self, step):
-            return np.ones(step, np.int64)
-
-    assert not hasattr(generation.CountedPolicy(Plain()), "submit")
-    counted = generation.CountedPolicy(Submitting())
-    np.testing.assert_array_equal(counted.collect(counted.submit(np.arange(3), None)), [1, 1, 1])
-    counted(np.arange(2), None)
-    assert counted.rows == 5
-
-
 GPU_PROBES = """
 import numpy as np
 from numba import cuda

@@ -37,7 +37,7 @@ from nevo.episodes import Episodes, Results
 from nevo.evaluation.episode_book import EpisodeBook
 from nevo.evaluation.in_worker import ASK, EpisodePlayer, read_answer, runs_in_workers
 from nevo.evaluation.slot_weights import in_parts
-from nevo.evaluation.stepped import Lockstep, Overlap
+from nevo.evaluation.stepped import Lockstep, Overlap, Played
 from nevo.tasks.atari_emulator import FRAME, STACK
 from nevo.tasks.emulator_pool import EmulatorPool
 from nevo.tasks.envs import noop_counts
@@ -97,26 +97,16 @@ def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int,
     over them all. Slots: one per core in "workers", 16 per core in "lockstep", 32 per core with a
     GPU. The groups: `grouped`.
     """
-    pipeline = run_cfg.pipeline
-    if pipeline == "auto":
-        pipeline = "overlap" if device == "cuda" else "workers"
-    if pipeline == "workers":
-        slots = run_cfg.env_slots or min(population, processes_of(run_cfg) or cores)
-    else:
-        slots = run_cfg.env_slots or min(population, (32 if device == "cuda" else 16) * cores)
+    pipeline = run_cfg.pipeline if run_cfg.pipeline in PIPELINES else AUTO[device]  # (auto)
+    slots = run_cfg.env_slots or PIPELINES[pipeline].slots(population, device, cores, processes_of(run_cfg))
     return (*grouped(slots, pipeline, run_cfg.emulators_per_group), pipeline)
 
 
 def grouped(slots: int, pipeline: str, group: int = 0) -> tuple[int, int]:
-    """(slots, group size): the one rule for both. "overlap": four groups unless group says (so
-    three quarters of the slots step while a batch's forward runs); "lockstep": one slot a group
-    unless group says (the size only names the slots' split); "workers": one. Slots rounded up to
-    whole groups."""
-    if pipeline == "workers":
-        group = 1
-    elif not group:
-        group = -(-slots // 4) if pipeline == "overlap" else 1
-    group = max(1, min(slots, group))
+    """(slots, group size): the one rule for both, the group's size as the pipeline has it
+    (its `group`: "overlap" four groups, "lockstep" one slot a group, unless group says;
+    "workers" one); slots rounded up to whole groups."""
+    group = max(1, min(slots, PIPELINES[pipeline].group(slots, group)))
     return -(-slots // group) * group, group
 
 
@@ -143,43 +133,27 @@ class AtariEvaluator:
         pipeline: str = "overlap",
         ram=False,
     ):
-        if pipeline not in ("overlap", "lockstep", "workers"):
-            raise ValueError(f"pipeline: got {pipeline!r}, allowed: overlap, lockstep, workers")
-        if pipeline == "workers" and not runs_in_workers(policy, weights):
-            raise ValueError(
-                "pipeline workers: the emulator processes run only a host policy over pooled rows"
-            )
+        if pipeline not in PIPELINES:
+            raise ValueError(f"pipeline: got {pipeline!r}, allowed: {', '.join(PIPELINES)}")
+        kind = PIPELINES[pipeline]
+        kind.check(policy, weights)
         self.env_cfg = env_cfg
         # nevo.nets.kernels.make_policy(...): load(weights), (rows_ind, obs, take) -> actions
         self.policy = policy
         self.weights = weights  # nevo.evaluation.slot_weights: the rows the policy reads, built from genomes
         self.pipeline = pipeline
         self.slots, self.group = grouped(slots, pipeline, group_size)
-        # emulator processes (in "workers" one per slot: each plays one episode at a time)
-        self.processes = self.slots if pipeline == "workers" else max(1, min(processes, self.slots))
+        self.processes = kind.processes(self.slots, processes)  # emulator processes
         self.ram = ram
         self.slowest_rate = FIRST_RATE  # frames/s of the slowest timed episode (episode_bound)
-        # the last run's seconds in the forward and in emulation, each the mean of its processes
-        # ("workers"), and its forward rows
-        self.last = {}
+        self.played: Played | None = None  # the last run's figures, as its pipeline handed them back
         if self.slots >= SAY_START_SLOTS:
             print(
                 f"starting {self.slots} Atari emulators in {self.processes} processes (~0.1 s each)",
                 file=sys.stderr,
                 flush=True,
             )
-        player, extra, env = None, 0, None
-        if pipeline == "workers":
-            b = weights.builder
-            player = EpisodePlayer(policy, self.slots + 1, b.n_params, b.dtype, (STACK, *FRAME))
-            extra = EpisodePlayer.nbytes(self.slots + 1, b.n_params, b.dtype)
-            # one thread a process: the processes are the parallelism (and a row's forward is the
-            # same bits on one thread as on many)
-            env = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-            try:  # the forward compiled here once: the workers load it from Numba's cache
-                player.warm(np.zeros((1, b.n_params), b.dtype))
-            finally:
-                policy.release()
+        args = kind.pool_args(policy, weights, self.slots)
         self.pool = EmulatorPool(
             env_cfg.game,
             env_cfg.frameskip,
@@ -187,13 +161,10 @@ class AtariEvaluator:
             self.slots,
             self.processes,
             nice=EMULATOR_NICE,
-            player=player,
-            extra_bytes=extra,
-            worker_env=env,
             sticky=env_cfg.sticky,
+            **args,
         )
-        if player is not None:
-            weights.share(player.rows(self.pool.extra))
+        kind.attach(self.pool, weights, args)
 
     @classmethod
     def for_task(cls, task, run_cfg, policy, weights, device: str, population: int, behaviours: bool):
@@ -231,7 +202,8 @@ class AtariEvaluator:
             return book.results()
         self.policy.load(self.weights.start(population, book.ind, self.slots))
         try:
-            PIPELINES[self.pipeline](self, book).play(progress)
+            self.played = PIPELINES[self.pipeline](self, book).play(progress)
+            self.slowest_rate = min(self.slowest_rate, self.played.slowest_rate)
         finally:
             try:
                 self.pool.drain()  # on an error or Ctrl-C, no step is left in flight in the workers
@@ -240,9 +212,57 @@ class AtariEvaluator:
         return book.results()
 
 
-class _Workers:
+class Workers:
     """Each emulator process plays one episode at a time to its end, its own forward choosing the
-    actions (nevo.evaluation.in_worker); when one ends, its slot gets the queue's next."""
+    actions (nevo.evaluation.in_worker); when one ends, its slot gets the queue's next. A
+    pipeline as nevo.evaluation.stepped.Stepped describes one."""
+
+    steps_here = False  # the emulator processes run the policy and step their emulators
+
+    @staticmethod
+    def slots(population: int, device: str, cores: int, processes: int) -> int:
+        """One slot an emulator process: --processes (or one a core), no more than the individuals."""
+        return min(population, processes or cores)
+
+    @staticmethod
+    def group(slots: int, asked: int) -> int:
+        """One slot a group: each process plays its own episode."""
+        return 1
+
+    @staticmethod
+    def processes(slots: int, asked: int) -> int:
+        """One a slot: each plays one episode at a time."""
+        return slots
+
+    @staticmethod
+    def check(policy, weights) -> None:
+        if not runs_in_workers(policy, weights):
+            raise ValueError(
+                "pipeline workers: the emulator processes run only a host policy over pooled rows"
+            )
+
+    @staticmethod
+    def pool_args(policy, weights, slots: int) -> dict:
+        """The episode player the processes run (its forward compiled here once: they load it
+        from Numba's cache), the shared memory of its weight rows, and one thread a process (the
+        processes are the parallelism, and a row's forward is the same bits on one thread as on
+        many)."""
+        b = weights.builder
+        player = EpisodePlayer(policy, slots + 1, b.n_params, b.dtype, (STACK, *FRAME))
+        try:
+            player.warm(np.zeros((1, b.n_params), b.dtype))
+        finally:
+            policy.release()
+        return {
+            "player": player,
+            "extra_bytes": EpisodePlayer.nbytes(slots + 1, b.n_params, b.dtype),
+            "worker_env": {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
+        }
+
+    @staticmethod
+    def attach(pool, weights, args: dict) -> None:
+        """The weight rows in the pool's shared memory, where the processes read them."""
+        weights.share(args["player"].rows(pool.extra))
 
     def __init__(self, ev: AtariEvaluator, book: EpisodeBook):
         self.ev, self.book = ev, book
@@ -257,14 +277,14 @@ class _Workers:
         ask = ASK.pack(row, int(self.noops[e]), int(self.book.seeds[e]), self.keep, self.reference)
         self.playing[self.ev.pool.play(s, ask)] = (s, e)
 
-    def play(self, progress) -> None:
+    def play(self, progress) -> Played:
         ev, book, pool = self.ev, self.book, self.ev.pool
         forward_s = emulation_s = 0.0
-        rows = 0
+        rows, slowest = 0, ev.slowest_rate
         for s in range(book.start()):
             self._give(s)
         while self.playing:
-            bound = episode_bound(ev.env_cfg.frame_cap + start_frames(ev.env_cfg), ev.slowest_rate)
+            bound = episode_bound(ev.env_cfg.frame_cap + start_frames(ev.env_cfg), slowest)
             answers = pool.answers(list(self.playing), bound)
             book.clock(live=len(self.playing))  # (the time until now had these many in play)
             for ticket, answer in answers:
@@ -279,13 +299,15 @@ class _Workers:
                 rows += a.acted
                 played_s = a.forward_s + a.emulation_s
                 if played_s > 1.0:  # (an episode long enough to time)
-                    ev.slowest_rate = min(ev.slowest_rate, a.frames / played_s)
+                    slowest = min(slowest, a.frames / played_s)
                 if book.refill(np.array([s])).size:
                     self._give(s)
             book.report(progress)
         book.forward_s = forward_s / ev.processes  # the mean process's: a share of the wall time
-        ev.last = {"forward_s": book.forward_s, "emulation_s": emulation_s / ev.processes, "rows": rows}
+        return Played(book.forward_s, rows, emulation_s / ev.processes, slowest)
 
 
-# Each pipeline: one small class, `Pipeline(evaluator, book).play(progress)`.
-PIPELINES = {"overlap": Overlap, "lockstep": Lockstep, "workers": _Workers}
+# Each pipeline: one small class (its layout, what its pool needs, Pipeline(evaluator, book).play).
+PIPELINES = {"overlap": Overlap, "lockstep": Lockstep, "workers": Workers}
+# --pipeline auto: overlap where the forward runs on a GPU, workers on the emulators' own cores
+AUTO = {"cuda": "overlap", "cpu": "workers"}

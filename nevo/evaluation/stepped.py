@@ -13,12 +13,26 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
 from nevo.evaluation.episode_book import EpisodeBook
 from nevo.tasks.emulator_pool import EmulatorPool
 from nevo.tasks.envs import NOOP, noop_counts
+
+
+@dataclass
+class Played:
+    """A pipeline's figures of one run of episodes, handed back to its evaluator: the policy's
+    seconds (in the emulator processes: the mean process's) and the rows it was asked for; in the
+    emulator processes, the mean process's seconds emulating (None where this process steps the
+    pool: its caller times the pool) and the slowest frames/s a timed episode played at."""
+
+    forward_s: float
+    rows: int
+    emulation_s: float | None = None
+    slowest_rate: float = float("inf")
 
 
 def overlap_units(pool: EmulatorPool, group: int) -> list[np.ndarray]:
@@ -32,7 +46,38 @@ class Stepped:
     """Lockstep and overlap: this process runs the policy over the slots' observations in shared
     memory, and the pool steps the slots; an episode's start is played by the pool, not the net.
 
+    A pipeline, as nevo.evaluation.pipeline.AtariEvaluator asks one (Lockstep, Overlap, and
+    pipeline.Workers): its layout (`slots`, `group`, `processes`), what its pool needs (`check`,
+    `pool_args`, `attach`), whether this process steps the emulators (`steps_here`), and
+    Pipeline(evaluator, book).play(progress) -> Played.
+
     Per slot: the steps and return of its episode so far."""
+
+    steps_here = True  # this process runs the policy and steps the pool (the roofline times both here)
+
+    @staticmethod
+    def slots(population: int, device: str, cores: int, processes: int) -> int:
+        """The slots where --env-slots leaves them: 32 a core with a GPU, 16 without, no more than
+        the individuals."""
+        return min(population, (32 if device == "cuda" else 16) * cores)
+
+    @staticmethod
+    def processes(slots: int, asked: int) -> int:
+        """The emulator processes: as asked, at most one a slot."""
+        return max(1, min(asked, slots))
+
+    @staticmethod
+    def check(policy, weights) -> None:
+        """Every policy serves it."""
+
+    @staticmethod
+    def pool_args(policy, weights, slots: int) -> dict:
+        """Nothing for the pool beyond its emulators."""
+        return {}
+
+    @staticmethod
+    def attach(pool, weights, args: dict) -> None:
+        """Nothing to share with the pool's processes."""
 
     def __init__(self, ev, book: EpisodeBook):
         self.ev, self.book, self.pool = ev, book, ev.pool
@@ -47,6 +92,10 @@ class Stepped:
         self.slot_steps = np.zeros(ev.slots, np.int64)
         self.slot_ret = np.zeros(ev.slots, np.float64)
         self.obs = self.pool.obs  # (S, 4, 84, 84) uint8, in shared memory: the workers write it
+        self.rows = 0  # the rows the policy was asked for
+
+    def played(self) -> Played:
+        return Played(self.book.forward_s, self.rows)
 
     def start(self) -> None:
         """Give each slot its first episode, each from a fresh start."""
@@ -72,6 +121,7 @@ class Stepped:
         self.pool.actions[live] = self.opening_action[book.slot_ep[live]]
         step = None
         if acting.size:  # compaction: only these rows go through the net
+            self.rows += acting.size
             if book.sample is not None:  # the observations the net acts on
                 book.sample.offer(book.slot_ep[acting], self.obs[acting])
             t0 = time.monotonic()
@@ -120,13 +170,19 @@ class Lockstep(Stepped):
     speed: where the forward and the emulators share the same few cores (the CPU backend),
     running each on all cores in turn beats overlapping them (measured: docs/lab/2026-11-21.md)."""
 
-    def play(self, progress) -> None:
+    @staticmethod
+    def group(slots: int, asked: int) -> int:
+        """One slot a group unless asked (the size only names the slots' split)."""
+        return asked or 1
+
+    def play(self, progress) -> Played:
         every = np.arange(self.ev.slots)
         self.start()
         while (choice := self.choose(every)) is not None:
             live = self.act(choice)
             self.receive((live, self.pool.step(live)))
             self.book.report(progress)
+        return self.played()
 
 
 class Overlap(Stepped):
@@ -143,7 +199,12 @@ class Overlap(Stepped):
     forward while this thread receives and stages the next. speed: a GPU generation's driving
     thread spent most of its time in policy calls (docs/lab/2026-11-26.md)."""
 
-    def play(self, progress) -> None:
+    @staticmethod
+    def group(slots: int, asked: int) -> int:
+        """Four groups unless asked: three quarters of the slots step while a batch's forward runs."""
+        return asked or -(-slots // 4)
+
+    def play(self, progress) -> Played:
         pool, book, batch = self.pool, self.book, self.ev.group
         units = overlap_units(pool, batch)
         in_flight = {}  # ticket -> (unit, its live slots stepping)
@@ -195,6 +256,4 @@ class Overlap(Stepped):
                 book.report(progress)
             else:  # nothing else to receive: the held batch's actions now
                 send_held()
-
-
-# Each pipeline's way of playing a run's episodes, one interface: Pipeline(evaluator, book).play(progress)
+        return self.played()

@@ -28,29 +28,6 @@ def timed(fn, total: list):
     return wrapper
 
 
-class CountedPolicy:
-    """A policy that counts the rows it is asked for (and submits them, where it submits steps)."""
-
-    def __init__(self, policy):
-        self.policy, self.rows = policy, 0
-        if hasattr(policy, "submit"):  # the evaluator then collects a step after staging the next
-            self.submit, self.collect = self._submit, policy.collect
-
-    def _submit(self, rows_ind, obs, take=None):
-        self.rows += len(rows_ind)
-        return self.policy.submit(rows_ind, obs, take)
-
-    def load(self, weights):
-        self.policy.load(weights)
-
-    def release(self):
-        self.policy.release()
-
-    def __call__(self, rows_ind, obs, take=None):
-        self.rows += len(rows_ind)
-        return self.policy(rows_ind, obs, take)
-
-
 def seeded_reset_s(game: str, reps: int = 3) -> float:
     """Seconds of one seeded reset of one emulator (it reloads the ROM), best of reps."""
     from nevo.config import EnvConfig
@@ -131,9 +108,10 @@ def end_to_end(a, forward_roof: dict) -> dict:
     device = a.e2e_device
     slots, group, pipe = pipeline.layout(device, cores, a.population, RunConfig(env_slots=a.slots))
     # The limits of the emulators stepped from this process: in the lockstep layout's slots where
-    # the pipeline is "workers" (one slot a process, which says nothing of the emulators' limit).
+    # the emulator processes step their own (workers: one slot a process, which says nothing of
+    # the emulators' limit).
     lim_slots, lim_group = (slots, group)
-    if pipe == "workers":
+    if not pipeline.PIPELINES[pipe].steps_here:
         lim_slots, lim_group, _ = pipeline.layout(device, cores, a.population, RunConfig(pipeline="lockstep"))
     limit = emulator_limit(env_cfg, lim_slots, lim_group, min(cores, lim_group), a.limit_seconds, n_actions)
     roof = emulator_roof(a.game, env_cfg.frameskip, a.frame_cap, cores, a.limit_seconds)
@@ -145,8 +123,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
 
     fresh, builder = population(spec, a.population, seed=a.population, dtype=half.dtype_of(a.weights))
     weights = for_device(builder, device)
-    # (in "workers" the emulator processes run the policy: they count its rows)
-    policy = make_policy(device, spec) if pipe == "workers" else CountedPolicy(make_policy(device, spec))
+    policy = make_policy(device, spec)  # (its rows: the pipeline counts them)
     # the evaluator's emulator processes: one per core, as training starts them
     ev = pipeline.AtariEvaluator(env_cfg, policy, weights, slots, cores, group_size=group, pipeline=pipe)
     timings = {"emulation": [0.0], "send": [0.0], "resets": [0.0], "weights": [0.0]}
@@ -159,11 +136,11 @@ def end_to_end(a, forward_roof: dict) -> dict:
     finally:
         ev.close()
     wall, frames = res.wall_s, res.total_frames
-    rows = ev.last["rows"] if pipe == "workers" else policy.rows
+    rows = ev.played.rows
     fpf = frames / max(rows, 1)  # game frames per forward row (frameskip, no-ops)
     split = {"forward": res.forward_s, **{k: v[0] for k, v in timings.items()}}
-    if pipe == "workers":  # the mean emulator process's seconds emulating
-        split["emulation"] = ev.last["emulation_s"]
+    if ev.played.emulation_s is not None:  # the mean emulator process's seconds emulating
+        split["emulation"] = ev.played.emulation_s
     split["python"] = max(wall - sum(split.values()), 0.0)
     rate = frames / wall
     fwd_bound = frames / res.forward_s
