@@ -15,6 +15,7 @@ from nevo.episodes import Evaluator
 from nevo.evaluation.cluster import ClusterEvaluator
 from nevo.evaluation.in_process import InProcessEvaluator
 from nevo.evaluation.pipeline import AtariEvaluator
+from nevo.evaluation.supervised import SupervisedEvaluator
 from tests.test_algos import BEHAVIOUR, tiny_config
 
 
@@ -69,7 +70,7 @@ def test_the_loop_and_the_evaluators_know_no_algorithm_by_name():
     assert not found, "\n".join(found)
 
 
-@pytest.mark.parametrize("cls", [AtariEvaluator, InProcessEvaluator, ClusterEvaluator])
+@pytest.mark.parametrize("cls", [AtariEvaluator, InProcessEvaluator, ClusterEvaluator, SupervisedEvaluator])
 def test_every_evaluator_meets_the_evaluator_contract(cls):
     assert issubclass(cls, Evaluator)
     params = inspect.signature(cls.run).parameters

@@ -68,6 +68,34 @@ def test_an_episode_scores_minus_the_mean_cross_entropy_of_its_batch():
     assert test.lengths[0] == 150 and test.accuracy[0] == np.mean(np.argmax(logits, axis=1) == data.test_y)
 
 
+def test_an_episode_keeps_a_sample_of_the_examples_it_scored_for_safe_mutations(tmp_path):
+    """With Episodes.record, each episode keeps up to k of its batch's examples (the observations
+    its net acted on: safe mutations' experiences), the same sample whatever the episodes beside
+    it; a run of the GA with a safe mutation on a data set (which raised a TypeError before)
+    goes through."""
+    import nevo
+
+    data = small_data()
+    spec = nets.net_spec("dense:5", data.train_x.shape[1:], 3, np.uint8)
+    weights = np.random.default_rng(3).normal(0, 0.1, (2, spec.n_params)).astype(np.float32)
+    ev = SupervisedEvaluator(
+        data,
+        make_policy("cpu", spec),
+        PooledWeights(WeightBuilder(None, np.zeros(spec.n_params, np.float32))),
+        20,
+    )
+    got = ev.run(Population.of_weights(weights), Episodes(np.array([0, 1, 1]), np.array([4, 4, 9]), record=6))
+    assert got.experience_counts.tolist() == [6, 6, 6]
+    for e, s in enumerate([4, 4, 9]):
+        batch = {x.tobytes() for x in data.train_x[batch_of(s, 600, 20)]}
+        assert all(x.tobytes() in batch for x in got.experiences[e])
+    alone = ev.run(Population.of_weights(weights), Episodes(np.array([1]), np.array([9]), record=6))
+    np.testing.assert_array_equal(alone.experiences[0], got.experiences[2])
+    run = nevo.train("ga", env=data, net=[8], mutation="sm-g-sum", population=6, truncation=3, frames=2000,
+                     progress=False, noise_table_size=200_000, out_dir=str(tmp_path))  # fmt: skip
+    assert len(run.metrics) >= 2 and run.metrics[-1]["perf/mutation_s"] > 0
+
+
 @pytest.mark.parametrize("common", [1, 0])
 def test_mini_batch_es_shares_one_batch_and_nmb_es_gives_each_perturbation_its_own(common, table):
     """common_episodes 1: every individual of a generation one episode seed (a shared mini-batch);

@@ -10,7 +10,9 @@ The outcomes: per episode return, length, game frames and behaviour, in the Epis
 seeded sample of the observations each episode acted on (nevo.evaluation.experiences); the
 straggler tail (wall time with the queue empty and fewer live episodes than slots), the time in
 the forward; progress at most twice a second. An evaluator steps its slots its own way and tells
-the book what ended.
+the book what happened through its methods, the one way in for results (`stepped`: a step's
+rewards, where an evaluator counts them as they come; `end`: what ended, with its outcomes and the
+observations it kept; `forward`: time in the policy): no evaluator writes the book's fields.
 """
 
 from __future__ import annotations
@@ -62,10 +64,27 @@ class EpisodeBook:
         """The slots playing an episode."""
         return np.flatnonzero(self.slot_ep >= 0)
 
-    def end(self, eps: np.ndarray, returns=None, lengths=None, frames=None, behaviours=None) -> None:
-        """Episodes eps (k,) ended with these outcomes (None: kept as the evaluator wrote them);
-        their rows are given back."""
+    def stepped(self, eps: np.ndarray, rewards: np.ndarray) -> None:
+        """Episodes eps (k, each once) took a step with these rewards: their returns and lengths so
+        far, for an evaluator that counts them as they come (the in-process one)."""
+        self.returns[eps] += rewards
+        self.lengths[eps] += 1
+
+    def forward(self, seconds: float) -> None:
+        """Time in the policy's forward (the emulator processes': the mean process's)."""
+        self.forward_s += seconds
+
+    def end(self, eps: np.ndarray, returns=None, lengths=None, frames=None, behaviours=None,
+            kept=None) -> None:  # fmt: skip
+        """Episodes eps (k,) ended with these outcomes (None: as counted by `stepped`); kept: for
+        one episode, (the observations it kept of those it acted on, how many it acted on), where
+        its observations were sampled where it played (an emulator process); their rows are given
+        back."""
         eps = np.asarray(eps, np.int64)
+        if kept is not None:
+            (e,), (obs, acted) = eps, kept
+            self.sample.obs[e, : len(obs)] = obs
+            self.sample.seen[e] = acted
         for name, value in (("returns", returns), ("lengths", lengths), ("frames", frames)):
             if value is not None:
                 getattr(self, name)[eps] = value

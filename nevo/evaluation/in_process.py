@@ -77,11 +77,10 @@ class InProcessEvaluator:
                 stats.add(ep, acting)
                 t_fwd = time.monotonic()  # the forward alone (as the pipeline times it)
                 actions = self.policy(book.slot_row[live], acting)
-                book.forward_s += time.monotonic() - t_fwd
+                book.forward(time.monotonic() - t_fwd)
                 o, r, ended = task.step(live, actions)
                 obs[live] = o
-                book.returns[ep] += r
-                book.lengths[ep] += 1
+                book.stepped(ep, r)
                 steps += live.size
                 ended |= book.lengths[ep] >= self.frame_cap
                 if ended.any():  # (the behaviour read before the slots are reset)

@@ -291,10 +291,8 @@ class Workers:
                 s, e = self.playing.pop(ticket)
                 a = read_answer(answer, pool.obs.shape[1:])
                 ram = None if book.behaviours is None else a.ram[None]
-                book.end([e], returns=a.ret, lengths=a.steps, frames=a.frames, behaviours=ram)
-                if self.keep:
-                    book.sample.obs[e, : len(a.kept)] = a.kept
-                    book.sample.seen[e] = a.acted
+                kept = (a.kept, a.acted) if self.keep else None
+                book.end([e], returns=a.ret, lengths=a.steps, frames=a.frames, behaviours=ram, kept=kept)
                 forward_s, emulation_s = forward_s + a.forward_s, emulation_s + a.emulation_s
                 rows += a.acted
                 played_s = a.forward_s + a.emulation_s
@@ -303,7 +301,7 @@ class Workers:
                 if book.refill(np.array([s])).size:
                     self._give(s)
             book.report(progress)
-        book.forward_s = forward_s / ev.processes  # the mean process's: a share of the wall time
+        book.forward(forward_s / ev.processes)  # the mean process's: a share of the wall time
         return Played(book.forward_s, rows, emulation_s / ev.processes, slowest)
 
 

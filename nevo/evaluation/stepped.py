@@ -130,7 +130,7 @@ class Stepped:
             policy = self.ev.policy
             call = policy.submit if self.submits else policy
             step = call(book.slot_row[acting], self.obs, take=acting)
-            book.forward_s += time.monotonic() - t0
+            book.forward(time.monotonic() - t0)
         return live, acting, step
 
     def act(self, choice: tuple) -> np.ndarray:
@@ -141,7 +141,7 @@ class Stepped:
             if self.submits:
                 t0 = time.monotonic()
                 step = self.ev.policy.collect(step)
-                self.book.forward_s += time.monotonic() - t0
+                self.book.forward(time.monotonic() - t0)
             self.pool.actions[acting] = step
         return live
 

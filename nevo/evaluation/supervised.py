@@ -22,6 +22,7 @@ import time
 import numpy as np
 
 from nevo.episodes import Episodes, Results
+from nevo.evaluation.episode_book import EpisodeBook
 from nevo.tasks.supervised import batch_of
 
 # Examples a forward pass takes at once: the (rows, C, H, W) batch and the activations of a
@@ -57,45 +58,48 @@ class SupervisedEvaluator:
         pass
 
     def run(self, population, episodes: Episodes, progress=None) -> Results:
-        """Score every episode; progress(done, total, examples) between groups."""
-        ind, seeds = np.asarray(episodes.ind, np.int64), np.asarray(episodes.seeds, np.int64)
-        n_ep = len(ind)
-        returns, lengths = np.zeros(n_ep), np.zeros(n_ep, np.int64)
-        accuracy = np.zeros(n_ep)
-        t0 = time.monotonic()
-        forward_s = 0.0
-        if n_ep == 0:
-            return Results(returns, lengths, lengths.copy(), accuracy=accuracy)
+        """Score every episode; progress(done, total, examples) between groups. Through the one
+        episode book (nevo.evaluation.episode_book): a group of episodes is a round of its slots,
+        each episode's row taken as the group starts and given back as it ends; with
+        Episodes.record, each episode's sample of the examples it scored (safe mutations'
+        experiences)."""
         test = episodes.validation
         x, y = (self.data.test_x, self.data.test_y) if test else (self.data.train_x, self.data.train_y)
         per = len(y) if test else min(self.examples, len(y))  # examples of each episode
         group = max(1, ROWS_PER_PASS // per)  # episodes whose rows are built at once
-        self.policy.load(self.weights.start(population, ind, min(group, n_ep)))
+        book = EpisodeBook(episodes, group, self.weights, x.shape[1:], x.dtype)
+        accuracy = np.zeros(book.n_ep)
+        if book.n_ep == 0:
+            return book.results(accuracy=accuracy)
+        ind, seeds = book.ind, book.seeds
+        self.policy.load(self.weights.start(population, ind, min(group, book.n_ep)))
         try:
-            for lo in range(0, n_ep, group):
-                eps = np.arange(lo, min(lo + group, n_ep))
-                rows = self.weights.take(ind[eps])  # (k,) the weight row of each episode's individual
-                pick = np.concatenate(
-                    [np.arange(len(y)) if test else batch_of(s, len(y), per) for s in seeds[eps]]
-                )
+            slots = np.arange(book.start())
+            while (live := slots[book.slot_ep[slots] >= 0]).size:
+                eps = book.slot_ep[live]  # (k,) in order: the group's episodes
+                rows = book.slot_row[live]  # (k,) the weight row of each episode's individual
+                pick = np.stack([np.arange(len(y)) if test else batch_of(s, len(y), per) for s in seeds[eps]])
+                if book.sample is not None:  # the examples each scored, in its batch's order
+                    for j in range(per):
+                        book.sample.offer(eps, x[pick[:, j]])
+                pick = pick.ravel()
                 owner = np.repeat(np.arange(len(eps)), per)  # (k * per,) each example's episode in the group
                 logp_sum, right = np.zeros(len(eps)), np.zeros(len(eps), np.int64)
                 for a in range(0, len(pick), ROWS_PER_PASS):  # one forward pass: many individuals' rows
                     part, who = pick[a : a + ROWS_PER_PASS], owner[a : a + ROWS_PER_PASS]
                     t = time.monotonic()
                     _, logits = self.policy.forward(rows[who], x[part])
-                    forward_s += time.monotonic() - t
+                    book.forward(time.monotonic() - t)
                     logp = log_softmax(logits)[np.arange(len(part)), y[part]]
                     logp_sum += np.bincount(who, logp, minlength=len(eps))
                     right += np.bincount(
                         who, np.argmax(logits, axis=1) == y[part], minlength=len(eps)
                     ).astype(np.int64)
-                returns[eps], lengths[eps], accuracy[eps] = logp_sum / per, per, right / per
-                for e in eps:
-                    self.weights.done(ind[e])
+                accuracy[eps] = right / per
+                book.end(eps, returns=logp_sum / per, lengths=per, frames=per)
+                book.refill(live)
                 if progress is not None:
-                    progress(int(eps[-1]) + 1, n_ep, int(lengths[: eps[-1] + 1].sum()))
+                    progress(book.done, book.n_ep, book.frames_done)
         finally:
             self.policy.release()
-        wall = time.monotonic() - t0
-        return Results(returns, lengths, lengths.copy(), wall_s=wall, forward_s=forward_s, accuracy=accuracy)
+        return book.results(accuracy=accuracy)
