@@ -12,7 +12,7 @@ theta_0 alone); with --run, a run folder's last theta instead (its net and noise
 ES sigma, else --sigma). At
 each, for every seed s: one batch of --examples training examples drawn from s, perturbations
 drawn from s, and N = --step, 2 --step, ... --max-offspring offspring, pairs added and earlier
-returns kept (nevo.loops.grad_corr.correlation_curve: Pearson's r between ES's shaped-fitness
+returns kept (nevo.studies.grad_corr.correlation_curve: Pearson's r between ES's shaped-fitness
 estimate and minus the batch's cross-entropy gradient). Written: OUT.json (every (N, r), per net
 the c of r = c sqrt(N) fitted through the seeds' mean, and the N where that line reaches 20%)
 and OUT.png/.pdf (log-log, the fitted lines dashed, the locally linear fitness's
@@ -35,7 +35,7 @@ from nevo import nets
 from nevo.config import ConfigError, SGDConfig
 from nevo.evaluation.supervised import batch_of
 from nevo.genomes.noise import NoiseSource, make_table
-from nevo.loops import grad_corr as gc
+from nevo.studies import grad_corr as gc
 
 TARGET = 0.2  # the paper's "SGD-equivalent" correlation
 

@@ -274,7 +274,7 @@ def _convert(kind, name: str, text: str):
 
 @dataclass(frozen=True)
 class ClusterSettings:
-    """Where a run evaluates when not on this machine (nevo.evaluation.cluster): not part of the config,
+    """Where a run evaluates when not on this machine (nevo.cluster.evaluator): not part of the config,
     since results do not depend on it; a run may resume on another cluster or on none."""
 
     address: str  # tcp://host:port of a Dask scheduler, or local:N

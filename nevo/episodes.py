@@ -42,7 +42,7 @@ class Results:
     forward_s: float = 0.0  # of which in the forward pass (choosing actions)
     behaviours: np.ndarray | None = None  # (E, d) behaviour at each episode's end, where the task gives one
     cluster: dict | None = (
-        None  # on a Dask cluster: bytes sent and received, chunks, workers (nevo.evaluation.cluster)
+        None  # on a Dask cluster: bytes sent and received, chunks, workers (nevo.cluster.evaluator)
     )
     experiences: np.ndarray | None = None  # (E, record, *obs) the observations kept, when Episodes.record > 0
     experience_counts: np.ndarray | None = None  # (E,) int64 how many of each episode's are filled

@@ -16,11 +16,11 @@ import pytest
 
 from experiments import run_es, run_ga, run_ns
 from nevo import cli, runs, tasks
+from nevo.cluster.connection import check_address
+from nevo.cluster.evaluator import ClusterError, ClusterEvaluator
+from nevo.cluster.worker import differences, fingerprint
 from nevo.episodes import Episodes, Population
 from nevo.evaluation import setup
-from nevo.evaluation.cluster import ClusterError, ClusterEvaluator
-from nevo.evaluation.cluster_connection import check_address
-from nevo.evaluation.cluster_worker import differences, fingerprint
 from nevo.genomes import noise
 from nevo.loops import elite as elite_files
 from tests.conftest import metrics_without_clock, run_folder
@@ -428,7 +428,7 @@ def test_a_stop_before_dasks_call_starts_logs_nothing(forgiven, caplog):
 
     from distributed.utils import LoopRunner, sync
 
-    from nevo.evaluation import cluster_connection
+    from nevo.cluster import connection as cluster_connection
     from nevo.runs.stop import Stopped, on_signals
 
     logger = logging.getLogger("tornado.application")
@@ -494,7 +494,7 @@ def test_a_local_cluster_that_does_not_start_is_one_line(monkeypatch):
     """LocalCluster failing (no ports, processes or memory) is a ClusterError of one line."""
     import distributed
 
-    from nevo.evaluation.cluster_connection import ClusterConnection
+    from nevo.cluster.connection import ClusterConnection
 
     def refuse(**kwargs):
         raise OSError(98, "Address already in use")

@@ -23,7 +23,7 @@ import pytest
 
 from experiments import run_ga
 from nevo import runs
-from nevo.evaluation.cluster import ClusterError, ClusterEvaluator
+from nevo.cluster.evaluator import ClusterError, ClusterEvaluator
 from tests.conftest import metrics_without_clock
 from tests.dask_procs import LIMIT_S, ROOT, DaskProcesses, environment, free_port, listening, worker_process
 from tests.fixtures.record import PATH, RUNS

@@ -11,8 +11,8 @@ import pytest
 from nevo import config
 from nevo.algos import NAMES, NOVELTY, OWN, REGISTRY, bases_of, declaration, make_algo
 from nevo.algos.contract import Algorithm
+from nevo.cluster.evaluator import ClusterEvaluator
 from nevo.episodes import Evaluator
-from nevo.evaluation.cluster import ClusterEvaluator
 from nevo.evaluation.in_process import InProcessEvaluator
 from nevo.evaluation.pipeline import AtariEvaluator
 from nevo.evaluation.supervised import SupervisedEvaluator

@@ -15,14 +15,14 @@ from nevo.config import Config, ConfigError, EnvConfig, ESConfig, NetConfig, Run
 from nevo.evaluation.supervised import batch_of
 from nevo.genomes.noise import NoiseSource, make_table
 from nevo.loops import loop
-from nevo.loops.grad_corr import (
+from nevo.nets import init_scale
+from nevo.studies.grad_corr import (
     batch_evaluator,
     correlation_curve,
     es_gradient,
     linear_r,
     shaped_fitness,
 )
-from nevo.nets import init_scale
 from nevo.tasks.supervised import Supervised
 from tests.test_supervised import small_data
 

@@ -26,9 +26,9 @@ import numpy as np
 
 from nevo import cli, machine, tasks
 from nevo.algos.ga import GA
+from nevo.cluster.evaluator import ClusterEvaluator
 from nevo.episodes import Episodes, Results
 from nevo.evaluation import setup
-from nevo.evaluation.cluster import ClusterEvaluator
 from nevo.genomes import noise
 from nevo.nets import half
 

@@ -2,7 +2,7 @@
 the step's g_ES and the back-propagated gradient of the generation's one shared mini-batch, as
 es/grad_corr in each row (Zhang, Clune & Stanley 2017, section 4.1, measured at each step of a run
 rather than at fixed parameters). The study at fixed parameters, with N growing, is
-nevo.loops.grad_corr."""
+nevo.studies.grad_corr."""
 
 from __future__ import annotations
 

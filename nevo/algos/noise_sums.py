@@ -1,4 +1,4 @@
-"""ES's gradient sums over the shared noise table (nevo.algos.es, nevo.loops.grad_corr): the
+"""ES's gradient sums over the shared noise table (nevo.algos.es, nevo.studies.grad_corr): the
 weighted sum of perturbations read straight from the table, numba-parallel over blocks of
 parameters, its limited-perturbation variant over buckets, and the plain NumPy twin."""
 

@@ -8,6 +8,6 @@
   `in_process`: the synchronous evaluator of tasks stepped in this process (the maze, gymnasium
   and MuJoCo tasks); `episode_book`: the episodes' bookkeeping both share;
 - `slot_weights`: the weights a policy reads, built per slot or for the whole population;
-- `experiences`: the observations kept per episode for safe mutations;
-- `cluster` (the driver) and `cluster_worker` (each Dask worker's side).
+- `experiences`: the observations kept per episode for safe mutations.
+On a Dask cluster the same evaluators play each chunk of episodes (nevo.cluster).
 """

@@ -2,7 +2,7 @@
 weight builder, the memory check and the evaluator on this machine (`local_evaluator`).
 
 The generation loop (nevo.loops.loop) calls it for a run on one machine, each Dask worker
-(nevo.evaluation.cluster_worker) for its own evaluator, and replay for the elite's: all of them see
+(nevo.cluster.worker) for its own evaluator, and replay for the elite's: all of them see
 the same net (with virtual batch norm's reference batch, or the observation statistics each
 Population carries) on the same kind of observations. It imports nothing of the cluster's: the
 loop picks local or cluster.

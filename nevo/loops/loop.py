@@ -34,11 +34,11 @@ import numpy as np
 from nevo import cli, config, nets, runs
 from nevo.algos import DEFAULT, bases_of, declared, extensions_of
 from nevo.algos.streams import check_run_seeds
+from nevo.cluster.connection import check_address
+from nevo.cluster.evaluator import ClusterError, ClusterEvaluator
 from nevo.config import ConfigError
 from nevo.episodes import Results
 from nevo.evaluation import setup
-from nevo.evaluation.cluster import ClusterError, ClusterEvaluator
-from nevo.evaluation.cluster_connection import check_address
 from nevo.genomes import noise
 from nevo.loops.progress import Progress
 from nevo.loops.skeleton import Outcome, RunStopped, said, skeleton, stopped, write_config

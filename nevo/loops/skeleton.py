@@ -26,7 +26,7 @@ import numpy as np
 
 from nevo import cli, config, machine, runs
 from nevo.algos.contract import Algorithm
-from nevo.evaluation.cluster import ClusterError
+from nevo.cluster.evaluator import ClusterError
 from nevo.loops import elite as elite_files
 from nevo.runs import loggers, stop
 from nevo.tasks.emulator_pool import EmulatorError

@@ -28,7 +28,7 @@ import warnings
 
 from nevo import cli, config, runs
 from nevo.algos import DEFAULT
-from nevo.evaluation.cluster_connection import ClusterError
+from nevo.cluster.connection import ClusterError
 from nevo.loops import loop
 from nevo.loops.progress import Progress
 from nevo.loops.skeleton import RunStopped, said

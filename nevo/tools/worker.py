@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import sys
 
-from nevo.evaluation.cluster_connection import require_dask
+from nevo.cluster.connection import require_dask
 
 # the folder holding the nevo package: a checkout, or an environment's site-packages
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -8,7 +8,7 @@ Shape:
 - The driver (the run script) keeps the algorithm, writes the run folder and checkpoints as on
   one machine. `ClusterEvaluator` has the evaluators' interface: a Population and Episodes in,
   Results out.
-- Each worker process sets up once (a worker plugin, `nevo.evaluation.cluster_worker.Setup`): the noise
+- Each worker process sets up once (a worker plugin, `nevo.cluster.worker.Setup`): the noise
   table, the net and its compiled kernels, its own evaluator (emulator pipeline) on its cores,
   and a WeightBuilder whose cache holds the current parents' weights. It builds individuals
   from genomes, so only genomes (seed lists, or ES's theta), episode seeds and per-episode
@@ -22,7 +22,7 @@ Shape:
   worker runs again elsewhere with the same result, and a run on a cluster of any size gives the
   metrics of the same run on one machine (with the same kind of forward: the CPU's and a GPU's
   float rounding can differ).
-- The cluster itself is ClusterConnection's (nevo.evaluation.cluster_connection), which
+- The cluster itself is ClusterConnection's (nevo.cluster.connection), which
   ClusterEvaluator extends: the scheduler reached or a local cluster started, each worker's
   checks against the driver before any work (nevo version, source, noise table), the workers as
   they join, refuse and leave, and every way the cluster fails as a ClusterError of one line; a
@@ -39,8 +39,8 @@ from concurrent.futures import CancelledError
 
 import numpy as np
 
+from nevo.cluster.connection import ClusterConnection, ClusterError, one_line
 from nevo.episodes import Episodes, Results
-from nevo.evaluation.cluster_connection import ClusterConnection, ClusterError, one_line
 
 
 def nbytes(obj) -> int:
@@ -64,7 +64,7 @@ class ClusterEvaluator(ClusterConnection):
         """Play every episode on the cluster; results in the order of episodes (see Results)."""
         from distributed import wait
 
-        from nevo.evaluation import cluster_worker as worker_side
+        from nevo.cluster import worker as worker_side
 
         t0 = time.monotonic()
         ind, seeds = np.asarray(episodes.ind, np.int64), np.asarray(episodes.seeds, np.int64)

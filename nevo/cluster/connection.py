@@ -1,6 +1,6 @@
-"""The driver's connection to a Dask cluster (`--cluster`), which nevo.evaluation.cluster's
+"""The driver's connection to a Dask cluster (`--cluster`), which nevo.cluster.evaluator's
 ClusterEvaluator extends to play a generation's episodes: the scheduler reached or a local cluster
-started, each worker set up once for the run (a worker plugin, nevo.evaluation.cluster_worker's
+started, each worker set up once for the run (a worker plugin, nevo.cluster.worker's
 Setup), the workers followed as they join, refuse and leave, and the one line of every way the
 cluster fails. Dask is imported only once a connection is made.
 
@@ -163,7 +163,7 @@ class ClusterConnection:
     processes on 127.0.0.1, each pinned to its share of this machine's cores, stopped at close).
     timeout_s: how long the run waits for a worker (at the start, or when all are gone) before
     it stops with a ClusterError. cfg, task, ref_batch, table, population, bases, behaviours: what
-    each worker's setup needs (nevo.evaluation.cluster_worker.Setup); say: where refusals and
+    each worker's setup needs (nevo.cluster.worker.Setup); say: where refusals and
     lost workers are said.
     """
 
@@ -171,7 +171,7 @@ class ClusterConnection:
                  timeout_s=120.0, say=print):  # fmt: skip
         from distributed import LocalCluster
 
-        from nevo.evaluation import cluster_worker as worker_side
+        from nevo.cluster import worker as worker_side
 
         check_address(address)
         # The driver's client logs each reconnection attempt with a traceback; what matters
@@ -309,7 +309,7 @@ class ClusterConnection:
 
     def _refusals(self) -> None:
         """Say each refusal reported since the last call: one line per worker."""
-        from nevo.evaluation import cluster_worker as worker_side
+        from nevo.cluster import worker as worker_side
 
         for _, msg in self.client.get_events(worker_side.EVENTS):
             if msg["worker"] not in self.reported:
@@ -369,13 +369,13 @@ class ClusterConnection:
         )
 
     def _start_worker(self) -> str:
-        from nevo.evaluation import cluster_worker as worker_side
+        from nevo.cluster import worker as worker_side
 
         return f"`{worker_side.WORKER_COMMAND.format(self.address)}` on each node (where nevo is installed)"
 
     def _worker_facts(self) -> dict:
         """What the workers run, as config.json's facts: the first accepted worker's."""
-        from nevo.evaluation import cluster_worker as worker_side
+        from nevo.cluster import worker as worker_side
 
         workers = sorted(self.workers)
         facts = self.client.run(worker_side.facts, self.name, workers=workers)
@@ -383,7 +383,7 @@ class ClusterConnection:
         return {f"worker {k}": v for k, v in first.items()}
 
     def close(self) -> None:
-        from nevo.evaluation import cluster_worker as worker_side
+        from nevo.cluster import worker as worker_side
 
         try:
             if self.client.status == "running" and self.cluster is not None:  # (see quiet)
@@ -413,7 +413,7 @@ def _importer():
         import sys
 
         try:
-            import nevo.evaluation.cluster_worker  # noqa: F401 (run_chunk, hold, Population)
+            import nevo.cluster.worker  # noqa: F401 (run_chunk, hold, Population)
         except Exception as e:  # noqa: BLE001 (every reason is said in one line)
             return f"{type(e).__name__}: {e}", sys.executable
         return "", sys.executable

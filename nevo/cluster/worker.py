@@ -1,4 +1,4 @@
-"""The worker side of nevo on a Dask cluster (nevo.evaluation.cluster is the driver's side).
+"""The worker side of nevo on a Dask cluster (nevo.cluster.evaluator is the driver's side).
 
 Imported by the driver only with --cluster, and by each worker when it loads the plugin:
 `Setup` sets a worker up once per run (noise table, net, compiled kernels, its own evaluator on
