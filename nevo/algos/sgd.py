@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nevo import runs
 from nevo.algos.cross_entropy import loss_gradient
 from nevo.algos.declaration import Declaration
 from nevo.algos.es import INIT_SEED, TRAIN_EPISODES
@@ -30,6 +29,7 @@ from nevo.algos.optimizers import SteppedTheta, make_optimizer, vector_norm
 from nevo.algos.streams import rng_for
 from nevo.episodes import Episodes, Population
 from nevo.genomes.noise import SEED_LIMIT
+from nevo.runs import rows
 from nevo.settings import OPTIMIZERS, ConfigError, require, setting
 from nevo.tasks.supervised import Supervised, batch_of
 
@@ -123,7 +123,7 @@ class SGDStep:
             "score/pop_max": -float(np.min(losses)),  # the iterations' batch scores
             "score/pop_mean": -float(np.mean(losses)),
             **algo.metrics(),
-            **runs.accuracy_row(hits, valid.accuracy),
+            **rows.accuracy_row(hits, valid.accuracy),
         }
         return fields, frames - start
 

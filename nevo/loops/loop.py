@@ -43,7 +43,7 @@ from nevo.genomes import noise
 from nevo.loops.progress import Progress
 from nevo.loops.skeleton import Outcome, RunStopped, said, skeleton, stopped, write_config
 from nevo.nets.half import format_of
-from nevo.runs import loggers, owner, stop
+from nevo.runs import loggers, owner, rows, stop
 from nevo.tasks.emulator_pool import EmulatorError
 
 
@@ -370,7 +370,7 @@ def metrics_row(gen, gen_s, tell_s, train: Results, valid: Results, algo) -> dic
         "score/pop_median": float(np.median(train.returns)),
         **algo.metrics(),
         "episode/mean_length": float(np.mean(train.lengths)),
-        **runs.accuracy_row(train.accuracy, valid.accuracy, algo.validated),
-        **runs.cluster_row(train, valid),
+        **rows.accuracy_row(train.accuracy, valid.accuracy, algo.validated),
+        **rows.cluster_row(train, valid),
     }
     return row
