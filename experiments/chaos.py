@@ -293,6 +293,7 @@ def chaos_run(name, flags, budget, again, kinds, faults: int, rng, root: str, di
     while counts.faults - before < faults:
         if proc is None:
             proc = Proc([*argv, "--out-dir", out] if folder is None else ["--resume", folder, *resume], env)
+            done = False  # (a run that reached its last budget goes on to the larger one)
             if not proc.started():
                 judge(proc, proc.wait(HANG_S), counts, True, f"{name}: start")
                 proc = None
