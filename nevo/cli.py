@@ -104,27 +104,28 @@ def apply_defaults(cfg, given=(), task_defaults=True, kind=None):
     brought = {k: v for k, v in {**by_task, **d.defaults.get(name, {})}.items() if k not in given}
     cfg = override(cfg, brought)
     cfg = override(cfg, fitted(cfg, given))
-    return replace(cfg, run=atari_processes(cfg.run, given, kind.KIND))
+    threads, processes = atari_processes(cfg.run.threads, cfg.run.processes, given, kind.KIND)
+    return replace(cfg, run=replace(cfg.run, threads=threads, processes=processes))
 
 
-def atari_processes(r: RunConfig, given, kind: str) -> RunConfig:
-    """The run settings with an Atari game's emulator processes as --processes: --threads given
-    for one (the flag they had before) is read as --processes, with one line on stderr saying so,
-    and a run folder's config from before keeps its count there; --processes for a task of another
-    kind is a ConfigError (its envs step in --threads threads)."""
+def atari_processes(threads: int, processes: int, given, kind: str) -> tuple[int, int]:
+    """(--threads, --processes) with an Atari game's emulator processes as --processes: --threads
+    given for one (the flag they had before) is read as --processes, with one line on stderr
+    saying so, and a run folder's config from before keeps its count there; --processes for a
+    task of another kind is a ConfigError (its envs step in --threads threads)."""
     if kind != "atari":
-        require(not r.processes, "processes", "0 (emulator processes are an Atari game's; other tasks: "
-                "--threads)", r.processes)  # fmt: skip
-        return r
-    if not r.threads:
-        return r
+        require(not processes, "processes", "0 (emulator processes are an Atari game's; other tasks: "
+                "--threads)", processes)  # fmt: skip
+        return threads, processes
+    if not threads:
+        return threads, processes
     if "threads" in given:
-        if "processes" in given and r.processes != r.threads:
+        if "processes" in given and processes != threads:
             raise ConfigError(f"--threads: an Atari game's emulator processes are --processes alone; got "
-                              f"--threads {r.threads} and --processes {r.processes}")  # fmt: skip
+                              f"--threads {threads} and --processes {processes}")  # fmt: skip
         print(f"note: --threads on an Atari game counts emulator processes, whose flag is --processes now: "
-              f"read as --processes {r.threads}", file=sys.stderr)  # fmt: skip
-    return replace(r, threads=0, processes=r.processes or r.threads)
+              f"read as --processes {threads}", file=sys.stderr)  # fmt: skip
+    return 0, processes or threads
 
 
 def fitted(cfg, given=()) -> dict:
@@ -369,7 +370,10 @@ def _config_of(args, presets, saved=None) -> Config:
                 f"resume; got {', '.join(flag(n) for n in sorted(changed))}"
             )
         cfg = override(cfg, given)
-        return replace(cfg, run=atari_processes(cfg.run, given, tasks.kind_of(cfg.env).KIND))
+        threads, processes = atari_processes(
+            cfg.run.threads, cfg.run.processes, given, tasks.kind_of(cfg.env).KIND
+        )
+        return replace(cfg, run=replace(cfg.run, threads=threads, processes=processes))
     if args.preset not in presets:
         close = difflib.get_close_matches(args.preset, list(presets), n=3)
         hint = f" (did you mean {close[0]}?)" if close else ""
