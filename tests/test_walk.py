@@ -135,17 +135,15 @@ ENV_SLOTS, MOST_ENV_SLOTS_CALLS = 11, 12
 @pytest.mark.slow
 def test_env_slots_walks_to_the_emulator_pool_in_at_most_12_calls(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    argv = ["train", "ga", "--game", "frostbite", "--population", "22", "--truncation", "3", "--frame-cap", "400",
-            "--env-slots", str(ENV_SLOTS), "--processes", "1", "--pipeline", "lockstep",
+    argv = ["train", "ga", "--game", "frostbite", "--population", "22", "--truncation", "3",
+            "--frame-cap", "400", "--env-slots", str(ENV_SLOTS), "--processes", "1", "--pipeline", "lockstep",
             "--noise-table-size", "1100000", "--frame-budget", "20000"]  # fmt: skip
-    walk = trace(lambda: command.main(argv), uses={("tasks/emulator_pool.py", "EmulatorPool.__init__")},
-                 end=("evaluation/pipeline.py", "AtariEvaluator.run"), setting=("env_slots", ENV_SLOTS))  # fmt: skip
+    pool = ("tasks/emulator_pool.py", "EmulatorPool.__init__")
+    end = ("evaluation/pipeline.py", "AtariEvaluator.run")
+    walk = trace(lambda: command.main(argv), uses={pool}, end=end, setting=("env_slots", ENV_SLOTS))
     capsys.readouterr()
     listed = [f"{f}:{n}" for f, n in walk]
-    assert walk[0] == ("cli.py", "parse_args") and walk[-1] == (
-        "tasks/emulator_pool.py",
-        "EmulatorPool.__init__",
-    )
+    assert walk[0] == ("cli.py", "parse_args") and walk[-1] == pool, listed
     assert len(walk) <= MOST_ENV_SLOTS_CALLS, listed
 
 
