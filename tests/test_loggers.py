@@ -8,6 +8,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -117,9 +118,25 @@ def _wandb_records(path: str):
             parts = b""
 
 
-def wandb_logged(folder: str) -> tuple[set, dict, list]:
+def _ended(path: str) -> bool:
+    """Whether a W&B run file holds its exit record (False while it is still being written)."""
+    try:
+        return any(r.WhichOneof("record_type") == "exit" for r in _wandb_records(path))
+    except Exception:  # noqa: BLE001 (a file cut short mid-write)
+        return False
+
+
+def wandb_logged(folder: str, runs_in: int = 1) -> tuple[set, dict, list]:
     """(the W&B run ids, the config of the last, its history rows without W&B's own fields) of the
-    offline W&B runs in a run folder."""
+    offline W&B runs in a run folder, once runs_in of them are written to their end (W&B's
+    service writes an offline run's file in a process of its own, which may end a little after
+    the run's finish has returned: up to 60 s waited for each file's exit record)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        paths = sorted(glob.glob(os.path.join(folder, "wandb", "offline-run-*", "run-*.wandb")))
+        if sum(_ended(p) for p in paths) >= runs_in:
+            break
+        time.sleep(0.2)
     ids, config, history = set(), {}, []
     for path in sorted(glob.glob(os.path.join(folder, "wandb", "offline-run-*", "run-*.wandb"))):
         for record in _wandb_records(path):
@@ -150,7 +167,7 @@ def test_wandb_offline_logs_every_row_and_the_config_and_a_resume_goes_on_in_one
         kept = json.load(f)
     assert kept["project"] == "nevo-tests"
     assert run_ga.main(["--resume", folder, "--frame-budget", "3000"]) == 0
-    ids, config, history = wandb_logged(folder)
+    ids, config, history = wandb_logged(folder, runs_in=2)
     assert ids == {kept["id"]}
     with open(os.path.join(folder, runs.CONFIG)) as f:
         assert config == json.load(f)
