@@ -84,7 +84,8 @@ def test_nsra_es_starts_at_the_reward_weight_given_and_else_at_1(tmp_path, monke
         "NSRA-ES: its start (1.0 unless set)"
         in build_parser("", presets_of("ga-ns"), "nsra-es").format_help()
     )
-    assert "--reward-weight" not in build_parser("", presets_of("ga-ns")).format_help()  # GA-NS's flags: none of it
+    # GA-NS's flags: none of it
+    assert "--reward-weight" not in build_parser("", presets_of("ga-ns")).format_help()
 
 
 @pytest.fixture(scope="module")
