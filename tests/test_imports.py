@@ -18,7 +18,7 @@ import tomllib
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LINT = shutil.which("lint-imports") or os.path.join(os.path.dirname(sys.executable), "lint-imports")
+LINT = os.path.join(os.path.dirname(sys.executable), "lint-imports")  # import-linter's, beside this Python
 
 
 def contracts(root: str = ROOT) -> dict[str, dict]:
