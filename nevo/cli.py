@@ -317,10 +317,12 @@ def parse_args(argv, description: str = "", command: str = DEFAULT, command_modu
     algo, module = (None, "") if known.resume else (known.algo, known.algo_module)
     if module and algo is None:
         raise ConfigError("--algo-module: name the algorithm it declares with --algo")
-    if algo is not None and module and not _same_command(declaration(algo, module).names[0], presets):
-        raise ConfigError(
-            f"--algo: {algo!r} is its own command's: nevo train {algo} --algo-module {module} runs it"
-        )
+    if algo is not None and module:
+        declaration(algo, module)  # (the module of one's own imported once: its command known)
+        if not _same_command(algo, presets):
+            raise ConfigError(
+                f"--algo: {algo!r} is its own command's: nevo train {algo} --algo-module {module} runs it"
+            )
     if algo is not None and not module and (algo not in OWN or not _same_command(algo, presets)):
         elsewhere = f" (nevo train {algo} runs it)" if algo in OWN else ""
         raise ConfigError(

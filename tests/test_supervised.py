@@ -43,18 +43,20 @@ def test_a_batch_is_drawn_from_its_seed_alone():
     assert len(set(a.tolist())) == 50 and not np.array_equal(a, batch_of(8, 600, 50))
 
 
-def test_an_episode_scores_minus_the_mean_cross_entropy_of_its_batch():
-    """The evaluator's return and accuracy of each episode equal a hand computation with the
-    reference forward; a validation episode is the whole test set, whatever its seed."""
+def _two_individuals():
+    """The small data set, a dense:5 net, two individuals' weights and an evaluator of
+    20-example episodes on them."""
     data = small_data()
     spec = nets.net_spec("dense:5", data.train_x.shape[1:], 3, np.uint8)
     weights = np.random.default_rng(3).normal(0, 0.1, (2, spec.n_params)).astype(np.float32)
-    ev = SupervisedEvaluator(
-        data,
-        make_policy("cpu", spec),
-        PooledWeights(WeightBuilder(None, np.zeros(spec.n_params, np.float32))),
-        20,
-    )
+    rows = PooledWeights(WeightBuilder(None, np.zeros(spec.n_params, np.float32)))
+    return data, spec, weights, SupervisedEvaluator(data, make_policy("cpu", spec), rows, 20)
+
+
+def test_an_episode_scores_minus_the_mean_cross_entropy_of_its_batch():
+    """The evaluator's return and accuracy of each episode equal a hand computation with the
+    reference forward; a validation episode is the whole test set, whatever its seed."""
+    data, spec, weights, ev = _two_individuals()
     got = ev.run(Population.of_weights(weights), Episodes(np.array([0, 1, 1]), np.array([4, 4, 9])))
     for e, (i, s) in enumerate([(0, 4), (1, 4), (1, 9)]):
         pick = batch_of(s, 600, 20)
@@ -75,15 +77,7 @@ def test_an_episode_keeps_a_sample_of_the_examples_it_scored_for_safe_mutations(
     goes through."""
     import nevo
 
-    data = small_data()
-    spec = nets.net_spec("dense:5", data.train_x.shape[1:], 3, np.uint8)
-    weights = np.random.default_rng(3).normal(0, 0.1, (2, spec.n_params)).astype(np.float32)
-    ev = SupervisedEvaluator(
-        data,
-        make_policy("cpu", spec),
-        PooledWeights(WeightBuilder(None, np.zeros(spec.n_params, np.float32))),
-        20,
-    )
+    data, spec, weights, ev = _two_individuals()
     got = ev.run(Population.of_weights(weights), Episodes(np.array([0, 1, 1]), np.array([4, 4, 9]), record=6))
     assert got.experience_counts.tolist() == [6, 6, 6]
     for e, s in enumerate([4, 4, 9]):

@@ -134,7 +134,9 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
             try:
                 write_config(run_dir, cfg, task, p.spec, facts)
                 out.say(header(cfg, task, p.spec, facts, run_dir))
-                algo, extensions, frames, wall = _start(cfg, p.spec, table, task, p.checkpoint, run_dir, out)
+                algo, extensions, frames, wall = _start(
+                    cfg, p.spec, table, task, p.checkpoint, run_dir, step_of, out
+                )
                 if resume_dir:  # drop metrics of a generation that was in flight when the run died
                     runs.trim_metrics(run_dir, algo.generation, say=out.say)
                 step = step_of(cfg, task, p.spec, evaluator, algo, extensions, run_dir, fitness, out)
@@ -177,7 +179,7 @@ def _finished(checkpoint) -> int:
     return counts[0] if counts else 0
 
 
-def _start(cfg, spec, table, task, checkpoint, run_dir, out):
+def _start(cfg, spec, table, task, checkpoint, run_dir, step_of, out):
     """The algorithm and the run's extensions, and the counters, from the checkpoint on resume."""
     d = declared(cfg)  # plan has checked that a novelty algorithm has its task's behaviour
     algo = d.make(
@@ -191,8 +193,7 @@ def _start(cfg, spec, table, task, checkpoint, run_dir, out):
     if checkpoint is not None:
         for e in extensions:
             e.load_state(checkpoint)
-        step = step_class(cfg)
-        out.say(f"resumed at {step.unit} {algo.generation}, {frames:,} {step.counts}")
+        out.say(f"resumed at {step_of.unit} {algo.generation}, {frames:,} {step_of.counts}")
     return algo, extensions, frames, wall
 
 
