@@ -197,6 +197,25 @@ def test_ctrl_c_while_nevo_loads_is_one_line():
         assert proc.returncode == 130 and "Traceback" not in err and len(err.splitlines()) <= 1, err
 
 
+def test_ctrl_c_inside_code_run_from_a_string_still_exits_130(tmp_path):
+    """A Ctrl-C that lands in code Python runs from a string (an exec or eval inside an import:
+    namedtuple's, SciPy's) while `python -m nevo` loads: the guard's code, 130, not death by SIGINT
+    (the first Ctrl-C test above hit this one start in ten)."""
+    (tmp_path / "fake_nevo").mkdir()
+    (tmp_path / "fake_nevo" / "__main__.py").write_text(
+        "import sys\n"
+        "import nevo.command\n"
+        "nevo.command.main = lambda: exec('raise KeyboardInterrupt')\n"
+        "from nevo.entry import main\n"
+        "sys.exit(main())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), ROOT])}
+    out = subprocess.run([sys.executable, "-m", "fake_nevo"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 130, (out.returncode, out.stderr)
+    assert out.stderr == "stopped by SIGINT (Ctrl-C)\n", out.stderr
+
+
 def test_every_commands_help_prints(capsys):
     """`nevo train ALGO --help` of every command lists its flags (a help text with a per cent sign,
     SGD's --l2, once stopped argparse)."""
