@@ -98,7 +98,9 @@ def train(algo: str = DEFAULT, env="CartPole-v1", *, net=None, frames: int | Non
     algo_module: an algorithm of one's own: the module (a .py file's path, or a module name) whose
     DECLARATIONS declare `algo` (nevo.algos.declaration; docs/architecture.md, "Add an algorithm").
     settings: any other setting by its name (population=, sigma=, truncation=, lr=, ...; see
-    `python -m experiments.run_ga --help`); they apply to `algo`'s own section.
+    `nevo train ALGO --help`); they apply to `algo`'s own section, or to the task's: env_module=, a
+    module of one's own that declares a kind of task, whose tasks `env` then names, and that kind's
+    own settings (docs/architecture.md, "Add a task kind").
 
     Bad input is a ConfigError of one line naming the argument: a setting's type or range (as
     the command line says it), an env that cannot be made or whose reset or step raises, and a

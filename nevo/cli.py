@@ -36,6 +36,7 @@ from nevo.config import (
     vbn_conflict,
 )
 from nevo.nets.half import format_of
+from nevo.tasks.kind import settings_class
 
 
 def presets_of(algo: str, module: str = "") -> dict[str, Config]:
@@ -94,13 +95,16 @@ def apply_defaults(cfg, given=(), task_defaults=True, kind=None):
     its name does not say it (a data set of one's own: the DataSet).
 
     A setting's value, in this order, the later winning: the algorithm's settings class; the
-    preset (cfg as given here); the declaration's values for the task's kind, unless the preset is
-    made for that task; the user's flag or argument (`given`)."""
+    preset (cfg as given here); the kind's own DEFAULTS (nevo.tasks.kind), then the declaration's
+    values for the task's kind, unless the preset is made for that task; the user's flag or
+    argument (`given`)."""
     cfg = replace(cfg, env=tasks.normalize_env(cfg.env))
     name, d = cfg.algo, declared(cfg)
     kind = kind or tasks.kind_of(cfg.env)
     data = None if isinstance(kind, type) else kind  # a DataSet of one's own
-    by_task = d.brings(name, kind.KIND, cfg.env, data) if task_defaults else {}
+    by_task = (
+        {**getattr(kind, "DEFAULTS", {}), **d.brings(name, kind.KIND, cfg.env, data)} if task_defaults else {}
+    )
     brought = {k: v for k, v in {**by_task, **d.defaults.get(name, {})}.items() if k not in given}
     cfg = override(cfg, brought)
     cfg = override(cfg, fitted(cfg, given))
@@ -171,10 +175,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(
-    description: str, presets=None, algo: str | None = None, algo_module: str = ""
+    description: str, presets=None, algo: str | None = None, algo_module: str = "", env: type = EnvConfig
 ) -> argparse.ArgumentParser:
     """A parser with --preset, --resume, --algo and --algo-module, and one flag per setting the
-    algorithm reads (algo: the one given, else the presets'; default: the preset's)."""
+    algorithm reads (algo: the one given, else the presets'; default: the preset's) and the task
+    reads (env: the class of its section, a kind's own Settings where it has some)."""
     presets = presets or presets_of(DEFAULT)
     p = _Parser(
         description=description,
@@ -216,9 +221,9 @@ def build_parser(
                         "declare --algo (docs/architecture.md, 'Add an algorithm')")  # fmt: skip
     own = declaration(shown, algo_module).section
     family = [shown] if algo_module else [a for a in algos if declaration(a).section == own]  # one section
-    for group, f in all_fields(shown, algo_module):
+    for group, f in all_fields(shown, algo_module, env):
         kind = {"int": int, "float": float, "str": str}[f.type]
-        where = _preset_defaults(presets, group, f.name) if not algo_module else f"default: {f.default}"
+        where = (not algo_module and _preset_defaults(presets, group, f.name)) or f"default: {f.default}"
         p.add_argument(
             flag(f.name),
             dest=f.name,
@@ -251,7 +256,7 @@ def _brought(algos, name: str) -> str:
     tables = {a: REGISTRY[a].on_tasks.get(a, {}) for a in algos}
     own = [a for i, a in enumerate(algos) if all(tables[a] is not tables[b] for b in algos[:i])]
     said = []
-    for kind in tasks.KINDS:
+    for kind in tasks.kinds():
         for algo in own:
             if name in tables[algo].get(kind.KIND, {}):
                 who = " ".join(w for w in (kind.LABEL, algo if len(own) > 1 else "") if w)
@@ -289,10 +294,13 @@ def resume_command(run_dir: str) -> str:
 
 
 def first_args(argv):
-    """--algo, --algo-module and --resume of argv, read before the rest (which depends on them)."""
+    """--algo, --algo-module, --env, --env-module and --resume of argv, read before the rest (whose
+    flags depend on the algorithm and the task's kind)."""
     first = _Parser(add_help=False)
     first.add_argument("--algo", default=None)
     first.add_argument("--algo-module", default="")
+    first.add_argument("--env", default=None)
+    first.add_argument("--env-module", default="")
     first.add_argument("--resume", default=None)
     return first.parse_known_args(argv)[0]
 
@@ -329,7 +337,8 @@ def parse_args(argv, description: str = "", command: str = DEFAULT, command_modu
             f"--algo: got {algo!r}, allowed: {', '.join(algorithms_of(command))}, or one that --algo-module "
             f"declares{elsewhere}"
         )
-    args = build_parser(description, presets, algo, module).parse_args(argv)
+    env = settings_class(known.env, known.env_module) if known.env and not known.resume else EnvConfig
+    args = build_parser(description, presets, algo, module, env).parse_args(argv)
     cfg = _config_of(args, presets, saved_config(args.resume) if args.resume else None)
     task = check(cfg)
     cluster = None
@@ -352,8 +361,16 @@ def saved_config(run_dir: str):
 def _config_of(args, presets, saved=None) -> Config:
     """The config of parsed args, not yet checked; saved: the run folder's config, on resume."""
     algo, module = args.algo, args.algo_module
+    env = (
+        type(saved.env)
+        if saved
+        else settings_class(args.env, args.env_module or "")
+        if args.env
+        else EnvConfig
+    )
     fields_ = all_fields(
-        *((saved.algo, saved.algo_module) if saved else (algo or next(iter(presets.values())).algo, module))
+        *((saved.algo, saved.algo_module) if saved else (algo or next(iter(presets.values())).algo, module)),
+        env,
     )
     given = {f.name: getattr(args, f.name) for _, f in fields_ if getattr(args, f.name, None) is not None}
     if saved is not None:

@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from nevo.algos import DEFAULT, declaration, declared, is_path
+from nevo.algos import DEFAULT, declaration, declared
 from nevo.algos.es import ESConfig
 from nevo.algos.ga import GAConfig
 from nevo.algos.ns import BEFORE_OWN_SECTIONS
@@ -49,6 +49,7 @@ from nevo.settings import (  # noqa: F401 (the settings' primitives, also here f
     RunConfig,
     as_numbers,
     flag,
+    is_path,
     raised,
     read_json,
     require,
@@ -57,6 +58,7 @@ from nevo.settings import (  # noqa: F401 (the settings' primitives, also here f
     typed,
     validate_run,
 )
+from nevo.tasks.kind import as_settings, settings_class
 
 __all__ = ["Config", "ESConfig", "GAConfig", "GANSConfig", "NSESConfig", "NoveltyConfig", "SGDConfig"]
 
@@ -120,9 +122,10 @@ def part(cfg, group: str):
     return getattr(cfg, group) if group in ("env", "net", "run") else cfg.settings
 
 
-def all_fields(algo: str = DEFAULT, module: str = ""):
-    """(group, field) for every setting an algorithm reads, in --help order."""
-    kinds = {"env": EnvConfig, "net": NetConfig, "run": RunConfig}
+def all_fields(algo: str = DEFAULT, module: str = "", env: type = EnvConfig):
+    """(group, field) for every setting an algorithm reads, in --help order; env: the class of the
+    task's section (a kind's own Settings: nevo.tasks.kind)."""
+    kinds = {"env": env, "net": NetConfig, "run": RunConfig}
     for group in groups(algo, module):
         for f in fields(kinds.get(group) or declaration(algo, module).settings):
             yield group, f
@@ -144,7 +147,9 @@ def from_dict(d: dict):
         ns = dict(d.get("ns", {}))
         d["algo"], d["ns"] = ns.pop("algo", BEFORE_OWN_SECTIONS), ns
     algo, module = d.get("algo", DEFAULT), d.get("algo_module", "")
-    kinds = {"env": EnvConfig, "net": NetConfig, "run": RunConfig}
+    env = dict(d.get("env", {}))
+    kinds = {"env": settings_class(env.get("env", "atari"), env.get("env_module", "")), "net": NetConfig,
+             "run": RunConfig}  # fmt: skip
     parts = {}
     for group in groups(algo, module):
         cls = kinds.get(group) or declaration(algo, module).settings
@@ -206,9 +211,12 @@ def weights_resolved(cfg):
 def override(cfg, values: dict):
     """Return cfg with {field name: value} replaced, each name looked up in the groups of cfg's
     algorithm (population, sigma, ...: its own section)."""
+    # the task's section as its kind has it: where values name another task, that kind's class
+    env = settings_class(values.get("env", cfg.env.env), values.get("env_module", cfg.env.env_module))
+    cfg = replace(cfg, env=as_settings(cfg.env, env))
     # each name's attribute of cfg: env, net, run, or settings (the algorithm's own section)
     lookup = {f.name: (g if g in ("env", "net", "run") else "settings", f.type)
-              for g, f in all_fields(cfg.algo, cfg.algo_module)}  # fmt: skip
+              for g, f in all_fields(cfg.algo, cfg.algo_module, env)}  # fmt: skip
     changed = {}
     for name, value in values.items():
         if name not in lookup:

@@ -12,8 +12,13 @@ dataclass of these `setting`s in its module (nevo.algos), named by its declarati
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import importlib
+import importlib.util
 import json
 import numbers
+import os
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +26,50 @@ import numpy as np
 
 class ConfigError(ValueError):
     """A setting with a value that is not allowed; the message names the field."""
+
+
+def is_path(module: str) -> bool:
+    """Whether a module of one's own (--algo-module, --env-module) is named as a file
+    (path/to/mine.py) rather than as an importable module (package.mine)."""
+    return module.endswith(".py") or os.sep in module
+
+
+_IMPORTED: dict[str, object] = {}  # a module of one's own, its path made absolute -> the module
+
+
+def imported() -> dict:
+    """The modules of one's own imported so far: as import_own was given them (a file's absolute
+    path, or a module's name) -> the module."""
+    return dict(_IMPORTED)
+
+
+def import_own(module: str, flag: str):
+    """Import a module of one's own once: a .py file's path (under a module name of its own, so that
+    two files of the same name do not meet) or a dotted module name. ConfigError in one line naming
+    `flag` where it cannot be imported."""
+    module = os.path.abspath(module) if is_path(module) else module  # one module, however it is named
+    if module in _IMPORTED:
+        return _IMPORTED[module]
+    try:
+        if is_path(module):
+            if not os.path.isfile(module):
+                raise FileNotFoundError(f"no file {module}")
+            digest = hashlib.sha1(module.encode()).hexdigest()[:8]
+            name = f"nevo_user_{os.path.basename(module)[:-3]}_{digest}"
+            spec = importlib.util.spec_from_file_location(name, module)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod  # dataclasses and pickle look classes up by their module
+            try:
+                spec.loader.exec_module(mod)
+            except BaseException:
+                del sys.modules[name]
+                raise
+        else:
+            mod = importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 (every reason is said in one line)
+        raise ConfigError(f"{flag}: cannot import {module!r} ({type(e).__name__}: {e})") from None
+    _IMPORTED[module] = mod
+    return mod
 
 
 def shown(value) -> str:
@@ -75,7 +124,13 @@ class EnvConfig:
     env: str = setting(
         "atari",
         "atari (the game of --game), an Atari game id, or a gymnasium task with vector observations "
-        "and discrete or bounded continuous actions (CartPole-v1, Acrobot-v1, Pendulum-v1, ...)",
+        "and discrete or bounded continuous actions (CartPole-v1, Acrobot-v1, Pendulum-v1, ...), mnist, "
+        "maze, or a task of a kind that --env-module declares",
+    )
+    env_module: str = setting(
+        "",
+        "a module of one's own that declares a kind of task (a .py file or a module name; "
+        "docs/architecture.md, Add a task kind): --env then names one of its tasks",
     )
     game: str = setting("frostbite", "Atari game (ale-py ROM id, e.g. frostbite, space_invaders)")
     frame_cap: int = setting(20_000, "episode cap in game frames (frameskip included)")
@@ -100,6 +155,10 @@ class EnvConfig:
         "supervised tasks (mnist): training examples per evaluation, the mini-batch (our pick; the "
         "paper's is not known)",
     )
+
+    def __post_init__(self):
+        if is_path(self.env_module):  # found again from any folder: --resume, replay, workers
+            object.__setattr__(self, "env_module", os.path.abspath(self.env_module))
 
 
 @dataclass(frozen=True)

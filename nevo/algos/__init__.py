@@ -22,17 +22,13 @@ cluster's workers find it again.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import os
-import sys
 
 from nevo.algos import es, ga, ns, sgd
 from nevo.algos.contract import Algorithm
 from nevo.algos.declaration import Declaration
 from nevo.algos.ranking import fitness_order
-from nevo.settings import ConfigError
+from nevo.settings import ConfigError, import_own, is_path
 
 __all__ = [
     "NAMES",
@@ -70,11 +66,6 @@ def module_of(name: str) -> str:
     return next((module for module, names in _LOADED.items() if name in names), "")
 
 
-def is_path(module: str) -> bool:
-    """Whether --algo-module names a file (path/to/mine.py) rather than an importable module."""
-    return module.endswith(".py") or os.sep in module
-
-
 def load_module(module: str) -> tuple[str, ...]:
     """Import a module of one's own (a .py file's path, or a dotted module name) once and add its
     DECLARATIONS to the registry; returns the names it declares. ConfigError, in one line, when
@@ -82,25 +73,7 @@ def load_module(module: str) -> tuple[str, ...]:
     module = os.path.abspath(module) if is_path(module) else module  # one module, however it is named
     if module in _LOADED:
         return _LOADED[module]
-    try:
-        if is_path(module):
-            path = module
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"no file {path}")
-            # one module name per file, so that two files of the same name do not meet
-            name = f"nevo_user_{os.path.basename(path)[:-3]}_{hashlib.sha1(path.encode()).hexdigest()[:8]}"
-            spec = importlib.util.spec_from_file_location(name, path)
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[name] = mod  # dataclasses and pickle look classes up by their module
-            try:
-                spec.loader.exec_module(mod)
-            except BaseException:
-                del sys.modules[name]
-                raise
-        else:
-            mod = importlib.import_module(module)
-    except Exception as e:  # noqa: BLE001 (every reason is said in one line)
-        raise ConfigError(f"--algo-module: cannot import {module!r} ({type(e).__name__}: {e})") from None
+    mod = import_own(module, "--algo-module")
     declared = getattr(mod, "DECLARATIONS", None)
     if not declared or not all(isinstance(d, Declaration) for d in declared):
         raise ConfigError(

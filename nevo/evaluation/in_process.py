@@ -23,9 +23,12 @@ import numpy as np
 from nevo import machine
 from nevo.episodes import Episodes, Results
 from nevo.evaluation.episode_book import EpisodeBook
+from nevo.evaluation.players import plays
+from nevo.tasks import InProcess
 from nevo.tasks.envs import pick_threads
 
 
+@plays(InProcess)
 class InProcessEvaluator:
     """Runs Episodes on a task's slots, `policy` (nevo.nets.kernels.make_policy) choosing actions."""
 

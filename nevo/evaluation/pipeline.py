@@ -36,8 +36,10 @@ from nevo import machine
 from nevo.episodes import Episodes, Results
 from nevo.evaluation.episode_book import EpisodeBook
 from nevo.evaluation.in_worker import ASK, EpisodePlayer, read_answer, runs_in_workers
+from nevo.evaluation.players import plays
 from nevo.evaluation.slot_weights import in_parts
 from nevo.evaluation.stepped import Lockstep, Overlap, Played
+from nevo.tasks import AtariGame
 from nevo.tasks.atari_emulator import FRAME, STACK
 from nevo.tasks.emulator_pool import EmulatorPool
 from nevo.tasks.envs import noop_counts
@@ -110,6 +112,7 @@ def grouped(slots: int, pipeline: str, group: int = 0) -> tuple[int, int]:
     return -(-slots // group) * group, group
 
 
+@plays(AtariGame)
 class AtariEvaluator:
     """Runs Episodes on Atari emulator slots, `policy` choosing the actions.
 

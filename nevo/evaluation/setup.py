@@ -10,7 +10,6 @@ loop picks local or cluster.
 
 from __future__ import annotations
 
-import importlib
 import os
 
 import numpy as np
@@ -18,6 +17,8 @@ import numpy as np
 from nevo import machine, nets, runs
 from nevo.algos import declared
 from nevo.config import ConfigError, mutation_of, obs_norm_of
+from nevo.evaluation import in_process, pipeline, supervised  # noqa: F401 (each declares what it plays)
+from nevo.evaluation.players import player_of
 from nevo.evaluation.slot_weights import for_device
 from nevo.genomes.noise import ROUND_ROWS, WeightBuilder
 from nevo.genomes.safe_build import SafeMutation
@@ -150,22 +151,10 @@ def evaluator_for(task, run_cfg, policy, builder, device: str, population: int, 
 
 
 def evaluator_of(task):
-    """The evaluator class a task's kind of episodes needs: a task names its kind
-    (`task.evaluation`, one of EVALUATORS), and that evaluator builds itself for the task
-    (`for_task`). The Atari pipeline's module is imported on use: ale-py loads only for Atari."""
-    if task.evaluation not in EVALUATORS:
-        raise ValueError(f"{task.name}: no evaluator for {task.evaluation!r} episodes")
-    module, _, name = EVALUATORS[task.evaluation].partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-# Each kind of episodes a task may name (nevo.tasks: AtariGame "pipeline", the maze, gymnasium and
-# MuJoCo "in_process", a data set "supervised"), and the evaluator that plays them.
-EVALUATORS = {
-    "pipeline": "nevo.evaluation.pipeline:AtariEvaluator",
-    "in_process": "nevo.evaluation.in_process:InProcessEvaluator",
-    "supervised": "nevo.evaluation.supervised:SupervisedEvaluator",
-}
+    """The evaluator class a task's kind needs: the one that declares it plays that kind
+    (nevo.evaluation.players; nevo's: AtariEvaluator, InProcessEvaluator, SupervisedEvaluator,
+    imported here so that they have declared it), which builds itself for the task (`for_task`)."""
+    return player_of(task)
 
 
 def builds_on_gpu(cfg) -> bool:

@@ -23,7 +23,8 @@ import numpy as np
 
 from nevo.episodes import Episodes, Results
 from nevo.evaluation.episode_book import EpisodeBook
-from nevo.tasks.supervised import batch_of
+from nevo.evaluation.players import plays
+from nevo.tasks.supervised import Supervised, batch_of
 
 # Examples a forward pass takes at once: the (rows, C, H, W) batch and the activations of a
 # conv net stay a few tens of MB (speed: larger batches gain little once BLAS is busy).
@@ -37,6 +38,7 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
+@plays(Supervised)
 class SupervisedEvaluator:
     """Scores episodes of a labelled data set (nevo.tasks.supervised.DataSet); `forward(rows_ind,
     obs) -> (actions, logits)` is a policy's forward on the weights `weights` gives it."""

@@ -1,23 +1,28 @@
 """Tasks: what an agent plays, one small class per kind, asked by the rest of nevo instead of
-switching on the environment's name. Beside them: `envs` (Atari with the paper's preprocessing,
+switching on the environment's name. Beside them: `kind` (what a kind declares of itself, and
+the registry that finds the kind an --env names), `envs` (Atari with the paper's preprocessing,
 gymnasium and MuJoCo slots), `maze` (the deceptive image maze), `trap` (the deceptive Humanoid
 trap), `atari_emulator` and `emulator_pool` (nevo's Atari emulators, in worker processes),
 `supervised` (a labelled data set as a task, `--env mnist`) and `mnist_data` (MNIST, fetched and
 checked by nevo itself).
 
-Each task knows its observations (shape and dtype, as the net's (C, H, W) input), its number of
-actions and their kind (`action`: "argmax", discrete; "tanh", a continuous vector), its
-behaviour for novelty search (or None), the device that suits it, its checks of the settings,
-its evaluator and its reference observations for virtual batch norm:
+Each kind (nevo.tasks.kind.Kind) says which names it takes (`matches`), and each task knows its
+observations (shape and dtype, as the net's (C, H, W) input), its number of actions and their
+kind (`action`: "argmax", discrete; "tanh", a continuous vector), its behaviour for novelty search
+(or None), the device that suits it, its checks of the settings and its reference observations
+for virtual batch norm; its evaluator declares that it plays it (nevo.evaluation.players):
 - `AtariGame`: an Atari game from pixels on nevo's emulator pool, with the Deep GA reference's
-  preprocessing (nevo.tasks.atari_emulator); behaviour = the console's final RAM;
+  preprocessing (nevo.tasks.atari_emulator); behaviour = the console's final RAM; takes `atari`
+  and every ROM id;
 - `Maze`: the deceptive image maze (nevo.tasks.maze); behaviour = the final (x, y);
 - `GymTask`: a gymnasium environment with a flat Box observation and Discrete actions or a
   bounded Box of continuous ones, either a registered id (CartPole-v1, Pendulum-v1, ...) or a
-  user's own environment class or factory;
+  user's own environment class or factory; the catch-all, asked last;
 - `MuJoCo`: a GymTask that is a MuJoCo robot (Humanoid-v5, HalfCheetah-v5, ..., and nevo's
-  deceptive HumanoidTrap-v5); behaviour = the final (x, y) of its centre of mass.
-`task_for(env_cfg)` picks the task an EnvConfig names.
+  deceptive HumanoidTrap-v5); behaviour = the final (x, y) of its centre of mass;
+- `Supervised` (nevo.tasks.supervised): a labelled data set, `--env mnist`.
+The maze and gymnasium's tasks are stepped in this process (`InProcess`), as a kind of one's own
+may be. `task_for(env_cfg)` makes the task an EnvConfig names.
 """
 
 from __future__ import annotations
@@ -29,44 +34,41 @@ from dataclasses import replace
 import numpy as np
 
 from nevo.settings import ConfigError, EnvConfig, require
-from nevo.tasks import envs, supervised
+from nevo.tasks import envs
+from nevo.tasks.kind import Kind, kind_of, kinds, normalize_env
 from nevo.tasks.supervised import Supervised
 
+__all__ = ["AtariGame", "GymTask", "InProcess", "Kind", "Maze", "MuJoCo", "Supervised", "kind_of", "kinds",
+           "normalize_env", "task_for"]  # fmt: skip
 
+
+@functools.cache
 def atari_games() -> list[str]:
     from ale_py import roms
 
     return sorted(roms.get_all_rom_ids())
 
 
-def normalize_env(env_cfg: EnvConfig) -> EnvConfig:
-    """`--env frostbite` is `--env atari --game frostbite`: one spelling for the rest of nevo."""
-    if env_cfg.env not in ("atari", "maze", *supervised.NAMES) and env_cfg.env in atari_games():
-        return replace(env_cfg, env="atari", game=env_cfg.env)
-    return env_cfg
-
-
-class _Kind:
-    """What every kind of task shares: its KIND, the key under which an algorithm's declaration
-    says what it takes on such tasks (nevo.algos.declaration: on_tasks), LABEL, its name in
-    --help, and whether its episodes can have sticky actions (--sticky)."""
-
-    KIND = ""
-    LABEL = ""
-    sticky_actions = False
-
-
-class AtariGame(_Kind):
+class AtariGame(Kind):
     """An Atari game from pixels: 4 stacked 84x84 grayscale frames, the minimal action set."""
 
     KIND, LABEL = "atari", "Atari"
     obs_dtype = np.uint8
     behaviour = None  # set in __init__: (128, uint8), the final RAM
     device = "auto"  # a GPU where there is one
-    evaluation = "pipeline"  # its evaluator (nevo.evaluation.setup.evaluator_of): emulator groups
     action = "argmax"  # the net's outputs choose one of the minimal action set
     action_box = None  # discrete actions
     sticky_actions = True  # --sticky: the emulator repeats an action now and then (atari_emulator)
+
+    @classmethod
+    def matches(cls, env: str) -> bool:
+        """atari (the game of --game), or an Atari game's ROM id."""
+        return env == "atari" or env in atari_games()
+
+    @classmethod
+    def normalize(cls, env_cfg: EnvConfig) -> EnvConfig:
+        """`--env frostbite` is `--env atari --game frostbite`: one spelling for the rest of nevo."""
+        return env_cfg if env_cfg.env == "atari" else replace(env_cfg, env="atari", game=env_cfg.env)
 
     def __init__(self, env_cfg: EnvConfig):
         from nevo.nets import OBS_SHAPE
@@ -96,18 +98,18 @@ class AtariGame(_Kind):
         return envs.atari_reference_batch(self.cfg, size, seed)
 
 
-class _InProcess(_Kind):
-    """What the tasks stepped in this process share: the synchronous evaluator over the slots their
-    make_slots(n) makes (nevo.evaluation.in_process's interface), frames = agent steps."""
+class InProcess(Kind):
+    """What the tasks stepped in this process share: the synchronous evaluator
+    (nevo.evaluation.in_process) over the slots their `make_slots(n, behaviours)` makes (its
+    interface: reset, step, close, and behaviour where novelty search asks), frames = agent steps."""
 
     device = "cpu"  # a GPU launch costs more than a step of these tasks' small nets
-    evaluation = "in_process"  # its evaluator (nevo.evaluation.setup.evaluator_of): synchronous slots
 
     def reference_batch(self, size: int, seed: int) -> np.ndarray:
         return envs.task_reference_batch(self.make_slots(1), self.n_actions, self.cfg.frame_cap, size, seed)
 
 
-class Maze(_InProcess):
+class Maze(InProcess):
     """The deceptive image maze: an 84x84 top-down image, 4 stacked frames, 5 moves."""
 
     KIND, LABEL = "maze", "maze"
@@ -143,7 +145,7 @@ class Maze(_InProcess):
         return MazeSlots(slots)
 
 
-class GymTask(_InProcess):
+class GymTask(InProcess):
     """A gymnasium environment with a flat Box observation and Discrete actions or a bounded Box
     of continuous ones (Pendulum-v1, MountainCarContinuous-v0, ...): a registered id
     (env_cfg.env, e.g. CartPole-v1) or, from Python, a user's own environment class or any
@@ -152,6 +154,7 @@ class GymTask(_InProcess):
     (a user's function; default: the final observation)."""
 
     KIND, LABEL = "gymnasium", "gymnasium tasks"
+    CATCH_ALL = True  # any name no other kind takes: gymnasium's registry says (check_registered)
     obs_dtype = np.float32
     behaviour = None  # (d, float32), set in __init__
 
@@ -197,6 +200,10 @@ class GymTask(_InProcess):
         self.action = "tanh" if box else "argmax"  # continuous: the net's outputs through tanh
         self.action_box = (act.low.tolist(), act.high.tolist()) if box else None  # the env's bounds
 
+    @classmethod
+    def matches(cls, env: str) -> bool:
+        return True  # (asked last; an id gymnasium does not know is refused when the task is made)
+
     def check(self, net_cfg) -> None:
         from nevo.nets import IMAGE_NETS
 
@@ -219,19 +226,21 @@ class MuJoCo(GymTask):
     (Conti et al. 2018's for the humanoid)."""
 
     KIND, LABEL = "mujoco", "MuJoCo"
+    CATCH_ALL = False
     # Salimans et al. 2017 discretised the actions of the hopping and swimming tasks for ES, for
     # exploration (their section 4.1): with tanh actions ES stalls on Hopper-v5 at standing still
     # (~1,180; docs/mujoco.md), with 10 bins per component it reaches ~3,370 (nevo.algos.es).
     BINNED = ("Hopper-v5", "Swimmer-v5")
     behaviour = (2, np.float32)  # the final (x, y) of the centre of mass
 
+    @classmethod
+    def matches(cls, env: str) -> bool:
+        return envs.is_mujoco(env)
+
     def make_slots(self, slots: int, behaviours: bool = False):
         if behaviours and self.behaviour_of is not None:  # a user's behaviour instead of the centre of mass
             return envs.EpisodeEndSlots(self.make_env, slots, self.behaviour_of, size=self.behaviour[0])
         return envs.MujocoSlots(self.make_env, slots)
-
-
-KINDS = (AtariGame, Maze, MuJoCo, GymTask, Supervised)
 
 
 def probe_step(env, action_space) -> tuple:
@@ -270,15 +279,6 @@ def check_sticky(task, env_cfg: EnvConfig) -> None:
             f"--sticky: {env_cfg.sticky} needs --start reference (the start whose frames nevo draws "
             f"sticky actions for); got --start {env_cfg.start}"
         )
-
-
-def kind_of(env_cfg: EnvConfig):
-    """The task class an EnvConfig names (without making the task)."""
-    if env_cfg.env in ("atari", "maze"):
-        return {"atari": AtariGame, "maze": Maze}[env_cfg.env]
-    if env_cfg.env in supervised.NAMES:  # a labelled data set
-        return Supervised
-    return MuJoCo if envs.is_mujoco(env_cfg.env) else GymTask
 
 
 def task_for(env_cfg: EnvConfig, make_env=None, behaviour=None):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nevo.settings import ConfigError, EnvConfig
+from nevo.tasks.kind import Kind
 
 NAMES = ("mnist",)  # the data sets --env names
 MNIST_SHAPE = (1, 28, 28)  # (C, H, W) of MNIST's images
@@ -69,7 +70,7 @@ def mnist() -> DataSet:
     return DataSet.of(d.train_x, d.train_y, d.test_x, d.test_y)
 
 
-class Supervised:
+class Supervised(Kind):
     """A labelled data set: observations are images, the "actions" the classes (the argmax of the
     net's outputs is its prediction), an episode a batch of `--examples` training examples (or,
     for a validation, the whole test set); frames count examples."""
@@ -78,10 +79,12 @@ class Supervised:
     obs_dtype = np.uint8
     behaviour = None  # no behaviour for novelty search
     device = "auto"  # a GPU where there is one: every example is a forward pass
-    evaluation = "supervised"  # its evaluator (nevo.evaluation.setup.evaluator_of): batches of examples
     action = "argmax"  # the predicted class
-    sticky_actions = False  # (no emulator)
     action_box = None
+
+    @classmethod
+    def matches(cls, env: str) -> bool:
+        return env in NAMES
 
     def __init__(self, env_cfg: EnvConfig, data: DataSet | None = None):
         self.cfg = env_cfg
