@@ -64,11 +64,12 @@ started: dict = {}  # module -> (its process, the folder of its output)
 # names all its tests. When selected they run, in the session's order, in one pytest process of
 # their own beside the session at the lowest priority (nice 19: the session's tests, some of them
 # timed, lose next to nothing to it; in the session's own terminal session, since Linux's autogroup
-# scheduler shares the cores equally between sessions whatever their processes' nice values, which
-# made the cluster tests 1.4x slower in session 37's CI), and the session reports each after its
-# own tests (waiting for any not done, that process's priority raised meanwhile); their fixtures are set up
-# there alone. On the 2-core CI machine they are ~11 minutes of one core that the session's idle
-# moments take instead of its turn (session 37's CI: 33.7 -> 27.1 min).
+# scheduler shares the cores equally between sessions whatever their processes' nice values: in a
+# session of its own it made the cluster tests 1.4x slower), and the session reports each after its
+# own tests (waiting for any not done, that process's priority raised meanwhile); their fixtures
+# are set up there alone. On the 2-core CI machine they are ~11 minutes of one core that the
+# session's idle moments take instead of its turn (the whole suite measured 33.7 min without this
+# process beside it, 27.1 with it; docs/lab/2026-11-29.md).
 BESIDE = [
     "tests/test_atari_emulator.py",
     "tests/test_atari_ram.py",
@@ -150,9 +151,9 @@ def pytest_collection_finish(session):
 
 
 def _early_last(session) -> None:
-    """The EARLY tests after the session's other own tests (before the reports from beside): the
-    session had reached test_cuda's checks, early in its order, 67 s before their process ended,
-    and waited (session 39's CI); by its last own test they are long done."""
+    """The EARLY tests after the session's other own tests (before the reports from beside): in
+    their place in the order, test_cuda's checks come early, and the session reached them 67 s
+    before their process ended and waited; by its last own test they are long done."""
     own = [item for item in session.items if not isinstance(item, Beside)]
     early = [item for item in own if item.nodeid.startswith(tuple(EARLY))]
     session.items[:] = [item for item in own if item not in early] + early + [
