@@ -7,9 +7,10 @@ compiles.
     policy = nevo.load_policy(result.run_dir)                        # policy.act(observation)
 
 The package follows the data flow: nevo.config and nevo.cli (settings), nevo.tasks (what an agent
-plays), nevo.genomes (seed lists and mutations), nevo.nets (networks and their kernels),
-nevo.evaluation (episodes in, results out, here or on a cluster), nevo.algos (the algorithms),
-nevo.runs (the generation loop and run folders). `train` and `load_policy` (nevo.api) are
+plays, each kind declaring itself), nevo.genomes (seed lists and mutations), nevo.nets (networks
+and their kernels), nevo.evaluation (episodes in, results out, on this machine), nevo.cluster (the
+same on a Dask cluster), nevo.algos (the algorithms), nevo.loops (the one generation loop),
+nevo.runs (run folders). `train` and `load_policy` (nevo.api) are
 imported on first use, so that `import nevo` stays light.
 """
 

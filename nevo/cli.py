@@ -195,7 +195,7 @@ def build_parser(
     )
     p.add_argument(
         "--cluster-timeout",
-        type=lambda s: _convert(float, "cluster-timeout", s),
+        type=lambda s: _convert(float, s),
         default=120.0,
         metavar="S",
         help="with --cluster: stop (checkpoint intact) when no worker has been there for S seconds "
@@ -203,7 +203,7 @@ def build_parser(
     )
     p.add_argument(
         "--cluster-chunk",
-        type=lambda s: _convert(int, "cluster-chunk", s),
+        type=lambda s: _convert(int, s),
         default=0,
         metavar="N",
         help="with --cluster: episodes per chunk handed to a worker (default: 0, 2 chunks per worker)",
@@ -227,7 +227,7 @@ def build_parser(
         p.add_argument(
             flag(f.name),
             dest=f.name,
-            type=lambda s, k=kind, n=f.name: _convert(k, n, s),
+            type=lambda s, k=kind: _convert(k, s),
             default=None,
             metavar=kind.__name__.upper(),
             help=f"{f.metadata['help']} ({where}{_brought(family, f.name)})".replace("%", "%%"),
@@ -268,7 +268,7 @@ def _brought(algos, name: str) -> str:
     return f"; where not set: {', '.join(dict.fromkeys(said))}" if said else ""
 
 
-def _convert(kind, name: str, text: str):
+def _convert(kind, text: str):
     try:
         if kind is int:
             return int(float(text)) if "e" in text.lower() else int(text)

@@ -11,42 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from nevo import runs
 from nevo.genomes.noise import NoiseSource, make_table
 from tests import tiny
-
-
-def RowsAreIndividuals():  # noqa: N802 (the tests' name for it)
-    """An evaluator's weights for stand-in policies that need none: the policy is handed each
-    slot's individual itself as its row."""
-    from nevo.evaluation.slot_weights import GivenRows
-
-    return GivenRows()
-
-
-def host_weights(n_params: int):
-    """The CPU evaluators' weights for individuals given as weights (Population.of_weights)."""
-    from nevo.evaluation.slot_weights import PooledWeights
-    from nevo.genomes.noise import WeightBuilder
-
-    return PooledWeights(WeightBuilder(None, np.zeros(n_params, np.float32)))
-
-
-def kernels_under(coretype: str) -> str:
-    """The OpenBLAS kernels a new process reports (nevo.machine.blas_kernels, joined) when
-    OPENBLAS_CORETYPE names coretype: OpenBLAS's own name for it (Prescott reports Katmai)."""
-    import subprocess
-    import sys
-
-    code = (
-        "import numpy, scipy.linalg.blas; from nevo.machine import blas_kernels; "
-        "print('/'.join(blas_kernels()))"
-    )
-    env = {**os.environ, "OPENBLAS_CORETYPE": coretype}
-    return subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    ).stdout.strip()
-
 
 # Slow tests whose work is one subprocess, started as the session begins at a low priority (nice
 # 10), beside the tests before them, when the test is selected: {test id prefix: its module, whose
@@ -304,23 +270,6 @@ def waited(proc: subprocess.Popen, timeout: float = 1200) -> int:
     except subprocess.TimeoutExpired:
         proc.kill()
         return proc.wait()
-
-
-def run_folder(main, argv, out) -> str:
-    """Run an experiment's main(argv) in-process with --out-dir out; return the run folder it made."""
-    assert main([*argv, "--out-dir", str(out)]) == 0
-    (folder,) = [os.path.join(out, d) for d in os.listdir(out)]
-    return folder
-
-
-def metrics_without_clock(folder) -> list[dict]:
-    """A run's metrics without wall-clock fields (wall_s and every perf/ field) and without what
-    a Dask cluster adds (cluster/ fields: bytes, chunks, workers)."""
-    rows = runs.read_metrics(folder)
-    return [
-        {k: v for k, v in r.items() if k != "wall_s" and not k.startswith(("perf/", "cluster/"))}
-        for r in rows
-    ]
 
 
 @pytest.fixture(scope="session")

@@ -6,32 +6,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from nevo.algos import NAMES, declaration, make_algo
+from nevo.algos import NAMES, make_algo
 from nevo.algos.es import ES
 from nevo.algos.ga import GA
 from nevo.algos.novelty import mix_ranks
 from nevo.algos.ns import GANS, NSES
 from nevo.algos.streams import check_run_seeds, held_out_seeds
-from nevo.config import Config, ESConfig, GAConfig, GANSConfig, NSESConfig
 from nevo.episodes import Results
 from nevo.genomes.noise import SEED_LIMIT, WeightBuilder
 from nevo.settings import ConfigError
-
-BEHAVIOUR = (2, np.float32)  # the maze's: final (x, y)
-
-
-def tiny_config(name):
-    """One root config for every algorithm, only `algo` changing: 6 individuals, 2 parents or
-    agents, 2 validation episodes."""
-    settings = {
-        GAConfig: GAConfig(population=6, truncation=0 if name == "rs" else 2, sigma=0.01, elite_candidates=2,
-                           validation_episodes=2),
-        ESConfig: ESConfig(population=6, sigma=0.01, validation_episodes=2),
-        GANSConfig: GANSConfig(population=6, truncation=2, sigma=0.01, k=2, archive_prob=0.5),
-        NSESConfig: NSESConfig(population=6, sigma=0.01, k=2, meta_population=2, reward_weight=0.3,
-                               validation_episodes=2),
-    }  # fmt: skip
-    return Config(settings=settings[declaration(name).settings], algo=name)
+from tests.helpers import BEHAVIOUR, tiny_config
 
 
 class FakeEvaluator:

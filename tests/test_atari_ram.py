@@ -8,8 +8,7 @@ from ale_py import roms
 from nevo.episodes import Episodes
 from nevo.evaluation.pipeline import AtariEvaluator
 from nevo.tasks.envs import NOOP, make_atari, noop_count
-from tests.conftest import RowsAreIndividuals
-from tests.test_pipeline import CFG, FakePolicy, policy
+from tests.helpers import CFG, FakePolicy, RowsAreIndividuals, policy
 
 SCREEN = {"img_height": 210, "img_width": 160, "stack_num": 1, "maxpool": False}  # ALE's own screen
 

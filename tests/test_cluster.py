@@ -23,9 +23,9 @@ from nevo.episodes import Episodes, Population
 from nevo.evaluation import setup
 from nevo.genomes import noise
 from nevo.loops import elite as elite_files
-from tests.conftest import metrics_without_clock, run_folder
 from tests.dask_procs import ROOT, DaskProcesses, listening
 from tests.fixtures.record import PATH, RUNS
+from tests.helpers import metrics_without_clock, run_folder
 
 MAIN = {"run_ga": run_ga.main, "run_es": run_es.main, "run_ns": run_ns.main}
 

@@ -24,9 +24,9 @@ import pytest
 from experiments import run_ga
 from nevo import runs
 from nevo.cluster.evaluator import ClusterError, ClusterEvaluator
-from tests.conftest import metrics_without_clock
 from tests.dask_procs import LIMIT_S, ROOT, DaskProcesses, environment, free_port, listening, worker_process
 from tests.fixtures.record import PATH, RUNS
+from tests.helpers import metrics_without_clock
 from tests.tiny import CARTPOLE
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from experiments import run_es
 from nevo import command
-from tests.conftest import metrics_without_clock, run_folder
+from tests.helpers import metrics_without_clock, run_folder
 from tests.tiny import CARTPOLE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

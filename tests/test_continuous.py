@@ -16,7 +16,7 @@ from nevo.nets.kernels import cpu, reference
 from nevo.nets.kernels.actions import actions_of
 from nevo.tasks import envs
 from nevo.tools import replay
-from tests.conftest import metrics_without_clock, run_folder
+from tests.helpers import metrics_without_clock, run_folder
 from tests.tiny import PENDULUM
 
 

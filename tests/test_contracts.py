@@ -16,7 +16,7 @@ from nevo.episodes import Evaluator
 from nevo.evaluation.in_process import InProcessEvaluator
 from nevo.evaluation.pipeline import AtariEvaluator
 from nevo.evaluation.supervised import SupervisedEvaluator
-from tests.test_algos import BEHAVIOUR, tiny_config
+from tests.helpers import BEHAVIOUR, tiny_config
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -14,8 +14,8 @@ from nevo import cli, runs, tasks
 from nevo.evaluation import setup
 from nevo.loops import elite as elite_files
 from nevo.tools import replay
-from tests.conftest import metrics_without_clock, run_folder
 from tests.fixtures.record import PATH, RUNS
+from tests.helpers import metrics_without_clock, run_folder
 
 
 def _cut(path):

@@ -15,15 +15,7 @@ import pytest
 
 from nevo.tasks.atari_emulator import AtariEmulator
 from nevo.tasks.emulator_pool import EmulatorError, EmulatorPool
-
-
-def alive(pid: int) -> bool:
-    """Whether a process runs (a zombie, ended but not yet reaped, counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+from tests.helpers import Forever, alive, default_sigint, survivors_of_a_killed_owner
 
 
 @pytest.mark.slow
@@ -146,23 +138,6 @@ def mapping(inodes: set[str]) -> list[int]:
     return [p for p in pids if memfds(p) & inodes]
 
 
-def survivors_of_a_killed_owner(owner, after_s: float, inspect=None) -> list[int]:
-    """Read the two emulator pids the owner process prints, kill -9 the owner after_s seconds
-    later, and give the pids still alive 5 s after its death. inspect(owner pid, worker pids)
-    looks at them first."""
-    workers = [int(p) for p in owner.stdout.readline().split()]
-    assert len(workers) == 2 and all(alive(p) for p in workers)
-    if inspect is not None:
-        inspect(owner.pid, workers)
-    time.sleep(after_s)
-    owner.kill()
-    owner.wait(10)
-    deadline = time.monotonic() + 5
-    while any(alive(p) for p in workers) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return [p for p in workers if alive(p)]
-
-
 @pytest.mark.slow
 def test_a_process_killed_with_sigkill_leaves_no_emulator_and_no_shared_memory():
     """kill -9 of the process that owns a pool (mid-step): its emulator processes exit within a
@@ -254,8 +229,6 @@ def test_a_dead_worker_halts_the_others_at_once():
     """kill -9 of one of 8 workers each playing an endless episode: the driver's wait is one line
     naming it, and the drain and close that follow end every other worker within 5 s (their
     episodes halted at once, the exits awaited together)."""
-    from tests.test_in_worker import Forever
-
     pool = EmulatorPool("pong", 4, 20_000, 8, 8, player=Forever(), extra_bytes=64)
     try:
         tickets = [pool.play(s, b"ask") for s in range(8)]
@@ -329,18 +302,12 @@ CTRL_C_AT_START = textwrap.dedent("""
 """)
 
 
-def _default_sigint():
-    """In the child before its Python starts: SIGINT at its default, as from a terminal (a test run
-    started in the background has it ignored, and Python then leaves it ignored)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.slow
 def test_ctrl_c_while_the_pool_starts_prints_no_worker_traceback():
     """A terminal's Ctrl-C during the workers' start (their imports take ~0.4 s) reaches only the
     driving process: no worker prints a traceback, and none is left."""
     run = subprocess.run([sys.executable, "-c", CTRL_C_AT_START], capture_output=True, text=True,
-                         timeout=120, start_new_session=True, preexec_fn=_default_sigint)  # fmt: skip
+                         timeout=120, start_new_session=True, preexec_fn=default_sigint)  # fmt: skip
     assert run.stdout == "stopped\n"
     assert "Traceback" not in run.stderr and "KeyboardInterrupt" not in run.stderr, run.stderr
 

@@ -15,7 +15,7 @@ from nevo.config import ConfigError, ESConfig
 from nevo.episodes import Results
 from nevo.genomes.noise import NoiseSource, WeightBuilder
 from nevo.loops import elite as elite_files
-from tests.conftest import metrics_without_clock, run_folder
+from tests.helpers import metrics_without_clock, run_folder
 from tests.tiny import CARTPOLE
 
 P = 40  # parameters of the toy problems

@@ -14,43 +14,13 @@ import pytest
 
 from nevo.nets import init_scale, make_spec, net_spec
 from nevo.nets.kernels import cpu, reference
-
-TINY = (4, 12, 12)
-SPECS = {
-    "large-tiny": net_spec("large", TINY, 6),
-    "small-tiny": net_spec("small", TINY, 5),
-    # odd sizes: 3 channels, non-square 9x7, stride 1 odd kernel, kernel > input, two dense layers
-    "odd": make_spec([("conv", 5, 3, 1), ("conv", 7, 8, 3), ("dense", 9), ("dense", 3)], (3, 9, 7), 4),
-    "dense-only": make_spec([("dense", 10)], (2, 5, 3), 3),
-    # max-pools: odd inputs (SAME pooling pads after, and both sides for a 3x3 window), a pool
-    # before a strided conv and one before the dense layer
-    "pool": make_spec(
-        [("conv", 3, 5, 1), ("pool", 2), ("conv", 4, 3, 2), ("pool", 3), ("dense", 5)], (2, 13, 11), 4
-    ),
-    "mnist-tiny": net_spec("mnist", (1, 12, 12), 10),
-}
+from tests.helpers import SPECS, TINY, assert_matches_reference
 
 
 def random_weights(spec, n, rng, init):
     """(n, n_params) float32: the reference init (scale * N(0,1)) or plain N(0,1)."""
     w = rng.standard_normal((n, spec.n_params), dtype=np.float32)
     return w * init_scale(spec) if init else w
-
-
-def assert_matches_reference(spec, weights, rows_ind, obs):
-    """Numba logits within float32 tolerance of the reference; same actions where not near-tied."""
-    actions, logits = cpu.forward(spec, weights, rows_ind, obs)
-    ref_actions, ref_logits = reference.forward(spec, weights, rows_ind, obs)
-    assert actions.dtype == np.int64 and logits.dtype == np.float32
-    assert logits.shape == (len(rows_ind), spec.n_actions) and actions.shape == (len(rows_ind),)
-    tol = 1e-4 * np.abs(ref_logits).max(axis=1, keepdims=True) + 1e-6  # (rows, 1)
-    err = np.abs(logits - ref_logits)
-    assert np.all(err <= tol), f"max error {err.max()} over tolerance; rows_ind {rows_ind}"
-    top2 = np.sort(ref_logits, axis=1)[:, -2:] if spec.n_actions > 1 else None
-    clear = (top2[:, 1] - top2[:, 0] > 2 * tol[:, 0]) if top2 is not None else True
-    np.testing.assert_array_equal(actions[clear], ref_actions[clear])
-    assert np.all(actions == np.argmax(logits, axis=1))
-    return actions, logits
 
 
 @pytest.mark.parametrize("init", [True, False], ids=["init-scaled", "normal"])

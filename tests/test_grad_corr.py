@@ -24,7 +24,7 @@ from nevo.studies.grad_corr import (
     shaped_fitness,
 )
 from nevo.tasks.supervised import Supervised
-from tests.test_supervised import small_data
+from tests.helpers import small_data
 
 
 def tiny(widths: str = "dense:4", sigma: float = 0.01):

@@ -14,7 +14,7 @@ from nevo.evaluation.slot_weights import AllWeights, PooledWeights
 from nevo.genomes.noise import ROUND_ROWS, WeightBuilder
 from nevo.nets import half, init_scale
 from nevo.nets.kernels import cpu, reference
-from tests.test_forward import SPECS, assert_matches_reference
+from tests.helpers import SPECS, assert_matches_reference
 from tests.tiny import ATARI
 
 
@@ -207,7 +207,7 @@ def test_a_16_bit_run_differs_from_fp32_resumes_exactly_and_plays_its_own_weight
     from nevo.evaluation import setup
     from nevo.loops import elite as elite_files
     from nevo.tasks import task_for
-    from tests.conftest import metrics_without_clock, run_folder
+    from tests.helpers import metrics_without_clock, run_folder
 
     r16 = run_folder(run_ga.main, [*RUN, "--weights", "fp16"], tmp_path / "fp16")
     cfg = config.load(f"{r16}/config.json")

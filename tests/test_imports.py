@@ -187,3 +187,21 @@ def test_the_contracts_see_an_import_up_a_circle_a_module_without_a_layer_and_th
         "nevo/genomes.py:5: plots.table (the checkout's, not installed)",
     ]
     assert root_imports(str(fake_checkout)) == ["nevo.genomes:2: import nevo"]
+
+
+def test_no_test_module_imports_another():
+    """What tests share is in tests/helpers.py (or tests/tiny.py, tests/dask_procs.py): no module
+    of tests/ imports a name from a test module other than itself (a script a test runs in a child
+    process may import its own)."""
+    found = []
+    for folder, _, files in os.walk(os.path.join(ROOT, "tests")):
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(folder, f)
+            own = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+            for node in ast.walk(ast.parse(open(path).read())):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tests.test_"):
+                    if node.module != own:
+                        found.append(f"{own}:{node.lineno}: from {node.module}")
+    assert not found, found

@@ -16,7 +16,7 @@ from nevo.nets.kernels import make_policy
 from nevo.tasks import task_for
 from nevo.tasks.envs import VectorTaskSlots
 from nevo.tools import replay
-from tests.conftest import host_weights
+from tests.helpers import host_weights
 
 
 def evaluate(slots, weights, episodes, frame_cap=500):

@@ -24,8 +24,7 @@ from nevo.nets.kernels import make_policy
 from nevo.tasks.atari_emulator import FRAME, STACK, AtariEmulator
 from nevo.tasks.emulator_pool import EmulatorError, EmulatorPool
 from nevo.tasks.envs import atari_actions
-from tests.conftest import RowsAreIndividuals
-from tests.test_emulator_pool import survivors_of_a_killed_owner
+from tests.helpers import Forever, RowsAreIndividuals, survivors_of_a_killed_owner
 
 CFG = EnvConfig(game="frostbite", frame_cap=400)
 SPEC = nets.net_spec("small", nets.OBS_SHAPE, atari_actions("frostbite"))
@@ -138,22 +137,6 @@ def test_a_halted_episode_or_a_dead_driver_stops_the_episode_at_once(reference):
     assert whole.steps > 3 and not whole.cut and whole.frames > 0
 
 
-class Forever:
-    """A player that plays until halted (the test of the pool's PLAY command)."""
-
-    def attach(self, buffer):
-        self.buffer = buffer
-
-    def __call__(self, em, obs, ask, halt):
-        steps = 0
-        while not halt[0]:
-            em.step(0, obs)
-            steps += 1
-            if steps % 100 == 0:
-                em.restart(obs)
-        return bytes(ask) + steps.to_bytes(8, "little") + bytes(self.buffer[:4])
-
-
 @pytest.mark.slow
 def test_the_pool_plays_with_its_player_answers_and_drains_a_playing_slot():
     """play() reaches the slot's worker's player with the ask and the pool's extra block; the
@@ -233,7 +216,7 @@ def test_a_worker_that_stops_answering_is_one_line_in_every_pipeline(pipeline, m
     and close() leaves no process."""
     from nevo.evaluation import pipeline as pipeline_module
     from nevo.tasks import emulator_pool
-    from tests.test_pipeline import FakePolicy
+    from tests.helpers import FakePolicy
 
     bound = 5 if pipeline == "workers" else 2  # (a whole episode: up to 2,000 frames here)
     monkeypatch.setattr(emulator_pool, "STEP_BOUND_S", 2.0)

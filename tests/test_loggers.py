@@ -17,7 +17,7 @@ from experiments import run_es, run_ga
 from nevo import cli, runs
 from nevo.runs import loggers
 from nevo.settings import typed
-from tests.conftest import run_folder
+from tests.helpers import run_folder
 from tests.tiny import CARTPOLE, MAZE
 
 

@@ -8,7 +8,7 @@ from nevo.evaluation.in_process import InProcessEvaluator
 from nevo.nets.kernels import make_policy
 from nevo.tasks import maze
 from nevo.tasks.maze import GOAL_RADIUS, N_ACTIONS, SPEED, START, STEPS, TRAP, TRAP_BOX, WALLS, MazeSlots
-from tests.conftest import host_weights
+from tests.helpers import host_weights
 
 
 def play(policy, slots=1, stop_stuck=True):

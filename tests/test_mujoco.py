@@ -19,7 +19,7 @@ from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy
 from nevo.tasks import envs, trap
 from nevo.tools import replay
-from tests.conftest import metrics_without_clock, run_folder
+from tests.helpers import metrics_without_clock, run_folder
 
 TINY = ["--population", "4", "--frame-cap", "40", "--noise-table-size", "1000000"]
 

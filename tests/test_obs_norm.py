@@ -19,7 +19,7 @@ from nevo.loops import elite as elite_files
 from nevo.nets import obs_norm
 from nevo.nets.kernels import make_policy, reference
 from nevo.tools import replay
-from tests.conftest import metrics_without_clock, run_folder
+from tests.helpers import metrics_without_clock, run_folder
 from tests.tiny import PENDULUM
 
 

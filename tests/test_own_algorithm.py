@@ -14,8 +14,8 @@ import pytest
 
 import nevo
 from nevo import command, runs
-from tests.conftest import metrics_without_clock, run_folder
 from tests.dask_procs import ROOT
+from tests.helpers import metrics_without_clock, run_folder
 
 MODULE = os.path.join(ROOT, "tests", "algorithms", "one_plus_lambda.py")
 ARGV = ["--algo-module", MODULE, "--algo", "one-plus-lambda", "--env", "CartPole-v1", "--lam", "6",

@@ -19,8 +19,8 @@ from nevo import command, runs, tasks
 from nevo.config import EnvConfig
 from nevo.evaluation import setup
 from nevo.evaluation.in_process import InProcessEvaluator
-from tests.conftest import metrics_without_clock, run_folder
 from tests.dask_procs import ROOT
+from tests.helpers import metrics_without_clock, run_folder
 
 MODULE = os.path.join(ROOT, "tests", "kinds", "corridor.py")
 ARGV = ["--env-module", MODULE, "--env", "corridor", "--length", "9", "--preset", "paper",

@@ -15,8 +15,8 @@ import pytest
 from experiments import run_ga
 from nevo import load_policy, runs
 from nevo.runs import owner
-from tests.conftest import run_folder
 from tests.fixtures.record import RUNS
+from tests.helpers import run_folder
 
 HOLD = "import sys; from nevo.runs import owner; owner.claim(sys.argv[1]); print('held', flush=True); input()"
 

@@ -5,56 +5,16 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from ale_py.vector_env import AtariVectorEnv
 
 from nevo.config import EnvConfig
 from nevo.episodes import Episodes, Population
 from nevo.evaluation.pipeline import AtariEvaluator
 from nevo.evaluation.slot_weights import PooledWeights
 from nevo.genomes.noise import WeightBuilder
-from nevo.tasks.envs import NOOP, noop_count
-from tests.conftest import RowsAreIndividuals
+from nevo.tasks.envs import noop_count
+from tests.helpers import CFG, EPISODES, FakePolicy, RowsAreIndividuals, assert_outcomes, play_alone, policy
 
-# The vector env's episode start: its truth is ale-py's vector env (play_alone); the reference's
-# start has its own (play_alone_from_the_reference_start)
-CFG = EnvConfig(game="frostbite", frame_cap=400, start="vector")
 REFERENCE_CFG = EnvConfig(game="frostbite", frame_cap=400, start="reference")
-
-
-def policy(obs, ind):
-    """A deterministic stand-in for a network: the action depends on the screen and the individual."""
-    screen = obs[:, -1, 40:60, 30:50].astype(np.int64).sum(axis=(1, 2))
-    return (screen * 31 + np.asarray(ind) * 7) % 18
-
-
-class FakePolicy:
-    """The stand-in behind the evaluator's policy interface."""
-
-    def load(self, weights):
-        pass
-
-    def release(self):
-        pass
-
-    def __call__(self, ind, obs, take=None):
-        return policy(obs if take is None else obs[take], ind)
-
-
-def play_alone(ind, seed):
-    """One episode on a brand-new emulator, stepped one action at a time (the reference)."""
-    env = AtariVectorEnv(
-        CFG.game, 1, num_threads=1, noop_max=0, reward_clipping=False,
-        max_num_frames_per_episode=CFG.frame_cap, autoreset_mode="NextStep",
-    )  # fmt: skip
-    obs, _ = env.reset(seed=0)
-    noops, ret, steps = noop_count(seed, CFG.noop_max), 0.0, 0
-    while True:
-        a = NOOP if steps < noops else int(policy(obs, [ind])[0])
-        obs, r, term, trunc, info = env.step(np.array([a]))
-        ret, steps = ret + float(r[0]), steps + 1
-        if term[0] or trunc[0]:
-            env.close()
-            return ret, steps, int(info["episode_frame_number"][0])
 
 
 def play_alone_from_the_reference_start(ind, seed, sticky=0.0):
@@ -71,9 +31,6 @@ def play_alone_from_the_reference_start(ind, seed, sticky=0.0):
         r, done = em.step(int(policy(obs[None], [ind])[0]), obs)
         ret, steps = ret + float(r), steps + 1
     return ret, steps, em.episode_frames()
-
-
-EPISODES = Episodes(np.array([0, 1, 2, 3, 0, 1, 2, 3, 2]), np.arange(100, 109))
 
 
 @pytest.mark.parametrize(
@@ -104,14 +61,6 @@ def test_the_reference_start_gives_the_outcomes_of_one_episode_at_a_time(
     assert_outcomes(res, want)
     steps, frames = (np.array(column) for column in list(zip(*want))[1:])
     assert (steps == CFG.frame_cap // CFG.frameskip).any() and (frames > CFG.frame_cap + 8).any()
-
-
-def assert_outcomes(res, want) -> None:
-    """Results' returns, lengths and frames are those of want, [(return, steps, frames)] an episode."""
-    ret, steps, frames = map(np.array, zip(*want))
-    np.testing.assert_array_equal(res.returns, ret)
-    np.testing.assert_array_equal(res.lengths, steps)
-    np.testing.assert_array_equal(res.frames, frames)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from nevo.nets.kernels import cpu
 from nevo.roofline import cpu as roof_cpu
 from nevo.roofline import generation, report
 from nevo.roofline import layers as roof_layers
-from tests.conftest import kernels_under
+from tests.helpers import kernels_under
 
 
 def dense_rows(counts):

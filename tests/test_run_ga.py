@@ -13,7 +13,7 @@ import pytest
 from experiments import run_ga
 from nevo import machine, nets, runs
 from nevo.genomes import noise
-from tests.conftest import metrics_without_clock, run_folder
+from tests.helpers import metrics_without_clock, run_folder
 from tests.tiny import ATARI
 
 BUDGET = ["--frame-budget", "16000"]  # 4 generations of 10 capped episodes (401 frames each)

@@ -10,7 +10,7 @@ from experiments import run_ns
 from nevo import runs
 from nevo.cli import build_parser, parse_args, presets_of
 from nevo.config import ConfigError
-from tests.conftest import metrics_without_clock, run_folder
+from tests.helpers import metrics_without_clock, run_folder
 from tests.tiny import MAZE, MAZE_ES
 
 results = metrics_without_clock

@@ -14,7 +14,7 @@ from nevo.cli import parse_args
 from nevo.genomes import noise
 from nevo.loops import elite as elite_files
 from nevo.loops import loop
-from tests.conftest import metrics_without_clock, run_folder
+from tests.helpers import metrics_without_clock, run_folder
 
 DEEP = [
     "--env", "CartPole-v1", "--net", "deep", "--population", "12", "--truncation", "3",

@@ -17,8 +17,7 @@ from nevo.genomes.noise import NoiseSource
 from nevo.loops import elite as elite_files
 from nevo.loops import loop
 from nevo.tasks.supervised import Supervised
-from tests.conftest import metrics_without_clock
-from tests.test_supervised import small_data
+from tests.helpers import metrics_without_clock, small_data
 
 
 def test_the_loss_gradient_is_the_finite_difference_of_the_mean_cross_entropy():

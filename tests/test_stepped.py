@@ -8,8 +8,7 @@ import pytest
 from nevo.config import EnvConfig
 from nevo.episodes import Episodes
 from nevo.evaluation.pipeline import AtariEvaluator
-from tests.conftest import RowsAreIndividuals
-from tests.test_pipeline import CFG, EPISODES, FakePolicy, assert_outcomes, play_alone, policy
+from tests.helpers import CFG, EPISODES, FakePolicy, RowsAreIndividuals, assert_outcomes, play_alone, policy
 
 
 @pytest.fixture(scope="module")

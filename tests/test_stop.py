@@ -23,8 +23,8 @@ from experiments.chaos import dask_workers, marked
 from nevo import runs
 from nevo.loops import progress
 from nevo.tasks import emulator_worker
-from tests.conftest import metrics_without_clock, run_folder
 from tests.fixtures.record import PATH, RUNS
+from tests.helpers import default_sigint, metrics_without_clock, run_folder
 from tests.tiny import ATARI
 
 
@@ -59,11 +59,6 @@ def python_ctrl_c():
     signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, before)
-
-
-def _default_sigint():
-    """In a child before it starts Python: SIGINT back to its default (Python then handles it)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _signal_at(monkeypatch, signum, generation, phase):
@@ -229,7 +224,7 @@ def _started(cmd, in_a_thread=False):
     mark = f"NEVO_STOP_TEST={uuid.uuid4().hex}"
     env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=None if in_a_thread else _default_sigint)  # fmt: skip
+                            preexec_fn=None if in_a_thread else default_sigint)  # fmt: skip
     return proc, mark
 
 
@@ -352,7 +347,7 @@ def test_a_second_stop_while_the_first_unwinds_ends_at_once_in_one_line():
     has it ignored, which a run leaves alone.)"""
     t0 = time.monotonic()
     done = subprocess.run([sys.executable, "-c", SECOND_STOP], capture_output=True, text=True, timeout=60,
-                          preexec_fn=_default_sigint)  # fmt: skip
+                          preexec_fn=default_sigint)  # fmt: skip
     assert time.monotonic() - t0 < 4
     assert done.returncode == 130 and done.stdout == ""
     assert done.stderr.startswith("stopped by SIGINT (Ctrl-C) a second time: ended at once; the run folder")
@@ -447,7 +442,7 @@ def test_ctrl_c_in_a_terminal_stops_a_local_cluster_run_in_one_line(when, tmp_pa
     env = {**os.environ, mark.split("=")[0]: mark.split("=")[1]}
     cmd = _atari(out, "--frame-budget", "40000", "--cluster", "local:2")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=_default_sigint, start_new_session=True)  # fmt: skip
+                            preexec_fn=default_sigint, start_new_session=True)  # fmt: skip
     header = proc.stdout.readline()
     assert header.startswith("nevo ga | frostbite"), header
     before = set(dask_workers(proc.pid))

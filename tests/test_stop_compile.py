@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.test_stop import _default_sigint
+from tests.helpers import default_sigint
 
 
 def test_a_stop_that_meets_a_compile_stops_the_run_once_it_is_done(capfd):
@@ -69,7 +69,7 @@ def test_a_second_stop_while_the_first_waits_out_a_compile_ends_at_once():
     script = COMPILING + "with stop.on_signals():\n    fake['compiling'](5.0, signal.SIGTERM, signal.SIGINT)"
     t0 = time.monotonic()
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          preexec_fn=_default_sigint)  # fmt: skip
+                          preexec_fn=default_sigint)  # fmt: skip
     assert time.monotonic() - t0 < 4
     assert done.returncode == 130, done.stderr
     assert (

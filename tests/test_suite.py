@@ -11,7 +11,7 @@ from nevo import cli, config
 from nevo.loops import progress
 from nevo.plots import table
 from nevo.tools import suite
-from tests.conftest import metrics_without_clock
+from tests.helpers import metrics_without_clock
 
 # Two games, tiny runs (6 individuals, 400-frame episodes: 3 generations of ~4,200 frames), two
 # test episodes each

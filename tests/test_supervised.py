@@ -20,21 +20,7 @@ from nevo.loops import elite as elite_files
 from nevo.nets.kernels import make_policy, reference
 from nevo.tasks import mnist_data
 from nevo.tasks.supervised import DataSet, Supervised, batch_of
-
-
-def stripes(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(n, 8, 8) uint8 images of 3 classes (a bright row in the top, middle or bottom third) with
-    noise, and their labels."""
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 3, n)
-    x = rng.integers(0, 60, (n, 8, 8)).astype(np.uint8)
-    for i, c in enumerate(y):
-        x[i, 1 + 3 * c] = 250
-    return x, y
-
-
-def small_data() -> DataSet:
-    return DataSet.of(*stripes(600, 0), *stripes(150, 1))
+from tests.helpers import small_data, stripes
 
 
 def test_a_batch_is_drawn_from_its_seed_alone():
@@ -202,7 +188,7 @@ def test_es_and_sgd_run_on_mnist_and_replay_gives_the_runs_test_accuracy(tmp_pat
     folders whose last test accuracy replay reproduces on the whole test set."""
     from experiments import run_es, run_sgd
     from nevo.tools import replay
-    from tests.conftest import run_folder
+    from tests.helpers import run_folder
 
     tiny = ["--env", "mnist", "--population", "4", "--examples", "10", "--frame-budget", "100"]
     es = run_folder(run_es.main, tiny, tmp_path / "es")

@@ -1,4 +1,5 @@
-"""The synchronous evaluator, for environments stepped in this process: gymnasium vector tasks.
+"""The synchronous evaluator, for environments stepped in this process (nevo.tasks.InProcess: the
+maze, gymnasium and MuJoCo tasks, and a kind of one's own that extends it).
 
 Same interface and results as `nevo.evaluation.pipeline.AtariEvaluator` (a Population and Episodes in, Results
 out; weights built per slot by nevo.evaluation.slot_weights),

@@ -1,7 +1,7 @@
 """The evaluator: episodes over many emulator slots, with batched inference overlapping emulation.
 
-Interface (narrow and serialisable, so a remote worker can serve it later): the individuals as
-genomes (a Population) plus a list of episodes (individual, episode seed) in; per episode
+Interface (narrow and serialisable, as a cluster's worker serves it too: nevo.cluster): the
+individuals as genomes (a Population) plus a list of episodes (individual, episode seed) in; per episode
 return, length and game frames out. Weights are built here, where they are used
 (nevo.evaluation.slot_weights): on the CPU when an individual's first episode takes a slot.
 

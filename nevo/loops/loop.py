@@ -115,7 +115,7 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
         try:
             run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
         except runs.WriteFailed as e:
-            raise stopped(cfg, cfg.run.out_dir, 0, e) from None
+            raise stopped(cfg.run.out_dir, 0, e) from None
         try:
             owner.claim(run_dir, out.say)
             table = noise.make_table(cfg.run.noise_table_size, cfg.run.noise_seed)
@@ -152,7 +152,7 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
         except BaseException as e:  # a stop or a failed write before or after the generations
             if not (stop.caused(e) or isinstance(e, runs.WriteFailed)):
                 raise
-            raise stopped(cfg, run_dir, finished, e, new=resume_dir is None, unit=step_of.unit) from None
+            raise stopped(run_dir, finished, e, new=resume_dir is None, unit=step_of.unit) from None
         finally:
             owner.release(run_dir)
 

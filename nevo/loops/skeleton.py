@@ -93,7 +93,7 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
         bound_s = None
     except ClusterError as e:  # one line; the last checkpoint is whole
         if stop.caused(e):
-            raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
+            raise stopped(run_dir, saved, e, unit=step.unit) from None
         raise RunStopped(
             f"error: {e}; the run folder holds every generation before {saved}: continue with "
             f"{cli.resume_command(run_dir)} (with --cluster ADDRESS, or on this machine)",
@@ -102,7 +102,7 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
         ) from None
     except EmulatorError as e:  # one line; the last checkpoint is whole
         if stop.caused(e):
-            raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
+            raise stopped(run_dir, saved, e, unit=step.unit) from None
         then = cli.resume_command(run_dir)
         raise RunStopped(
             f"error: {e}; the run folder holds every generation before {saved}: continue with {then}",
@@ -111,14 +111,14 @@ def skeleton(cfg, algo, step, frames: int, wall: float, run_dir: str, out) -> tu
         ) from None
     except BaseException as e:
         if stop.caused(e) or isinstance(e, runs.WriteFailed):
-            raise stopped(cfg, run_dir, saved, e, unit=step.unit) from None
+            raise stopped(run_dir, saved, e, unit=step.unit) from None
         raise
     finally:
         logs.close(bound_s)
     return frames, wall, row
 
 
-def stopped(cfg, run_dir: str, finished: int, cause, new=False, unit="generation") -> RunStopped:
+def stopped(run_dir: str, finished: int, cause, new=False, unit="generation") -> RunStopped:
     """The one line of a run stopped before its budget by a stop signal (nevo.runs.stop.caused) or
     a failed write (runs.WriteFailed), `finished` generations (units) whole in its folder: where it
     stopped and the command that goes on. A new run's folder without config.json holds nothing to
