@@ -1,4 +1,16 @@
-"""Tiny fixtures shared by the tests."""
+"""pytest's hooks and fixtures for the suite (the helpers tests share are tests/helpers.py's), and
+the suite's runner on a 2-core machine: the EARLY processes, started as the session begins, the
+kernels compiled once before the tests, and the BESIDE tests run in a second pytest process at
+the lowest priority, reported in this session.
+
+Why this runner and not pytest-xdist (`-n 2`), which the runner resembles: xdist's workers are
+peers at one priority, and it hands any worker any test (its `--dist loadgroup` keeps a group's
+tests on one worker, but that worker gets others too). Here the second process holds only
+untimed tests, at nice 19, so that the tests that bound a time (a stop within 10 s, a stuck
+worker's deadline) keep the cores as if alone; and the EARLY processes (minutes of the CUDA
+simulator's checks and the kernel report, one subprocess each) start before any test, which no
+xdist option does. What xdist would add, a test's own process on a crash, the suite does not
+need: a test that can kill its process runs its work in a subprocess of its own."""
 
 import importlib
 import os
