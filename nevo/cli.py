@@ -245,6 +245,7 @@ def _preset_defaults(presets: dict, group: str, name: str) -> str:
     """'paper: 1000, rs: 1000, quick: 64' or, where all presets agree, 'default: 1000'."""
     values = {p: getattr(part(c, group) if group else c, name) for p, c in presets.items()
               if hasattr(part(c, group) if group else c, name)}  # fmt: skip
+    values = {p: "none" if v == "" else v for p, v in values.items()}  # (an empty name: none given)
     if len(set(values.values())) == 1:
         return f"default: {next(iter(values.values()))}"
     return ", ".join(f"{p}: {v}" for p, v in values.items())
