@@ -133,7 +133,9 @@ class EnvConfig:
         "docs/architecture.md, Add a task kind): --env then names one of its tasks",
     )
     game: str = setting("frostbite", "Atari game (ale-py ROM id, e.g. frostbite, space_invaders)")
-    frame_cap: int = setting(20_000, "episode cap in game frames (frameskip included)")
+    frame_cap: int = setting(
+        20_000, "episode cap in frames (Atari: game frames, frameskip included; other tasks: agent steps)"
+    )
     noop_max: int = setting(30, "each episode starts with 1..noop_max no-ops, as many as its seed draws")
     start: str = setting(
         "reference",
@@ -186,7 +188,12 @@ class NetConfig:
 @dataclass(frozen=True)
 class RunConfig:
     seed: int = setting(0, "run seed: fixes every random choice of the run")
-    frame_budget: int = setting(1_000_000_000, "stop after this many game frames (all episodes)")
+    frame_budget: int = setting(
+        1_000_000_000,
+        "stop after this many frames, all episodes': game frames on Atari, agent steps on the maze's, "
+        "gymnasium's and MuJoCo's tasks, examples on a data set (what a run's lines and metrics call "
+        "frames)",
+    )
     noise_table_size: int = setting(250_000_000, "float32 N(0,1) numbers in the shared noise table")
     noise_seed: int = setting(42, "seed of the shared noise table")
     env_slots: int = setting(0, "episodes run at once (emulators); 0 = chosen from the machine")
