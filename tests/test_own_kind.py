@@ -146,6 +146,8 @@ def test_nothing_in_nevo_names_it():
             "declares no kind of task (a subclass of nevo.tasks.Kind with a KIND)",
         ),
         ([*ARGV, "--net", "large"], "--net: got 'large', allowed: a net for vectors"),
+        (["--env", "hallway"], "'hallway' is neither an Atari game nor a gymnasium task; try CartPole-v1"),
+        (["--env", "hallway"], "(a kind of task of one's own: --env-module)"),
     ],
 )
 def test_a_bad_module_or_setting_is_one_line(argv, message, tmp_path, capsys):

@@ -142,7 +142,10 @@ def check_registered(env_id: str) -> None:
     if env_id not in known:
         close = difflib.get_close_matches(env_id, known + ["atari", "maze"], n=4, cutoff=0.6)
         hint = f"did you mean {', '.join(close)}?" if close else f"try {', '.join(VECTOR_TASKS[:3])}"
-        raise ConfigError(f"--env: {env_id!r} is neither an Atari game nor a gymnasium task; {hint}")
+        raise ConfigError(
+            f"--env: {env_id!r} is neither an Atari game nor a gymnasium task; {hint} (a kind of task of "
+            "one's own: --env-module)"
+        )
 
 
 def random_actions(rng, k: int, n_actions: int, continuous: bool) -> np.ndarray:
