@@ -73,7 +73,8 @@ def load(module: str) -> None:
     """Import a module of one's own that declares a kind of task (--env-module) once; ConfigError in
     one line where it cannot be imported or declares no kind."""
     mod = import_own(module, "--env-module")
-    if not any(isinstance(v, type) and issubclass(v, Kind) and "KIND" in vars(v) for v in vars(mod).values()):
+    own = [v for v in vars(mod).values() if isinstance(v, type) and v.__module__ == mod.__name__]
+    if not any(issubclass(v, Kind) and "KIND" in vars(v) for v in own):  # (one it imported is not its own)
         raise ConfigError(
             f"--env-module: {module!r} declares no kind of task (a subclass of nevo.tasks.Kind with a KIND)"
         )
