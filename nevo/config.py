@@ -58,7 +58,7 @@ from nevo.settings import (  # noqa: F401 (the settings' primitives, also here f
     typed,
     validate_run,
 )
-from nevo.tasks.kind import as_settings, settings_class
+from nevo.tasks.kind import as_settings, module_for, settings_class
 
 __all__ = ["Config", "ESConfig", "GAConfig", "GANSConfig", "NSESConfig", "NoveltyConfig", "SGDConfig"]
 
@@ -126,8 +126,13 @@ def all_fields(algo: str = DEFAULT, module: str = "", env: type = EnvConfig):
     """(group, field) for every setting an algorithm reads, in --help order; env: the class of the
     task's section (a kind's own Settings: nevo.tasks.kind)."""
     kinds = {"env": env, "net": NetConfig, "run": RunConfig}
+    seen = {}
     for group in groups(algo, module):
         for f in fields(kinds.get(group) or declaration(algo, module).settings):
+            if f.name in seen:  # (a kind's or an algorithm's own setting named as another section's)
+                raise ConfigError(f"settings: {f.name!r} is a setting of both the {seen[f.name]} and the "
+                                  f"{group} sections; one of one's own needs a name of its own")  # fmt: skip
+            seen[f.name] = group
             yield group, f
 
 
@@ -211,7 +216,10 @@ def weights_resolved(cfg):
 def override(cfg, values: dict):
     """Return cfg with {field name: value} replaced, each name looked up in the groups of cfg's
     algorithm (population, sigma, ...: its own section)."""
-    # the task's section as its kind has it: where values name another task, that kind's class
+    # the task's section as its kind has it: where values name another task, that kind's class (and
+    # no module of one's own that the new task's kind does not come from)
+    if "env" in values and "env_module" not in values and cfg.env.env_module:
+        values = {**values, "env_module": module_for(values["env"], cfg.env.env_module)}
     env = settings_class(values.get("env", cfg.env.env), values.get("env_module", cfg.env.env_module))
     cfg = replace(cfg, env=as_settings(cfg.env, env))
     # each name's attribute of cfg: env, net, run, or settings (the algorithm's own section)

@@ -117,6 +117,38 @@ def test_a_run_of_a_kind_this_process_knows_saves_its_module(tmp_path):
         assert json.load(f)["env"]["env_module"] == MODULE
 
 
+def test_a_kind_that_extends_one_of_nevos_takes_its_own_name_only():
+    """A subclass of gymnasium's kind (the catch-all) with a KIND of its own takes that name, not
+    every name its parent takes."""
+    from nevo.tasks import GymTask
+
+    class Wrapped(GymTask):
+        KIND = "wrapped-cartpole"
+
+    assert tasks.kind_of(EnvConfig(env="wrapped-cartpole")) is Wrapped
+    for name, kind in (("atari", "AtariGame"), ("maze", "Maze"), ("CartPole-v1", "GymTask")):
+        assert tasks.kind_of(EnvConfig(env=name)).__name__ == kind, name
+
+
+def test_a_run_switched_to_one_of_nevos_tasks_keeps_no_module():
+    """override to a gymnasium id from a corridor's settings: EnvConfig again, no --env-module."""
+    from nevo import config
+
+    cfg = config.override(config.Config(), {"env": "corridor", "env_module": MODULE, "length": 5})
+    assert cfg.env.length == 5 and cfg.env.env_module == MODULE
+    cfg = config.override(cfg, {"env": "CartPole-v1"})
+    assert type(cfg.env) is EnvConfig and cfg.env.env_module == ""
+
+
+def test_a_setting_of_its_own_named_as_another_sections_is_one_line(tmp_path, capsys):
+    mine = tmp_path / "clash.py"
+    source = open(MODULE).read().replace('KIND, LABEL = "corridor"', 'KIND, LABEL = "clash"')
+    mine.write_text(source.replace("    length: int = setting(11,", "    seed: int = setting(11,"))
+    assert train(["--env-module", str(mine), "--env", "clash", "--out-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "'seed' is a setting of both the env and the run sections" in err and err.count("\n") == 1, err
+
+
 def test_nothing_in_nevo_names_it():
     """A new kind touches its own file: no file of the installed package names the corridor's
     class, its kind or its module (the maze's "east corridor" is a wall's, not this)."""

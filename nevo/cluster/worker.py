@@ -63,6 +63,8 @@ class Setup(WorkerPlugin):
 
     def __init__(self, name, cfg, task, ref_batch, population, bases, behaviours, expected, cores):
         self.name = name  # unique per run: several runs may share one cluster
+        # (cfg before task: unpickled first, its config rebuilt through from_dict imports a module
+        # of one's own, --env-module or --algo-module, in which the task's class is then found)
         self.cfg, self.task, self.ref_batch = cfg, task, ref_batch
         self.population, self.bases, self.behaviours = population, bases, behaviours
         self.expected = expected  # the driver's fingerprint

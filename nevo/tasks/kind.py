@@ -32,10 +32,13 @@ kind of one's own may take a name before nevo's own do.
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 
-from nevo.settings import ConfigError, EnvConfig, import_own, imported
+from nevo.settings import ConfigError, EnvConfig, import_own, imported, is_path
 
 _REGISTRY: list[type] = []  # every kind, in the order their classes were made
+_WARNED: set = set()  # kinds of a script's own, said once
 
 
 class Kind:
@@ -51,6 +54,8 @@ class Kind:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "KIND" in vars(cls):
+            if "matches" not in vars(cls):  # its own name, not the names of the kind it extends
+                cls.matches = classmethod(_own_name)
             _REGISTRY.append(cls)
 
     @classmethod
@@ -64,6 +69,10 @@ class Kind:
         return env_cfg
 
 
+def _own_name(cls, env: str) -> bool:
+    return env == cls.KIND
+
+
 def kinds() -> tuple[type, ...]:
     """Every kind known now, in the order they were made (nevo's own first)."""
     return tuple(_REGISTRY)
@@ -73,8 +82,11 @@ def load(module: str) -> None:
     """Import a module of one's own that declares a kind of task (--env-module) once; ConfigError in
     one line where it cannot be imported or declares no kind."""
     mod = import_own(module, "--env-module")
-    own = [v for v in vars(mod).values() if isinstance(v, type) and v.__module__ == mod.__name__]
-    if not any(issubclass(v, Kind) and "KIND" in vars(v) for v in own):  # (one it imported is not its own)
+
+    def its_own(v) -> bool:  # (a kind it imported from elsewhere is not its own; one of its package's is)
+        return isinstance(v, type) and (v.__module__ + ".").startswith(mod.__name__ + ".")
+
+    if not any(its_own(v) and issubclass(v, Kind) and "KIND" in vars(v) for v in vars(mod).values()):
         raise ConfigError(
             f"--env-module: {module!r} declares no kind of task (a subclass of nevo.tasks.Kind with a KIND)"
         )
@@ -99,6 +111,11 @@ def normalize_env(env_cfg: EnvConfig) -> EnvConfig:
     kind = kind_of(env_cfg)
     env_cfg = kind.normalize(env_cfg)
     module = module_of(kind)
+    if kind.__module__ == "__main__" and kind not in _WARNED:
+        _WARNED.add(kind)
+        print(f"note: the kind of task {kind.__name__} is defined in __main__; a new process (--resume, "
+              "replay, a cluster's workers) cannot import it: declare it in a module (--env-module)",
+              file=sys.stderr)  # fmt: skip
     return dataclasses.replace(env_cfg, env_module=module) if module and not env_cfg.env_module else env_cfg
 
 
@@ -110,6 +127,20 @@ def module_of(kind: type) -> str:
     if name == "nevo" or name.startswith("nevo.") or name == "__main__":
         return ""
     return next((path for path, mod in imported().items() if mod.__name__ == name), name)
+
+
+def module_for(env: str, env_module: str) -> str:
+    """env_module where the kind that takes --env env is declared by it, else "" (a run switched to
+    one of nevo's tasks keeps no module it does not need)."""
+    if not env_module:
+        return ""
+    load(env_module)
+    return env_module if module_of(kind_of(EnvConfig(env=env))) == module_of_name(env_module) else ""
+
+
+def module_of_name(env_module: str) -> str:
+    """env_module as module_of names a kind's module (a file's path made absolute)."""
+    return os.path.abspath(env_module) if is_path(env_module) else env_module
 
 
 def settings_class(env: str, env_module: str = "") -> type:
