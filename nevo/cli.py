@@ -340,7 +340,7 @@ def parse_args(argv, description: str = "", command: str = DEFAULT, command_modu
         )
     env = settings_class(known.env, known.env_module) if known.env and not known.resume else EnvConfig
     args = build_parser(description, presets, algo, module, env).parse_args(argv)
-    cfg = _config_of(args, presets, saved_config(args.resume) if args.resume else None)
+    cfg = _config_of(args, presets, saved_config(args.resume) if args.resume else None, env)
     task = check(cfg)
     cluster = None
     if args.cluster:
@@ -359,16 +359,11 @@ def saved_config(run_dir: str):
     return load(path)
 
 
-def _config_of(args, presets, saved=None) -> Config:
-    """The config of parsed args, not yet checked; saved: the run folder's config, on resume."""
+def _config_of(args, presets, saved=None, env: type = EnvConfig) -> Config:
+    """The config of parsed args, not yet checked; saved: the run folder's config, on resume; env:
+    the class of the task's section the parser was built for (on resume, the saved one's)."""
     algo, module = args.algo, args.algo_module
-    env = (
-        type(saved.env)
-        if saved
-        else settings_class(args.env, args.env_module or "")
-        if args.env
-        else EnvConfig
-    )
+    env = type(saved.env) if saved else env
     fields_ = all_fields(
         *((saved.algo, saved.algo_module) if saved else (algo or next(iter(presets.values())).algo, module)),
         env,

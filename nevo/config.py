@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-import os
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -49,7 +48,7 @@ from nevo.settings import (  # noqa: F401 (the settings' primitives, also here f
     RunConfig,
     as_numbers,
     flag,
-    is_path,
+    own_name,
     raised,
     read_json,
     require,
@@ -79,8 +78,7 @@ class Config:
     algo_module: str = ""  # a module of one's own that declares algo: a .py file or a module name
 
     def __post_init__(self):
-        if is_path(self.algo_module):  # found again from any folder: --resume, replay, workers
-            object.__setattr__(self, "algo_module", os.path.abspath(self.algo_module))
+        object.__setattr__(self, "algo_module", own_name(self.algo_module))
         kind = declaration(self.algo, self.algo_module).settings
         if self.settings is None:
             object.__setattr__(self, "settings", kind())

@@ -34,6 +34,12 @@ def is_path(module: str) -> bool:
     return module.endswith(".py") or os.sep in module
 
 
+def own_name(module: str) -> str:
+    """A module of one's own as one name, however it was given: a file's absolute path (found
+    again from any folder: --resume, replay, a cluster's workers), or a dotted module name."""
+    return os.path.abspath(module) if is_path(module) else module
+
+
 _IMPORTED: dict[str, object] = {}  # a module of one's own, its path made absolute -> the module
 
 
@@ -47,7 +53,7 @@ def import_own(module: str, flag: str):
     """Import a module of one's own once: a .py file's path (under a module name of its own, so that
     two files of the same name do not meet) or a dotted module name. ConfigError in one line naming
     `flag` where it cannot be imported."""
-    module = os.path.abspath(module) if is_path(module) else module  # one module, however it is named
+    module = own_name(module)
     if module in _IMPORTED:
         return _IMPORTED[module]
     try:
@@ -159,8 +165,7 @@ class EnvConfig:
     )
 
     def __post_init__(self):
-        if is_path(self.env_module):  # found again from any folder: --resume, replay, workers
-            object.__setattr__(self, "env_module", os.path.abspath(self.env_module))
+        object.__setattr__(self, "env_module", own_name(self.env_module))
 
 
 @dataclass(frozen=True)

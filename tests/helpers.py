@@ -57,6 +57,15 @@ def run_folder(main, argv, out) -> str:
     return folder
 
 
+def resume_in_a_new_process(folder: str, argv) -> None:
+    """`nevo train --resume folder *argv` in a new process, which knows a module of one's own (an
+    algorithm's, a kind of task's) only from the run's config.json; it must finish."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cmd = [sys.executable, "-m", "nevo", "train", "--resume", folder, *argv]
+    done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def metrics_without_clock(folder) -> list[dict]:
     """A run's metrics without wall-clock fields (wall_s and every perf/ field) and without what
     a Dask cluster adds (cluster/ fields: bytes, chunks, workers)."""

@@ -15,7 +15,7 @@ import pytest
 import nevo
 from nevo import command, runs
 from tests.dask_procs import ROOT
-from tests.helpers import metrics_without_clock, run_folder
+from tests.helpers import metrics_without_clock, resume_in_a_new_process, run_folder
 
 MODULE = os.path.join(ROOT, "tests", "algorithms", "one_plus_lambda.py")
 ARGV = ["--algo-module", MODULE, "--algo", "one-plus-lambda", "--env", "CartPole-v1", "--lam", "6",
@@ -78,9 +78,7 @@ def test_it_resumes_exactly_in_a_new_process(reference, tmp_path):
     knows the algorithm only from config.json; its extension counts on from the checkpoint."""
     folder = run_folder(train, [*ARGV, "--frame-budget", "4000"], tmp_path)
     assert len(runs.read_metrics(folder)) < len(runs.read_metrics(reference))
-    cmd = [sys.executable, "-m", "nevo", "train", "--resume", folder, *BUDGET]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
+    resume_in_a_new_process(folder, BUDGET)
     assert metrics_without_clock(folder) == metrics_without_clock(reference)
     name = "parent_changes.json"
     with open(os.path.join(folder, name)) as f, open(os.path.join(reference, name)) as g:

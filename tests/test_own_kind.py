@@ -20,7 +20,7 @@ from nevo.config import EnvConfig
 from nevo.evaluation import setup
 from nevo.evaluation.in_process import InProcessEvaluator
 from tests.dask_procs import ROOT
-from tests.helpers import metrics_without_clock, run_folder
+from tests.helpers import metrics_without_clock, resume_in_a_new_process, run_folder
 
 MODULE = os.path.join(ROOT, "tests", "kinds", "corridor.py")
 ARGV = ["--env-module", MODULE, "--env", "corridor", "--length", "9", "--preset", "paper",
@@ -66,9 +66,7 @@ def test_it_resumes_exactly_in_a_new_process(reference, tmp_path):
     kind only from config.json."""
     folder = run_folder(train, [*ARGV, "--frame-budget", "2500"], tmp_path)
     assert len(runs.read_metrics(folder)) < len(runs.read_metrics(reference))
-    cmd = [sys.executable, "-m", "nevo", "train", "--resume", folder, *BUDGET]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
+    resume_in_a_new_process(folder, BUDGET)
     assert metrics_without_clock(folder) == metrics_without_clock(reference)
 
 

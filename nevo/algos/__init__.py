@@ -22,13 +22,11 @@ cluster's workers find it again.
 
 from __future__ import annotations
 
-import os
-
 from nevo.algos import es, ga, ns, sgd
 from nevo.algos.contract import Algorithm
 from nevo.algos.declaration import Declaration
 from nevo.algos.ranking import fitness_order
-from nevo.settings import ConfigError, import_own, is_path
+from nevo.settings import ConfigError, import_own, own_name
 
 __all__ = [
     "NAMES",
@@ -70,7 +68,7 @@ def load_module(module: str) -> tuple[str, ...]:
     """Import a module of one's own (a .py file's path, or a dotted module name) once and add its
     DECLARATIONS to the registry; returns the names it declares. ConfigError, in one line, when
     it cannot be imported, declares nothing, or declares a name nevo (or another module) has."""
-    module = os.path.abspath(module) if is_path(module) else module  # one module, however it is named
+    module = own_name(module)
     if module in _LOADED:
         return _LOADED[module]
     mod = import_own(module, "--algo-module")

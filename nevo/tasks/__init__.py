@@ -226,7 +226,6 @@ class MuJoCo(GymTask):
     (Conti et al. 2018's for the humanoid)."""
 
     KIND, LABEL = "mujoco", "MuJoCo"
-    CATCH_ALL = False
     # Salimans et al. 2017 discretised the actions of the hopping and swimming tasks for ES, for
     # exploration (their section 4.1): with tanh actions ES stalls on Hopper-v5 at standing still
     # (~1,180; docs/mujoco.md), with 10 bins per component it reaches ~3,370 (nevo.algos.es).

@@ -32,13 +32,13 @@ kind of one's own may take a name before nevo's own do.
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 
-from nevo.settings import ConfigError, EnvConfig, import_own, imported, is_path
+from nevo.settings import ConfigError, EnvConfig, import_own, imported, own_name
 
 _REGISTRY: list[type] = []  # every kind, in the order their classes were made
 _WARNED: set = set()  # kinds of a script's own, said once
+_LOADED: set = set()  # modules of one's own (own_name) checked to declare a kind
 
 
 class Kind:
@@ -81,6 +81,8 @@ def kinds() -> tuple[type, ...]:
 def load(module: str) -> None:
     """Import a module of one's own that declares a kind of task (--env-module) once; ConfigError in
     one line where it cannot be imported or declares no kind."""
+    if own_name(module) in _LOADED:  # (kind_of asks on every call: the module's check is done once)
+        return
     mod = import_own(module, "--env-module")
 
     def its_own(v) -> bool:  # (a kind it imported from elsewhere is not its own; one of its package's is)
@@ -90,6 +92,7 @@ def load(module: str) -> None:
         raise ConfigError(
             f"--env-module: {module!r} declares no kind of task (a subclass of nevo.tasks.Kind with a KIND)"
         )
+    _LOADED.add(own_name(module))
 
 
 def kind_of(env_cfg: EnvConfig) -> type:
@@ -135,12 +138,7 @@ def module_for(env: str, env_module: str) -> str:
     if not env_module:
         return ""
     load(env_module)
-    return env_module if module_of(kind_of(EnvConfig(env=env))) == module_of_name(env_module) else ""
-
-
-def module_of_name(env_module: str) -> str:
-    """env_module as module_of names a kind's module (a file's path made absolute)."""
-    return os.path.abspath(env_module) if is_path(env_module) else env_module
+    return env_module if module_of(kind_of(EnvConfig(env=env))) == own_name(env_module) else ""
 
 
 def settings_class(env: str, env_module: str = "") -> type:
