@@ -312,7 +312,7 @@ def chaos_run(name, flags, budget, again, kinds, faults: int, rng, root: str, di
         said, pid, ends = f"{name}: {kind}", proc.p.pid, True
         kids = []
         if kind.startswith(("sigkill child", "sigstop child")):
-            kids = children(pid, "emulator_worker") if name == "atari" else dask_workers(pid)
+            kids = children(pid, "nevo.atari.worker") if name == "atari" else dask_workers(pid)
             if not kids:  # (a Dask worker its nanny is starting again): another moment
                 continue
         counts.fault(kind)

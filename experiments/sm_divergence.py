@@ -36,7 +36,7 @@ from nevo.nets.kernels import make_policy
 def record(cfg, spec, weights, n_record: int, seed: int) -> np.ndarray:
     """(<= n_record, C, H, W) observations of one greedy episode of weights (at most the run's
     frame cap of steps), kept by a seeded reservoir."""
-    from nevo.evaluation.slot_weights import PooledWeights
+    from nevo.episodes.weights import PooledWeights
     from nevo.genomes.noise import WeightBuilder
 
     task = tasks.task_for(cfg.env)
@@ -47,7 +47,7 @@ def record(cfg, spec, weights, n_record: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng([seed, 0x5AFE])
     kept, seen = [], 0
     if isinstance(task, tasks.AtariGame):
-        from nevo.tasks.atari_emulator import AtariEmulator
+        from nevo.atari.emulator import AtariEmulator
 
         env = AtariEmulator(cfg.env.game, cfg.env.frameskip, cfg.env.frame_cap)
         obs = np.zeros((1, *task.obs_shape), np.uint8)

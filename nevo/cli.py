@@ -35,8 +35,8 @@ from nevo.config import (
     validate,
     vbn_conflict,
 )
+from nevo.kinds import settings_class
 from nevo.nets.half import format_of
-from nevo.tasks.kind import settings_class
 
 
 def presets_of(algo: str, module: str = "") -> dict[str, Config]:
@@ -95,7 +95,7 @@ def apply_defaults(cfg, given=(), task_defaults=True, kind=None):
     its name does not say it (a data set of one's own: the DataSet).
 
     A setting's value, in this order, the later winning: the algorithm's settings class; the
-    preset (cfg as given here); the kind's own DEFAULTS (nevo.tasks.kind), then the declaration's
+    preset (cfg as given here); the kind's own DEFAULTS (nevo.kinds), then the declaration's
     values for the task's kind, unless the preset is made for that task; the user's flag or
     argument (`given`)."""
     cfg = replace(cfg, env=tasks.normalize_env(cfg.env))

@@ -31,6 +31,7 @@ from nevo.algos.ns import BEFORE_OWN_SECTIONS
 from nevo.algos.ns_settings import GANSConfig, NoveltyConfig, NSESConfig
 from nevo.algos.sgd import SGDConfig
 from nevo.genomes.operators import mutation
+from nevo.kinds import as_settings, module_for, settings_class
 from nevo.nets import NAMED_LAYERS, layers_of
 from nevo.nets.half import CHOICES as WEIGHT_CHOICES
 from nevo.nets.half import format_of
@@ -57,7 +58,6 @@ from nevo.settings import (  # noqa: F401 (the settings' primitives, also here f
     typed,
     validate_run,
 )
-from nevo.tasks.kind import as_settings, module_for, settings_class
 
 __all__ = ["Config", "ESConfig", "GAConfig", "GANSConfig", "NSESConfig", "NoveltyConfig", "SGDConfig"]
 
@@ -122,7 +122,7 @@ def part(cfg, group: str):
 
 def all_fields(algo: str = DEFAULT, module: str = "", env: type = EnvConfig):
     """(group, field) for every setting an algorithm reads, in --help order; env: the class of the
-    task's section (a kind's own Settings: nevo.tasks.kind)."""
+    task's section (a kind's own Settings: nevo.kinds)."""
     kinds = {"env": env, "net": NetConfig, "run": RunConfig}
     seen = {}
     for group in groups(algo, module):

@@ -17,7 +17,7 @@ def device_build_matches_host_build(rng, full):
     fresh networks, copies and children of seed-list parents (GA), theta +- sigma eps (ES);
     a builder with a host-side fold builds on the host."""
     from nevo.episodes import Population
-    from nevo.evaluation.slot_weights import AllWeights, for_device
+    from nevo.episodes.weights import AllWeights, for_device
     from nevo.genomes.cuda_build import DeviceWeights
     from nevo.genomes.noise import WeightBuilder
 

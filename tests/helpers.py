@@ -12,13 +12,13 @@ import numpy as np
 
 from nevo import runs
 from nevo.algos import declaration
+from nevo.atari.game import NOOP, noop_count
 from nevo.config import Config, EnvConfig, ESConfig, GAConfig, GANSConfig, NSESConfig
 from nevo.episodes import Episodes
-from nevo.evaluation.slot_weights import PooledWeights
+from nevo.episodes.weights import PooledWeights
 from nevo.genomes.noise import WeightBuilder
 from nevo.nets import make_spec, net_spec
 from nevo.nets.kernels import cpu, reference
-from nevo.tasks.envs import NOOP, noop_count
 from nevo.tasks.supervised import DataSet
 
 # Runs and weights
@@ -27,7 +27,7 @@ from nevo.tasks.supervised import DataSet
 def RowsAreIndividuals():  # noqa: N802 (the tests' name for it)
     """An evaluator's weights for stand-in policies that need none: the policy is handed each
     slot's individual itself as its row."""
-    from nevo.evaluation.slot_weights import GivenRows
+    from nevo.episodes.weights import GivenRows
 
     return GivenRows()
 

@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from nevo.config import EnvConfig
-from nevo.tasks.atari_emulator import (
+from nevo.atari.emulator import (
     PLAYING,
     RELOAD_GAMES,
     TERMINATED,
@@ -14,7 +13,8 @@ from nevo.tasks.atari_emulator import (
     area_table,
     resize_area,
 )
-from nevo.tasks.envs import make_atari
+from nevo.atari.game import make_atari
+from nevo.config import EnvConfig
 
 # Table 1 of Such et al. 2017 (the Deep GA), then the games nevo's tests and benchmarks use.
 GAMES = ("amidar", "assault", "asterix", "asteroids", "atlantis", "enduro", "frostbite", "gravitar",
@@ -352,7 +352,7 @@ def test_a_game_that_must_reload_starts_each_episode_by_the_reload(monkeypatch):
     """The fallback for a game whose restored state would not replay a seeded reset (RELOAD_GAMES,
     empty today): forced onto Frostbite, both starts still give the vector env's and the
     reference's episodes bit for bit, and no state is restored."""
-    from nevo.tasks import atari_emulator
+    from nevo.atari import emulator as atari_emulator
 
     monkeypatch.setattr(atari_emulator, "RELOAD_GAMES", frozenset({"frostbite"}))
     restored = []

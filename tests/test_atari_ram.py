@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from ale_py import roms
 
+from nevo.atari.evaluator import AtariEvaluator
+from nevo.atari.game import NOOP, make_atari, noop_count
 from nevo.episodes import Episodes
-from nevo.evaluation.pipeline import AtariEvaluator
-from nevo.tasks.envs import NOOP, make_atari, noop_count
 from tests.helpers import CFG, FakePolicy, RowsAreIndividuals, policy
 
 SCREEN = {"img_height": 210, "img_width": 160, "stack_num": 1, "maxpool": False}  # ALE's own screen

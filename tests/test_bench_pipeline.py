@@ -7,11 +7,11 @@ import psutil
 import pytest
 
 from experiments.bench import bench_pipeline
+from nevo.atari import worker as emulator_worker
+from nevo.atari.emulator import FRAME, STACK, AtariEmulator
+from nevo.atari.pool import EmulatorPool
 from nevo.config import EnvConfig
 from nevo.roofline import emulators
-from nevo.tasks import emulator_worker
-from nevo.tasks.atari_emulator import FRAME, STACK, AtariEmulator
-from nevo.tasks.emulator_pool import EmulatorPool
 
 
 def children(marker: str) -> list:

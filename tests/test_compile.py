@@ -36,7 +36,7 @@ def test_check_names_each_kernel_that_had_to_compile(tmp_path):
     check = _compile("--check", "--only", "small", NUMBA_CACHE_DIR=str(tmp_path))
     assert check.returncode == 1 and check.stdout == ""
     assert check.stderr.strip() == (
-        "nevo compile --check: not in Numba's cache: nevo.tasks.atari_emulator.push_frame, "
+        "nevo compile --check: not in Numba's cache: nevo.atari.emulator.push_frame, "
         "nevo.algos.novelty._knn_kernel"
     )
 

@@ -302,7 +302,7 @@ def test_atari_emulator_processes_are_processes_and_the_old_threads_flag_is_read
     from dataclasses import replace
 
     from nevo import config as config_module
-    from nevo.evaluation.pipeline import layout
+    from nevo.atari.evaluator import layout
 
     cfg = parse_args(["--game", "frostbite", "--processes", "3"], "").cfg
     assert (cfg.run.processes, cfg.run.threads) == (3, 0) and capsys.readouterr().err == ""

@@ -11,10 +11,10 @@ import pytest
 from nevo import config
 from nevo.algos import NAMES, NOVELTY, OWN, REGISTRY, bases_of, declaration, make_algo
 from nevo.algos.contract import Algorithm
+from nevo.atari.evaluator import AtariEvaluator
 from nevo.cluster.evaluator import ClusterEvaluator
 from nevo.episodes import Evaluator
 from nevo.evaluation.in_process import InProcessEvaluator
-from nevo.evaluation.pipeline import AtariEvaluator
 from nevo.evaluation.supervised import SupervisedEvaluator
 from tests.helpers import BEHAVIOUR, tiny_config
 
@@ -57,11 +57,12 @@ NAME_SWITCHES = re.compile(
 
 
 def test_the_loop_and_the_evaluators_know_no_algorithm_by_name():
-    """Under nevo/loops, nevo/runs and nevo/evaluation nothing switches on an algorithm's name:
-    they ask its declaration (nevo.algos.declaration) or the contract."""
+    """Under nevo/loops, nevo/runs, the evaluators (nevo/evaluation, nevo/atari, nevo/cluster) and
+    their toolkit (nevo/episodes) nothing switches on an algorithm's name: they ask its declaration
+    (nevo.algos.declaration) or the contract."""
     root = os.path.join(os.path.dirname(__file__), "..", "nevo")
     found = []
-    for sub in ("loops", "runs", "evaluation"):
+    for sub in ("loops", "runs", "evaluation", "atari", "cluster", "episodes"):
         for f in sorted(os.listdir(os.path.join(root, sub))):
             if f.endswith(".py"):
                 for n, line in enumerate(open(os.path.join(root, sub, f)), 1):
@@ -112,7 +113,7 @@ PIPELINE_SWITCHES = re.compile(r"\b(pipeline|pipe)\s*(==|!=)|(==|!=)\s*\"(overla
 
 
 def test_no_code_outside_a_pipeline_tests_a_pipelines_name():
-    """A pipeline says what is its own (nevo.evaluation.pipeline.PIPELINES: its layout, what its
+    """A pipeline says what is its own (nevo.atari.evaluator.PIPELINES: its layout, what its
     pool needs, whether this process steps the emulators, its figures): nothing in nevo/ compares a
     pipeline's name."""
     root = os.path.join(os.path.dirname(__file__), "..", "nevo")

@@ -13,8 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from nevo.tasks.atari_emulator import AtariEmulator
-from nevo.tasks.emulator_pool import EmulatorError, EmulatorPool
+from nevo.atari.emulator import AtariEmulator
+from nevo.atari.pool import EmulatorError, EmulatorPool
 from tests.helpers import Forever, alive, default_sigint, survivors_of_a_killed_owner
 
 
@@ -114,7 +114,7 @@ def test_workers_ignore_ctrl_c_and_end_with_the_pool():
 OWNER = textwrap.dedent("""
     import sys, time
     import numpy as np
-    from nevo.tasks.emulator_pool import EmulatorPool
+    from nevo.atari.pool import EmulatorPool
     pool = EmulatorPool("frostbite", 4, 20_000, 4, 2)
     print(*[p.pid for p in pool.procs], flush=True)
     while True:  # stepping when it is killed
@@ -163,8 +163,8 @@ def test_a_stop_mid_read_loses_no_answer_and_never_hangs(where, monkeypatch):
     """SIGTERM (nevo's handlers installed, as in a run) landing inside the read of an answer
     stops the waiting at once, after the answer is read and recorded: the drain that follows
     needs no bound (nothing was lost) and the pipes keep their framing (the pool steps on)."""
+    from nevo.atari import pool as emulator_pool
     from nevo.runs import stop
-    from nevo.tasks import emulator_pool
 
     pool = EmulatorPool("pong", 4, 20_000, 4, 2)
     fired = []
@@ -208,7 +208,7 @@ def test_a_stop_mid_read_loses_no_answer_and_never_hangs(where, monkeypatch):
 def test_a_drain_gives_up_on_a_worker_that_stopped_answering():
     """A worker stopped (SIGSTOP) while a step is in flight: the drain ends after its bound,
     killing the workers; the next command is one line, never a hang."""
-    from nevo.tasks import emulator_pool
+    from nevo.atari import pool as emulator_pool
 
     pool = EmulatorPool("pong", 4, 20_000, 2, 2)
     try:
@@ -257,7 +257,7 @@ def test_a_dead_worker_halts_the_others_at_once():
 def test_a_pool_that_cannot_start_is_one_line_and_leaves_no_process(what, code, says, monkeypatch):
     """No memory, no file descriptors, no process for the second worker: an EmulatorError of one
     line naming the cause and its remedy; the worker that did start is gone."""
-    from nevo.tasks import emulator_pool
+    from nevo.atari import pool as emulator_pool
 
     started = []
     if what == "Popen":
@@ -285,7 +285,7 @@ def test_a_pool_that_cannot_start_is_one_line_and_leaves_no_process(what, code, 
 
 CTRL_C_AT_START = textwrap.dedent("""
     import os, signal, subprocess, threading
-    from nevo.tasks.emulator_pool import EmulatorPool
+    from nevo.atari.pool import EmulatorPool
     real, started = subprocess.Popen, []
 
     def popen(*args, **kwargs):  # Ctrl-C at the terminal (SIGINT to the whole foreground process
@@ -333,7 +333,7 @@ def test_first_done_takes_the_ready_step_not_the_oldest():
     younger one at once (waiting on the oldest, as wait does, would hang until SIGCONT); both once
     the worker goes on; a worker silent past STEP_BOUND_S is one line naming it, while the other
     answers."""
-    from nevo.tasks import emulator_pool
+    from nevo.atari import pool as emulator_pool
 
     pool = EmulatorPool("pong", 4, 20_000, 4, 2)
     try:
@@ -373,7 +373,7 @@ def test_a_driver_paused_past_the_bound_is_not_a_stuck_worker():
     """Steps sent, then the driver away for longer than STEP_BOUND_S (Ctrl-Z and fg, swap, a
     debugger) while its workers answered: first_done takes the answers waiting in the pipes, and
     wait too, with no error."""
-    from nevo.tasks import emulator_pool
+    from nevo.atari import pool as emulator_pool
 
     pool = EmulatorPool("pong", 4, 20_000, 4, 2)
     emulator_pool.STEP_BOUND_S, saved = 0.5, emulator_pool.STEP_BOUND_S
@@ -428,7 +428,7 @@ def test_an_answer_is_read_whole_or_its_stopped_sender_named_within_the_bound():
     import threading
     from multiprocessing.connection import Connection
 
-    from nevo.tasks.emulator_pool import recv_within
+    from nevo.atari.pool import recv_within
 
     a, b = socket.socketpair()
     mine, theirs = Connection(a.detach()), Connection(b.detach())

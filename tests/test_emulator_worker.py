@@ -1,4 +1,4 @@
-"""The emulator pool's worker process (nevo.tasks.emulator_worker), on its own: how it ends when
+"""The emulator pool's worker process (nevo.atari.worker), on its own: how it ends when
 the process that drives it is gone."""
 
 import subprocess
@@ -8,7 +8,7 @@ import textwrap
 DRIVER_GONE_AT_READY = textwrap.dedent("""
     import os, pickle, socket
     from multiprocessing.connection import Connection
-    from nevo.tasks.emulator_worker import Shared, serve
+    from nevo.atari.worker import Shared, serve
     fd = os.memfd_create("shared")
     os.ftruncate(fd, Shared.nbytes(1))
     driver, worker = socket.socketpair()

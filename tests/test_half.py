@@ -10,7 +10,7 @@ import pytest
 
 from nevo import config
 from nevo.episodes import Population
-from nevo.evaluation.slot_weights import AllWeights, PooledWeights
+from nevo.episodes.weights import AllWeights, PooledWeights
 from nevo.genomes.noise import ROUND_ROWS, WeightBuilder
 from nevo.nets import half, init_scale
 from nevo.nets.kernels import cpu, reference

@@ -205,3 +205,20 @@ def test_no_test_module_imports_another():
                     if node.module != own:
                         found.append(f"{own}:{node.lineno}: from {node.module}")
     assert not found, found
+
+
+def test_the_tasks_load_atari_s_kind_alone_and_a_data_set_is_found_without_ale_py():
+    """nevo.tasks registers Atari's kind by importing nevo.atari, which imports the kind alone (the
+    evaluator, its pool and the CPU forward stay unloaded until an evaluator is made); and the
+    registry asks the data set's kind before Atari's, so `--env mnist` loads no emulator (Atari's
+    matcher reads ale-py's ROM list)."""
+    code = (
+        "import sys\n"
+        "from nevo import tasks\n"
+        "from nevo.settings import EnvConfig\n"
+        "assert tasks.kind_of(EnvConfig(env='mnist')) is tasks.Supervised\n"
+        "print(sorted(m for m in sys.modules if m.startswith('nevo.atari') or m == 'ale_py'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == "['nevo.atari', 'nevo.atari.game']", out.stdout

@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 
 from nevo import nets
+from nevo.atari.emulator import FRAME, STACK, AtariEmulator
+from nevo.atari.evaluator import AtariEvaluator
+from nevo.atari.game import atari_actions
+from nevo.atari.in_worker import ASK, EpisodePlayer, read_answer
+from nevo.atari.pool import EmulatorError, EmulatorPool
 from nevo.config import EnvConfig
 from nevo.episodes import Episodes, Population
-from nevo.evaluation.in_worker import ASK, EpisodePlayer, read_answer
-from nevo.evaluation.pipeline import AtariEvaluator
-from nevo.evaluation.slot_weights import PooledWeights
+from nevo.episodes.weights import PooledWeights
 from nevo.genomes import noise
 from nevo.nets.kernels import make_policy
-from nevo.tasks.atari_emulator import FRAME, STACK, AtariEmulator
-from nevo.tasks.emulator_pool import EmulatorError, EmulatorPool
-from nevo.tasks.envs import atari_actions
 from tests.helpers import Forever, RowsAreIndividuals, survivors_of_a_killed_owner
 
 CFG = EnvConfig(game="frostbite", frame_cap=400)
@@ -182,7 +182,7 @@ OWNER = textwrap.dedent("""
     from nevo import nets
     from nevo.config import EnvConfig
     from nevo.episodes import Episodes
-    from nevo.evaluation.pipeline import AtariEvaluator
+    from nevo.atari.evaluator import AtariEvaluator
     from nevo.nets.kernels import make_policy
     from tests.test_in_worker import SPEC, fresh
     pop, weights = fresh(np.float16)
@@ -214,8 +214,8 @@ def test_a_worker_that_stops_answering_is_one_line_in_every_pipeline(pipeline, m
     an episode; in a run 60 s, and for an episode its frames at 50 frames/s or 4x at the slowest
     frames/s seen, at least 3 min) the run is an EmulatorError of one line naming the process,
     and close() leaves no process."""
-    from nevo.evaluation import pipeline as pipeline_module
-    from nevo.tasks import emulator_pool
+    from nevo.atari import evaluator as pipeline_module
+    from nevo.atari import pool as emulator_pool
     from tests.helpers import FakePolicy
 
     bound = 5 if pipeline == "workers" else 2  # (a whole episode: up to 2,000 frames here)
@@ -251,7 +251,7 @@ def test_a_worker_that_stops_answering_is_one_line_in_every_pipeline(pipeline, m
 def test_an_episodes_bound_follows_its_cap_and_the_slowest_rate():
     """The cap's frames at 50 frames/s, or 4x at the slowest frames/s seen where that is longer,
     never below 3 min, with no ceiling: a test episode's 400,000 frames may take 2.2 h."""
-    from nevo.evaluation.pipeline import episode_bound
+    from nevo.atari.evaluator import episode_bound
 
     assert episode_bound(20_000, 10_000.0) == 400.0
     assert episode_bound(5_000, 10_000.0) == 180.0

@@ -156,7 +156,7 @@ def test_obs_norm_on_images_is_one_line(capsys, tmp_path):
 
 
 def test_observation_statistics_survive_evaluations_in_parts():
-    """An evaluation run in parts (nevo.evaluation.slot_weights.in_parts: concat, then select back into the
+    """An evaluation run in parts (nevo.episodes.weights.in_parts: concat, then select back into the
     episodes' order) reports every part's counted episodes, one after the other."""
     from nevo.episodes import Results
 

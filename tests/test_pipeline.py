@@ -6,12 +6,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from nevo.atari.evaluator import AtariEvaluator
+from nevo.atari.game import noop_count
 from nevo.config import EnvConfig
 from nevo.episodes import Episodes, Population
-from nevo.evaluation.pipeline import AtariEvaluator
-from nevo.evaluation.slot_weights import PooledWeights
+from nevo.episodes.weights import PooledWeights
 from nevo.genomes.noise import WeightBuilder
-from nevo.tasks.envs import noop_count
 from tests.helpers import CFG, EPISODES, FakePolicy, RowsAreIndividuals, assert_outcomes, play_alone, policy
 
 REFERENCE_CFG = EnvConfig(game="frostbite", frame_cap=400, start="reference")
@@ -21,7 +21,7 @@ def play_alone_from_the_reference_start(ind, seed, sticky=0.0):
     """One episode on a brand-new AtariEmulator started the reference's way (AtariEmulator.begin,
     the reference's ALE calls step for step: tests/test_atari_emulator.py), then stepped one
     action at a time: (return, agent steps after the start, frames with the start's)."""
-    from nevo.tasks.atari_emulator import PLAYING, AtariEmulator
+    from nevo.atari.emulator import PLAYING, AtariEmulator
 
     em = AtariEmulator(CFG.game, CFG.frameskip, CFG.frame_cap, sticky)
     obs = np.zeros((4, 84, 84), np.uint8)
@@ -179,8 +179,8 @@ def test_tail_and_forward_times_are_parts_of_the_wall_time():
 def test_layout_overlaps_on_a_gpu_and_plays_in_the_workers_on_the_cpu():
     """auto picks overlap with four groups on a GPU; on the CPU each emulator process plays whole
     episodes (one process a core, no more than the individuals); settings win."""
+    from nevo.atari.evaluator import layout
     from nevo.config import RunConfig
-    from nevo.evaluation.pipeline import layout
 
     assert layout("cpu", 2, 1000, RunConfig()) == (2, 1, "workers")
     assert layout("cuda", 16, 1000, RunConfig()) == (512, 128, "overlap")
@@ -228,7 +228,7 @@ def test_weights_built_per_slot_give_the_outcomes_of_one_episode_at_a_time(refer
 def test_many_emulators_say_that_they_are_starting(monkeypatch, capsys):
     """Each emulator loads its ROM (~0.1 s), so a layout of many slots (512 on a 16-core GPU
     machine) says so on stderr before it starts them; few stay quiet."""
-    import nevo.evaluation.pipeline as pipeline
+    import nevo.atari.evaluator as pipeline
 
     ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, processes=1, group_size=2)
     ev.close()
@@ -246,7 +246,7 @@ def test_emulator_processes_run_nicer_than_the_driving_process():
     driving thread (the pipeline's one serial path) must not wait for a slice behind them."""
     import os
 
-    import nevo.evaluation.pipeline as pipeline
+    import nevo.atari.evaluator as pipeline
 
     driver = os.getpriority(os.PRIO_PROCESS, 0)
     lowered = min(19, driver + pipeline.EMULATOR_NICE)
@@ -264,7 +264,7 @@ def test_emulator_processes_run_nicer_than_the_driving_process():
 def test_the_tail_is_counted_once_the_queue_is_empty():
     """The straggler tail is wall time with the queue empty and a slot idle; before, it is not
     (the episode book every evaluator keeps)."""
-    from nevo.evaluation.episode_book import EpisodeBook
+    from nevo.episodes.book import EpisodeBook
 
     book = EpisodeBook(Episodes(np.arange(10), np.arange(10)), 4, RowsAreIndividuals(), (1,), np.uint8)
     book.next_ep, book.t_last = 6, 0.0  # four episodes queued

@@ -157,7 +157,7 @@ def test_an_episode_start_in_the_pool_costs_a_small_part_of_a_seeded_reset():
 def test_the_pools_calls_are_timed_into_their_parts():
     """A wait on an episode start counts as resets, a wait on a step as emulation, a step command
     as send."""
-    from nevo.tasks.emulator_pool import EmulatorPool
+    from nevo.atari.pool import EmulatorPool
 
     split = {"emulation": [0.0], "send": [0.0], "resets": [0.0]}
     with EmulatorPool("frostbite", 4, 400, 2, 2) as pool:

@@ -11,7 +11,7 @@ from nevo import nets, runs
 from nevo.algos.ga import GA
 from nevo.config import GAConfig
 from nevo.episodes import Episodes, Population, Results
-from nevo.evaluation.experiences import ExperienceSample, places
+from nevo.episodes.experiences import ExperienceSample, places
 from nevo.evaluation.setup import evaluator_for
 from nevo.genomes import safe_build
 from nevo.genomes import safe_mutation as sm
@@ -108,11 +108,11 @@ def test_the_atari_pipeline_keeps_the_observations_its_net_acts_on(tiny_atari):
 
 @pytest.fixture
 def tiny_atari():
+    from nevo.atari.evaluator import AtariEvaluator
+    from nevo.atari.game import noop_count
     from nevo.config import EnvConfig
-    from nevo.evaluation.pipeline import AtariEvaluator
-    from nevo.evaluation.slot_weights import PooledWeights
+    from nevo.episodes.weights import PooledWeights
     from nevo.nets.kernels import make_policy
-    from nevo.tasks.envs import noop_count
 
     env_cfg = EnvConfig(game="pong", frame_cap=160, noop_max=10)
     spec = nets.net_spec("small", nets.OBS_SHAPE, 6)

@@ -5,7 +5,7 @@ import numpy as np
 from nevo.algos.ga import GA
 from nevo.config import GAConfig
 from nevo.episodes import Episodes, Population, Results
-from nevo.evaluation.slot_weights import AllWeights, PooledWeights, in_parts
+from nevo.episodes.weights import AllWeights, PooledWeights, in_parts
 from nevo.genomes import noise
 from nevo.genomes.noise import WeightBuilder
 

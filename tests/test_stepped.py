@@ -1,13 +1,13 @@
-"""The pipelines whose emulators the driving process steps (nevo.evaluation.stepped): what a
+"""The pipelines whose emulators the driving process steps (nevo.atari.stepped): what a
 received step does to the episode book, a GPU policy's submitted step, and the overlap pipeline's
 first-ready units."""
 
 import numpy as np
 import pytest
 
+from nevo.atari.evaluator import AtariEvaluator
 from nevo.config import EnvConfig
 from nevo.episodes import Episodes
-from nevo.evaluation.pipeline import AtariEvaluator
 from tests.helpers import CFG, EPISODES, FakePolicy, RowsAreIndividuals, assert_outcomes, play_alone, policy
 
 
@@ -22,9 +22,9 @@ def test_a_received_step_counts_the_tail_from_the_slots_still_playing():
     once the queue is empty an ended slot goes idle, and from then on the time counts as tail."""
     from types import SimpleNamespace
 
+    from nevo.atari.stepped import Stepped
     from nevo.episodes import Episodes
-    from nevo.evaluation.episode_book import EpisodeBook
-    from nevo.evaluation.stepped import Stepped
+    from nevo.episodes.book import EpisodeBook
 
     S = 2
     pool = SimpleNamespace(obs=np.zeros((S, 1), np.uint8), reward=np.ones(S), done=np.zeros(S, np.uint8),

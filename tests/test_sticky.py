@@ -9,8 +9,8 @@ import pytest
 from ale_py import roms
 
 from nevo import cli
+from nevo.atari.emulator import PLAYING, STACK, AtariEmulator
 from nevo.settings import ConfigError
-from nevo.tasks.atari_emulator import PLAYING, STACK, AtariEmulator
 
 P = 0.25  # Machado et al.'s recommendation
 

@@ -21,8 +21,8 @@ import pytest
 from experiments import run_ga
 from experiments.chaos import dask_workers, marked
 from nevo import runs
+from nevo.atari import worker as emulator_worker
 from nevo.loops import progress
-from nevo.tasks import emulator_worker
 from tests.fixtures.record import PATH, RUNS
 from tests.helpers import default_sigint, metrics_without_clock, run_folder
 from tests.tiny import ATARI

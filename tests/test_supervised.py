@@ -13,7 +13,7 @@ from nevo import nets, runs
 from nevo.algos import declaration, make_algo
 from nevo.config import Config, EnvConfig, ESConfig
 from nevo.episodes import Episodes, Population
-from nevo.evaluation.slot_weights import PooledWeights
+from nevo.episodes.weights import PooledWeights
 from nevo.evaluation.supervised import SupervisedEvaluator, log_softmax
 from nevo.genomes.noise import NoiseSource, WeightBuilder
 from nevo.loops import elite as elite_files

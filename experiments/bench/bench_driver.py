@@ -1,5 +1,5 @@
 """The GPU's pipeline without a GPU: the overlap pipeline driven by a stand-in GPU policy, with the
-emulator processes at the driving process's priority and lowered (nevo.evaluation.pipeline's
+emulator processes at the driving process's priority and lowered (nevo.atari.evaluator's
 EMULATOR_NICE), or with the policy's steps waited for call by call and submitted to be collected
 later, in turn in one process.
 
@@ -32,10 +32,10 @@ import time
 import numpy as np
 
 from nevo import machine
+from nevo.atari import evaluator as pipeline
 from nevo.config import EnvConfig
 from nevo.episodes import Episodes
-from nevo.evaluation import pipeline
-from nevo.evaluation.slot_weights import GivenRows
+from nevo.episodes.weights import GivenRows
 from nevo.nets.kernels.cuda import gather_rows
 
 
@@ -91,8 +91,8 @@ def run(a, nice: int, calls: str, spin_us: float) -> tuple[float, float, float, 
     """One generation at this EMULATOR_NICE, the policy's steps submitted and collected later or
     called, the pool spinning spin_us before it sleeps: (frames/s, policy share, ms per call,
     frames)."""
-    from nevo.tasks import emulator_pool
-    from nevo.tasks.envs import atari_actions
+    from nevo.atari import pool as emulator_pool
+    from nevo.atari.game import atari_actions
 
     env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
     group = -(-a.slots // a.groups)

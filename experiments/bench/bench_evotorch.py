@@ -37,13 +37,13 @@ from experiments.bench.bench_pipeline import fresh_weights, given, pipeline_rate
 from experiments.bench.forward_torch import torch_module, torch_params
 from nevo import machine, nets
 from nevo.algos.ga import GA
+from nevo.atari.evaluator import AtariEvaluator, layout
+from nevo.atari.game import atari_actions, make_atari
 from nevo.config import EnvConfig, GAConfig, RunConfig
-from nevo.evaluation.pipeline import AtariEvaluator, layout
-from nevo.evaluation.slot_weights import PooledWeights
+from nevo.episodes.weights import PooledWeights
 from nevo.genomes import noise
 from nevo.nets import half
 from nevo.nets.kernels import make_policy
-from nevo.tasks.envs import atari_actions, make_atari
 
 
 def parse(argv):

@@ -106,8 +106,8 @@ def bench_staging(args):
     rng = np.random.default_rng(0)
     stop, envs, loaders = threading.Event(), [], []
     if args.load:
+        from nevo.atari.game import make_atari
         from nevo.config import EnvConfig
-        from nevo.tasks.envs import make_atari
 
         envs = [make_atari(EnvConfig(game="frostbite"), 4, 2) for _ in range(-(-args.load // 4))]
 

@@ -42,15 +42,15 @@ import time
 import numpy as np
 
 from nevo import machine, nets
+from nevo.atari.evaluator import AtariEvaluator, layout
+from nevo.atari.game import atari_actions
 from nevo.config import EnvConfig, RunConfig
 from nevo.episodes import Episodes, Population
-from nevo.evaluation.pipeline import AtariEvaluator, layout
+from nevo.episodes.weights import for_device
 from nevo.evaluation.setup import evaluator_for
-from nevo.evaluation.slot_weights import for_device
 from nevo.genomes import noise
 from nevo.nets.kernels import make_policy
 from nevo.roofline.emulators import emulator_limit, emulator_roof, pool_limit, population
-from nevo.tasks.envs import atari_actions
 
 
 def pool_sweep(game: str, frame_cap: int, seconds: float, workers: int = 0) -> None:

@@ -10,7 +10,7 @@ as the vector env sets them (random_seed 0, no sticky actions): the time of a se
 the time of `restoreState` of the state cloned right after it, and whether an emulator that played
 --warm-up random steps and was then restored goes through the same episode as a fresh seeded one
 under the same random actions (--steps at most, or to game over): RAM and screen compared after
-every step. nevo's own emulators (nevo.tasks.atari_emulator) start every episode this way, by
+every step. nevo's own emulators (nevo.atari.emulator) start every episode this way, by
 restoring the state cloned after one seeded reset; this script is the measurement behind it.
 
 With --step-rates S, also what driving the emulators another way could gain in emulation, per
@@ -27,9 +27,9 @@ import ale_py
 import numpy as np
 from ale_py import roms
 
+from nevo.atari.game import atari_actions
 from nevo.config import EnvConfig
 from nevo.roofline.emulators import emulator_limit
-from nevo.tasks.envs import atari_actions
 
 # Table 1 of Such et al. 2017 (the Deep GA), then two games nevo's tests use.
 GAMES = ("amidar", "assault", "asterix", "asteroids", "atlantis", "enduro", "frostbite", "gravitar",

@@ -10,7 +10,7 @@ the same loop with T = 0: every child is a fresh random network (the elite is st
 With a safe mutation (--mutation sm-*, Lehman et al. 2018, arXiv 1712.06563) a child is still
 one seed more than its parent, and the parent's sensitivity is measured on the parent's
 experiences: the observations of the first training episode it played (a seeded sample the
-evaluator keeps, nevo.evaluation.experiences), held here per parent (`parent_experiences`) and handed to
+evaluator keeps, nevo.episodes.experiences), held here per parent (`parent_experiences`) and handed to
 the evaluator with the population (nevo.genomes.safe_build builds the children).
 
 The previous elite is re-validated every generation, as Uber's reference GA does

@@ -1,8 +1,8 @@
 """The synchronous evaluator, for environments stepped in this process (nevo.tasks.InProcess: the
 maze, gymnasium and MuJoCo tasks, and a kind of one's own that extends it).
 
-Same interface and results as `nevo.evaluation.pipeline.AtariEvaluator` (a Population and Episodes in, Results
-out; weights built per slot by nevo.evaluation.slot_weights),
+Same interface and results as `nevo.atari.evaluator.AtariEvaluator` (a Population and Episodes in, Results
+out; weights built per slot by nevo.episodes.weights),
 and the same episode queue and active-episode compaction: every step, one forward pass over the
 slots whose episode is still running, then those slots step; an ended slot takes the next queued
 episode at once (a reset with that episode's seed), and when the queue is empty it leaves the
@@ -23,8 +23,8 @@ import numpy as np
 
 from nevo import machine
 from nevo.episodes import Episodes, Results
-from nevo.evaluation.episode_book import EpisodeBook
-from nevo.evaluation.players import plays
+from nevo.episodes.book import EpisodeBook
+from nevo.episodes.players import plays
 from nevo.tasks import InProcess
 from nevo.tasks.envs import pick_threads
 
@@ -36,7 +36,7 @@ class InProcessEvaluator:
     def __init__(self, task, policy, weights, frame_cap: int):
         self.task = task
         self.policy = policy
-        self.weights = weights  # nevo.evaluation.slot_weights: the rows the policy reads, built from genomes
+        self.weights = weights  # nevo.episodes.weights: the rows the policy reads, built from genomes
         self.slots = task.slots
         self.frame_cap = frame_cap  # an episode is cut after this many steps
 

@@ -16,10 +16,11 @@ import numpy as np
 
 from nevo import machine, nets, runs
 from nevo.algos import declared
+from nevo.atari import evaluator  # noqa: F401 (each evaluator declares what it plays)
 from nevo.config import ConfigError, mutation_of, obs_norm_of
-from nevo.evaluation import in_process, pipeline, supervised  # noqa: F401 (each declares what it plays)
-from nevo.evaluation.players import player_of
-from nevo.evaluation.slot_weights import for_device
+from nevo.episodes.players import player_of
+from nevo.episodes.weights import for_device
+from nevo.evaluation import in_process, supervised  # noqa: F401
 from nevo.genomes.noise import ROUND_ROWS, WeightBuilder
 from nevo.genomes.safe_build import SafeMutation
 from nevo.nets import half, obs_norm, vbn
@@ -152,7 +153,7 @@ def evaluator_for(task, run_cfg, policy, builder, device: str, population: int, 
 
 def evaluator_of(task):
     """The evaluator class a task's kind needs: the one that declares it plays that kind
-    (nevo.evaluation.players; nevo's: AtariEvaluator, InProcessEvaluator, SupervisedEvaluator,
+    (nevo.episodes.players; nevo's: AtariEvaluator, InProcessEvaluator, SupervisedEvaluator,
     imported here so that they have declared it), which builds itself for the task (`for_task`)."""
     return player_of(task)
 
@@ -160,7 +161,7 @@ def evaluator_of(task):
 def builds_on_gpu(cfg) -> bool:
     """Whether --device cuda builds the population's rows on the GPU (nevo.genomes.cuda_build):
     Gaussian children with no fold after the build, virtual batch norm's or observation
-    normalisation's (the settings behind nevo.evaluation.slot_weights.builds_on_device's builder)."""
+    normalisation's (the settings behind nevo.episodes.weights.builds_on_device's builder)."""
     return not mutation_of(cfg).safe and not cfg.net.vbn and not obs_norm_of(cfg)
 
 

@@ -22,8 +22,8 @@ import time
 import numpy as np
 
 from nevo.episodes import Episodes, Results
-from nevo.evaluation.episode_book import EpisodeBook
-from nevo.evaluation.players import plays
+from nevo.episodes.book import EpisodeBook
+from nevo.episodes.players import plays
 from nevo.tasks.supervised import Supervised, batch_of
 
 # Examples a forward pass takes at once: the (rows, C, H, W) batch and the activations of a
@@ -46,7 +46,7 @@ class SupervisedEvaluator:
     def __init__(self, data, policy, weights, examples: int):
         self.data = data  # train_x (N, C, H, W) uint8, train_y (N,), test_x, test_y
         self.policy = policy  # nevo.nets.kernels: load(weights), forward(rows_ind, obs), release()
-        self.weights = weights  # nevo.evaluation.slot_weights: rows built from genomes
+        self.weights = weights  # nevo.episodes.weights: rows built from genomes
         self.examples = examples
 
     @classmethod
@@ -61,7 +61,7 @@ class SupervisedEvaluator:
 
     def run(self, population, episodes: Episodes, progress=None) -> Results:
         """Score every episode; progress(done, total, examples) between groups. Through the one
-        episode book (nevo.evaluation.episode_book): a group of episodes is a round of its slots,
+        episode book (nevo.episodes.book): a group of episodes is a round of its slots,
         each episode's row taken as the group starts and given back as it ends; with
         Episodes.record, each episode's sample of the examples it scored (safe mutations'
         experiences)."""

@@ -80,7 +80,7 @@ def launch_build(out, base, base_idx, offsets, init_scale, scale, table, stream=
 
 
 class DeviceWeights:
-    """A population's rows built on the GPU where the policy reads them (nevo.evaluation.slot_weights'
+    """A population's rows built on the GPU where the policy reads them (nevo.episodes.weights'
     interface: start, take, done). The builder (nevo.genomes.noise.WeightBuilder) readies the bases on
     the host (parents: cached or rebuilt; ES: theta); they, the table (once) and the rows'
     (base, offset, scale) go up, and one launch writes every row."""

@@ -8,7 +8,7 @@ slice, as a Gaussian child's):
     sm-g-so              theta + clip(delta / s(delta))     per child (a Hessian-vector product)
     sm-r                 theta + clip(alpha * delta)        alpha: SM-R's line search, per child
 with the operators of nevo.genomes.safe_mutation, measured on the parent's experiences (the observations
-of its first training episode, nevo.evaluation.experiences), clip to +-10 per weight, and the sum rounded
+of its first training episode, nevo.episodes.experiences), clip to +-10 per weight, and the sum rounded
 to float32 once (`safe_rows`). A parent without experiences has Gaussian children.
 
 Exact genomes. A seed list no longer says the weights alone: each mutation also depends on its

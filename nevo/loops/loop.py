@@ -34,6 +34,7 @@ import numpy as np
 from nevo import cli, config, nets, runs
 from nevo.algos import DEFAULT, bases_of, declared, extensions_of
 from nevo.algos.streams import check_run_seeds
+from nevo.atari.pool import EmulatorError
 from nevo.cluster.connection import check_address
 from nevo.cluster.evaluator import ClusterError, ClusterEvaluator
 from nevo.config import ConfigError
@@ -44,7 +45,6 @@ from nevo.loops.progress import Progress
 from nevo.loops.skeleton import Outcome, RunStopped, said, skeleton, stopped, write_config
 from nevo.nets.half import format_of
 from nevo.runs import loggers, owner, rows, stop
-from nevo.tasks.emulator_pool import EmulatorError
 
 
 @dataclass

@@ -26,10 +26,10 @@ import numpy as np
 
 from nevo import cli, config, machine, runs
 from nevo.algos.contract import Algorithm
+from nevo.atari.pool import EmulatorError
 from nevo.cluster.evaluator import ClusterError
 from nevo.loops import elite as elite_files
 from nevo.runs import loggers, stop
-from nevo.tasks.emulator_pool import EmulatorError
 
 
 class RunStopped(RuntimeError):

@@ -3,9 +3,9 @@ layouts, each what an evaluator of that layout could reach at most on this machi
 
 - emulator_limit: ale-py's vector env in groups stepped round robin (the comparison: nevo's
   pipeline stepped it before it had an emulator pool of its own);
-- emulator_roof: bare emulators doing the pipeline's observation work (nevo.tasks.atari_emulator)
+- emulator_roof: bare emulators doing the pipeline's observation work (nevo.atari.emulator)
   in one process per core, nothing sent between processes: what this machine's cores emulate;
-- pool_limit: nevo's emulator pool (nevo.tasks.emulator_pool), its commands and waits included:
+- pool_limit: nevo's emulator pool (nevo.atari.pool), its commands and waits included:
   the roof less the pool's IPC.
 
 Frames are counted as the pipeline counts an episode's (play, lockstep_frames). population gives
@@ -18,9 +18,9 @@ import time
 import numpy as np
 
 from nevo import machine, nets
+from nevo.atari.game import atari_actions, make_atari
 from nevo.episodes import Population
 from nevo.genomes import noise
-from nevo.tasks.envs import atari_actions, make_atari
 
 
 def emulator_limit(env_cfg, slots: int, group: int, threads: int, seconds: float, n_actions: int) -> float:
@@ -66,7 +66,7 @@ def play(emulators, obs: np.ndarray, actions: np.ndarray, rounds: int) -> int:
 def _roof_worker(conn, game: str, frameskip: int, frame_cap: int, emulators: int, seed: int) -> None:
     """A process of emulator_roof: make and warm its emulators, send "ready", then play for the
     seconds it receives and send back (frames, seconds)."""
-    from nevo.tasks.atari_emulator import FRAME, STACK, AtariEmulator
+    from nevo.atari.emulator import FRAME, STACK, AtariEmulator
 
     try:
         ems = [AtariEmulator(game, frameskip, frame_cap) for _ in range(emulators)]
@@ -92,7 +92,7 @@ def _roof_worker(conn, game: str, frameskip: int, frame_cap: int, emulators: int
 def emulator_roof(game: str, frameskip: int = 4, frame_cap: int = 20_000, processes: int = 0,
                   seconds: float = 5.0, emulators: int = 8) -> float:  # fmt: skip
     """This machine's emulator roof: game frames/s of bare emulators doing the pipeline's
-    observation work (nevo.tasks.atari_emulator) with uniformly random actions, no inference and
+    observation work (nevo.atari.emulator) with uniformly random actions, no inference and
     nothing sent between processes while timed; `processes` processes (0: one per core), each
     stepping its own `emulators` in a tight loop. The processes start, make and warm their
     emulators, then all play for the same `seconds`; the roof is the sum of their rates (frames
@@ -159,16 +159,16 @@ def lockstep_frames(
 
 
 def pool_limit(env_cfg, slots: int, workers: int = 0, seconds: float = 5.0, groups: int = 1) -> float:
-    """Game frames/s of an EmulatorPool (nevo.tasks.emulator_pool) of `slots` emulators in
+    """Game frames/s of an EmulatorPool (nevo.atari.pool) of `slots` emulators in
     `workers` processes (0: one per core), at the evaluator's priority, every slot stepping
     uniformly random actions, no inference: the pool's own limit, its commands and waits
     included (against emulator_roof: what its IPC costs). groups 1: every slot in lockstep (the
     CPU's layout); more: the overlap pipeline's units for groups of slots / groups
     (stepped.overlap_units), each unit's next step sent as soon as its last one is read,
     whichever is in first (the GPU's layout without its forward)."""
-    from nevo.evaluation.pipeline import EMULATOR_NICE
-    from nevo.evaluation.stepped import overlap_units
-    from nevo.tasks.emulator_pool import EmulatorPool
+    from nevo.atari.evaluator import EMULATOR_NICE
+    from nevo.atari.pool import EmulatorPool
+    from nevo.atari.stepped import overlap_units
 
     workers = workers or machine.cores()
     pool = EmulatorPool(

@@ -30,8 +30,8 @@ def timed(fn, total: list):
 
 def seeded_reset_s(game: str, reps: int = 3) -> float:
     """Seconds of one seeded reset of one emulator (it reloads the ROM), best of reps."""
+    from nevo.atari.game import make_atari
     from nevo.config import EnvConfig
-    from nevo.tasks.envs import make_atari
 
     env = make_atari(EnvConfig(game=game), 1, 1)
     best = float("inf")
@@ -48,7 +48,7 @@ def seeded_reset_s(game: str, reps: int = 3) -> float:
 def restart_s(game: str, reps: int = 200) -> float:
     """Seconds of one episode start in nevo's emulator pool (AtariEmulator.restart: restoreState of
     the seeded reset's state), the mean of reps, each after a few random steps."""
-    from nevo.tasks.atari_emulator import FRAME, STACK, AtariEmulator
+    from nevo.atari.emulator import FRAME, STACK, AtariEmulator
 
     em = AtariEmulator(game)
     obs = np.zeros((STACK, *FRAME), np.uint8)
@@ -93,13 +93,13 @@ def timed_pool(pool, split: dict) -> None:
 def end_to_end(a, forward_roof: dict) -> dict:
     """One Frostbite generation of a.e2e_net, its time split, beside the limits (nevo.roofline.report's
     docstring)."""
+    from nevo.atari import evaluator as pipeline
+    from nevo.atari.game import atari_actions
     from nevo.config import EnvConfig, RunConfig
     from nevo.episodes import Episodes
-    from nevo.evaluation import pipeline
-    from nevo.evaluation.slot_weights import for_device
+    from nevo.episodes.weights import for_device
     from nevo.nets.kernels import make_policy
     from nevo.roofline.emulators import emulator_limit, emulator_roof, pool_limit, population
-    from nevo.tasks.envs import atari_actions
 
     cores = machine.cores()
     env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)

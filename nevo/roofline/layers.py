@@ -227,8 +227,8 @@ def gym_states(env_id: str, n: int, seed: int) -> np.ndarray:
 def observations(name: str, n: int, game: str, rng) -> tuple:
     """(spec, obs (n, C, H, W), where they come from) for the net `name` on its kind of task."""
     if name in ("large", "small"):
+        from nevo.atari.game import atari_actions, atari_reference_batch
         from nevo.config import EnvConfig
-        from nevo.tasks.envs import atari_actions, atari_reference_batch
 
         obs = atari_reference_batch(EnvConfig(game=game), n, seed=0, keep=0.25)
         return nets.net_spec(name, nets.OBS_SHAPE, atari_actions(game)), obs, f"{game} frames, random play"

@@ -33,7 +33,7 @@ from nevo.algos.es import weighted_noise_sum
 from nevo.algos.gradient_correlation import pearson
 from nevo.algos.ranking import centered_ranks
 from nevo.episodes import Episodes, Population
-from nevo.evaluation.slot_weights import for_device
+from nevo.episodes.weights import for_device
 from nevo.evaluation.supervised import SupervisedEvaluator
 from nevo.genomes.noise import SEED_LIMIT, WeightBuilder, offsets_of
 from nevo.nets.kernels import make_policy

@@ -1,19 +1,19 @@
 """Tasks: what an agent plays, one small class per kind, asked by the rest of nevo instead of
-switching on the environment's name. Beside them: `kind` (what a kind declares of itself, and
-the registry that finds the kind an --env names), `envs` (Atari with the paper's preprocessing,
-gymnasium and MuJoCo slots), `maze` (the deceptive image maze), `trap` (the deceptive Humanoid
-trap), `atari_emulator` and `emulator_pool` (nevo's Atari emulators, in worker processes),
+switching on the environment's name. Beside them: `envs` (gymnasium and MuJoCo slots stepped in
+this process), `maze` (the deceptive image maze), `trap` (the deceptive Humanoid trap),
 `supervised` (a labelled data set as a task, `--env mnist`) and `mnist_data` (MNIST, fetched and
-checked by nevo itself).
+checked by nevo itself). What a kind declares of itself, and the registry that finds the kind an
+--env names, are nevo.kinds'; Atari's kind and backend are nevo.atari's, imported here (so that
+the registry knows it) and re-exported.
 
-Each kind (nevo.tasks.kind.Kind) says which names it takes (`matches`), and each task knows its
+Each kind (nevo.kinds.Kind) says which names it takes (`matches`), and each task knows its
 observations (shape and dtype, as the net's (C, H, W) input), its number of actions and their
 kind (`action`: "argmax", discrete; "tanh", a continuous vector), its behaviour for novelty search
 (or None), the device that suits it, its checks of the settings and its reference observations
-for virtual batch norm; its evaluator declares that it plays it (nevo.evaluation.players):
-- `AtariGame`: an Atari game from pixels on nevo's emulator pool, with the Deep GA reference's
-  preprocessing (nevo.tasks.atari_emulator); behaviour = the console's final RAM; takes `atari`
-  and every ROM id;
+for virtual batch norm; its evaluator declares that it plays it (nevo.episodes.players):
+- `AtariGame` (nevo.atari.game): an Atari game from pixels on nevo's emulator pool, with the Deep
+  GA reference's preprocessing (nevo.atari.emulator); behaviour = the console's final RAM; takes
+  `atari` and every ROM id;
 - `Maze`: the deceptive image maze (nevo.tasks.maze); behaviour = the final (x, y);
 - `GymTask`: a gymnasium environment with a flat Box observation and Discrete actions or a
   bounded Box of continuous ones, either a registered id (CartPole-v1, Pendulum-v1, ...) or a
@@ -27,75 +27,18 @@ may be. `task_for(env_cfg)` makes the task an EnvConfig names.
 
 from __future__ import annotations
 
-import difflib
 import functools
-from dataclasses import replace
 
 import numpy as np
 
+from nevo.atari import AtariGame
+from nevo.kinds import Kind, kind_of, kinds, normalize_env
 from nevo.settings import ConfigError, EnvConfig, require
 from nevo.tasks import envs
-from nevo.tasks.kind import Kind, kind_of, kinds, normalize_env
 from nevo.tasks.supervised import Supervised
 
 __all__ = ["AtariGame", "GymTask", "InProcess", "Kind", "Maze", "MuJoCo", "Supervised", "kind_of", "kinds",
            "normalize_env", "task_for"]  # fmt: skip
-
-
-@functools.cache
-def atari_games() -> list[str]:
-    from ale_py import roms
-
-    return sorted(roms.get_all_rom_ids())
-
-
-class AtariGame(Kind):
-    """An Atari game from pixels: 4 stacked 84x84 grayscale frames, the minimal action set."""
-
-    KIND, LABEL = "atari", "Atari"
-    obs_dtype = np.uint8
-    behaviour = None  # set in __init__: (128, uint8), the final RAM
-    device = "auto"  # a GPU where there is one
-    action = "argmax"  # the net's outputs choose one of the minimal action set
-    action_box = None  # discrete actions
-    sticky_actions = True  # --sticky: the emulator repeats an action now and then (atari_emulator)
-
-    @classmethod
-    def matches(cls, env: str) -> bool:
-        """atari (the game of --game), or an Atari game's ROM id."""
-        return env == "atari" or env in atari_games()
-
-    @classmethod
-    def normalize(cls, env_cfg: EnvConfig) -> EnvConfig:
-        """`--env frostbite` is `--env atari --game frostbite`: one spelling for the rest of nevo."""
-        return env_cfg if env_cfg.env == "atari" else replace(env_cfg, env="atari", game=env_cfg.env)
-
-    def __init__(self, env_cfg: EnvConfig):
-        from nevo.nets import OBS_SHAPE
-        from nevo.tasks.atari_emulator import RAM_BYTES
-
-        self.cfg = env_cfg
-        self.name = env_cfg.game
-        self.obs_shape = OBS_SHAPE
-        self.behaviour = (RAM_BYTES, np.uint8)
-        self._n_actions = None
-
-    @property
-    def n_actions(self) -> int:
-        if self._n_actions is None:  # loads the ROM: only when asked
-            self._n_actions = envs.atari_actions(self.cfg.game)
-        return self._n_actions
-
-    def check(self, net_cfg) -> None:
-        """ConfigError naming --game unless the game exists."""
-        games = atari_games()
-        if self.cfg.game not in games:
-            close = difflib.get_close_matches(self.cfg.game, games, n=5, cutoff=0.5)
-            hint = f"did you mean {', '.join(close)}?" if close else "see ale_py.roms.get_all_rom_ids()"
-            raise ConfigError(f"--game: unknown Atari game {self.cfg.game!r}; {hint}")
-
-    def reference_batch(self, size: int, seed: int) -> np.ndarray:
-        return envs.atari_reference_batch(self.cfg, size, seed)
 
 
 class InProcess(Kind):

@@ -1,20 +1,8 @@
-"""Environment factories: ale-py's `AtariVectorEnv` with the Deep GA reference's preprocessing,
-gymnasium tasks with vector observations (CartPole-v1, ...) for checks that take minutes, and the
-reference observations of virtual batch norm. nevo.tasks wraps them as tasks.
-
-Preprocessing (Such et al. 2017's steps): frameskip 4 with rewards summed, max over the last two
-raw frames, grayscale 84x84 (ALE's uint8 grayscale and OpenCV's INTER_AREA resize, where the
-reference has the palette's float luminance and a bilinear resize: docs/reference_start.md), a
-stack of 4 frames, the minimal action set, no reward clipping, no end-of-life episodes, sticky
-actions off (nevo's emulator has them: nevo.tasks.atari_emulator), a cap of 20,000 game frames;
-its ROMs ship in ale-py's wheel. Training does not play Atari here: nevo's own emulator processes
-(nevo.tasks.atari_emulator, nevo.tasks.emulator_pool) do, and the vector env made here is their
-truth, bit for bit, in the tests (`--start vector`: its FIRE on reset, then NOOP steps). The
-benchmarks put it beside them, and VBN's reference batch is drawn from it.
-
-The random no-ops at the start of each episode are issued by nevo, not by the vector env (whose
-built-in no-ops cannot be seeded per episode): an episode's no-op count is a function of its
-episode seed, so its outcome depends only on (individual, episode seed).
+"""Environments stepped in this process: gymnasium tasks with vector observations (CartPole-v1,
+..., MuJoCo's robots) as slots (`VectorTaskSlots` and its kin), the checks that name an unknown or
+broken environment in one line, the threads that step them (`pick_threads`), and the reference
+observations of virtual batch norm for such a task. nevo.tasks wraps them as tasks; Atari's
+environments are nevo.atari's.
 """
 
 from __future__ import annotations
@@ -27,61 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from nevo.genomes.noise import splitmix64
-from nevo.settings import ConfigError, EnvConfig, as_numbers, raised, shown
-
-NOOP = 0  # index 0 of every minimal action set is NOOP
-
-
-# The policy's observations: 4 stacked 84x84 grayscale frames, max over the last two raw frames.
-POLICY_IMAGE = {"stack_num": 4, "img_height": 84, "img_width": 84, "grayscale": True, "maxpool": True}
-
-
-def make_atari(cfg: EnvConfig, num_envs: int, threads: int, **image):
-    """A synchronous AtariVectorEnv of num_envs slots that resets a slot as its episode ends.
-
-    image overrides POLICY_IMAGE's observation settings (a recording wants the full screen);
-    the emulation itself is the same, so the same actions give the same episode."""
-    from ale_py.vector_env import AtariVectorEnv
-
-    return AtariVectorEnv(
-        cfg.game,
-        num_envs,
-        num_threads=threads,
-        max_num_frames_per_episode=cfg.frame_cap,
-        repeat_action_probability=0.0,
-        frameskip=cfg.frameskip,
-        **{**POLICY_IMAGE, **image},
-        noop_max=0,  # nevo issues the no-ops itself, from each episode's seed
-        episodic_life=False,
-        reward_clipping=False,
-        use_fire_reset=True,
-        autoreset_mode="SameStep",
-    )
-
-
-def atari_actions(game: str) -> int:
-    """Size of the game's minimal action set."""
-    import ale_py
-    from ale_py import roms
-
-    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)  # no banner on stderr
-    ale = ale_py.ALEInterface()
-    ale.loadROM(roms.get_rom_path(game))
-    return len(ale.getMinimalActionSet())
-
-
-def noop_count(episode_seed: int, noop_max: int) -> int:
-    """No-op steps (1..noop_max) that start the episode with this seed."""
-    return 1 + int(splitmix64(np.uint64(episode_seed) ^ np.uint64(0x5EED)) % np.uint64(noop_max))
-
-
-def noop_counts(episode_seeds, noop_max: int) -> np.ndarray:
-    """(E,) int64 the no-ops that start each of these episodes (noop_count of each seed)."""
-    return np.array([noop_count(s, noop_max) for s in episode_seeds], np.int64)
-
-
-# ---- gymnasium tasks with vector observations ------------------------------------------------
+from nevo.settings import ConfigError, as_numbers, raised, shown
 
 VECTOR_TASKS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3")  # the ones checked
 
@@ -346,32 +280,6 @@ def pick_threads(task_slots, cores: int, steps: int = 300) -> int:
     best = min(times, key=times.get)
     task_slots.use_threads(best)
     return best
-
-
-def atari_reference_batch(env_cfg, size: int, seed: int, keep: float = 0.05) -> np.ndarray:
-    """(size, 4, 84, 84) uint8 observations for virtual batch norm, collected once before training.
-
-    As the reference ES does: play uniformly random actions and keep each observation with
-    probability `keep` (so the batch spans whole episodes, not just their starts). Every
-    episode starts with a seeded reset, so the batch is a function of (env, size, seed)."""
-    from nevo.tasks.atari_emulator import STACK, AtariEmulator
-
-    rng = np.random.default_rng([seed, 0xBA7C])
-    batch, episode = [], 0
-    em = AtariEmulator(env_cfg.game, env_cfg.frameskip, env_cfg.frame_cap)
-    n_actions = len(em.actions)
-    obs = np.zeros((STACK, *em.resize.out), np.uint8)
-    em.reset(obs, seed)
-    while len(batch) < size:
-        ended = em.step(int(rng.integers(0, n_actions, 1)[0]), obs)[1]
-        if ended:  # the observation an ending step gives: its autoreset's (as the vector env's)
-            em.reset(obs, None)
-        if rng.random() < keep:
-            batch.append(obs.copy())
-        if ended:  # then a seeded reset: the autoreset's is not deterministic
-            episode += 1
-            em.reset(obs, seed + episode)
-    return np.stack(batch)
 
 
 def task_reference_batch(task, n_actions: int, frame_cap: int, size: int, seed: int, keep: float = 0.05):

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nevo.kinds import Kind
 from nevo.settings import ConfigError, EnvConfig
-from nevo.tasks.kind import Kind
 
 NAMES = ("mnist",)  # the data sets --env names
 MNIST_SHAPE = (1, 28, 28)  # (C, H, W) of MNIST's images

@@ -99,7 +99,7 @@ def _small():
     """The rest that every Atari or novelty run calls: the observation's resize, novelty's k-NN
     (RAM bytes and float behaviours)."""
     from nevo.algos import novelty
-    from nevo.tasks import atari_emulator
+    from nevo.atari import emulator as atari_emulator
 
     atari_emulator.compile_kernels()
     for dtype in (np.uint8, np.float32):

@@ -42,6 +42,7 @@ import numpy as np
 
 from nevo import config, runs, tasks
 from nevo.algos.streams import held_out_seeds
+from nevo.atari import game
 from nevo.episodes import Episodes, Population
 from nevo.evaluation import setup
 from nevo.evaluation.setup import evaluator_for
@@ -161,17 +162,17 @@ class Status:
 
 
 def record_episode(env_cfg, policy, weights, episode_seed: int, max_steps: int, stride: int):
-    """Play one episode as the pipeline plays it (nevo.tasks.atari_emulator, from the seeded
+    """Play one episode as the pipeline plays it (nevo.atari.emulator, from the seeded
     reset's state); return ((n, 210, 160, 3) uint8 pictures every stride steps, return, steps,
     ended). A picture is the step's last frame in colour, read from the same emulator."""
-    from nevo.tasks.atari_emulator import STACK, AtariEmulator
+    from nevo.atari.emulator import STACK, AtariEmulator
 
     em = AtariEmulator(env_cfg.game, env_cfg.frameskip, env_cfg.frame_cap, env_cfg.sticky)
     obs = np.zeros((1, STACK, *em.resize.out), np.uint8)
     zero = np.zeros(1, np.int64)
     policy.load(weights[None])
     try:
-        noops = envs.noop_count(episode_seed, env_cfg.noop_max)
+        noops = game.noop_count(episode_seed, env_cfg.noop_max)
         if env_cfg.start == "reference":  # no-ops, FIRE and action 2 before the first step
             em.begin(obs[0], noops, episode_seed)
             noops = 0
@@ -179,7 +180,7 @@ def record_episode(env_cfg, policy, weights, episode_seed: int, max_steps: int, 
             em.restart(obs[0])
         pictures, total, steps, ended = [em.screen_rgb()], 0.0, 0, False
         while steps < max_steps and not ended:
-            action = envs.NOOP if steps < noops else int(policy(zero, obs)[0])
+            action = game.NOOP if steps < noops else int(policy(zero, obs)[0])
             r, done = em.step(action, obs[0])
             total, steps, ended = total + float(r), steps + 1, bool(done)
             if not ended and steps % stride == 0:

@@ -28,13 +28,13 @@ import warnings
 
 from nevo import cli, config, runs
 from nevo.algos import DEFAULT
+from nevo.atari.pool import EmulatorError
 from nevo.cluster.connection import ClusterError
 from nevo.loops import loop
 from nevo.loops.progress import Progress
 from nevo.loops.skeleton import RunStopped, said
 from nevo.runs import stop
 from nevo.settings import RESUMABLE, ConfigError, DamagedFile
-from nevo.tasks.emulator_pool import EmulatorError
 
 # Table 1 of Such et al. 2017 (arXiv 1712.06567), in its order.
 GAMES = ("amidar", "assault", "asterix", "asteroids", "atlantis", "enduro", "frostbite", "gravitar",

@@ -1,10 +1,15 @@
-"""What crosses the evaluation boundary: the episodes to play in, their outcomes out.
+"""What crosses the evaluation boundary: the episodes to play in, their outcomes out; and the
+toolkit every evaluator shares.
 
 Every algorithm hands an evaluator `Episodes` and gets `Results` back, whatever runs them (the
-Atari pipeline, the synchronous evaluator of in-process tasks). Both are plain arrays, so they
-can be sent to another process or machine. This module imports nothing of nevo's but the
-mutation operator (nevo.genomes.operators, which imports nothing): the modules that use these
-contracts sit above it.
+Atari pipelines, the synchronous evaluator of in-process tasks, a cluster). Both are plain
+arrays, so they can be sent to another process or machine. Beside them, for the evaluators:
+`book` (`EpisodeBook`, one generation's bookkeeping: the episodes to hand out, their returns,
+lengths and clocks), `weights` (the weights a policy reads, built per slot or for the whole
+population), `experiences` (the observations kept per episode for safe mutations) and `players`
+(`plays`: an evaluator declares the kinds of task it plays). This package imports nothing of
+nevo's above the genomes (the mutation operator, the CUDA weight builder), the machine and the
+settings: the tasks, the Atari backend and the evaluators that use it sit above it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ class Episodes:
 
     ind: np.ndarray  # (E,) int64 row of the Population
     seeds: np.ndarray  # (E,) int64 episode seeds
-    record: int = 0  # observations to keep per episode, a seeded uniform sample (nevo.evaluation.experiences)
+    record: int = 0  # observations to keep per episode, a seeded uniform sample (nevo.episodes.experiences)
     obs_stats: np.ndarray | None = None  # (E,) bool: episodes whose observations nevo.nets.obs_norm counts
     # A validation's episodes (ask_validation's): a supervised task scores them on its test set,
     # every other task plays them as it plays training episodes.

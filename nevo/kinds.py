@@ -18,7 +18,7 @@ A kind is a subclass of `Kind` with a KIND of its own, and it says:
   "tanh"), action_box, behaviour (its size and dtype for novelty search, or None), device, name,
   `check(net_cfg)` and `reference_batch(size, seed)`.
 
-Its evaluator declares the kinds it plays (nevo.evaluation.players.plays): tasks sit below the
+Its evaluator declares the kinds it plays (nevo.episodes.players.plays): tasks sit below the
 evaluators, which drive their environments, so the link is written on the evaluator's side, by
 class; a kind stepped in this process (`InProcess`: make_slots) gets the synchronous evaluator
 without a word.

@@ -5,9 +5,9 @@ each chunk a cluster worker plays.
 The queue: episodes start in their order, each slot given the queue's next episode when its own
 ends (slots in slot order), and a slot whose episode ends when the queue is empty goes idle
 (active-episode compaction: idle slots are neither stepped nor run through the net). Each
-episode's weight row is taken when it starts and given back when it ends (nevo.evaluation.slot_weights).
+episode's weight row is taken when it starts and given back when it ends (nevo.episodes.weights).
 The outcomes: per episode return, length, game frames and behaviour, in the Episodes' order; the
-seeded sample of the observations each episode acted on (nevo.evaluation.experiences); the
+seeded sample of the observations each episode acted on (nevo.episodes.experiences); the
 straggler tail (wall time with the queue empty and fewer live episodes than slots), the time in
 the forward; progress at most twice a second. An evaluator steps its slots its own way and tells
 the book what happened through its methods, the one way in for results (`stepped`: a step's
@@ -22,8 +22,8 @@ import time
 import numpy as np
 
 from nevo.episodes import Episodes, Results
-from nevo.evaluation.experiences import sample_for
-from nevo.evaluation.slot_weights import mutation_s
+from nevo.episodes.experiences import sample_for
+from nevo.episodes.weights import mutation_s
 
 REPORT_S = 0.5  # seconds between two progress calls
 

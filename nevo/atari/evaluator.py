@@ -3,19 +3,19 @@
 Interface (narrow and serialisable, as a cluster's worker serves it too: nevo.cluster): the
 individuals as genomes (a Population) plus a list of episodes (individual, episode seed) in; per episode
 return, length and game frames out. Weights are built here, where they are used
-(nevo.evaluation.slot_weights): on the CPU when an individual's first episode takes a slot.
+(nevo.episodes.weights): on the CPU when an individual's first episode takes a slot.
 
 The pipeline, in SEED RL's shape on one machine (Espeholt et al. 2019; the accelerated deep
-neuroevolution of Uber AI, 2018): nevo's emulator pool (nevo.tasks.emulator_pool) steps the slots in
+neuroevolution of Uber AI, 2018): nevo's emulator pool (nevo.atari.pool) steps the slots in
 worker processes, one per core, and writes their observations into shared memory, where the policy
 reads them. Where the forward runs on a GPU ("overlap"), the slots are split into units, each within
 one emulator process, and the policy runs on whichever units' steps are in first, a group's worth at
 a time, while the others step (EnvPool's asynchronous mode); the GPU runs one batch's forward while
 this thread receives and stages the next. Where the forward runs on the same few cores as the
 emulators (the CPU backend), a round trip per step only costs: there each emulator process plays
-whole episodes with its own forward ("workers", nevo.evaluation.in_worker), and this process hands
+whole episodes with its own forward ("workers", nevo.atari.in_worker), and this process hands
 out episodes and collects their outcomes. "lockstep" (one forward over every live slot, then every
-live slot steps) serves the policies the emulator processes cannot run (nevo.evaluation.stepped
+live slot steps) serves the policies the emulator processes cannot run (nevo.atari.stepped
 holds it and "overlap").
 
 A queue of episodes (individual, episode seed) feeds the slots: when an episode ends its slot starts
@@ -33,16 +33,15 @@ import sys
 import numpy as np
 
 from nevo import machine
+from nevo.atari.emulator import FRAME, STACK
+from nevo.atari.game import AtariGame, noop_counts
+from nevo.atari.in_worker import ASK, EpisodePlayer, read_answer, runs_in_workers
+from nevo.atari.pool import EmulatorPool
+from nevo.atari.stepped import Lockstep, Overlap, Played
 from nevo.episodes import Episodes, Results
-from nevo.evaluation.episode_book import EpisodeBook
-from nevo.evaluation.in_worker import ASK, EpisodePlayer, read_answer, runs_in_workers
-from nevo.evaluation.players import plays
-from nevo.evaluation.slot_weights import in_parts
-from nevo.evaluation.stepped import Lockstep, Overlap, Played
-from nevo.tasks import AtariGame
-from nevo.tasks.atari_emulator import FRAME, STACK
-from nevo.tasks.emulator_pool import EmulatorPool
-from nevo.tasks.envs import noop_counts
+from nevo.episodes.book import EpisodeBook
+from nevo.episodes.players import plays
+from nevo.episodes.weights import in_parts
 
 # From this many slots on, starting the emulators takes long enough to say so: each worker process
 # loads its emulators' ROMs one after another (~0.1 s each).
@@ -57,7 +56,7 @@ EMULATOR_NICE = 10
 
 
 # How long an episode may take in the workers pipeline before its worker is named as stopped or
-# stuck (nevo.tasks.emulator_pool): the longest of BOUND_FLOOR_S, its frames at FLOOR_RATE, and
+# stuck (nevo.atari.pool): the longest of BOUND_FLOOR_S, its frames at FLOOR_RATE, and
 # BOUND_SLACK times its frames at the slowest frames/s an episode has played at here (FIRST_RATE
 # before any has). FLOOR_RATE holds for a healthy episode on a busy machine: the large net's
 # forward on one core of the 2-core VMs plays ~4,700 frames/s (28 MFLOP a step at ~50 GFLOP/s,
@@ -94,7 +93,7 @@ def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int,
 
     The pipeline: "overlap" where the forward runs on a GPU, "workers" on the CPU: each emulator
     process plays whole episodes with its own forward on one thread, one episode at a time
-    (nevo.evaluation.in_worker), one process per core (--processes) unless --env-slots says
+    (nevo.atari.in_worker), one process per core (--processes) unless --env-slots says
     otherwise. "lockstep" (asked for by name): every live slot steps together, then one forward
     over them all. Slots: one per core in "workers", 16 per core in "lockstep", 32 per core with a
     GPU. The groups: `grouped`.
@@ -119,7 +118,7 @@ class AtariEvaluator:
     slots: emulators in all; processes: emulator processes (at most one per slot; in "workers" one
     per slot); group_size: slots per group (0: `grouped`'s rule); pipeline: "overlap" runs a
     group's worth of first-ready slots through the forward while the others step, "lockstep" one
-    forward over every live slot, then all of them step (both nevo.evaluation.stepped's); "workers"
+    forward over every live slot, then all of them step (both nevo.atari.stepped's); "workers"
     has each emulator process play whole episodes with its own copy of the policy (a host policy
     over PooledWeights only). See `layout` for the defaults. ram: each episode's final RAM is its
     behaviour (Results.behaviours; Such et al. 2017's GA-NS on Atari).
@@ -143,7 +142,7 @@ class AtariEvaluator:
         self.env_cfg = env_cfg
         # nevo.nets.kernels.make_policy(...): load(weights), (rows_ind, obs, take) -> actions
         self.policy = policy
-        self.weights = weights  # nevo.evaluation.slot_weights: the rows the policy reads, built from genomes
+        self.weights = weights  # nevo.episodes.weights: the rows the policy reads, built from genomes
         self.pipeline = pipeline
         self.slots, self.group = grouped(slots, pipeline, group_size)
         self.processes = kind.processes(self.slots, processes)  # emulator processes
@@ -217,8 +216,8 @@ class AtariEvaluator:
 
 class Workers:
     """Each emulator process plays one episode at a time to its end, its own forward choosing the
-    actions (nevo.evaluation.in_worker); when one ends, its slot gets the queue's next. A
-    pipeline as nevo.evaluation.stepped.Stepped describes one."""
+    actions (nevo.atari.in_worker); when one ends, its slot gets the queue's next. A
+    pipeline as nevo.atari.stepped.Stepped describes one."""
 
     steps_here = False  # the emulator processes run the policy and step their emulators
 
@@ -275,7 +274,7 @@ class Workers:
         self.playing = {}  # ticket -> (slot, episode)
 
     def _give(self, s: int) -> None:
-        """Slot s plays its episode: what the process is asked (nevo.evaluation.in_worker.ASK)."""
+        """Slot s plays its episode: what the process is asked (nevo.atari.in_worker.ASK)."""
         e, row = int(self.book.slot_ep[s]), int(self.book.slot_row[s])
         ask = ASK.pack(row, int(self.noops[e]), int(self.book.seeds[e]), self.keep, self.reference)
         self.playing[self.ev.pool.play(s, ask)] = (s, e)

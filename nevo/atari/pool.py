@@ -7,7 +7,7 @@ run in parallel only in processes. So, in the shape of the Uber GPU implementati
 threads and EnvPool's workers (Weng et al. 2022):
 - W worker processes (one per core by default), each owning the slots s with s % W == its index
   (a group of consecutive slots spreads over every worker), each slot one
-  `nevo.tasks.atari_emulator.AtariEmulator`;
+  `nevo.atari.emulator.AtariEmulator`;
 - one block of shared memory (an anonymous memfd, so nothing is left in /dev/shm when a run is
   killed) holds every slot's observation stack, action, reward, end and, at an episode's end, its
   frames and RAM: the driving process reads observations with no copy and no pickling;
@@ -17,7 +17,7 @@ threads and EnvPool's workers (Weng et al. 2022):
 - or, given a `player` (an object the pool pickles into each worker), a command plays a whole
   episode in the worker: play(slot, ask) calls player(emulator, obs, ask, halt) there and answers
   with the bytes it returns. The evaluator's player runs the policy's forward in the worker
-  (nevo.evaluation.in_worker), so nothing crosses between processes while an episode plays. A
+  (nevo.atari.in_worker), so nothing crosses between processes while an episode plays. A
   second block of shared memory (`extra_bytes`, e.g. the weight rows) is the player's to read.
 
 Lifecycle: workers ignore SIGINT and SIGTERM (the driving process stops them: a terminal's Ctrl-C
@@ -48,10 +48,10 @@ from multiprocessing.connection import Connection, wait
 
 import numpy as np
 
+from nevo.atari.emulator import compile_kernels
+from nevo.atari.worker import FAILED, HEADER, PLAY, READY, RESTART, STEP, Shared, block_fd
 from nevo.runs import stop
 from nevo.settings import raised
-from nevo.tasks.atari_emulator import compile_kernels
-from nevo.tasks.emulator_worker import FAILED, HEADER, PLAY, READY, RESTART, STEP, Shared, block_fd
 
 START_TIMEOUT_S = 600  # a worker loads its emulators' ROMs, ~0.1 s each
 # A drain (after an error or a stop) waits this long for the answers in flight, then kills the
@@ -62,7 +62,7 @@ DRAIN_BOUND_S = 5.0
 EXIT_BOUND_S = 2.0
 # A step or restart command is milliseconds of emulation: a worker silent this long has stopped
 # (SIGSTOP, a debugger) or is stuck (a ROM in a loop), and is named in one line, as a death is.
-# NEVO_BOUND_S (seconds) sets it, and the floor of an episode's bound (nevo.evaluation.pipeline),
+# NEVO_BOUND_S (seconds) sets it, and the floor of an episode's bound (nevo.atari.evaluator),
 # for fault tests whose stopped workers must be named within seconds (experiments.chaos).
 STEP_BOUND_S = float(os.environ.get("NEVO_BOUND_S", 60.0))
 # How long a worker waiting for its next command, and the driver waiting for the first-ready steps
@@ -142,7 +142,7 @@ class EmulatorPool:
                 argv = [
                     sys.executable,
                     "-m",
-                    "nevo.tasks.emulator_worker",
+                    "nevo.atari.worker",
                     str(child.fileno()),
                     str(fd),
                     str(extra_fd),

@@ -1,7 +1,7 @@
-"""The worker side of nevo's emulator pool (nevo.tasks.emulator_pool): the process that owns a
+"""The worker side of nevo's emulator pool (nevo.atari.pool): the process that owns a
 share of the slots' emulators, the shared block they write into, and the messages on its pipe.
 
-A worker is a new interpreter (`python -m nevo.tasks.emulator_worker PIPE BLOCK EXTRA`, the file
+A worker is a new interpreter (`python -m nevo.atari.worker PIPE BLOCK EXTRA`, the file
 descriptors the pool passes it). Its first message is its setup (pickled: the game, its slots,
 its index among the workers, a player); it answers READY once its emulators are made, or FAILED
 with one line. Then each command is a HEADER (ticket, command) and the slots as int32 (PLAY: one
@@ -25,8 +25,8 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
+from nevo.atari.emulator import FRAME, RAM_BYTES, STACK
 from nevo.settings import raised
-from nevo.tasks.atari_emulator import FRAME, RAM_BYTES, STACK
 
 STEP, RESTART, PLAY = 1, 2, 3
 # What a worker's message to the driving process begins with: it failed (one line follows), it
@@ -41,7 +41,7 @@ class Shared:
     obs (S, STACK, 84, 84) uint8: the observation the next action acts on; actions (S,) int32:
     action indices the driver writes before a step (-n: the reference's start with n no-ops, of
     the episode whose seed is in seed (S,) int64, which draws its sticky actions); reward (S,)
-    float64 and done (S,) int8 (atari_emulator's PLAYING / TERMINATED / TRUNCATED) of the last
+    float64 and done (S,) int8 (nevo.atari.emulator's PLAYING / TERMINATED / TRUNCATED) of the last
     step; frames (S,) int64 and ram (S, 128) uint8: of the episode the last step ended."""
 
     FIELDS = (
@@ -110,7 +110,7 @@ def serve(conn, fd: int, extra_fd: int):
             # step commands fell from 0.9-1.3 s to 0.15-0.17 s a generation, 1.08x frames/s
             # (2 cores, docs/lab/2026-11-27.md)
             os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-        from nevo.tasks.atari_emulator import AtariEmulator
+        from nevo.atari.emulator import AtariEmulator
 
         block = mmap.mmap(fd, Shared.nbytes(slots))
         os.close(fd)

@@ -29,7 +29,7 @@ class PooledWeights:
 
     def share(self, rows: np.ndarray) -> None:
         """Keep the rows in this (capacity, P) array from now on (shared memory that emulator
-        processes read: nevo.evaluation.in_worker); start() then needs no more than capacity."""
+        processes read: nevo.atari.in_worker); start() then needs no more than capacity."""
         self.pool, self.shared = rows, True
 
     def start(self, population, ind: np.ndarray, slots: int) -> np.ndarray:

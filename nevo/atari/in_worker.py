@@ -28,9 +28,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from nevo.evaluation.experiences import ExperienceSample
-from nevo.tasks.atari_emulator import PLAYING, RAM_BYTES
-from nevo.tasks.envs import NOOP
+from nevo.atari.emulator import PLAYING, RAM_BYTES
+from nevo.atari.game import NOOP
+from nevo.episodes.experiences import ExperienceSample
 
 # What the driver asks: (weight row, no-ops, episode seed, observations to keep, whether the
 # episode starts the reference's way: AtariEmulator.begin; else the no-ops are NOOP steps).
@@ -41,7 +41,7 @@ ANSWER = struct.Struct("<dqqqddB")
 
 
 class EpisodePlayer:
-    """Plays an episode in an emulator process (the emulator pool's PLAY command, nevo.tasks.emulator_worker).
+    """Plays an episode in an emulator process (the emulator pool's PLAY command, nevo.atari.worker).
 
     policy: a host policy (nevo.nets.kernels.HostPolicy) whose rows are `capacity` rows of
     `n_params` numbers of `dtype` in the pool's extra block; pickled into each worker without

@@ -3,7 +3,7 @@
 task's class hierarchy (`player_of`): a kind that extends another (MuJoCo a gymnasium task, a
 kind of one's own stepped in this process, nevo.tasks.InProcess) is played as its parent is,
 unless an evaluator declares it. The link is written on the evaluator's side because tasks sit
-below the evaluators that drive them (nevo.tasks.kind).
+below the evaluators that drive them (nevo.kinds).
 """
 
 from __future__ import annotations
@@ -34,5 +34,5 @@ def player_of(task) -> type:
             return _PLAYERS[cls]
     raise ConfigError(
         f"--env: no evaluator plays {type(task).__name__} tasks ({task.name}); an evaluator class "
-        "declares the kinds it plays with nevo.evaluation.players.plays"
+        "declares the kinds it plays with nevo.episodes.players.plays"
     )

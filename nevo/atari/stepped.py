@@ -1,6 +1,6 @@
-"""The pipelines whose emulators this process steps (nevo.evaluation.pipeline's "lockstep" and
+"""The pipelines whose emulators this process steps (nevo.atari.evaluator's "lockstep" and
 "overlap"): the policy runs here over the slots' observations in the pool's shared memory, and the
-pool's processes step the slots (nevo.tasks.emulator_pool).
+pool's processes step the slots (nevo.atari.pool).
 
 "lockstep" runs one forward over every live slot, then every live slot steps. "overlap" (the GPU's)
 splits the slots into units, each within one emulator process (`overlap_units`), and runs the
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nevo.evaluation.episode_book import EpisodeBook
-from nevo.tasks.emulator_pool import EmulatorPool
-from nevo.tasks.envs import NOOP, noop_counts
+from nevo.atari.game import NOOP, noop_counts
+from nevo.atari.pool import EmulatorPool
+from nevo.episodes.book import EpisodeBook
 
 
 @dataclass
@@ -46,7 +46,7 @@ class Stepped:
     """Lockstep and overlap: this process runs the policy over the slots' observations in shared
     memory, and the pool steps the slots; an episode's start is played by the pool, not the net.
 
-    A pipeline, as nevo.evaluation.pipeline.AtariEvaluator asks one (Lockstep, Overlap, and
+    A pipeline, as nevo.atari.evaluator.AtariEvaluator asks one (Lockstep, Overlap, and
     pipeline.Workers): its layout (`slots`, `group`, `processes`), what its pool needs (`check`,
     `pool_args`, `attach`), whether this process steps the emulators (`steps_here`), and
     Pipeline(evaluator, book).play(progress) -> Played.
