@@ -46,8 +46,9 @@ def presets_of(algo: str, module: str = "") -> dict[str, Config]:
     out = {}
     for d in declarations_of(algo, module):
         for name, p in d.presets.items():
+            env = p.get("env", {})  # (a kind's own settings too: its Settings class)
             out[name] = Config(
-                env=EnvConfig(**p.get("env", {})),
+                env=settings_class(env.get("env", EnvConfig.env), env.get("env_module", ""))(**env),
                 net=NetConfig(**p.get("net", {})),
                 settings=d.settings(**p.get("settings", {})),
                 run=RunConfig(**p.get("run", {})),

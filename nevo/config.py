@@ -42,6 +42,7 @@ from nevo.settings import (  # noqa: F401 (the settings' primitives, also here f
     SHAPINGS,
     STARTS,
     SWITCHES,
+    CannotImport,
     ConfigError,
     DamagedFile,
     EnvConfig,
@@ -186,6 +187,8 @@ def load(path: str):
     d = read_json(path)
     try:
         return _from_saved(d)
+    except CannotImport as e:  # the folder is whole: the module it names is missing here
+        raise ConfigError(f"{path}: {e}; read the run where its module can be imported") from None
     except (TypeError, KeyError, ValueError) as e:
         raise DamagedFile(f"{path}: damaged, not nevo settings ({' '.join(str(e).split())})") from None
 

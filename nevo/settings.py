@@ -28,6 +28,11 @@ class ConfigError(ValueError):
     """A setting with a value that is not allowed; the message names the field."""
 
 
+class CannotImport(ConfigError):
+    """A module of one's own (--env-module, --algo-module) that cannot be imported here: on --resume
+    the run folder is whole, the module is what is missing."""
+
+
 def is_path(module: str) -> bool:
     """Whether a module of one's own (--algo-module, --env-module) is named as a file
     (path/to/mine.py) rather than as an importable module (package.mine)."""
@@ -73,7 +78,7 @@ def import_own(module: str, flag: str):
         else:
             mod = importlib.import_module(module)
     except Exception as e:  # noqa: BLE001 (every reason is said in one line)
-        raise ConfigError(f"{flag}: cannot import {module!r} ({type(e).__name__}: {e})") from None
+        raise CannotImport(f"{flag}: cannot import {module!r} ({type(e).__name__}: {e})") from None
     _IMPORTED[module] = mod
     return mod
 

@@ -115,6 +115,41 @@ def test_a_run_of_a_kind_this_process_knows_saves_its_module(tmp_path):
         assert json.load(f)["env"]["env_module"] == MODULE
 
 
+def test_a_run_whose_module_is_gone_says_so_not_that_its_folder_is_damaged(tmp_path):
+    """--resume (and replay) of a run whose kind's module cannot be imported any more: one line
+    naming config.json and the module it cannot import; the folder itself is whole."""
+    mine = tmp_path / "mine.py"
+    mine.write_text(open(MODULE).read())
+    argv = [str(mine) if a == MODULE else a for a in ARGV]
+    folder = run_folder(train, [*argv, "--frame-budget", "300"], tmp_path / "out")
+    mine.rename(tmp_path / "moved.py")
+    for cmd in (["train", "--resume", folder], ["replay", folder, "--episodes", "1"]):
+        done = subprocess.run([sys.executable, "-m", "nevo", *cmd], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+        err = done.stderr
+        assert done.returncode == 2 and err.count("\n") == 1, err
+        assert f"config.json: --env-module: cannot import '{mine}'" in err and "damaged" not in err, err
+
+
+def test_a_preset_of_an_algorithm_of_ones_own_sets_the_kinds_own_setting(tmp_path):
+    """An algorithm's preset (its declaration's `presets`) made for the corridor sets --length, a
+    setting of the kind's own, as a flag would."""
+    mine = tmp_path / "opl_corridor.py"
+    mine.write_text(
+        "from dataclasses import replace\n"
+        "from tests.algorithms import one_plus_lambda as base\n"
+        "(d,) = base.DECLARATIONS\n"
+        "DECLARATIONS = (replace(d, names=('opl-corridor',), on_tasks={}, presets={'corridor': {\n"
+        f"    'env': {{'env': 'corridor', 'env_module': {MODULE!r}, 'length': 5}},\n"
+        "    'settings': {'lam': 4}, 'run': {'noise_table_size': 2_000_000}}}),)\n"
+    )
+    argv = ["--algo-module", str(mine), "--preset", "corridor", "--frame-budget", "200"]
+    folder = run_folder(lambda a: train(a, "opl-corridor"), argv, tmp_path / "out")
+    with open(os.path.join(folder, runs.CONFIG)) as f:
+        env = json.load(f)["env"]
+    assert (env["env"], env["length"]) == ("corridor", 5), env
+
+
 def test_a_kind_that_extends_one_of_nevos_takes_its_own_name_only():
     """A subclass of gymnasium's kind (the catch-all) with a KIND of its own takes that name, not
     every name its parent takes."""
