@@ -7,11 +7,13 @@ compiles.
     policy = nevo.load_policy(result.run_dir)                        # policy.act(observation)
 
 The package follows the data flow: nevo.config and nevo.cli (settings), nevo.tasks (what an agent
-plays, each kind declaring itself), nevo.genomes (seed lists and mutations), nevo.nets (networks
-and their kernels), nevo.evaluation (episodes in, results out, on this machine), nevo.cluster (the
-same on a Dask cluster), nevo.algos (the algorithms), nevo.loops (the one generation loop),
-nevo.runs (run folders). `train` and `load_policy` (nevo.api) are
-imported on first use, so that `import nevo` stays light.
+plays, each kind declaring itself: nevo.kinds), nevo.atari (Atari from pixels, kind to evaluator),
+nevo.genomes (seed lists and mutations), nevo.nets (networks and their kernels), nevo.episodes
+(episodes in, results out, and what every evaluator shares), nevo.evaluation (the evaluators of
+in-process tasks and data sets, and the setup that picks any evaluator), nevo.cluster (the same on
+a Dask cluster), nevo.algos (the algorithms), nevo.loops (the one generation loop), nevo.runs (run
+folders). `train` and `load_policy` (nevo.api) are imported on first use, so that `import nevo`
+stays light.
 """
 
 from nevo.version import __version__

@@ -18,15 +18,16 @@ A kind is a subclass of `Kind` with a KIND of its own, and it says:
   "tanh"), action_box, behaviour (its size and dtype for novelty search, or None), device, name,
   `check(net_cfg)` and `reference_batch(size, seed)`.
 
-Its evaluator declares the kinds it plays (nevo.episodes.players.plays): tasks sit below the
-evaluators, which drive their environments, so the link is written on the evaluator's side, by
+Its evaluator declares the kinds it plays (nevo.episodes.players.plays): a kind sits below the
+evaluator that drives its environments, so the link is written on the evaluator's side, by
 class; a kind stepped in this process (`InProcess`: make_slots) gets the synchronous evaluator
 without a word.
 
 A class with a KIND of its own joins the registry when it is made: nevo's kinds when nevo.tasks
-loads, one of one's own when its module is imported (--env-module, saved in config.json so that
---resume, replay and a cluster's workers import it again). The kinds are asked newest first, so a
-kind of one's own may take a name before nevo's own do.
+loads (Atari's first, as nevo.tasks imports nevo.atari before it makes its own), one of one's own
+when its module is imported (--env-module, saved in config.json so that --resume, replay and a
+cluster's workers import it again). The kinds are asked newest first, so a kind of one's own may
+take a name before nevo's own do.
 """
 
 from __future__ import annotations

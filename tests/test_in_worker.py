@@ -214,15 +214,15 @@ def test_a_worker_that_stops_answering_is_one_line_in_every_pipeline(pipeline, m
     an episode; in a run 60 s, and for an episode its frames at 50 frames/s or 4x at the slowest
     frames/s seen, at least 3 min) the run is an EmulatorError of one line naming the process,
     and close() leaves no process."""
-    from nevo.atari import evaluator as pipeline_module
+    from nevo.atari import evaluator
     from nevo.atari import pool as emulator_pool
     from tests.helpers import FakePolicy
 
     bound = 5 if pipeline == "workers" else 2  # (a whole episode: up to 2,000 frames here)
     monkeypatch.setattr(emulator_pool, "STEP_BOUND_S", 2.0)
-    monkeypatch.setattr(pipeline_module, "BOUND_FLOOR_S", 5.0)
-    monkeypatch.setattr(pipeline_module, "FLOOR_RATE", 1e9)
-    monkeypatch.setattr(pipeline_module, "FIRST_RATE", 1e9)
+    monkeypatch.setattr(evaluator, "BOUND_FLOOR_S", 5.0)
+    monkeypatch.setattr(evaluator, "FLOOR_RATE", 1e9)
+    monkeypatch.setattr(evaluator, "FIRST_RATE", 1e9)
     cfg = replace(CFG, frame_cap=2_000)
     if pipeline == "workers":
         pop, weights = fresh(np.float16)

@@ -228,12 +228,12 @@ def test_weights_built_per_slot_give_the_outcomes_of_one_episode_at_a_time(refer
 def test_many_emulators_say_that_they_are_starting(monkeypatch, capsys):
     """Each emulator loads its ROM (~0.1 s), so a layout of many slots (512 on a 16-core GPU
     machine) says so on stderr before it starts them; few stay quiet."""
-    import nevo.atari.evaluator as pipeline
+    from nevo.atari import evaluator
 
     ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, processes=1, group_size=2)
     ev.close()
     assert capsys.readouterr().err == ""
-    monkeypatch.setattr(pipeline, "SAY_START_SLOTS", 2)  # 2 slots count as many here
+    monkeypatch.setattr(evaluator, "SAY_START_SLOTS", 2)  # 2 slots count as many here
     ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, processes=1, group_size=2)
     ev.close()
     assert capsys.readouterr().err.startswith("starting 2 Atari emulators")
@@ -246,11 +246,11 @@ def test_emulator_processes_run_nicer_than_the_driving_process():
     driving thread (the pipeline's one serial path) must not wait for a slice behind them."""
     import os
 
-    import nevo.atari.evaluator as pipeline
+    from nevo.atari import evaluator
 
     driver = os.getpriority(os.PRIO_PROCESS, 0)
-    lowered = min(19, driver + pipeline.EMULATOR_NICE)
-    assert pipeline.EMULATOR_NICE > 0 and lowered > driver or driver == 19
+    lowered = min(19, driver + evaluator.EMULATOR_NICE)
+    assert evaluator.EMULATOR_NICE > 0 and lowered > driver or driver == 19
     ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=4, processes=2, group_size=2)
     try:
         assert len(ev.pool.procs) == 2

@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 from nevo import machine
-from nevo.atari import evaluator as pipeline
+from nevo.atari import evaluator
 from nevo.config import EnvConfig
 from nevo.episodes import Episodes
 from nevo.episodes.weights import GivenRows
@@ -91,19 +91,19 @@ def run(a, nice: int, calls: str, spin_us: float) -> tuple[float, float, float, 
     """One generation at this EMULATOR_NICE, the policy's steps submitted and collected later or
     called, the pool spinning spin_us before it sleeps: (frames/s, policy share, ms per call,
     frames)."""
-    from nevo.atari import pool as emulator_pool
+    from nevo.atari import pool
     from nevo.atari.game import atari_actions
 
     env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
     group = -(-a.slots // a.groups)
     kind = SubmittingStandIn if calls == "submit" else StandInGpu
     policy = kind(a.python_ms / 1e3, a.wait_ms / 1e3, atari_actions(a.game), a.slots, 4 * 84 * 84)
-    saved = pipeline.EMULATOR_NICE, emulator_pool.SPIN_S
-    pipeline.EMULATOR_NICE, emulator_pool.SPIN_S = nice, spin_us / 1e6
+    saved = evaluator.EMULATOR_NICE, pool.SPIN_S
+    evaluator.EMULATOR_NICE, pool.SPIN_S = nice, spin_us / 1e6
     try:
-        ev = pipeline.AtariEvaluator(env_cfg, policy, GivenRows(), a.slots, a.threads, group_size=group)
+        ev = evaluator.AtariEvaluator(env_cfg, policy, GivenRows(), a.slots, a.threads, group_size=group)
     finally:
-        pipeline.EMULATOR_NICE, emulator_pool.SPIN_S = saved
+        evaluator.EMULATOR_NICE, pool.SPIN_S = saved
     try:
         n = a.population
         res = ev.run(None, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
@@ -129,9 +129,9 @@ def main(argv=None) -> int:
     p.add_argument("--frame-cap", type=int, default=2000, help="frames per episode at most (default: 2000)")
     p.add_argument("--python-ms", type=float, default=1.0, help="a call's Python, GIL held (default: 1)")
     p.add_argument("--wait-ms", type=float, default=1.0, help="a call's wait, GIL free (default: 1)")
-    p.add_argument("--nice", type=int, nargs="+", default=[0, pipeline.EMULATOR_NICE],
+    p.add_argument("--nice", type=int, nargs="+", default=[0, evaluator.EMULATOR_NICE],
                    help="how much nicer the emulator processes run, each in turn "
-                        f"(default: 0 {pipeline.EMULATOR_NICE})")  # fmt: skip
+                        f"(default: 0 {evaluator.EMULATOR_NICE})")  # fmt: skip
     p.add_argument("--calls", nargs="+", choices=["submit", "sync"], default=["submit"],
                    help="submit: a step's actions collected after the next group is staged (as "
                         "CudaPolicy's are); sync: each call waits for its own; each in turn "

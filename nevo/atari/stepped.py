@@ -47,7 +47,7 @@ class Stepped:
     memory, and the pool steps the slots; an episode's start is played by the pool, not the net.
 
     A pipeline, as nevo.atari.evaluator.AtariEvaluator asks one (Lockstep, Overlap, and
-    pipeline.Workers): its layout (`slots`, `group`, `processes`), what its pool needs (`check`,
+    nevo.atari.evaluator.Workers): its layout (`slots`, `group`, `processes`), what its pool needs (`check`,
     `pool_args`, `attach`), whether this process steps the emulators (`steps_here`), and
     Pipeline(evaluator, book).play(progress) -> Played.
 

@@ -4,7 +4,7 @@ toolkit every evaluator shares.
 Every algorithm hands an evaluator `Episodes` and gets `Results` back, whatever runs them (the
 Atari pipelines, the synchronous evaluator of in-process tasks, a cluster). Both are plain
 arrays, so they can be sent to another process or machine. Beside them, for the evaluators:
-`book` (`EpisodeBook`, one generation's bookkeeping: the episodes to hand out, their returns,
+`book` (`EpisodeBook`, one evaluation's bookkeeping: the episodes to hand out, their returns,
 lengths and clocks), `weights` (the weights a policy reads, built per slot or for the whole
 population), `experiences` (the observations kept per episode for safe mutations) and `players`
 (`plays`: an evaluator declares the kinds of task it plays). This package imports nothing of

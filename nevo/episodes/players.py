@@ -2,8 +2,8 @@
 (`@plays(AtariGame)`), and a task's evaluator is the one declared for the nearest class in its
 task's class hierarchy (`player_of`): a kind that extends another (MuJoCo a gymnasium task, a
 kind of one's own stepped in this process, nevo.tasks.InProcess) is played as its parent is,
-unless an evaluator declares it. The link is written on the evaluator's side because tasks sit
-below the evaluators that drive them (nevo.kinds).
+unless an evaluator declares it. The link is written on the evaluator's side because a kind sits
+below the evaluator that drives it (nevo.kinds).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ switching on the environment's name. Beside them: `envs` (gymnasium and MuJoCo s
 this process), `maze` (the deceptive image maze), `trap` (the deceptive Humanoid trap),
 `supervised` (a labelled data set as a task, `--env mnist`) and `mnist_data` (MNIST, fetched and
 checked by nevo itself). What a kind declares of itself, and the registry that finds the kind an
---env names, are nevo.kinds'; Atari's kind and backend are nevo.atari's, imported here (so that
-the registry knows it) and re-exported.
+--env names, are nevo.kinds'; Atari's kind and backend are nevo.atari's, whose kind is imported
+here (so that the registry knows it) and re-exported.
 
 Each kind (nevo.kinds.Kind) says which names it takes (`matches`), and each task knows its
 observations (shape and dtype, as the net's (C, H, W) input), its number of actions and their
@@ -31,6 +31,8 @@ import functools
 
 import numpy as np
 
+# (Atari's kind first: the kinds are asked newest first, so its matcher, which reads ale-py's ROM
+# list, is asked after the others: --env mnist loads no emulator)
 from nevo.atari import AtariGame
 from nevo.kinds import Kind, kind_of, kinds, normalize_env
 from nevo.settings import ConfigError, EnvConfig, require

@@ -283,7 +283,8 @@ def pick_threads(task_slots, cores: int, steps: int = 300) -> int:
 
 
 def task_reference_batch(task, n_actions: int, frame_cap: int, size: int, seed: int, keep: float = 0.05):
-    """atari_reference_batch for an in-process task of one slot (nevo.evaluation.in_process's interface)."""
+    """nevo.atari.game.atari_reference_batch for an in-process task of one slot
+    (nevo.evaluation.in_process's interface)."""
     rng = np.random.default_rng([seed, 0xBA7C])
     batch, episode, steps = [], 0, 0
     obs = task.reset([0], [seed])
