@@ -51,6 +51,7 @@ class Kind:
     Settings: type | None = None  # its own section: an EnvConfig with its fields; None: EnvConfig's
     DEFAULTS: dict = {}  # settings its tasks take where the flags and the algorithm's on_tasks are silent
     sticky_actions = False  # whether its episodes may have sticky actions (--sticky)
+    FRAMES = "frames"  # what a frame of its tasks is, in words (the figures' axis: nevo.plots.curves)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

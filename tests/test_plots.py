@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -32,8 +33,10 @@ def test_curves_plot_each_metric_of_a_run_against_frames(tiny_runs):
         (line,) = ax.get_lines()
         np.testing.assert_allclose(line.get_xdata(), frames)
         np.testing.assert_allclose(line.get_ydata(), metric(run, key))
-        assert "millions" in ax.get_xlabel() and "Score" in ax.get_ylabel()
+        assert ax.get_xlabel() == "Game frames (millions)" and "Score" in ax.get_ylabel()
     assert axes[-1].get_legend() is not None
+    with open(os.path.join(run, "config.json")) as f:
+        assert json.load(f)["counts"] == {"frames": "game frames", "generation": "generation"}
 
 
 @pytest.mark.slow
@@ -377,3 +380,39 @@ def test_legend_labels_leave_out_settings_one_version_of_nevo_has_and_another_la
     assert group_labels([[_run_of(older)], [_run_of(newer)]]) == ["GA N=64", "GA N=256"]
     newer["run"]["seed"] = 1  # a setting both have still shows
     assert group_labels([[_run_of(older)], [_run_of(newer)]]) == ["GA N=64 seed=0", "GA N=256 seed=1"]
+
+
+def test_the_axes_say_what_the_runs_count():
+    """An SGD run on a data set counts examples and iterations (config.json's counts), a GA run on
+    a gymnasium task agent steps and generations; a folder from before config.json said so reads
+    as game frames on Atari; runs that count different things get the plain word."""
+    sgd = _run_of(
+        {"algo": "sgd", "env": {"env": "mnist"}, "counts": {"frames": "examples", "generation": "iteration"}}
+    )
+    gym = _run_of(
+        {
+            "algo": "ga",
+            "env": {"env": "CartPole-v1"},
+            "counts": {"frames": "agent steps", "generation": "generation"},
+        }
+    )
+    atari = _run_of({"algo": "ga", "env": {"env": "atari", "game": "frostbite"}})
+    assert [curves.x_label([sgd], x) for x in curves.X_AXES] == ["Examples (millions)", "Iteration",
+                                                                "Wall-clock time (hours)"]  # fmt: skip
+    assert curves.x_label([gym], "frames") == "Agent steps (millions)"
+    assert (curves.x_label([atari], "frames"), curves.x_label([atari], "generations")) == (
+        "Game frames (millions)", "Generation")  # fmt: skip
+    assert (curves.x_label([sgd, atari], "frames"), curves.x_label([sgd, atari], "generations")) == (
+        "Frames (millions)", "Generation")  # fmt: skip
+
+
+def test_an_sgd_run_writes_what_its_counters_count():
+    """The loop writes in config.json what a row's frames and generation count: its task's kind's
+    frames (a data set's examples) and its step's unit (SGD's iterations)."""
+    import nevo
+    from tests.helpers import small_data
+
+    with tempfile.TemporaryDirectory() as out:
+        result = nevo.train("sgd", env=small_data(), net=[16], frames=300, out_dir=out, progress=False)
+        with open(os.path.join(result.run_dir, "config.json")) as f:
+            assert json.load(f)["counts"] == {"frames": "examples", "generation": "iteration"}

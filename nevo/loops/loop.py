@@ -132,7 +132,8 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
                     shutil.rmtree(run_dir, ignore_errors=True)
                 raise
             try:
-                write_config(run_dir, cfg, task, p.spec, facts)
+                counts = {"frames": task.FRAMES, "generation": step_of.unit}  # what they count, in words
+                write_config(run_dir, cfg, task, p.spec, {**facts, "counts": counts})
                 out.say(header(cfg, task, p.spec, facts, run_dir))
                 algo, extensions, frames, wall = _start(
                     cfg, p.spec, table, task, p.checkpoint, run_dir, step_of, out

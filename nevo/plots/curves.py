@@ -1,4 +1,4 @@
-"""Learning curves: score against game frames, generations and wall-clock hours.
+"""Learning curves: score against frames (game frames on Atari), generations and wall-clock hours.
 
     nevo plot curves RUN_DIR [RUN_DIR ...] [--out PREFIX]
 
@@ -22,15 +22,27 @@ PANELS = (
     ("score/pop_mean", "Population mean"),
     ("score/elite_mean", "Elite (validation mean)"),
 )
-# x axis name -> (label with unit, function of a run giving (generations,) x values)
+# x axis name -> (label with unit, function of a run giving (generations,) x values); the labels of
+# frames and generations say what the runs count (x_label)
 X_AXES = {
-    "frames": ("Game frames (millions)", lambda r: r.column("frames") / 1e6),
-    "generations": ("Generation", lambda r: r.column("generation")),
+    "frames": ("{frames} (millions)", lambda r: r.column("frames") / 1e6),
+    "generations": ("{generation}", lambda r: r.column("generation")),
     "hours": ("Wall-clock time (hours)", lambda r: r.column("wall_s") / 3600.0),
 }
 Y_LABEL = "Score (points per episode)"
 # A supervised run (a labelled data set: score = minus the mean cross-entropy) adds its test accuracy.
 ACCURACY = ("score/test_accuracy", "Test accuracy")
+
+
+def x_label(runs: list[rundata.Run], x: str) -> str:
+    """The x axis's label: what the runs' frames or generations count (Run.counts: "Game frames
+    (millions)" on Atari, "Examples (millions)" and "Iteration" for SGD on a data set), or the
+    plain word where the runs differ."""
+    said = {}
+    for what in ("frames", "generation"):
+        words = {r.counts[what] for r in runs}
+        said[what] = (words.pop() if len(words) == 1 else what).capitalize()
+    return X_AXES[x][0].format(**said)
 
 
 def _xy(run, x: str, key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -73,7 +85,7 @@ def plot_curves(runs: list[rundata.Run], x: str = "frames"):
         for ax, (key, title) in zip(axes, panels):
             draw_groups(ax, groups, labels, x, key)
             ax.set_title(title)
-            ax.set_xlabel(X_AXES[x][0])
+            ax.set_xlabel(x_label(runs, x))
             ax.set_ylabel("Accuracy" if key == ACCURACY[0] else Y_LABEL)
         axes[-1].legend(loc="best")
         games = sorted({r.game for r in runs})

@@ -37,6 +37,7 @@ NOT_CONFIG = {
     ("env_slots",),
     ("threads",),
     ("processes",),
+    ("counts",),  # what a row's frames and generation count, in words (below)
 }
 
 
@@ -70,6 +71,15 @@ class Run:
         """The Atari game, or the task's name for others (maze, CartPole-v1, ...)."""
         env = self.config.get("env", {})
         return env.get("game", "?") if env.get("env", "atari") == "atari" else env.get("env", "?")
+
+    @property
+    def counts(self) -> dict:
+        """What the run's frames and generations count, in words, as config.json says ({"frames":
+        "examples", "generation": "iteration"} for SGD on a data set); a folder from before it says:
+        game frames on Atari, frames elsewhere, and generations."""
+        env = self.config.get("env", {}).get("env", "atari")
+        before = {"frames": "game frames" if env == "atari" else "frames", "generation": "generation"}
+        return {**before, **self.config.get("counts", {})}
 
     @property
     def seed(self) -> int:

@@ -49,6 +49,7 @@ class InProcess(Kind):
     interface: reset, step, close, and behaviour where novelty search asks), frames = agent steps."""
 
     device = "cpu"  # a GPU launch costs more than a step of these tasks' small nets
+    FRAMES = "agent steps"
 
     def reference_batch(self, size: int, seed: int) -> np.ndarray:
         return envs.task_reference_batch(self.make_slots(1), self.n_actions, self.cfg.frame_cap, size, seed)

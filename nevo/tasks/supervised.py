@@ -76,6 +76,7 @@ class Supervised(Kind):
     for a validation, the whole test set); frames count examples."""
 
     KIND, LABEL = "data set", "data sets"  # MNIST (a DataSet of one's own: "own data set")
+    FRAMES = "examples"
     obs_dtype = np.uint8
     behaviour = None  # no behaviour for novelty search
     device = "auto"  # a GPU where there is one: every example is a forward pass
