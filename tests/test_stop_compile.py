@@ -46,6 +46,46 @@ def test_a_stop_that_meets_a_compile_stops_the_run_once_it_is_done(capfd):
     assert err == "", out
 
 
+def test_a_stop_sent_again_goes_to_the_main_thread(monkeypatch):
+    """The stop that met a compile is sent again to the main thread itself, not to the process: a
+    signal the process gets may be taken by another thread (the retry's own), and then the main
+    thread's blocking call (here a sleep of 5 s) is not interrupted and the stop waits for it."""
+    import threading
+
+    from nevo.runs import stop
+
+    sent = []  # (the sending thread is the main one, the thread the signal is sent to, or None)
+    kill, pthread_kill = os.kill, signal.pthread_kill
+
+    def to_process(pid, signum):
+        sent.append((threading.current_thread() is threading.main_thread(), None))
+        kill(pid, signum)
+
+    def to_thread(ident, signum):
+        sent.append((threading.current_thread() is threading.main_thread(), ident))
+        pthread_kill(ident, signum)
+
+    monkeypatch.setattr(os, "kill", to_process)
+    monkeypatch.setattr(signal, "pthread_kill", to_thread)
+    code = compile(
+        "def compiling():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    t0 = time.monotonic()\n"
+        "    while time.monotonic() - t0 < 0.2:\n"
+        "        pass\n",
+        "<llvmlite's callback>",
+        "exec",
+    )
+    fake = {"__name__": "llvmlite.binding.executionengine", "os": os, "signal": signal, "time": time}
+    exec(code, fake)
+    with stop.on_signals(), pytest.raises(stop.Stopped):
+        fake["compiling"]()
+        time.sleep(5)
+    resent = sent[1:]  # (the first: the test's own, to the process)
+    assert sent[0] == (True, None) and resent, sent
+    assert all(not main and ident == threading.main_thread().ident for main, ident in resent), sent
+
+
 COMPILING = '''
 import os, signal, sys, time
 from nevo.runs import stop

@@ -109,11 +109,13 @@ def _in_compiler(frame) -> bool:
 
 def _again(signum: int) -> None:
     """Send a stop that met a compile again (from its timer's thread), unless the block of
-    on_signals has ended or the run stops already."""
+    on_signals has ended or the run stops already. Sent to the main thread itself: a signal sent to
+    the process may be taken by another thread (this one), and then a blocking call of the main
+    thread (a sleep, a wait on a pipe) is not interrupted, so the stop waits for it to return."""
     with _retry_lock:
         if _state.installed and not _state.stopping:
             _state.resent = True
-            os.kill(os.getpid(), signum)
+            signal.pthread_kill(threading.main_thread().ident, signum)
 
 
 @contextlib.contextmanager
