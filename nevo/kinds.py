@@ -14,6 +14,8 @@ A kind is a subclass of `Kind` with a KIND of its own, and it says:
   holds them. None: EnvConfig's alone (nevo's own kinds, whose settings every run folder has there);
 - DEFAULTS: the settings its tasks take where neither the flags nor the algorithm's declaration
   for its KIND (on_tasks) say (a kind of one's own: a net for its observations, its frame cap);
+- FRAMES: what one of its frames is, in words ("game frames", "agent steps", "examples"), which
+  config.json keeps beside the run's counters and the figures' axes show;
 - and, as a task made from an EnvConfig: obs_shape, obs_dtype, n_actions, action ("argmax" or
   "tanh"), action_box, behaviour (its size and dtype for novelty search, or None), device, name,
   `check(net_cfg)` and `reference_batch(size, seed)`.

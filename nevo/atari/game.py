@@ -47,7 +47,7 @@ class AtariGame(Kind):
     device = "auto"  # a GPU where there is one
     action = "argmax"  # the net's outputs choose one of the minimal action set
     action_box = None  # discrete actions
-    FRAMES = "game frames"  # (frameskip 4: an agent step is 4)
+    FRAMES = "game frames"  # (an agent step is --frameskip of them)
     sticky_actions = True  # --sticky: the emulator repeats an action now and then (nevo.atari.emulator)
 
     @classmethod
