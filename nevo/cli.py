@@ -1,8 +1,8 @@
 """The command line: presets, the defaults a task or an algorithm brings, argparse.
 
 `parse_args` turns argv into a validated config: a preset (the papers' settings or a quick one),
-then the flags given, then `apply_defaults` (what the task and the algorithm bring where the
-command line is silent), then the range checks (nevo.config.validate) and the task's checks. A
+then the flags given, then the defaults (`defaults_of`: what the task and the algorithm bring
+where the command line is silent), then the range checks (nevo.config.validate) and the task's checks. A
 config built in Python goes through `apply_defaults` and `check` too, so it runs like the same
 config from the command line; `--help` lists each setting's preset values and those defaults.
 """
@@ -13,7 +13,7 @@ import argparse
 import difflib
 import os
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
 
 from nevo import tasks
@@ -88,29 +88,39 @@ def _same_command(algo: str, presets: dict) -> bool:
 
 
 def apply_defaults(cfg, given=(), task_defaults=True, kind=None):
-    """cfg with what its algorithm's declaration brings for every setting not named in `given`
-    (the names set explicitly): for the kind of task (its on_tasks and on_task; not with
+    """cfg with what its algorithm's declaration brings (`defaults_of`) for every setting not
+    named in `given` (the names set explicitly)."""
+    return override(cfg, defaults_of(cfg, given, task_defaults, kind))
+
+
+def defaults_of(cfg, given=(), task_defaults=True, kind=None) -> dict:
+    """{setting: value} for what cfg's algorithm's declaration brings for every setting not named
+    in `given` (the names set explicitly): for the kind of task (its on_tasks and on_task; not with
     task_defaults=False, for a preset made for its task), then on every task (its defaults), and
-    then the defaults that another setting makes impossible fitted to it (`fitted`).
-    `--env frostbite` becomes `--env atari --game frostbite` first. kind: the task's class where
-    its name does not say it (a data set of one's own: the DataSet).
+    then the defaults that another setting makes impossible fitted to it (`fitted`), and the
+    settings of cfg's task that its kind spells another way (`--env frostbite` is `--env atari
+    --game frostbite`). kind: the task's class where its name does not say it (a data set of one's
+    own: the DataSet). Only what changes is in it.
 
     A setting's value, in this order, the later winning: the algorithm's settings class; the
     preset (cfg as given here); the kind's own DEFAULTS (nevo.kinds), then the declaration's
     values for the task's kind, unless the preset is made for that task; the user's flag or
     argument (`given`)."""
-    cfg = replace(cfg, env=tasks.normalize_env(cfg.env))
+    env = tasks.normalize_env(cfg.env)
+    out = {f.name: getattr(env, f.name) for f in fields(env) if getattr(env, f.name) != getattr(cfg.env, f.name)}
+    cfg = replace(cfg, env=env)
     name, d = cfg.algo, declared(cfg)
     kind = kind or tasks.kind_of(cfg.env)
     data = None if isinstance(kind, type) else kind  # a DataSet of one's own
     by_task = (
         {**getattr(kind, "DEFAULTS", {}), **d.brings(name, kind.KIND, cfg.env, data)} if task_defaults else {}
     )
-    brought = {k: v for k, v in {**by_task, **d.defaults.get(name, {})}.items() if k not in given}
-    cfg = override(cfg, brought)
-    cfg = override(cfg, fitted(cfg, given))
+    out |= {k: v for k, v in {**by_task, **d.defaults.get(name, {})}.items() if k not in given}
+    cfg = override(cfg, out)
+    fit = fitted(cfg, given)
+    cfg, out = override(cfg, fit), out | fit
     threads, processes = atari_processes(cfg.run.threads, cfg.run.processes, given, kind.KIND)
-    return replace(cfg, run=replace(cfg.run, threads=threads, processes=processes))
+    return out | {k: v for k, v in (("threads", threads), ("processes", processes)) if v != getattr(cfg.run, k)}
 
 
 def atari_processes(threads: int, processes: int, given, kind: str) -> tuple[int, int]:
@@ -396,4 +406,5 @@ def _config_of(args, presets, saved=None, env: type = EnvConfig) -> Config:
         raise ConfigError(f"--preset: unknown preset {args.preset!r}{hint}; allowed: {', '.join(presets)}")
     by_task = made_for(args.preset, algo or next(iter(presets.values())).algo, module) is None
     start = presets[args.preset] if algo is None else presets[args.preset].with_algo(algo, module)
-    return apply_defaults(override(start, given), given, task_defaults=by_task)
+    cfg = override(start, given)
+    return override(cfg, defaults_of(cfg, given, by_task))  # (apply_defaults, written out)

@@ -100,7 +100,7 @@ def pipeline_with_steps_in_flight_plays_the_synchronous_episodes(rng, full):
     submitted, reset groups' steps among them) plays exactly the episodes it plays when every
     call waits for its own actions: each row's frames get the same action, and the returns,
     lengths and frames are the same."""
-    from nevo.atari.evaluator import AtariEvaluator
+    from tests.helpers import atari_evaluator
     from nevo.config import EnvConfig
     from nevo.episodes import Episodes
     from nevo.episodes.weights import GivenRows
@@ -141,8 +141,8 @@ def pipeline_with_steps_in_flight_plays_the_synchronous_episodes(rng, full):
     episodes = Episodes(np.array([0, 1, 2, 3, 4, 5]), np.arange(300, 306))
     results, policies = [], [Recording(CudaPolicy(spec), True), Recording(CudaPolicy(spec), False)]
     for policy in policies:
-        ev = AtariEvaluator(
-            cfg, policy, GivenRows(weights), slots=4, processes=2, group_size=2, pipeline="overlap"
+        ev = atari_evaluator(
+            cfg, policy, GivenRows(weights), slots=4, processes=2, group=2, pipeline="overlap"
         )
         try:
             results.append(ev.run(None, episodes))

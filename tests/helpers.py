@@ -32,6 +32,18 @@ def RowsAreIndividuals():  # noqa: N802 (the tests' name for it)
     return GivenRows()
 
 
+def atari_evaluator(env_cfg, policy, weights, slots, processes, group=0, pipeline="overlap", ram=False):
+    """The Atari evaluator a run builds (AtariEvaluator.for_task) with these settings: --env-slots
+    slots, --processes processes, --emulators-per-group group (0: the pipeline's rule), each
+    episode's final RAM with ram."""
+    from nevo.atari.evaluator import AtariEvaluator
+    from nevo.atari.game import AtariGame
+    from nevo.config import RunConfig
+
+    run = RunConfig(env_slots=slots, processes=processes, emulators_per_group=group, pipeline=pipeline)
+    return AtariEvaluator.for_task(AtariGame(env_cfg), run, policy, weights, "cpu", slots, ram)[0]
+
+
 def host_weights(n_params: int):
     """The CPU evaluators' weights for individuals given as weights (Population.of_weights)."""
     return PooledWeights(WeightBuilder(None, np.zeros(n_params, np.float32)))

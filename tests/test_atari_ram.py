@@ -5,10 +5,9 @@ import numpy as np
 import pytest
 from ale_py import roms
 
-from nevo.atari.evaluator import AtariEvaluator
 from nevo.atari.game import NOOP, make_atari, noop_count
 from nevo.episodes import Episodes
-from tests.helpers import CFG, FakePolicy, RowsAreIndividuals, policy
+from tests.helpers import CFG, FakePolicy, RowsAreIndividuals, atari_evaluator, policy
 
 SCREEN = {"img_height": 210, "img_width": 160, "stack_num": 1, "maxpool": False}  # ALE's own screen
 
@@ -62,13 +61,13 @@ def alone():
 def test_pipeline_ram_behaviours_equal_a_single_ale_interface(alone, slots, group, overlap):
     """With slots reused and groups pipelined or not, each episode's behaviour is the RAM a lone
     ALEInterface ends that episode with, and its return matches."""
-    ev = AtariEvaluator(
+    ev = atari_evaluator(
         CFG,
         FakePolicy(),
         RowsAreIndividuals(),
         slots=slots,
         processes=1,
-        group_size=group,
+        group=group,
         pipeline="overlap" if overlap else "lockstep",
         ram=True,
     )
@@ -86,7 +85,7 @@ def test_pipeline_ram_behaviours_equal_a_single_ale_interface(alone, slots, grou
 @pytest.mark.slow
 def test_without_ram_there_are_no_behaviours():
     """Without ram the pipeline gives no behaviours."""
-    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, processes=1)
+    ev = atari_evaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, processes=1)
     try:
         assert ev.run(None, Episodes(np.array([0]), np.array([1]))).behaviours is None
     finally:

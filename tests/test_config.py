@@ -116,6 +116,22 @@ def test_a_config_built_in_python_gets_the_command_lines_defaults():
     )  # sigma was set, population not
 
 
+
+def test_the_defaults_are_what_they_change_and_never_a_setting_given():
+    """defaults_of names only the settings it changes: the kind's spelling of the task, the
+    declaration's values for the kind where not given, what a given setting makes impossible."""
+    from nevo.config import Config, EnvConfig, override
+
+    cfg = override(Config(env=EnvConfig(env="assault")), {"population": 7, "sigma": 0.01})
+    brought = cli.defaults_of(cfg, given={"population", "sigma"})
+    assert brought["env"] == "atari" and brought["game"] == "assault"
+    assert "population" not in brought and "sigma" not in brought
+    assert brought["truncation"] == 7  # the preset's truncation above the given population
+    assert all(getattr(cli.apply_defaults(cfg, {"population", "sigma"}).settings, k, v) == v
+               for k, v in brought.items() if hasattr(cfg.settings, k))  # fmt: skip
+    again = cli.apply_defaults(cfg, {"population", "sigma"})
+    assert cli.defaults_of(again, given={"population", "sigma"}) == {}  # nothing left to bring
+
 CORRIDOR = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "kinds", "corridor.py"
 )  # a kind of one's own

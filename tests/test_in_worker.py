@@ -15,7 +15,6 @@ import pytest
 
 from nevo import nets
 from nevo.atari.emulator import FRAME, STACK, AtariEmulator
-from nevo.atari.evaluator import AtariEvaluator
 from nevo.atari.game import atari_actions
 from nevo.atari.in_worker import ASK, EpisodePlayer, read_answer
 from nevo.atari.pool import EmulatorError, EmulatorPool
@@ -24,7 +23,7 @@ from nevo.episodes import Episodes, Population
 from nevo.episodes.weights import PooledWeights
 from nevo.genomes import noise
 from nevo.nets.kernels import make_policy
-from tests.helpers import Forever, RowsAreIndividuals, survivors_of_a_killed_owner
+from tests.helpers import Forever, RowsAreIndividuals, atari_evaluator, survivors_of_a_killed_owner
 
 CFG = EnvConfig(game="frostbite", frame_cap=400)
 SPEC = nets.net_spec("small", nets.OBS_SHAPE, atari_actions("frostbite"))
@@ -47,7 +46,7 @@ FIELDS = ("returns", "lengths", "frames", "behaviours", "experiences", "experien
 def evaluate(pipeline, slots, dtype, runs=1, start="reference", sticky=0.0):
     pop, weights = fresh(dtype)
     cfg = replace(CFG, start=start, sticky=sticky)
-    ev = AtariEvaluator(cfg, make_policy("cpu", SPEC), weights, slots, 2, 1, pipeline, ram=True)
+    ev = atari_evaluator(cfg, make_policy("cpu", SPEC), weights, slots, 2, 1, pipeline, ram=True)
     try:
         return [ev.run(pop, EPISODES) for _ in range(runs)], ev
     finally:
@@ -100,7 +99,7 @@ def test_workers_refuse_a_policy_they_cannot_run():
             return np.zeros(len(ind), np.int64)
 
     with pytest.raises(ValueError) as e:
-        AtariEvaluator(CFG, StandIn(), RowsAreIndividuals(), 2, 2, 1, "workers")
+        atari_evaluator(CFG, StandIn(), RowsAreIndividuals(), 2, 2, 1, "workers")
     assert "\n" not in str(e.value) and "workers" in str(e.value)
 
 
@@ -162,7 +161,7 @@ def test_a_killed_worker_mid_episode_is_one_line_and_never_a_hang():
     """kill -9 of an emulator process while it plays: the run raises an EmulatorError of one line
     naming it within seconds, and the evaluator closes."""
     pop, weights = fresh(np.float16)
-    ev = AtariEvaluator(EnvConfig(game="frostbite"), make_policy("cpu", SPEC), weights, 2, 2, 1, "workers")
+    ev = atari_evaluator(EnvConfig(game="frostbite"), make_policy("cpu", SPEC), weights, 2, 2, 1, "workers")
     victim = ev.pool.procs[1]
     timer = threading.Timer(1.0, os.kill, (victim.pid, signal.SIGKILL))
     try:
@@ -182,11 +181,11 @@ OWNER = textwrap.dedent("""
     from nevo import nets
     from nevo.config import EnvConfig
     from nevo.episodes import Episodes
-    from nevo.atari.evaluator import AtariEvaluator
+    from tests.helpers import atari_evaluator
     from nevo.nets.kernels import make_policy
     from tests.test_in_worker import SPEC, fresh
     pop, weights = fresh(np.float16)
-    ev = AtariEvaluator(EnvConfig(game="frostbite"), make_policy("cpu", SPEC), weights, 2, 2, 1, "workers")
+    ev = atari_evaluator(EnvConfig(game="frostbite"), make_policy("cpu", SPEC), weights, 2, 2, 1, "workers")
     print(*[p.pid for p in ev.pool.procs], flush=True)
     ev.run(pop, Episodes(np.arange(6).repeat(20), np.arange(120, dtype=np.int64)))  # playing when killed
 """)
@@ -229,7 +228,7 @@ def test_a_worker_that_stops_answering_is_one_line_in_every_pipeline(pipeline, m
         policy = make_policy("cpu", SPEC)
     else:
         pop, weights, policy = None, RowsAreIndividuals(), FakePolicy()
-    ev = AtariEvaluator(cfg, policy, weights, 2, 2, 1, pipeline)
+    ev = atari_evaluator(cfg, policy, weights, 2, 2, 1, pipeline)
     victim = ev.pool.procs[1]
     timer = threading.Timer(1.0, os.kill, (victim.pid, signal.SIGSTOP))
     try:

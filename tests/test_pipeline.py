@@ -6,13 +6,21 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from nevo.atari.evaluator import AtariEvaluator
 from nevo.atari.game import noop_count
 from nevo.config import EnvConfig
 from nevo.episodes import Episodes, Population
 from nevo.episodes.weights import PooledWeights
 from nevo.genomes.noise import WeightBuilder
-from tests.helpers import CFG, EPISODES, FakePolicy, RowsAreIndividuals, assert_outcomes, play_alone, policy
+from tests.helpers import (
+    CFG,
+    EPISODES,
+    FakePolicy,
+    RowsAreIndividuals,
+    assert_outcomes,
+    atari_evaluator,
+    play_alone,
+    policy,
+)
 
 REFERENCE_CFG = EnvConfig(game="frostbite", frame_cap=400, start="reference")
 
@@ -53,7 +61,7 @@ def test_the_reference_start_gives_the_outcomes_of_one_episode_at_a_time(
     want = [play_alone_from_the_reference_start(i, s, sticky) for i, s in zip(EPISODES.ind, EPISODES.seeds)]
     pipeline = "overlap" if overlap else "lockstep"
     cfg = replace(REFERENCE_CFG, sticky=sticky)
-    ev = AtariEvaluator(cfg, FakePolicy(), RowsAreIndividuals(), slots, workers, group, pipeline)
+    ev = atari_evaluator(cfg, FakePolicy(), RowsAreIndividuals(), slots, workers, group, pipeline)
     try:
         res = ev.run(None, EPISODES)
     finally:
@@ -79,13 +87,13 @@ def test_outcomes_equal_one_episode_at_a_time(reference, slots, group, overlap, 
     or not: an episode started by restoring the reset's state on a slot that played others is
     the same episode."""
     pol, ind = FakePolicy(), RowsAreIndividuals()
-    ev = AtariEvaluator(
+    ev = atari_evaluator(
         CFG,
         pol,
         ind,
         slots=slots,
         processes=workers,
-        group_size=group,
+        group=group,
         pipeline="overlap" if overlap else "lockstep",
     )
     try:
@@ -122,7 +130,7 @@ def test_the_policy_sees_only_its_own_rows():
             seen.append(np.asarray(ind).copy())
             return super().__call__(ind, obs, take)
 
-    ev = AtariEvaluator(CFG, Spy(), RowsAreIndividuals(), slots=4, processes=1)
+    ev = atari_evaluator(CFG, Spy(), RowsAreIndividuals(), slots=4, processes=1)
     try:
         ev.run(None, Episodes(np.array([5, 6]), np.array([1, 2])))
     finally:
@@ -143,7 +151,7 @@ def test_an_error_in_the_policy_stops_the_run_and_leaves_the_evaluator_usable():
                 raise RuntimeError("boom")
             return super().__call__(ind, obs, take)
 
-    ev = AtariEvaluator(CFG, Failing(), RowsAreIndividuals(), slots=4, processes=1, group_size=2)
+    ev = atari_evaluator(CFG, Failing(), RowsAreIndividuals(), slots=4, processes=1, group=2)
     try:
         with pytest.raises(RuntimeError, match="boom"):
             ev.run(None, EPISODES)
@@ -167,7 +175,7 @@ def test_tail_and_forward_times_are_parts_of_the_wall_time():
             return super().__call__(rows_ind, obs, take)
 
     slow = SlowPolicy()
-    ev = AtariEvaluator(CFG, slow, RowsAreIndividuals(), slots=4, processes=1, group_size=2)
+    ev = atari_evaluator(CFG, slow, RowsAreIndividuals(), slots=4, processes=1, group=2)
     try:
         res = ev.run(None, Episodes(np.array([0, 1, 2, 3, 4]), np.arange(5)))
     finally:
@@ -178,22 +186,26 @@ def test_tail_and_forward_times_are_parts_of_the_wall_time():
 
 def test_layout_overlaps_on_a_gpu_and_plays_in_the_workers_on_the_cpu():
     """auto picks overlap with four groups on a GPU; on the CPU each emulator process plays whole
-    episodes (one process a core, no more than the individuals); settings win."""
-    from nevo.atari.evaluator import layout
+    episodes (one process a core, no more than the individuals, one process a slot); settings win;
+    the slots are whole groups, and no process has no slot."""
+    from nevo.atari.evaluator import Layout, layout
     from nevo.config import RunConfig
 
-    assert layout("cpu", 2, 1000, RunConfig()) == (2, 1, "workers")
-    assert layout("cuda", 16, 1000, RunConfig()) == (512, 128, "overlap")
-    assert layout("cpu", 16, 10, RunConfig()) == (10, 1, "workers")  # no more slots than individuals
-    assert layout("cpu", 16, 1000, RunConfig(threads=4)) == (4, 1, "workers")
-    assert layout("cpu", 2, 1000, RunConfig(env_slots=6)) == (6, 1, "workers")
-    assert layout("cpu", 2, 1000, RunConfig(pipeline="lockstep")) == (32, 1, "lockstep")
-    assert layout("cpu", 2, 10, RunConfig(pipeline="lockstep")) == (10, 1, "lockstep")
+    assert layout("cpu", 2, 1000, RunConfig()) == Layout(2, 1, 2, "workers")
+    assert layout("cuda", 16, 1000, RunConfig()) == Layout(512, 128, 16, "overlap")
+    assert layout("cpu", 16, 10, RunConfig()) == (10, 1, 10, "workers")  # no more slots than individuals
+    assert layout("cpu", 16, 1000, RunConfig(threads=4)) == (4, 1, 4, "workers")  # (a folder from before --processes)
+    assert layout("cpu", 16, 1000, RunConfig(processes=4)) == (4, 1, 4, "workers")
+    assert layout("cpu", 2, 1000, RunConfig(env_slots=6)) == (6, 1, 6, "workers")
+    assert layout("cpu", 2, 1000, RunConfig(pipeline="lockstep")) == (32, 1, 2, "lockstep")
+    assert layout("cpu", 2, 10, RunConfig(pipeline="lockstep")) == (10, 1, 2, "lockstep")
     assert layout("cpu", 2, 1000, RunConfig(pipeline="overlap", env_slots=12, emulators_per_group=3)) == (
-        12,
-        3,
-        "overlap",
-    )
+        12, 3, 2, "overlap")  # fmt: skip
+    assert layout("cpu", 2, 1000, RunConfig(pipeline="overlap", env_slots=10, emulators_per_group=4)) == (
+        12, 4, 2, "overlap")  # fmt: skip
+    assert layout("cpu", 2, 1000, RunConfig(pipeline="lockstep", env_slots=2, processes=3)) == (2, 1, 2, "lockstep")
+    with pytest.raises(ValueError, match="pipeline"):
+        layout("cpu", 2, 1000, RunConfig(pipeline="fast"))
 
 
 @pytest.mark.slow
@@ -212,7 +224,7 @@ def test_weights_built_per_slot_give_the_outcomes_of_one_episode_at_a_time(refer
     n = int(EPISODES.ind.max()) + 1
     ids = Population.of_weights(np.repeat(np.arange(n, dtype=np.float32)[:, None], 3, axis=1))
     weights = PooledWeights(WeightBuilder(None, np.zeros(3, np.float32)))
-    ev = AtariEvaluator(CFG, ReadsItsRow(), weights, slots=2, processes=1, group_size=1, pipeline="lockstep")
+    ev = atari_evaluator(CFG, ReadsItsRow(), weights, slots=2, processes=1, group=1, pipeline="lockstep")
     try:
         res = ev.run(ids, EPISODES)
     finally:
@@ -230,11 +242,11 @@ def test_many_emulators_say_that_they_are_starting(monkeypatch, capsys):
     machine) says so on stderr before it starts them; few stay quiet."""
     from nevo.atari import evaluator
 
-    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, processes=1, group_size=2)
+    ev = atari_evaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, processes=1, group=2)
     ev.close()
     assert capsys.readouterr().err == ""
     monkeypatch.setattr(evaluator, "SAY_START_SLOTS", 2)  # 2 slots count as many here
-    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, processes=1, group_size=2)
+    ev = atari_evaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=2, processes=1, group=2)
     ev.close()
     assert capsys.readouterr().err.startswith("starting 2 Atari emulators")
 
@@ -251,7 +263,7 @@ def test_emulator_processes_run_nicer_than_the_driving_process():
     driver = os.getpriority(os.PRIO_PROCESS, 0)
     lowered = min(19, driver + evaluator.EMULATOR_NICE)
     assert evaluator.EMULATOR_NICE > 0 and lowered > driver or driver == 19
-    ev = AtariEvaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=4, processes=2, group_size=2)
+    ev = atari_evaluator(CFG, FakePolicy(), RowsAreIndividuals(), slots=4, processes=2, group=2)
     try:
         assert len(ev.pool.procs) == 2
         assert {os.getpriority(os.PRIO_PROCESS, p.pid) for p in ev.pool.procs} == {lowered}

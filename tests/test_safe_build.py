@@ -108,7 +108,7 @@ def test_the_atari_pipeline_keeps_the_observations_its_net_acts_on(tiny_atari):
 
 @pytest.fixture
 def tiny_atari():
-    from nevo.atari.evaluator import AtariEvaluator
+    from tests.helpers import atari_evaluator
     from nevo.atari.game import noop_count
     from nevo.config import EnvConfig
     from nevo.episodes.weights import PooledWeights
@@ -120,7 +120,7 @@ def tiny_atari():
         np.random.default_rng(0).normal(size=1_100_000).astype(np.float32), nets.init_scale(spec), 0.1
     )
     weights = PooledWeights(WeightBuilder(source.table, source.init_scale))
-    ev = AtariEvaluator(env_cfg, make_policy("cpu", spec), weights, 4, 2, 2, "lockstep")
+    ev = atari_evaluator(env_cfg, make_policy("cpu", spec), weights, 4, 2, 2, "lockstep")
     pop = Population([np.array([5], np.int64)], np.zeros(3, np.int64), np.arange(3, dtype=np.int64) + 1,
                      np.full(3, 0.1, np.float32), 0.1)  # fmt: skip
     episodes = Episodes(np.array([0, 1, 2, 0, 1], np.int64), np.arange(5, dtype=np.int64) + 7)

@@ -5,10 +5,9 @@ first-ready units."""
 import numpy as np
 import pytest
 
-from nevo.atari.evaluator import AtariEvaluator
 from nevo.config import EnvConfig
 from nevo.episodes import Episodes
-from tests.helpers import CFG, EPISODES, FakePolicy, RowsAreIndividuals, assert_outcomes, play_alone, policy
+from tests.helpers import CFG, EPISODES, FakePolicy, RowsAreIndividuals, assert_outcomes, atari_evaluator, play_alone, policy
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +75,7 @@ def test_a_submitted_step_is_collected_after_the_next_group_is_staged(reference,
     after the next group's step is submitted: two steps in flight, never three, and the outcomes of
     each episode alone."""
     pol = SubmittingPolicy()
-    ev = AtariEvaluator(CFG, pol, RowsAreIndividuals(), slots=slots, processes=2, group_size=group)
+    ev = atari_evaluator(CFG, pol, RowsAreIndividuals(), slots=slots, processes=2, group=group)
     try:
         res = ev.run(None, EPISODES)
     finally:
@@ -123,7 +122,7 @@ def test_the_overlap_pipeline_goes_on_while_one_process_is_stopped():
     in that second.)"""
     episodes = Episodes(np.repeat(EPISODES.ind, 3), np.arange(100, 100 + 3 * len(EPISODES.ind)))
     pol = StoppingPolicy(pause_s=1.0)
-    ev = AtariEvaluator(CFG, pol, RowsAreIndividuals(), slots=8, processes=2, group_size=2)
+    ev = atari_evaluator(CFG, pol, RowsAreIndividuals(), slots=8, processes=2, group=2)
     try:
         pol.pid = ev.pool.procs[1].pid
         res = ev.run(None, episodes)

@@ -33,7 +33,7 @@ import numpy as np
 
 from nevo import machine
 from nevo.atari import evaluator
-from nevo.config import EnvConfig
+from nevo.config import EnvConfig, RunConfig
 from nevo.episodes import Episodes
 from nevo.episodes.weights import GivenRows
 from nevo.nets.kernels.cuda import gather_rows
@@ -92,7 +92,7 @@ def run(a, nice: int, calls: str, spin_us: float) -> tuple[float, float, float, 
     called, the pool spinning spin_us before it sleeps: (frames/s, policy share, ms per call,
     frames)."""
     from nevo.atari import pool
-    from nevo.atari.game import atari_actions
+    from nevo.atari.game import AtariGame, atari_actions
 
     env_cfg = EnvConfig(game=a.game, frame_cap=a.frame_cap)
     group = -(-a.slots // a.groups)
@@ -101,7 +101,8 @@ def run(a, nice: int, calls: str, spin_us: float) -> tuple[float, float, float, 
     saved = evaluator.EMULATOR_NICE, pool.SPIN_S
     evaluator.EMULATOR_NICE, pool.SPIN_S = nice, spin_us / 1e6
     try:
-        ev = evaluator.AtariEvaluator(env_cfg, policy, GivenRows(), a.slots, a.threads, group_size=group)
+        run_cfg = RunConfig(env_slots=a.slots, processes=a.threads, emulators_per_group=group, pipeline="overlap")
+        ev, _ = evaluator.AtariEvaluator.for_task(AtariGame(env_cfg), run_cfg, policy, GivenRows(), "cuda", a.slots, False)
     finally:
         evaluator.EMULATOR_NICE, pool.SPIN_S = saved
     try:

@@ -38,7 +38,7 @@ from experiments.bench.forward_torch import torch_module, torch_params
 from nevo import machine, nets
 from nevo.algos.ga import GA
 from nevo.atari.evaluator import AtariEvaluator, layout
-from nevo.atari.game import atari_actions, make_atari
+from nevo.atari.game import AtariGame, atari_actions, make_atari
 from nevo.config import EnvConfig, GAConfig, RunConfig
 from nevo.episodes.weights import PooledWeights
 from nevo.genomes import noise
@@ -135,12 +135,13 @@ class NevoGA:
     the population); no elite re-evaluation, which EvoTorch's GA does not do either."""
 
     def __init__(self, env_cfg, spec, policy, n: int, lay, threads: int, dtype=np.float32):
-        slots, group, pipe = lay
+        slots, group, _, pipe = lay
         cfg = GAConfig(population=n, truncation=max(1, n // 3), sigma=0.002)
         table = noise.make_table(spec.n_params + 1_000_000, seed=n)
         self.ga = GA(cfg, seed=n)
         weights = PooledWeights(noise.WeightBuilder(table, nets.init_scale(spec), dtype=dtype))  # per slot
-        self.ev = AtariEvaluator(env_cfg, policy, weights, slots, threads, group_size=group, pipeline=pipe)
+        run_cfg = RunConfig(env_slots=slots, processes=threads, emulators_per_group=group, pipeline=pipe)
+        self.ev, _ = AtariEvaluator.for_task(AtariGame(env_cfg), run_cfg, policy, weights, "cpu", n, False)
 
     def step(self) -> tuple[float, int]:
         """(frames/s, frames) of one generation, breeding included."""
@@ -193,10 +194,11 @@ def main(argv=None) -> None:
                 rate, frames = side.evaluate(values)
                 theirs.append(rate)
                 print(f"{n:>4} {init:>8} {r:>5} {'EvoTorch':>14} {frames:>10,} {rate:>10,.0f}", flush=True)
-                for slots, group, pipe in layouts:
+                for lay in layouts:
+                    slots, group, _, pipe = lay
                     pop = given(weights)
                     rate, _, _, frames = pipeline_rate(env_cfg, policy, "cpu", pop, slots, group, cores, pipe)
-                    ours[slots, group, pipe].append(rate)
+                    ours[lay].append(rate)
                     name = f"nevo {slots} slots"
                     print(f"{n:>4} {init:>8} {r:>5} {name:>14} {frames:>10,} {rate:>10,.0f}", flush=True)
             for lay in layouts:

@@ -43,7 +43,7 @@ import numpy as np
 
 from nevo import machine, nets
 from nevo.atari.evaluator import AtariEvaluator, layout
-from nevo.atari.game import atari_actions
+from nevo.atari.game import AtariGame, atari_actions
 from nevo.config import EnvConfig, RunConfig
 from nevo.episodes import Episodes, Population
 from nevo.episodes.weights import for_device
@@ -95,9 +95,8 @@ def pipeline_rate(env_cfg, policy, device, pop, slots, group, threads, pipeline,
     ("overlap", "lockstep" or "workers"). The fractions are shares of the wall time."""
     population, builder = pop
     weights = for_device(builder, device)
-    ev = AtariEvaluator(
-        env_cfg, policy, weights, slots, threads, group_size=group, pipeline=pipeline, ram=ram
-    )
+    run_cfg = RunConfig(env_slots=slots, processes=threads, emulators_per_group=group, pipeline=pipeline)
+    ev, _ = AtariEvaluator.for_task(AtariGame(env_cfg), run_cfg, policy, weights, device, len(population), ram)
     try:
         n = len(population)
         res = ev.run(population, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
@@ -272,8 +271,7 @@ def main(argv=None) -> None:
     threads = a.threads or cores
     # The overlap mode's layout for an unbounded population (slots and groups from the machine).
     run_cfg = RunConfig(env_slots=a.slots, emulators_per_group=a.emulators_per_group, pipeline="overlap")
-    slots, group, _ = layout(device, cores, 10**9, run_cfg)
-    slots = -(-slots // group) * group  # whole groups, as the AtariEvaluator makes them
+    slots, group, _, _ = layout(device, cores, 10**9, run_cfg)
     lock_group = layout(device, cores, 10**9, RunConfig(env_slots=slots, pipeline="lockstep"))[1]
     workers = layout(device, cores, 10**9, RunConfig(threads=a.threads, pipeline="workers"))[0]
     pops = a.populations or ([64, 256, 1000] if device == "cuda" else [64, 256])

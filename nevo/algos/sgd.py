@@ -89,7 +89,7 @@ class SGDStep:
     set. Its row: the iterations' batch scores, SGD's metrics, the accuracies. SGD evaluates no
     population: no extensions, no fitness of the caller's."""
 
-    unit, counts = "iteration", "examples"  # what the run's lines count
+    unit = "iteration"  # what the run's lines count (its frames: the data set's examples, Kind.FRAMES)
 
     def __init__(self, cfg, task, spec, evaluator, algo, extensions, run_dir, fitness, out):
         self.cfg, self.data, self.evaluator, self.algo, self.out = cfg, task.data, evaluator, algo, out

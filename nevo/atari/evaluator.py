@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import NamedTuple
 
 import numpy as np
 
@@ -88,102 +89,94 @@ def processes_of(run_cfg) -> int:
     return run_cfg.processes or run_cfg.threads
 
 
-def layout(device: str, cores: int, population: int, run_cfg) -> tuple[int, int, str]:
-    """(slots, group size, pipeline) from the settings, 0s and "auto" chosen from the machine.
+class Layout(NamedTuple):
+    """Where a run's episodes play: emulator slots in all, slots per group, emulator processes, and
+    the pipeline by name (`PIPELINES`)."""
+
+    slots: int
+    group: int
+    processes: int
+    pipeline: str
+
+
+def layout(device: str, cores: int, population: int, run_cfg) -> Layout:
+    """The Layout of the settings, 0s and "auto" chosen from the machine: the one rule for all of
+    it, which a run, the roofline and the benchmarks read alike.
 
     The pipeline: "overlap" where the forward runs on a GPU, "workers" on the CPU: each emulator
     process plays whole episodes with its own forward on one thread, one episode at a time
     (nevo.atari.in_worker), one process per core (--processes) unless --env-slots says
     otherwise. "lockstep" (asked for by name): every live slot steps together, then one forward
     over them all. Slots: one per core in "workers", 16 per core in "lockstep", 32 per core with a
-    GPU. The groups: `grouped`.
+    GPU. A group's size as the pipeline has it (its `group`: "overlap" four groups, "lockstep" one
+    slot a group, unless --emulators-per-group says; "workers" one), the slots rounded up to whole
+    groups. Processes: --processes (default one per core), as the pipeline takes them (its
+    `processes`: in "workers" one a slot, otherwise at most one a slot).
     """
-    pipeline = run_cfg.pipeline if run_cfg.pipeline in PIPELINES else AUTO[device]  # (auto)
-    slots = run_cfg.env_slots or PIPELINES[pipeline].slots(population, device, cores, processes_of(run_cfg))
-    return (*grouped(slots, pipeline, run_cfg.emulators_per_group), pipeline)
-
-
-def grouped(slots: int, pipeline: str, group: int = 0) -> tuple[int, int]:
-    """(slots, group size): the one rule for both, the group's size as the pipeline has it
-    (its `group`: "overlap" four groups, "lockstep" one slot a group, unless group says;
-    "workers" one); slots rounded up to whole groups."""
-    group = max(1, min(slots, PIPELINES[pipeline].group(slots, group)))
-    return -(-slots // group) * group, group
+    if run_cfg.pipeline not in (*PIPELINES, "auto"):
+        raise ValueError(f"pipeline: got {run_cfg.pipeline!r}, allowed: {', '.join(PIPELINES)}")
+    pipeline = run_cfg.pipeline if run_cfg.pipeline in PIPELINES else AUTO[device]
+    kind, processes = PIPELINES[pipeline], processes_of(run_cfg)
+    slots = run_cfg.env_slots or kind.slots(population, device, cores, processes)
+    group = max(1, min(slots, kind.group(slots, run_cfg.emulators_per_group)))
+    slots = -(-slots // group) * group
+    return Layout(slots, group, kind.processes(slots, processes or cores), pipeline)
 
 
 @plays(AtariGame)
 class AtariEvaluator:
     """Runs Episodes on Atari emulator slots, `policy` choosing the actions.
 
-    slots: emulators in all; processes: emulator processes (at most one per slot; in "workers" one
-    per slot); group_size: slots per group (0: `grouped`'s rule); pipeline: "overlap" runs a
-    group's worth of first-ready slots through the forward while the others step, "lockstep" one
-    forward over every live slot, then all of them step (both nevo.atari.stepped's); "workers"
-    has each emulator process play whole episodes with its own copy of the policy (a host policy
-    over PooledWeights only). See `layout` for the defaults. ram: each episode's final RAM is its
-    behaviour (Results.behaviours; Such et al. 2017's GA-NS on Atari).
+    Built for a run by `for_task`, from the run's settings (`layout`). Its pipeline: "overlap" runs
+    a group's worth of first-ready slots through the forward while the others step, "lockstep" one
+    forward over every live slot, then all of them step (both nevo.atari.stepped's); "workers" has
+    each emulator process play whole episodes with its own copy of the policy (a host policy over
+    PooledWeights only). ram: each episode's final RAM is its behaviour (Results.behaviours; Such et
+    al. 2017's GA-NS on Atari).
     """
 
-    def __init__(
-        self,
-        env_cfg,
-        policy,
-        weights,
-        slots: int,
-        processes: int,
-        group_size: int = 0,
-        pipeline: str = "overlap",
-        ram=False,
-    ):
-        if pipeline not in PIPELINES:
-            raise ValueError(f"pipeline: got {pipeline!r}, allowed: {', '.join(PIPELINES)}")
-        kind = PIPELINES[pipeline]
-        kind.check(policy, weights)
+    def __init__(self, env_cfg, policy, weights, pool: EmulatorPool, where: Layout, ram=False):
         self.env_cfg = env_cfg
         # nevo.nets.kernels.make_policy(...): load(weights), (rows_ind, obs, take) -> actions
         self.policy = policy
         self.weights = weights  # nevo.episodes.weights: the rows the policy reads, built from genomes
-        self.pipeline = pipeline
-        self.slots, self.group = grouped(slots, pipeline, group_size)
-        self.processes = kind.processes(self.slots, processes)  # emulator processes
+        self.pool = pool  # the emulators, `where.processes` processes of them (nevo.atari.pool)
+        self.slots, self.group, self.processes, self.pipeline = where
         self.ram = ram
         self.slowest_rate = FIRST_RATE  # frames/s of the slowest timed episode (episode_bound)
         self.played: Played | None = None  # the last run's figures, as its pipeline handed them back
-        if self.slots >= SAY_START_SLOTS:
-            print(
-                f"starting {self.slots} Atari emulators in {self.processes} processes (~0.1 s each)",
-                file=sys.stderr,
-                flush=True,
-            )
-        args = kind.pool_args(policy, weights, self.slots)
-        self.pool = EmulatorPool(
-            env_cfg.game,
-            env_cfg.frameskip,
-            env_cfg.frame_cap,
-            self.slots,
-            self.processes,
-            nice=EMULATOR_NICE,
-            sticky=env_cfg.sticky,
-            **args,
-        )
-        kind.attach(self.pool, weights, args)
 
     @classmethod
     def for_task(cls, task, run_cfg, policy, weights, device: str, population: int, behaviours: bool):
-        """(this evaluator for an Atari game, facts for config.json): `layout`'s slots, groups and
-        pipeline, --processes emulator processes (default: one per core), each episode's final RAM
-        with behaviours (novelty search)."""
-        slots, group, pipeline = layout(device, machine.cores(), population, run_cfg)
-        processes = processes_of(run_cfg) or machine.cores()
-        ev = cls(task.cfg, policy, weights, slots, processes, group, pipeline, ram=behaviours)
+        """(this evaluator for an Atari game, facts for config.json): the emulator pool of
+        `layout`'s slots, groups, processes and pipeline, and each episode's final RAM with
+        behaviours (novelty search)."""
+        where = layout(device, machine.cores(), population, run_cfg)
+        kind = PIPELINES[where.pipeline]
+        kind.check(policy, weights)
+        if where.slots >= SAY_START_SLOTS:
+            print(
+                f"starting {where.slots} Atari emulators in {where.processes} processes (~0.1 s each)",
+                file=sys.stderr,
+                flush=True,
+            )
+        env_cfg = task.cfg
+        args = kind.pool_args(policy, weights, where.slots)
+        pool = EmulatorPool(env_cfg.game, env_cfg.frameskip, env_cfg.frame_cap, where.slots, where.processes,
+                            nice=EMULATOR_NICE, sticky=env_cfg.sticky, **args)  # fmt: skip
+        try:
+            kind.attach(pool, weights, args)
+        except BaseException:
+            pool.close()
+            raise
         facts = {
-            "env_slots": ev.slots,
-            "emulators_per_group": ev.group,
-            "processes": ev.processes,
-            "pipeline": pipeline,
+            "env_slots": where.slots,
+            "emulators_per_group": where.group,
+            "processes": where.processes,
+            "pipeline": where.pipeline,
             **({"behaviour": "final RAM"} if behaviours else {}),
         }
-        return ev, facts
+        return cls(env_cfg, policy, weights, pool, where, ram=behaviours), facts
 
     def close(self) -> None:
         self.pool.close()

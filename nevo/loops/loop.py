@@ -194,7 +194,7 @@ def _start(cfg, spec, table, task, checkpoint, run_dir, step_of, out):
     if checkpoint is not None:
         for e in extensions:
             e.load_state(checkpoint)
-        out.say(f"resumed at {step_of.unit} {algo.generation}, {frames:,} {step_of.counts}")
+        out.say(f"resumed at {step_of.unit} {algo.generation}, {frames:,} {task.FRAMES}")
     return algo, extensions, frames, wall
 
 
@@ -202,10 +202,11 @@ class GenerationStep:
     """One generation of the generation loop: ask -> evaluate -> tell -> ask_validation ->
     evaluate -> tell_validation, each extension's hooks at their places."""
 
-    unit, counts = "generation", "frames"  # what the run's lines count
+    unit = "generation"  # what the run's lines count (and its frames: the task's kind says, Kind.FRAMES)
 
     def __init__(self, cfg, task, spec, evaluator, algo, extensions, run_dir, fitness, out):
         self.cfg, self.evaluator, self.algo, self.extensions = cfg, evaluator, algo, extensions
+        self.frames_are = task.FRAMES  # what its frames count, in words ("game frames", "agent steps")
         self.run_dir, self.fitness, self.out = run_dir, fitness, out
 
     def _prepared(self, population):
@@ -256,7 +257,7 @@ class GenerationStep:
         accuracy = last.get("score/test_accuracy", float("nan"))  # a labelled data set's last validation
         also += f", test accuracy {100 * accuracy:.2f}%" if accuracy == accuracy else ""
         elite = self.algo.elite_score
-        return f"done: {frames:,} frames in {wall / 60:.1f} min; elite {elite:.1f}{also}; {run_dir}"
+        return f"done: {frames:,} {self.frames_are} in {wall / 60:.1f} min; elite {elite:.1f}{also}; {run_dir}"
 
     def finish(self, row: dict) -> None:
         """The extensions' fields into the row; where each training episode ended (the maze, MuJoCo)."""

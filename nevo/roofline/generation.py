@@ -94,7 +94,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
     """One Frostbite generation of a.e2e_net, its time split, beside the limits (nevo.roofline.report's
     docstring)."""
     from nevo.atari import evaluator
-    from nevo.atari.game import atari_actions
+    from nevo.atari.game import AtariGame, atari_actions
     from nevo.config import EnvConfig, RunConfig
     from nevo.episodes import Episodes
     from nevo.episodes.weights import for_device
@@ -106,15 +106,14 @@ def end_to_end(a, forward_roof: dict) -> dict:
     n_actions = atari_actions(a.game)
     spec = nets.net_spec(a.e2e_net, nets.OBS_SHAPE, n_actions)
     device = a.e2e_device
-    slots, group, pipe = evaluator.layout(device, cores, a.population, RunConfig(env_slots=a.slots))
+    run_cfg = RunConfig(env_slots=a.slots)  # the rest as training sets them (one process a core)
+    slots, group, _, pipe = evaluator.layout(device, cores, a.population, run_cfg)
     # The limits of the emulators stepped from this process: in the lockstep layout's slots where
     # the emulator processes step their own (workers: one slot a process, which says nothing of
     # the emulators' limit).
     lim_slots, lim_group = (slots, group)
     if not evaluator.PIPELINES[pipe].steps_here:
-        lim_slots, lim_group, _ = evaluator.layout(
-            device, cores, a.population, RunConfig(pipeline="lockstep")
-        )
+        lim_slots, lim_group, _, _ = evaluator.layout(device, cores, a.population, RunConfig(pipeline="lockstep"))
     limit = emulator_limit(env_cfg, lim_slots, lim_group, min(cores, lim_group), a.limit_seconds, n_actions)
     roof = emulator_roof(a.game, env_cfg.frameskip, a.frame_cap, cores, a.limit_seconds)
     pool_rate = pool_limit(env_cfg, lim_slots, cores, a.limit_seconds)
@@ -126,8 +125,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
     fresh, builder = population(spec, a.population, seed=a.population, dtype=half.dtype_of(a.weights))
     weights = for_device(builder, device)
     policy = make_policy(device, spec)  # (its rows: the pipeline counts them)
-    # the evaluator's emulator processes: one per core, as training starts them
-    ev = evaluator.AtariEvaluator(env_cfg, policy, weights, slots, cores, group_size=group, pipeline=pipe)
+    ev, _ = evaluator.AtariEvaluator.for_task(AtariGame(env_cfg), run_cfg, policy, weights, device, a.population, False)
     timings = {"emulation": [0.0], "send": [0.0], "resets": [0.0], "weights": [0.0]}
     timed_pool(ev.pool, timings)
     weights.take = timed(weights.take, timings["weights"])
