@@ -107,7 +107,7 @@ def defaults_of(cfg, given=(), task_defaults=True, kind=None) -> dict:
     values for the task's kind, unless the preset is made for that task; the user's flag or
     argument (`given`)."""
     env = tasks.normalize_env(cfg.env)
-    out = {f.name: getattr(env, f.name) for f in fields(env) if getattr(env, f.name) != getattr(cfg.env, f.name)}
+    out = {f.name: v for f in fields(env) if (v := getattr(env, f.name)) != getattr(cfg.env, f.name)}
     cfg = replace(cfg, env=env)
     name, d = cfg.algo, declared(cfg)
     kind = kind or tasks.kind_of(cfg.env)
@@ -120,7 +120,8 @@ def defaults_of(cfg, given=(), task_defaults=True, kind=None) -> dict:
     fit = fitted(cfg, given)
     cfg, out = override(cfg, fit), out | fit
     threads, processes = atari_processes(cfg.run.threads, cfg.run.processes, given, kind.KIND)
-    return out | {k: v for k, v in (("threads", threads), ("processes", processes)) if v != getattr(cfg.run, k)}
+    processes_as = {"threads": threads, "processes": processes}
+    return out | {k: v for k, v in processes_as.items() if v != getattr(cfg.run, k)}
 
 
 def atari_processes(threads: int, processes: int, given, kind: str) -> tuple[int, int]:
@@ -328,13 +329,51 @@ class Parsed(NamedTuple):
 
 def parse_args(argv, description: str = "", command: str = DEFAULT, command_module: str = "") -> Parsed:
     """Parse argv into a Parsed, as the command of algorithm `command` reads it (its presets, and
-    --algo's default; command_module: the module of one's own that declares it). On resume the
-    run folder's config is taken as it was written. The flags are the algorithm's: --algo and
-    --algo-module are read first (on resume only the run's settings may change, which every
-    algorithm has)."""
+    --algo's default; command_module: the module of one's own that declares it). The flags are
+    the algorithm's: --algo and --algo-module are read first (on resume only the run's settings
+    may change, which every algorithm has).
+
+    The config, in the order a setting's value is decided (the later winning): the start (the
+    preset, or on resume the run folder's config as it was written: `_start_of`), the flags given
+    over it, then the defaults over what the flags leave (`defaults_of`; on resume none, but for the
+    count of emulator processes a run folder from before --processes kept as --threads), then the
+    checks (`check`)."""
     presets = presets_of(command, command_module)
     known = first_args(argv)
-    algo, module = (None, "") if known.resume else (known.algo, known.algo_module)
+    algo, module = (None, "") if known.resume else _algorithm_of(known, presets, command)
+    env = settings_class(known.env, known.env_module) if known.env and not known.resume else EnvConfig
+    args = build_parser(description, presets, algo, module, env).parse_args(argv)
+    saved = saved_config(args.resume) if args.resume else None
+    start, task_defaults = _start_of(args, presets, saved)
+    # the flags given: those of the algorithm the parser was built for (on resume, the run's)
+    of = (
+        (saved.algo, saved.algo_module, type(saved.env))
+        if saved
+        else (algo or _command_of(presets), module, env)
+    )
+    given = {f.name: v for _, f in all_fields(*of) if (v := getattr(args, f.name, None)) is not None}
+    if saved is not None:
+        _may_change(args, saved, given)
+    cfg = override(start, given)
+    if saved is None:
+        cfg = override(cfg, defaults_of(cfg, given, task_defaults))
+    else:
+        kind = tasks.kind_of(cfg.env).KIND
+        threads, processes = atari_processes(cfg.run.threads, cfg.run.processes, given, kind)
+        cfg = replace(cfg, run=replace(cfg.run, threads=threads, processes=processes))
+    task = check(cfg)
+    cluster = None
+    if args.cluster:
+        require(args.cluster_timeout > 0, "cluster_timeout", "> 0", args.cluster_timeout)
+        require(args.cluster_chunk >= 0, "cluster_chunk", ">= 0", args.cluster_chunk)
+        cluster = ClusterSettings(args.cluster, args.cluster_timeout, args.cluster_chunk)
+    return Parsed(cfg, args.resume, cluster, task)
+
+
+def _algorithm_of(known, presets, command: str) -> tuple[str | None, str]:
+    """(--algo, --algo-module) of the first flags read (`first_args`), or a ConfigError in one line
+    where the command does not run that algorithm (another command's, or none's)."""
+    algo, module = known.algo, known.algo_module
     if module and algo is None:
         raise ConfigError("--algo-module: name the algorithm it declares with --algo")
     if algo is not None and module:
@@ -349,16 +388,7 @@ def parse_args(argv, description: str = "", command: str = DEFAULT, command_modu
             f"--algo: got {algo!r}, allowed: {', '.join(algorithms_of(command))}, or one that --algo-module "
             f"declares{elsewhere}"
         )
-    env = settings_class(known.env, known.env_module) if known.env and not known.resume else EnvConfig
-    args = build_parser(description, presets, algo, module, env).parse_args(argv)
-    cfg = _config_of(args, presets, saved_config(args.resume) if args.resume else None, env)
-    task = check(cfg)
-    cluster = None
-    if args.cluster:
-        require(args.cluster_timeout > 0, "cluster_timeout", "> 0", args.cluster_timeout)
-        require(args.cluster_chunk >= 0, "cluster_chunk", ">= 0", args.cluster_chunk)
-        cluster = ClusterSettings(args.cluster, args.cluster_timeout, args.cluster_chunk)
-    return Parsed(cfg, args.resume, cluster, task)
+    return algo, module
 
 
 def saved_config(run_dir: str):
@@ -370,41 +400,36 @@ def saved_config(run_dir: str):
     return load(path)
 
 
-def _config_of(args, presets, saved=None, env: type = EnvConfig) -> Config:
-    """The config of parsed args, not yet checked; saved: the run folder's config, on resume; env:
-    the class of the task's section the parser was built for (on resume, the saved one's)."""
-    algo, module = args.algo, args.algo_module
-    env = type(saved.env) if saved else env
-    fields_ = all_fields(
-        *((saved.algo, saved.algo_module) if saved else (algo or next(iter(presets.values())).algo, module)),
-        env,
-    )
-    given = {f.name: getattr(args, f.name) for _, f in fields_ if getattr(args, f.name, None) is not None}
+def _start_of(args, presets, saved=None) -> tuple[Config, bool]:
+    """(the config the flags go over, whether the defaults for the task's kind apply to it): the
+    preset --preset names, for --algo where given; on resume the run folder's config (saved), whose
+    algorithm must be this command's."""
     if saved is not None:
-        cfg = saved
-        declared(cfg)  # (a module of one's own: imported once)
-        if not _same_command(cfg.algo, presets):
+        declared(saved)  # (a module of one's own: imported once)
+        if not _same_command(saved.algo, presets):
             raise ConfigError(
-                f"--resume: {args.resume!r} is a run of {cfg.algo!r}; resume it with its own command "
+                f"--resume: {args.resume!r} is a run of {saved.algo!r}; resume it with its own command "
                 f"({resume_command(args.resume)})"
             )
-        changed = set(given) | ({"algo"} if algo not in (None, cfg.algo) else set())
-        changed = (changed | ({"algo_module"} if module not in ("", cfg.algo_module) else set())) - RESUMABLE
-        if changed:
-            raise ConfigError(
-                f"--resume: only {', '.join(flag(n) for n in sorted(RESUMABLE))} may change on "
-                f"resume; got {', '.join(flag(n) for n in sorted(changed))}"
-            )
-        cfg = override(cfg, given)
-        threads, processes = atari_processes(
-            cfg.run.threads, cfg.run.processes, given, tasks.kind_of(cfg.env).KIND
-        )
-        return replace(cfg, run=replace(cfg.run, threads=threads, processes=processes))
+        return saved, False
+    algo, module = args.algo, args.algo_module
     if args.preset not in presets:
         close = difflib.get_close_matches(args.preset, list(presets), n=3)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ConfigError(f"--preset: unknown preset {args.preset!r}{hint}; allowed: {', '.join(presets)}")
     by_task = made_for(args.preset, algo or next(iter(presets.values())).algo, module) is None
     start = presets[args.preset] if algo is None else presets[args.preset].with_algo(algo, module)
-    cfg = override(start, given)
-    return override(cfg, defaults_of(cfg, given, by_task))  # (apply_defaults, written out)
+    return start, by_task
+
+
+def _may_change(args, saved, given) -> None:
+    """ConfigError in one line unless every setting given on resume (the flags, --algo and
+    --algo-module) is one a run may change (RESUMABLE)."""
+    algo, module = args.algo, args.algo_module
+    changed = set(given) | ({"algo"} if algo not in (None, saved.algo) else set())
+    changed = (changed | ({"algo_module"} if module not in ("", saved.algo_module) else set())) - RESUMABLE
+    if changed:
+        raise ConfigError(
+            f"--resume: only {', '.join(flag(n) for n in sorted(RESUMABLE))} may change on "
+            f"resume; got {', '.join(flag(n) for n in sorted(changed))}"
+        )

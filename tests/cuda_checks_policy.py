@@ -100,12 +100,12 @@ def pipeline_with_steps_in_flight_plays_the_synchronous_episodes(rng, full):
     submitted, reset groups' steps among them) plays exactly the episodes it plays when every
     call waits for its own actions: each row's frames get the same action, and the returns,
     lengths and frames are the same."""
-    from tests.helpers import atari_evaluator
     from nevo.config import EnvConfig
     from nevo.episodes import Episodes
     from nevo.episodes.weights import GivenRows
     from nevo.nets import OBS_SHAPE
     from nevo.nets.kernels.cuda import CudaPolicy
+    from tests.helpers import atari_evaluator
 
     class Recording:  # each row's (individual, frames' hash) and action; submits only if asked
         def __init__(self, policy, submits):

@@ -116,7 +116,6 @@ def test_a_config_built_in_python_gets_the_command_lines_defaults():
     )  # sigma was set, population not
 
 
-
 def test_the_defaults_are_what_they_change_and_never_a_setting_given():
     """defaults_of names only the settings it changes: the kind's spelling of the task, the
     declaration's values for the kind where not given, what a given setting makes impossible."""
@@ -131,6 +130,7 @@ def test_the_defaults_are_what_they_change_and_never_a_setting_given():
                for k, v in brought.items() if hasattr(cfg.settings, k))  # fmt: skip
     again = cli.apply_defaults(cfg, {"population", "sigma"})
     assert cli.defaults_of(again, given={"population", "sigma"}) == {}  # nothing left to bring
+
 
 CORRIDOR = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "kinds", "corridor.py"

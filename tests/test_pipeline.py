@@ -194,7 +194,12 @@ def test_layout_overlaps_on_a_gpu_and_plays_in_the_workers_on_the_cpu():
     assert layout("cpu", 2, 1000, RunConfig()) == Layout(2, 1, 2, "workers")
     assert layout("cuda", 16, 1000, RunConfig()) == Layout(512, 128, 16, "overlap")
     assert layout("cpu", 16, 10, RunConfig()) == (10, 1, 10, "workers")  # no more slots than individuals
-    assert layout("cpu", 16, 1000, RunConfig(threads=4)) == (4, 1, 4, "workers")  # (a folder from before --processes)
+    assert layout("cpu", 16, 1000, RunConfig(threads=4)) == (
+        4,
+        1,
+        4,
+        "workers",
+    )  # (a folder from before --processes)
     assert layout("cpu", 16, 1000, RunConfig(processes=4)) == (4, 1, 4, "workers")
     assert layout("cpu", 2, 1000, RunConfig(env_slots=6)) == (6, 1, 6, "workers")
     assert layout("cpu", 2, 1000, RunConfig(pipeline="lockstep")) == (32, 1, 2, "lockstep")
@@ -203,7 +208,12 @@ def test_layout_overlaps_on_a_gpu_and_plays_in_the_workers_on_the_cpu():
         12, 3, 2, "overlap")  # fmt: skip
     assert layout("cpu", 2, 1000, RunConfig(pipeline="overlap", env_slots=10, emulators_per_group=4)) == (
         12, 4, 2, "overlap")  # fmt: skip
-    assert layout("cpu", 2, 1000, RunConfig(pipeline="lockstep", env_slots=2, processes=3)) == (2, 1, 2, "lockstep")
+    assert layout("cpu", 2, 1000, RunConfig(pipeline="lockstep", env_slots=2, processes=3)) == (
+        2,
+        1,
+        2,
+        "lockstep",
+    )
     with pytest.raises(ValueError, match="pipeline"):
         layout("cpu", 2, 1000, RunConfig(pipeline="fast"))
 

@@ -108,11 +108,11 @@ def test_the_atari_pipeline_keeps_the_observations_its_net_acts_on(tiny_atari):
 
 @pytest.fixture
 def tiny_atari():
-    from tests.helpers import atari_evaluator
     from nevo.atari.game import noop_count
     from nevo.config import EnvConfig
     from nevo.episodes.weights import PooledWeights
     from nevo.nets.kernels import make_policy
+    from tests.helpers import atari_evaluator
 
     env_cfg = EnvConfig(game="pong", frame_cap=160, noop_max=10)
     spec = nets.net_spec("small", nets.OBS_SHAPE, 6)

@@ -7,7 +7,16 @@ import pytest
 
 from nevo.config import EnvConfig
 from nevo.episodes import Episodes
-from tests.helpers import CFG, EPISODES, FakePolicy, RowsAreIndividuals, assert_outcomes, atari_evaluator, play_alone, policy
+from tests.helpers import (
+    CFG,
+    EPISODES,
+    FakePolicy,
+    RowsAreIndividuals,
+    assert_outcomes,
+    atari_evaluator,
+    play_alone,
+    policy,
+)
 
 
 @pytest.fixture(scope="module")

@@ -101,8 +101,12 @@ def run(a, nice: int, calls: str, spin_us: float) -> tuple[float, float, float, 
     saved = evaluator.EMULATOR_NICE, pool.SPIN_S
     evaluator.EMULATOR_NICE, pool.SPIN_S = nice, spin_us / 1e6
     try:
-        run_cfg = RunConfig(env_slots=a.slots, processes=a.threads, emulators_per_group=group, pipeline="overlap")
-        ev, _ = evaluator.AtariEvaluator.for_task(AtariGame(env_cfg), run_cfg, policy, GivenRows(), "cuda", a.slots, False)
+        run_cfg = RunConfig(
+            env_slots=a.slots, processes=a.threads, emulators_per_group=group, pipeline="overlap"
+        )
+        ev, _ = evaluator.AtariEvaluator.for_task(
+            AtariGame(env_cfg), run_cfg, policy, GivenRows(), "cuda", a.slots, False
+        )
     finally:
         evaluator.EMULATOR_NICE, pool.SPIN_S = saved
     try:

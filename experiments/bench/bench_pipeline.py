@@ -96,7 +96,9 @@ def pipeline_rate(env_cfg, policy, device, pop, slots, group, threads, pipeline,
     population, builder = pop
     weights = for_device(builder, device)
     run_cfg = RunConfig(env_slots=slots, processes=threads, emulators_per_group=group, pipeline=pipeline)
-    ev, _ = AtariEvaluator.for_task(AtariGame(env_cfg), run_cfg, policy, weights, device, len(population), ram)
+    ev, _ = AtariEvaluator.for_task(
+        AtariGame(env_cfg), run_cfg, policy, weights, device, len(population), ram
+    )
     try:
         n = len(population)
         res = ev.run(population, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))

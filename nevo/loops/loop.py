@@ -257,7 +257,9 @@ class GenerationStep:
         accuracy = last.get("score/test_accuracy", float("nan"))  # a labelled data set's last validation
         also += f", test accuracy {100 * accuracy:.2f}%" if accuracy == accuracy else ""
         elite = self.algo.elite_score
-        return f"done: {frames:,} {self.frames_are} in {wall / 60:.1f} min; elite {elite:.1f}{also}; {run_dir}"
+        return (
+            f"done: {frames:,} {self.frames_are} in {wall / 60:.1f} min; elite {elite:.1f}{also}; {run_dir}"
+        )
 
     def finish(self, row: dict) -> None:
         """The extensions' fields into the row; where each training episode ended (the maze, MuJoCo)."""

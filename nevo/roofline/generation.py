@@ -113,7 +113,9 @@ def end_to_end(a, forward_roof: dict) -> dict:
     # the emulators' limit).
     lim_slots, lim_group = (slots, group)
     if not evaluator.PIPELINES[pipe].steps_here:
-        lim_slots, lim_group, _, _ = evaluator.layout(device, cores, a.population, RunConfig(pipeline="lockstep"))
+        lim_slots, lim_group, _, _ = evaluator.layout(
+            device, cores, a.population, RunConfig(pipeline="lockstep")
+        )
     limit = emulator_limit(env_cfg, lim_slots, lim_group, min(cores, lim_group), a.limit_seconds, n_actions)
     roof = emulator_roof(a.game, env_cfg.frameskip, a.frame_cap, cores, a.limit_seconds)
     pool_rate = pool_limit(env_cfg, lim_slots, cores, a.limit_seconds)
@@ -125,7 +127,9 @@ def end_to_end(a, forward_roof: dict) -> dict:
     fresh, builder = population(spec, a.population, seed=a.population, dtype=half.dtype_of(a.weights))
     weights = for_device(builder, device)
     policy = make_policy(device, spec)  # (its rows: the pipeline counts them)
-    ev, _ = evaluator.AtariEvaluator.for_task(AtariGame(env_cfg), run_cfg, policy, weights, device, a.population, False)
+    ev, _ = evaluator.AtariEvaluator.for_task(
+        AtariGame(env_cfg), run_cfg, policy, weights, device, a.population, False
+    )
     timings = {"emulation": [0.0], "send": [0.0], "resets": [0.0], "weights": [0.0]}
     timed_pool(ev.pool, timings)
     weights.take = timed(weights.take, timings["weights"])
