@@ -108,6 +108,8 @@ def defaults_of(cfg, given=(), task_defaults=True, kind=None) -> dict:
     argument (`given`)."""
     env = tasks.normalize_env(cfg.env)
     out = {f.name: v for f in fields(env) if (v := getattr(env, f.name)) != getattr(cfg.env, f.name)}
+    if "env" in out:  # (the module as it is: override would look for the renamed task's own)
+        out["env_module"] = env.env_module
     cfg = replace(cfg, env=env)
     name, d = cfg.algo, declared(cfg)
     kind = kind or tasks.kind_of(cfg.env)

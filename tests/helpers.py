@@ -34,8 +34,8 @@ def RowsAreIndividuals():  # noqa: N802 (the tests' name for it)
 
 def atari_evaluator(env_cfg, policy, weights, slots, processes, group=0, pipeline="overlap", ram=False):
     """The Atari evaluator a run builds (AtariEvaluator.for_task) with these settings: --env-slots
-    slots, --processes processes, --emulators-per-group group (0: the pipeline's rule), each
-    episode's final RAM with ram."""
+    slots, --processes processes (0: one a core), --emulators-per-group group (0: the pipeline's
+    rule), each episode's final RAM with ram."""
     from nevo.atari.evaluator import AtariEvaluator
     from nevo.atari.game import AtariGame
     from nevo.config import RunConfig

@@ -114,7 +114,7 @@ def layout(device: str, cores: int, population: int, run_cfg) -> Layout:
     `processes`: in "workers" one a slot, otherwise at most one a slot).
     """
     if run_cfg.pipeline not in (*PIPELINES, "auto"):
-        raise ValueError(f"pipeline: got {run_cfg.pipeline!r}, allowed: {', '.join(PIPELINES)}")
+        raise ValueError(f"pipeline: got {run_cfg.pipeline!r}, allowed: auto, {', '.join(PIPELINES)}")
     pipeline = run_cfg.pipeline if run_cfg.pipeline in PIPELINES else AUTO[device]
     kind, processes = PIPELINES[pipeline], processes_of(run_cfg)
     slots = run_cfg.env_slots or kind.slots(population, device, cores, processes)
