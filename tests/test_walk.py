@@ -129,9 +129,7 @@ def test_a_settings_walk_is_at_most_10_calls_in_7_files(tmp_path, monkeypatch, c
 # --env-slots on Atari: from the parsed flag to the emulator pool it sizes, 8 calls (issue 71's
 # goal): the settings' three (parse_args, override, typed), the run's two (loop.run,
 # setup.local_evaluator), then nevo/atari/evaluator.py's for_task (which builds the pool) and
-# layout, and EmulatorPool.__init__. (12 before: a helper built the config from the parsed flags,
-# the defaults handed the whole config back, and the evaluator's constructor grouped the slots
-# again.) docs/architecture.md lists them.
+# layout, and EmulatorPool.__init__. docs/architecture.md lists them.
 ENV_SLOTS, MOST_ENV_SLOTS_CALLS = 11, 8
 
 
