@@ -86,6 +86,41 @@ def test_a_stop_sent_again_goes_to_the_main_thread(monkeypatch):
     assert all(not main and ident == threading.main_thread().ident for main, ident in resent), sent
 
 
+def test_a_retry_lost_on_the_way_into_a_blocking_call_is_sent_once_more(monkeypatch):
+    """A retry's signal that lands as the main thread enters a blocking call is handled only when
+    the call returns (CPython's sleep does not look at its signals before it starts): a send that
+    no handling followed within LOST_S is sent once more, so the stop ends the 5 s sleep at once.
+    The race is made here by losing the first retry's send; and a send more is no second stop."""
+    from nevo.runs import stop
+
+    pthread_kill, lost = signal.pthread_kill, []
+
+    def losing_the_first(ident, signum):
+        if not lost:
+            lost.append(signum)  # (as if handled by the C handler just before the sleep began)
+            return
+        pthread_kill(ident, signum)
+
+    monkeypatch.setattr(signal, "pthread_kill", losing_the_first)
+    code = compile(
+        "def compiling():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    t0 = time.monotonic()\n"
+        "    while time.monotonic() - t0 < 0.2:\n"
+        "        pass\n",
+        "<llvmlite's callback>",
+        "exec",
+    )
+    fake = {"__name__": "llvmlite.binding.executionengine", "os": os, "signal": signal, "time": time}
+    exec(code, fake)
+    t0 = time.monotonic()
+    with stop.on_signals(), pytest.raises(stop.Stopped):
+        fake["compiling"]()
+        time.sleep(5)
+    took = time.monotonic() - t0
+    assert lost == [signal.SIGTERM] and took < 2, (lost, took)
+
+
 COMPILING = '''
 import os, signal, sys, time
 from nevo.runs import stop
