@@ -121,9 +121,14 @@ def defaults_of(cfg, given=(), task_defaults=True, kind=None) -> dict:
     cfg = override(cfg, out)
     fit = fitted(cfg, given)
     cfg, out = override(cfg, fit), out | fit
-    threads, processes = atari_processes(cfg.run.threads, cfg.run.processes, given, kind.KIND)
-    processes_as = {"threads": threads, "processes": processes}
-    return out | {k: v for k, v in processes_as.items() if v != getattr(cfg.run, k)}
+    return out | _processes_changed(cfg, given, kind.KIND)
+
+
+def _processes_changed(cfg, given, kind: str) -> dict:
+    """{--threads, --processes} where `atari_processes` reads them otherwise than cfg has them (an
+    Atari game's emulator processes given as --threads, or kept so in an older run folder)."""
+    threads, processes = atari_processes(cfg.run.threads, cfg.run.processes, given, kind)
+    return {k: v for k, v in (("threads", threads), ("processes", processes)) if v != getattr(cfg.run, k)}
 
 
 def atari_processes(threads: int, processes: int, given, kind: str) -> tuple[int, int]:
@@ -360,9 +365,7 @@ def parse_args(argv, description: str = "", command: str = DEFAULT, command_modu
     if saved is None:
         cfg = override(cfg, defaults_of(cfg, given, task_defaults))
     else:
-        kind = tasks.kind_of(cfg.env).KIND
-        threads, processes = atari_processes(cfg.run.threads, cfg.run.processes, given, kind)
-        cfg = replace(cfg, run=replace(cfg.run, threads=threads, processes=processes))
+        cfg = override(cfg, _processes_changed(cfg, given, tasks.kind_of(cfg.env).KIND))
     task = check(cfg)
     cluster = None
     if args.cluster:

@@ -46,6 +46,23 @@ def test_a_stop_that_meets_a_compile_stops_the_run_once_it_is_done(capfd):
     assert err == "", out
 
 
+def _sigterm_in_a_compile() -> None:
+    """SIGTERM to this process from code that stop takes for llvmlite's (its module's name), which
+    then runs on 0.2 s: the stop meets a compile and is sent again until it lands outside."""
+    code = compile(
+        "def compiling():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    t0 = time.monotonic()\n"
+        "    while time.monotonic() - t0 < 0.2:\n"
+        "        pass\n",
+        "<llvmlite's callback>",
+        "exec",
+    )
+    fake = {"__name__": "llvmlite.binding.executionengine", "os": os, "signal": signal, "time": time}
+    exec(code, fake)
+    fake["compiling"]()
+
+
 def test_a_stop_sent_again_goes_to_the_main_thread(monkeypatch):
     """The stop that met a compile is sent again to the main thread itself, not to the process: a
     signal the process gets may be taken by another thread (the retry's own), and then the main
@@ -67,19 +84,8 @@ def test_a_stop_sent_again_goes_to_the_main_thread(monkeypatch):
 
     monkeypatch.setattr(os, "kill", to_process)
     monkeypatch.setattr(signal, "pthread_kill", to_thread)
-    code = compile(
-        "def compiling():\n"
-        "    os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    t0 = time.monotonic()\n"
-        "    while time.monotonic() - t0 < 0.2:\n"
-        "        pass\n",
-        "<llvmlite's callback>",
-        "exec",
-    )
-    fake = {"__name__": "llvmlite.binding.executionengine", "os": os, "signal": signal, "time": time}
-    exec(code, fake)
     with stop.on_signals(), pytest.raises(stop.Stopped):
-        fake["compiling"]()
+        _sigterm_in_a_compile()
         time.sleep(5)
     resent = sent[1:]  # (the first: the test's own, to the process)
     assert sent[0] == (True, None) and resent, sent
@@ -102,20 +108,9 @@ def test_a_retry_lost_on_the_way_into_a_blocking_call_is_sent_once_more(monkeypa
         pthread_kill(ident, signum)
 
     monkeypatch.setattr(signal, "pthread_kill", losing_the_first)
-    code = compile(
-        "def compiling():\n"
-        "    os.kill(os.getpid(), signal.SIGTERM)\n"
-        "    t0 = time.monotonic()\n"
-        "    while time.monotonic() - t0 < 0.2:\n"
-        "        pass\n",
-        "<llvmlite's callback>",
-        "exec",
-    )
-    fake = {"__name__": "llvmlite.binding.executionengine", "os": os, "signal": signal, "time": time}
-    exec(code, fake)
     t0 = time.monotonic()
     with stop.on_signals(), pytest.raises(stop.Stopped):
-        fake["compiling"]()
+        _sigterm_in_a_compile()
         time.sleep(5)
     took = time.monotonic() - t0
     assert lost == [signal.SIGTERM] and took < 2, (lost, took)
