@@ -52,3 +52,17 @@ def test_a_data_set_shows_its_last_test_accuracy_and_a_skipped_validation_keeps_
     first, second, third = out.getvalue().splitlines()
     assert "elite        - | test acc      -%" in first
     assert "elite    240.0 | test acc  97.31%" in second and second.split("|")[4:6] == third.split("|")[4:6]
+
+
+def test_a_run_s_lines_say_what_its_kind_and_its_step_count(tmp_path, capsys):
+    """The loop names the counts: SGD on a data set counts iterations and examples, not
+    generations and frames (an Atari run's lines keep "gen" and "frames")."""
+    import nevo
+    from tests.helpers import small_data
+
+    nevo.train("sgd", env=small_data(), net=[16], frames=300, out_dir=str(tmp_path))
+    line = [s for s in capsys.readouterr().out.splitlines() if s.startswith("iteration")][-1]
+    assert line.split("|")[1].split()[0] == "examples" and line.split("|")[2].split()[1] == "examples/s"
+    p = Progress(budget=3_000_000, stream=io.StringIO())
+    p.generation_done(ROW)
+    assert p.stream.getvalue().startswith("gen    3 | frames    1.50M |   5.00K frames/s")

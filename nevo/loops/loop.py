@@ -111,6 +111,7 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
     out = out or Progress(cfg.run.frame_budget)
     finished = _finished(p.checkpoint)  # generations in the folder
     step_of = step_class(cfg)
+    out.counts(task.FRAMES, step_of.unit)
     with stop.on_signals():
         try:
             run_dir = resume_dir or runs.new_run_dir(cfg, task.name)
