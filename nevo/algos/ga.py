@@ -390,7 +390,7 @@ PRESETS = {
     # top 10 re-evaluated on 30 episodes each.
     "mujoco": {"made_for": "mujoco", "env": {"env": "Humanoid-v5"}, "net": {"net": "mlp-tanh"},
                "settings": {"sigma": 0.02}},
-    # About 10 minutes on 2 cores: the small net, a small population, short validation.
+    # 4-6 minutes on 2 cores: the small net, a small population, short validation.
     "quick": {
         "net": {"net": "small"},
         "settings": {"population": 64, "truncation": 8, "elite_candidates": 3, "validation_episodes": 5},
