@@ -187,6 +187,9 @@ class _Quiet:
     def say(self, text: str) -> None:
         pass
 
+    def counts(self, frames: str, unit: str) -> None:
+        pass
+
     def start_phase(self, generation: int, phase: str, frames_before: int) -> None:
         pass
 
