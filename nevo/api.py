@@ -26,6 +26,7 @@ from nevo.config import ConfigError
 from nevo.evaluation.setup import REF_BATCH
 from nevo.loops import elite as elite_files
 from nevo.loops import loop
+from nevo.loops.progress import Progress
 from nevo.nets import half, vbn
 from nevo.nets.kernels import make_policy
 from nevo.tasks.envs import box_action
@@ -124,7 +125,7 @@ def train(algo: str = DEFAULT, env="CartPole-v1", *, net=None, frames: int | Non
         task = Supervised(cfg.env, data)
     else:
         task = cli.check(cfg, make_env, behaviour)
-    out = None if progress else _Quiet()
+    out = None if progress else Progress(cfg.run.frame_budget, stream=_Nowhere())
     if fitness is not None and declared(cfg).step is not None:  # (SGD: no individuals to rank)
         raise ConfigError(f"fitness: {algo} ranks no population; fitness is for the population algorithms")
     outcome = loop.run(cfg, task, loop.plan(cfg, task), fitness=fitness, out=out)
@@ -181,20 +182,14 @@ def load_policy(run_dir: str, which: str = "best") -> Policy:
     return Policy(spec, weights[0], facts.get("action_box"), float(elite["validation_mean"]))
 
 
-class _Quiet:
-    """A progress display that shows nothing (train(progress=False))."""
+class _Nowhere:
+    """A stream that keeps nothing: train(progress=False)'s progress display writes to it."""
 
-    def say(self, text: str) -> None:
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
         pass
 
-    def counts(self, frames: str, unit: str) -> None:
-        pass
-
-    def start_phase(self, generation: int, phase: str, frames_before: int) -> None:
-        pass
-
-    def episodes(self, done: int, total: int, frames: int) -> None:
-        pass
-
-    def generation_done(self, row: dict) -> None:
-        pass
+    def isatty(self) -> bool:
+        return False

@@ -66,3 +66,12 @@ def test_a_run_s_lines_say_what_its_kind_and_its_step_count(tmp_path, capsys):
     p = Progress(budget=3_000_000, stream=io.StringIO())
     p.generation_done(ROW)
     assert p.stream.getvalue().startswith("gen    3 | frames    1.50M |   5.00K frames/s")
+
+
+def test_a_run_without_progress_prints_nothing(tmp_path, capsys):
+    """train(progress=False): the same display, written nowhere."""
+    import nevo
+    from tests.helpers import small_data
+
+    nevo.train("sgd", env=small_data(), net=[16], frames=300, out_dir=str(tmp_path), progress=False)
+    assert capsys.readouterr().out == ""

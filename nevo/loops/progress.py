@@ -41,12 +41,12 @@ class Progress:
         self.accuracy = float("nan")  # the last validation's test accuracy (labelled data sets)
         self.t0 = time.monotonic()
         self.rate = float("nan")
-        self.frames, self.unit = "frames", "gen"
+        self.counted, self.unit = "frames", "gen"
 
     def counts(self, frames: str, unit: str) -> None:
         """Names what the lines count: frames the kind's (Kind.FRAMES: "game frames", "agent steps",
         "examples"; its last word), unit the step's ("generation" is shown as "gen")."""
-        self.frames, self.unit = frames.split()[-1], "gen" if unit == "generation" else unit
+        self.counted, self.unit = frames.split()[-1], "gen" if unit == "generation" else unit
 
     def start_phase(self, generation: int, phase: str, frames_before: int) -> None:
         self.generation, self.phase, self.frames_before = generation, phase, frames_before
@@ -61,7 +61,7 @@ class Progress:
         left = max(self.budget - self.frames_before - frames, 0)
         line = (
             f"{self.label}{self.unit} {self.generation} {self.phase} {done}/{total} eps | "
-            f"{_human(self.frames_before + frames)} {self.frames} | {_human(rate)} {self.frames}/s | "
+            f"{_human(self.frames_before + frames)} {self.counted} | {_human(rate)} {self.counted}/s | "
             f"elite {self.elite:.1f} | ETA {_duration(left / rate if rate > 0 else float('nan'))}"
         )
         self.stream.write("\r\033[K" + line)
@@ -77,8 +77,8 @@ class Progress:
             f"test acc {_number(100 * self.accuracy, 6, 2)}% | " if "score/train_accuracy" in row else ""
         )
         line = (
-            f"{self.label}{self.unit} {row['generation']:4d} | {self.frames} {_human(row['frames']):>8} | "
-            f"{_human(self.rate):>7} {self.frames}/s | pop max {row['score/pop_max']:8.1f} "
+            f"{self.label}{self.unit} {row['generation']:4d} | {self.counted} {_human(row['frames']):>8} | "
+            f"{_human(self.rate):>7} {self.counted}/s | pop max {row['score/pop_max']:8.1f} "
             f"mean {row['score/pop_mean']:8.1f} | elite {_number(self.elite, 8, 1)} | {accuracy}"
             f"ETA {_duration(left / self.rate if self.rate > 0 else float('nan'))}"
         )
