@@ -254,23 +254,25 @@ def test_a_test_not_held_out_is_marked_and_not_counted(tmp_path):
 
 def test_the_summary_has_a_row_per_game_and_a_column_per_results_folder(tmp_path, capsys):
     """--summary: one row a game; each results folder's test mean in its own column, headed by its
-    frame budget (a run short of it shows the frames it reached), the last folder's sticky test
-    and each folder's hours, then DQN, RS (1B), GA (1B); n/a where a folder lacks the game. A test
+    frame budget (a run short of it shows the frames it reached) and its sticky test beside it,
+    then each folder's hours, then DQN, RS (1B), GA (1B); n/a where a folder lacks the game. A test
     that was not held out keeps its mark there and is not counted."""
     quick, medium = tmp_path / "atari", tmp_path / "atari100m"
-    fake_run(quick / "frostbite__ga__0", "frostbite", test={"mean": 1200.0, "seeds": None}, hours=2.0)
+    fake_run(quick / "frostbite__ga__0", "frostbite", test={"mean": 1200.0, "seeds": None}, sticky=1100.0,
+             hours=2.0)  # fmt: skip
     fake_run(quick / "pong__ga__0", "pong", test=5.0, hours=0.5)
     fake_run(medium / "frostbite__ga__0", "frostbite", test=2500.0, sticky=1800.0, frames=60_000_000,
              budget=100_000_000, hours=3.0)  # fmt: skip
     header, rows, notes = table.build_summary(
         [(str(f), rundata.load_runs([str(f)])) for f in (quick, medium)], table.load_published()
     )
-    assert header == ["Game", "nevo 25M", "nevo 100M", "nevo 100M, sticky 0.25", "hours 25M", "hours 100M",
-                      "DQN", "RS (1B)", "GA (1B)"]  # fmt: skip
+    assert header == ["Game", "nevo 25M", "nevo 25M, sticky 0.25", "nevo 100M", "nevo 100M, sticky 0.25",
+                      "hours 25M", "hours 100M", "DQN", "RS (1B)", "GA (1B)"]  # fmt: skip
     assert rows == [
         [
             "Frostbite",
             "1,200" + table.SECTION,
+            "1,100",
             "2,500 at 60M",
             "1,800",
             "2.00",
@@ -279,10 +281,11 @@ def test_the_summary_has_a_row_per_game_and_a_column_per_results_folder(tmp_path
             "1,164",
             "4,536",
         ],
-        ["Pong", "5", "n/a", "n/a", "0.50", "n/a", "n/a", "n/a", "n/a"],
+        ["Pong", "5", "n/a", "n/a", "n/a", "0.50", "n/a", "n/a", "n/a", "n/a"],
     ]
     (count,) = [n for n in notes if n.startswith("Current held-out tests above")]
     assert "nevo 25M: none yet." in count  # Frostbite's 1,200 is above RS's 1,164, but not held out
+    assert "nevo 25M, sticky 0.25: RS (1B) 0 of 1; GA (1B) 0 of 1." in count  # 1,100: held out, under both
     assert "nevo 100M: RS (1B) 1 of 1 (Frostbite); GA (1B) 0 of 1." in count
     assert "nevo 100M, sticky 0.25: RS (1B) 1 of 1 (Frostbite); GA (1B) 0 of 1." in count
     assert table.main([str(quick), str(medium), "--summary", "--out", str(tmp_path / "s")]) == 0

@@ -24,8 +24,8 @@ DQN, ES, A3C, random search and GA (1B frames) scores as lines.
 
 --summary makes the short table instead: one row a game, and for each RESULTS folder given (in
 order) a column of its runs' test scores headed by the frames the folder's runs were set to
-train for (a run short of them, still training or stopped early, shows the frames it reached),
-then the last folder's sticky-actions tests, each folder's hours, and DQN, random search (1B) and
+train for (a run short of them, still training or stopped early, shows the frames it reached)
+and a column of its sticky-actions tests, then each folder's hours, and DQN, random search (1B) and
 the GA (1B), with the same marks and one line counting each column's rows above RS (1B) and GA
 (1B). A game missing from a folder shows n/a there.
 """
@@ -202,21 +202,22 @@ def _budget(runs: list[rundata.Run]) -> str:
 def build_summary(folders: list[tuple[str, list[rundata.Run]]], published: dict):
     """(header, rows, footnotes) of the summary: one row per game; for each (path, runs) of a
     results folder a column of its test scores (with the frames a run reached where it is short
-    of its budget), then the last folder's sticky-actions tests, each folder's hours, and the
+    of its budget) and one of its sticky-actions tests, then each folder's hours, and the
     published DQN, RS (1B) and GA (1B)."""
     labels = [f"nevo {_budget(runs)}" for _, runs in folders]
     labels = [lab if labels.count(lab) == 1 else f"{lab} ({os.path.basename(os.path.normpath(path))})"
               for lab, (path, _) in zip(labels, folders)]  # fmt: skip
-    sticky_label = f"{labels[-1]}, sticky {rundata.STICKY:g}"
-    header = ["Game", *labels, sticky_label, *(f"hours {lab[5:]}" for lab in labels)]
+    sticky_labels = [f"{lab}, sticky {rundata.STICKY:g}" for lab in labels]
+    columns = [c for pair in zip(labels, sticky_labels) for c in pair]
+    header = ["Game", *columns, *(f"hours {lab[5:]}" for lab in labels)]
     header += [COLUMN_NAMES.get(m, m) for m in SUMMARY_METHODS]
     games = sorted({r.game for _, runs in folders for r in runs})
     rows, marks, short = [], "", False
-    tested = {lab: [] for lab in [*labels, sticky_label]}
+    tested = {lab: [] for lab in columns}
     for game in games:
         name, pub = game.replace("_", " ").title(), published["games"].get(game, {})
         scores, hours = [], []
-        for (_, runs), lab in zip(folders, labels):
+        for (_, runs), lab, sticky_label in zip(folders, labels, sticky_labels):
             mine = [r for r in runs if r.game == game]
             cell, cell_marks, counted = score_cell(mine)
             done = [r for r in mine if r.metrics]
@@ -229,12 +230,11 @@ def build_summary(folders: list[tuple[str, list[rundata.Run]]], published: dict)
             hours.append(f"{rundata.median(wall):.2f}" if wall else "n/a")
             if counted is not None:
                 tested[lab].append((name, counted, pub))
-            if lab == labels[-1]:
-                cell, cell_marks, counted = score_cell(mine, sticky=True)
-                scores.append(cell)
-                marks += cell_marks
-                if counted is not None:
-                    tested[sticky_label].append((name, counted, pub))
+            cell, cell_marks, counted = score_cell(mine, sticky=True)
+            scores.append(cell)
+            marks += cell_marks
+            if counted is not None:
+                tested[sticky_label].append((name, counted, pub))
         rows.append([name, *scores, *hours, *(fmt_score(pub.get(m)) for m in SUMMARY_METHODS)])
     counts = [
         _above_published(mine, SUMMARY_COUNTED, lab) or f"{lab}: none yet." for lab, mine in tested.items()
@@ -250,7 +250,7 @@ def build_summary(folders: list[tuple[str, list[rundata.Run]]], published: dict)
         f"nevo: the elite's test mean over {episodes} test episodes (1-30 random no-ops, cap 400K frames)"
         + (at if short else "")
         + "; "
-        + _sticky_note(everything, sticky_label)
+        + _sticky_note(everything, f"the sticky {rundata.STICKY:g} columns")
         + " Hours: wall-clock hours of training, the tests not included. n/a: no run, test or "
         "published number."
     )
