@@ -219,22 +219,19 @@ def build_summary(folders: list[tuple[str, list[rundata.Run]]], published: dict)
         scores, hours = [], []
         for (_, runs), lab, sticky_label in zip(folders, labels, sticky_labels):
             mine = [r for r in runs if r.game == game]
-            cell, cell_marks, counted = score_cell(mine)
             done = [r for r in mine if r.metrics]
             reached = rundata.median([r.metrics[-1].get("frames", 0) for r in done]) if done else None
-            if reached is not None and reached < rundata.median([r.frame_budget or 0 for r in done]):
-                cell, short = cell + f" at {fmt_frames(reached)}", True
-            scores.append(cell)
-            marks += cell_marks
+            early = reached is not None and reached < rundata.median([r.frame_budget or 0 for r in done])
+            for sticky, column in ((False, lab), (True, sticky_label)):
+                cell, cell_marks, counted = score_cell(mine, sticky=sticky)
+                if early and not sticky:
+                    cell, short = cell + f" at {fmt_frames(reached)}", True
+                scores.append(cell)
+                marks += cell_marks
+                if counted is not None:
+                    tested[column].append((name, counted, pub))
             wall = [r.metrics[-1].get("wall_s", float("nan")) / 3600 for r in done]
             hours.append(f"{rundata.median(wall):.2f}" if wall else "n/a")
-            if counted is not None:
-                tested[lab].append((name, counted, pub))
-            cell, cell_marks, counted = score_cell(mine, sticky=True)
-            scores.append(cell)
-            marks += cell_marks
-            if counted is not None:
-                tested[sticky_label].append((name, counted, pub))
         rows.append([name, *scores, *hours, *(fmt_score(pub.get(m)) for m in SUMMARY_METHODS)])
     counts = [
         _above_published(mine, SUMMARY_COUNTED, lab) or f"{lab}: none yet." for lab, mine in tested.items()
