@@ -192,11 +192,12 @@ def test_table_counts_the_published_scores_each_tested_row_beats(tiny_runs, tmp_
     assert not [n for n in notes if n.startswith("Tested rows above")]
 
 
-def fake_run(folder, game, *, test=None, sticky=None, frames=25_200_000, budget=25_000_000, hours=1.0):
+def fake_run(folder, game, *, test=None, sticky=None, frames=25_200_000, budget=25_000_000, hours=1.0,
+             population=64):  # fmt: skip
     """A finished-looking GA run folder of `game` (generation 10, its best elite generation 10)
     with the given test.json and test_sticky0.25.json means (held out unless a dict says otherwise)."""
     folder.mkdir(parents=True)
-    config = {"algo": "ga", "ga": {"population": 64}, "env": {"env": "atari", "game": game},
+    config = {"algo": "ga", "ga": {"population": population}, "env": {"env": "atari", "game": game},
               "run": {"seed": 0, "frame_budget": budget}}  # fmt: skip
     (folder / "config.json").write_text(json.dumps(config))
     row = {"generation": 10, "frames": frames, "wall_s": 3600.0 * hours, "score/elite_mean": 50.0}
@@ -294,6 +295,28 @@ def test_the_summary_has_a_row_per_game_and_a_column_per_results_folder(tmp_path
         "| " + " | ".join(r) + " |" for r in rows
     ]
     assert (tmp_path / "s.md").read_text() == out
+
+
+def test_summary_columns_name_their_population_where_the_folders_populations_differ(tmp_path):
+    """Two folders of one population are headed by their budgets alone; where the populations
+    differ (the quick runs continued beside the medium ones), each column and its hours name it."""
+    folders = {name: tmp_path / name for name in ("atari", "atari100m", "atari100m_quick")}
+    fake_run(folders["atari"] / "seaquest__ga__0", "seaquest", test=682.0)
+    fake_run(folders["atari100m"] / "seaquest__ga__0", "seaquest", test=504.0, budget=100_000_000,
+             frames=100_300_000, population=256)  # fmt: skip
+    fake_run(folders["atari100m_quick"] / "seaquest__ga__0", "seaquest", test=800.0, budget=50_000_000,
+             frames=50_100_000)  # fmt: skip
+
+    def header(*names):
+        chosen = [(str(folders[n]), rundata.load_runs([str(folders[n])])) for n in names]
+        return table.build_summary(chosen, table.load_published())[0]
+
+    assert header("atari", "atari100m_quick")[1:6] == [
+        "nevo 25M", "nevo 25M, sticky 0.25", "nevo 50M", "nevo 50M, sticky 0.25", "hours 25M"]  # fmt: skip
+    assert header("atari", "atari100m", "atari100m_quick")[1:10] == [
+        "nevo N=64 25M", "nevo N=64 25M, sticky 0.25", "nevo N=256 100M", "nevo N=256 100M, sticky 0.25",
+        "nevo N=64 50M", "nevo N=64 50M, sticky 0.25",
+        "hours N=64 25M", "hours N=256 100M", "hours N=64 50M"]  # fmt: skip
 
 
 @pytest.mark.slow

@@ -199,12 +199,24 @@ def _budget(runs: list[rundata.Run]) -> str:
     return fmt_frames(budgets[0]) + (f"-{fmt_frames(budgets[-1])}" if len(budgets) > 1 else "")
 
 
+def _populations(runs: list[rundata.Run]) -> str:
+    """The populations a results folder's runs had (config.json's ga.population): N=256, or
+    N=64/256 where they differ; "" where none says (not the GA)."""
+    sizes = sorted({r.config.get("ga", {}).get("population") for r in runs} - {None})
+    return "N=" + "/".join(map(str, sizes)) if sizes else ""
+
+
 def build_summary(folders: list[tuple[str, list[rundata.Run]]], published: dict):
     """(header, rows, footnotes) of the summary: one row per game; for each (path, runs) of a
     results folder a column of its test scores (with the frames a run reached where it is short
     of its budget) and one of its sticky-actions tests, then each folder's hours, and the
-    published DQN, RS (1B) and GA (1B)."""
-    labels = [f"nevo {_budget(runs)}" for _, runs in folders]
+    published DQN, RS (1B) and GA (1B). A column is headed by its folder's budget, and by its
+    population too where the folders' populations differ (the setting the presets differ in most;
+    a preset's name is not enough: a run may set the population itself)."""
+    presets = [_populations(runs) for _, runs in folders]
+    named = len(set(presets)) > 1
+    labels = [f"nevo {p + ' ' if named and p else ''}{_budget(runs)}"
+              for p, (_, runs) in zip(presets, folders)]  # fmt: skip
     labels = [lab if labels.count(lab) == 1 else f"{lab} ({os.path.basename(os.path.normpath(path))})"
               for lab, (path, _) in zip(labels, folders)]  # fmt: skip
     sticky_labels = [f"{lab}, sticky {rundata.STICKY:g}" for lab in labels]
