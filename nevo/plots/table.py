@@ -200,9 +200,9 @@ def _budget(runs: list[rundata.Run]) -> str:
 
 
 def _populations(runs: list[rundata.Run]) -> str:
-    """The populations a results folder's runs had (config.json's ga.population): N=256, or
-    N=64/256 where they differ; "" where none says (not the GA)."""
-    sizes = sorted({r.config.get("ga", {}).get("population") for r in runs} - {None})
+    """The populations a results folder's runs had (the population of the algorithm's own section
+    of config.json): N=256, or N=64/256 where they differ; "" where none says."""
+    sizes = sorted({v for r in runs for k, v in r.settings.items() if len(k) == 2 and k[1] == "population"})
     return "N=" + "/".join(map(str, sizes)) if sizes else ""
 
 
