@@ -201,6 +201,12 @@ def group_runs(runs: list[Run]) -> list[list[Run]]:
     return groups
 
 
+def population_keys(settings: dict) -> list[tuple]:
+    """The key of the population in flattened settings: that of the algorithm's own section
+    (config.json holds only its sections; SGD has none, so none)."""
+    return [k for k in settings if len(k) == 2 and k[1] == "population"]
+
+
 def group_labels(groups: list[list[Run]]) -> list[str]:
     """Short legend labels: algorithm and population (and game), plus settings that differ between groups."""
     firsts = [g[0].settings for g in groups]
@@ -212,9 +218,7 @@ def group_labels(groups: list[list[Run]]) -> list[str]:
               and (all(k in s for s in firsts) or k[:-1] not in shared)]  # fmt: skip
     labels = []
     for s in firsts:
-        # the population of the algorithm's own section (config.json holds only its sections;
-        # SGD has none)
-        population = [k for k in s if len(k) == 2 and k[1] == "population"]
+        population = population_keys(s)
         base = [str(s.get(("algo",), "")).upper(), *(f"N={s[k]}" for k in population[:1])]
         if ("env", "game") in differ:
             base.insert(0, str(s.get(("env", "game"))))

@@ -202,7 +202,7 @@ def _budget(runs: list[rundata.Run]) -> str:
 def _populations(runs: list[rundata.Run]) -> str:
     """The populations a results folder's runs had (the population of the algorithm's own section
     of config.json): N=256, or N=64/256 where they differ; "" where none says."""
-    sizes = sorted({v for r in runs for k, v in r.settings.items() if len(k) == 2 and k[1] == "population"})
+    sizes = sorted({r.settings[k] for r in runs for k in rundata.population_keys(r.settings)})
     return "N=" + "/".join(map(str, sizes)) if sizes else ""
 
 
@@ -213,10 +213,10 @@ def build_summary(folders: list[tuple[str, list[rundata.Run]]], published: dict)
     published DQN, RS (1B) and GA (1B). A column is headed by its folder's budget, and by its
     population too where the folders' populations differ (the setting the presets differ in most;
     a preset's name is not enough: a run may set the population itself)."""
-    presets = [_populations(runs) for _, runs in folders]
-    named = len(set(presets)) > 1
+    populations = [_populations(runs) for _, runs in folders]
+    named = len(set(populations)) > 1
     labels = [f"nevo {p + ' ' if named and p else ''}{_budget(runs)}"
-              for p, (_, runs) in zip(presets, folders)]  # fmt: skip
+              for p, (_, runs) in zip(populations, folders)]  # fmt: skip
     labels = [lab if labels.count(lab) == 1 else f"{lab} ({os.path.basename(os.path.normpath(path))})"
               for lab, (path, _) in zip(labels, folders)]  # fmt: skip
     sticky_labels = [f"{lab}, sticky {rundata.STICKY:g}" for lab in labels]
