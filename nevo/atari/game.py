@@ -32,7 +32,7 @@ from nevo.settings import ConfigError, EnvConfig
 
 
 @functools.cache
-def atari_games() -> list[str]:
+def _atari_games() -> list[str]:
     from ale_py import roms
 
     return sorted(roms.get_all_rom_ids())
@@ -53,7 +53,7 @@ class AtariGame(Kind):
     @classmethod
     def matches(cls, env: str) -> bool:
         """atari (the game of --game), or an Atari game's ROM id."""
-        return env == "atari" or env in atari_games()
+        return env == "atari" or env in _atari_games()
 
     @classmethod
     def normalize(cls, env_cfg: EnvConfig) -> EnvConfig:
@@ -78,7 +78,7 @@ class AtariGame(Kind):
 
     def check(self, net_cfg) -> None:
         """ConfigError naming --game unless the game exists."""
-        games = atari_games()
+        games = _atari_games()
         if self.cfg.game not in games:
             close = difflib.get_close_matches(self.cfg.game, games, n=5, cutoff=0.5)
             hint = f"did you mean {', '.join(close)}?" if close else "see ale_py.roms.get_all_rom_ids()"
@@ -92,13 +92,13 @@ NOOP = 0  # index 0 of every minimal action set is NOOP
 
 
 # The policy's observations: 4 stacked 84x84 grayscale frames, max over the last two raw frames.
-POLICY_IMAGE = {"stack_num": 4, "img_height": 84, "img_width": 84, "grayscale": True, "maxpool": True}
+_POLICY_IMAGE = {"stack_num": 4, "img_height": 84, "img_width": 84, "grayscale": True, "maxpool": True}
 
 
 def make_atari(cfg: EnvConfig, num_envs: int, threads: int, **image):
     """A synchronous AtariVectorEnv of num_envs slots that resets a slot as its episode ends.
 
-    image overrides POLICY_IMAGE's observation settings (a recording wants the full screen);
+    image overrides _POLICY_IMAGE's observation settings (a recording wants the full screen);
     the emulation itself is the same, so the same actions give the same episode."""
     from ale_py.vector_env import AtariVectorEnv
 
@@ -109,7 +109,7 @@ def make_atari(cfg: EnvConfig, num_envs: int, threads: int, **image):
         max_num_frames_per_episode=cfg.frame_cap,
         repeat_action_probability=0.0,
         frameskip=cfg.frameskip,
-        **{**POLICY_IMAGE, **image},
+        **{**_POLICY_IMAGE, **image},
         noop_max=0,  # nevo issues the no-ops itself, from each episode's seed
         episodic_life=False,
         reward_clipping=False,
