@@ -319,6 +319,30 @@ def test_summary_columns_name_their_population_where_the_folders_populations_dif
         "hours N=64 25M", "hours N=256 100M", "hours N=64 50M"]  # fmt: skip
 
 
+def test_table_figure_draws_each_folder_in_its_colour_under_its_summary_label(tmp_path, monkeypatch):
+    """Given two results folders, a game's panel draws each folder's run and test point in a
+    colour of its own, named as the summary's column (one folder: the runs are "nevo")."""
+    quick = fake_run(tmp_path / "atari" / "seaquest__ga__0", "seaquest", test=682.0)
+    medium = fake_run(tmp_path / "atari100m" / "seaquest__ga__0", "seaquest", test=504.0,
+                      budget=100_000_000, frames=100_300_000, population=256)  # fmt: skip
+    folders = [(os.path.dirname(path), rundata.load_runs([path])) for path in (quick, medium)]
+    figures = []
+    monkeypatch.setattr(table.style, "close", figures.append)
+    runs = [r for _, mine in folders for r in mine]
+    table.figure(runs, table.load_published(), str(tmp_path / "two"), folders)
+    table.figure(folders[0][1], table.load_published(), str(tmp_path / "one"))
+    lines = {ln.get_label(): ln for ln in figures[0].axes[0].get_lines()}
+    names = ["nevo N=64 25M", "nevo N=256 100M"]
+    assert table.folder_labels(folders) == names
+    elites = [lines[f"{n} elite (validation)"] for n in names]
+    tests = [lines[f"{n} test"] for n in names]
+    assert elites[0].get_color() != elites[1].get_color()
+    assert [t.get_color() for t in tests] == [e.get_color() for e in elites]
+    assert [t.get_ydata()[0] for t in tests] == [682.0, 504.0]
+    one = {ln.get_label() for ln in figures[1].axes[0].get_lines()}
+    assert {"nevo elite (validation)", "nevo test"} <= one
+
+
 @pytest.mark.slow
 def test_table_figure_marks_a_run_of_one_generation(tiny_runs, tmp_path, monkeypatch):
     """A game whose run has one generation so far gets a visible point, not an empty panel."""

@@ -206,19 +206,25 @@ def _populations(runs: list[rundata.Run]) -> str:
     return "N=" + "/".join(map(str, sizes)) if sizes else ""
 
 
-def build_summary(folders: list[tuple[str, list[rundata.Run]]], published: dict):
-    """(header, rows, footnotes) of the summary: one row per game; for each (path, runs) of a
-    results folder a column of its test scores (with the frames a run reached where it is short
-    of its budget) and one of its sticky-actions tests, then each folder's hours, and the
-    published DQN, RS (1B) and GA (1B). A column is headed by its folder's budget, and by its
-    population too where the folders' populations differ (the setting the presets differ in most;
-    a preset's name is not enough: a run may set the population itself)."""
+def folder_labels(folders: list[tuple[str, list[rundata.Run]]]) -> list[str]:
+    """Each results folder's name in the summary and the figure: "nevo " and its budget (25M,
+    25M-100M), with its population where the folders' populations differ (the setting the presets
+    differ in most; a preset's name is not enough: a run may set the population itself), and its
+    folder's name where two would read the same."""
     populations = [_populations(runs) for _, runs in folders]
     named = len(set(populations)) > 1
     labels = [f"nevo {p + ' ' if named and p else ''}{_budget(runs)}"
               for p, (_, runs) in zip(populations, folders)]  # fmt: skip
-    labels = [lab if labels.count(lab) == 1 else f"{lab} ({os.path.basename(os.path.normpath(path))})"
-              for lab, (path, _) in zip(labels, folders)]  # fmt: skip
+    return [lab if labels.count(lab) == 1 else f"{lab} ({os.path.basename(os.path.normpath(path))})"
+            for lab, (path, _) in zip(labels, folders)]  # fmt: skip
+
+
+def build_summary(folders: list[tuple[str, list[rundata.Run]]], published: dict):
+    """(header, rows, footnotes) of the summary: one row per game; for each (path, runs) of a
+    results folder a column of its test scores (with the frames a run reached where it is short
+    of its budget) and one of its sticky-actions tests, then each folder's hours, and the
+    published DQN, RS (1B) and GA (1B). A column is headed by its folder's label (folder_labels)."""
+    labels = folder_labels(folders)
     sticky_labels = [f"{lab}, sticky {rundata.STICKY:g}" for lab in labels]
     columns = [c for pair in zip(labels, sticky_labels) for c in pair]
     header = ["Game", *columns, *(f"hours {lab[5:]}" for lab in labels)]
@@ -315,10 +321,19 @@ LINES = (("GA_1B", "GA 1B", "C3", "-"), ("RS_1B", "RS 1B", "C7", "-"), ("DQN", "
          ("ES_1h", "ES 1B", "C2", "--"), ("A3C", "A3C", "C4", ":"))  # fmt: skip
 
 
-def figure(runs: list[rundata.Run], published: dict, prefix: str) -> list[str]:
+def figure(runs: list[rundata.Run], published: dict, prefix: str, folders: list | None = None) -> list[str]:
     """One panel per game: each run's elite validation score against frames (the score/elite_mean
     of its generations), its test score as a point at its last frame, the published scores as
-    horizontal lines; PREFIX.png and PREFIX.pdf."""
+    horizontal lines; PREFIX.png and PREFIX.pdf. folders: the (path, runs) of two or more results
+    folders, whose runs are then drawn in one colour a folder and named by its label
+    (folder_labels), against the published scores the summary counts (RS 1B, GA 1B)."""
+    legend = {}  # id(run) -> (colour index, label), where the runs come from named folders
+    if folders and len(folders) > 1:
+        legend = {id(r): (i, lab) for i, ((_, mine), lab) in enumerate(zip(folders, folder_labels(folders)))
+                  for r in mine}  # fmt: skip
+    # Beside several folders, only the scores the summary counts (the goal's), so that the panels'
+    # scales show where the runs stall rather than DQN's and A3C's far larger scores.
+    lines = [line for line in LINES if line[0] in SUMMARY_COUNTED] if legend else LINES
     games = sorted({r.game for r in runs})
     cols = min(4, len(games))
     rows = -(-len(games) // cols)
@@ -332,15 +347,18 @@ def figure(runs: list[rundata.Run], published: dict, prefix: str) -> list[str]:
                 gens, vals = run.series("score/elite_mean")
                 frames = {row["generation"]: row.get("frames", 0) for row in run.metrics}
                 x = np.array([frames[int(g)] for g in gens], np.float64) / 1e6
-                ax.plot(x, vals, color=style.COLORS[k % len(style.COLORS)], lw=1.0,
+                c, name = legend.get(id(run), (k, "nevo"))
+                color = style.COLORS[c % len(style.COLORS)]
+                ax.plot(x, vals, color=color, lw=1.0,
                         marker="." if len(x) == 1 else None,  # (one generation: no line to draw)
-                        label="nevo elite (validation)" if k == 0 else None)  # fmt: skip
+                        label=f"{name} elite (validation)" if k == 0 or legend else None)  # fmt: skip
                 score, kind = rundata.final_score(run)
                 if kind == "test" and run.metrics:
-                    ax.plot([run.metrics[-1]["frames"] / 1e6], [score], "o", ms=3.5, color="k",
-                            label="nevo test" if k == 0 else None)  # fmt: skip
+                    ax.plot([run.metrics[-1]["frames"] / 1e6], [score], "o", ms=3.5, mec="k",
+                            color=color if legend else "k",
+                            label=f"{name} test" if k == 0 or legend else None)  # fmt: skip
             pub = published["games"].get(game, {})
-            for key, label, color, ls in LINES:
+            for key, label, color, ls in lines:
                 if pub.get(key) is not None:
                     ax.axhline(pub[key], color=color, ls=ls, lw=0.8, label=label)
             ax.set_title(game.replace("_", " ").title())
@@ -350,7 +368,14 @@ def figure(runs: list[rundata.Run], published: dict, prefix: str) -> list[str]:
         for ax in axes.flat:
             for h, lab in zip(*ax.get_legend_handles_labels()):
                 handles.setdefault(lab, h)
-        fig.legend(handles.values(), handles.keys(), loc="outside lower center", ncol=min(7, len(handles)))
+        if legend:  # each folder's pair (elite, test) in a column of its own, then the published
+            handles = dict(sorted(handles.items(), key=lambda item: not item[0].startswith("nevo")))
+        fig.legend(
+            handles.values(),
+            handles.keys(),
+            loc="outside lower center",
+            ncol=min(4 if legend else 7, len(handles)),
+        )  # (the folders' labels are long)
         paths = style.save(fig, prefix)
         style.close(fig)
     return paths
@@ -392,7 +417,7 @@ def main(argv=None) -> int:
                 f.write(text)
             print(args.out + ext, file=sys.stderr)
     if args.figure:
-        for path in figure(runs, published, args.figure):
+        for path in figure(runs, published, args.figure, folders):
             print(path, file=sys.stderr)
     return 0
 
