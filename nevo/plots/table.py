@@ -386,7 +386,11 @@ def main(argv=None) -> int:
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders (config.json, metrics.jsonl)")
     p.add_argument("--latex", action="store_true", help="print LaTeX instead of Markdown")
     p.add_argument("--out", metavar="PREFIX", help="also write PREFIX.md and PREFIX.tex")
-    p.add_argument("--figure", metavar="PREFIX", help="also draw each game's panel: PREFIX.png, .pdf")
+    p.add_argument(
+        "--figure",
+        metavar="PREFIX",
+        help="also draw each game's panel: PREFIX.png, .pdf (several folders: a colour each)",
+    )
     p.add_argument("--published", default=PUBLISHED, help="published scores (default: %(default)s)")
     p.add_argument(
         "--summary",
