@@ -328,9 +328,8 @@ def test_table_figure_draws_each_folder_in_its_colour_under_its_summary_label(tm
     folders = [(os.path.dirname(path), rundata.load_runs([path])) for path in (quick, medium)]
     figures = []
     monkeypatch.setattr(table.style, "close", figures.append)
-    runs = [r for _, mine in folders for r in mine]
-    table.figure(runs, table.load_published(), str(tmp_path / "two"), folders)
-    table.figure(folders[0][1], table.load_published(), str(tmp_path / "one"))
+    table.figure(folders, table.load_published(), str(tmp_path / "two"))
+    table.figure(folders[:1], table.load_published(), str(tmp_path / "one"))
     lines = {ln.get_label(): ln for ln in figures[0].axes[0].get_lines()}
     names = ["nevo N=64 25M", "nevo N=256 100M"]
     assert table.folder_labels(folders) == names
@@ -351,7 +350,7 @@ def test_table_figure_marks_a_run_of_one_generation(tiny_runs, tmp_path, monkeyp
     (run / "metrics.jsonl").write_text(rows[0] + "\n")
     figures = []
     monkeypatch.setattr(table.style, "close", figures.append)
-    table.figure(rundata.load_runs([str(run)]), table.load_published(), str(tmp_path / "f"))
+    table.figure([(str(run), rundata.load_runs([str(run)]))], table.load_published(), str(tmp_path / "f"))
     (line,) = [ln for ln in figures[0].axes[0].get_lines() if ln.get_label() == "nevo elite (validation)"]
     assert len(line.get_xdata()) == 1 and line.get_marker() == "."
 

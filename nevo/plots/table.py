@@ -321,14 +321,16 @@ LINES = (("GA_1B", "GA 1B", "C3", "-"), ("RS_1B", "RS 1B", "C7", "-"), ("DQN", "
          ("ES_1h", "ES 1B", "C2", "--"), ("A3C", "A3C", "C4", ":"))  # fmt: skip
 
 
-def figure(runs: list[rundata.Run], published: dict, prefix: str, folders: list | None = None) -> list[str]:
+def figure(folders: list[tuple[str, list[rundata.Run]]], published: dict, prefix: str) -> list[str]:
     """One panel per game: each run's elite validation score against frames (the score/elite_mean
     of its generations), its test score as a point at its last frame, the published scores as
-    horizontal lines; PREFIX.png and PREFIX.pdf. folders: the (path, runs) of two or more results
-    folders, whose runs are then drawn in one colour a folder and named by its label
-    (folder_labels), against the published scores the summary counts (RS 1B, GA 1B)."""
+    horizontal lines; PREFIX.png and PREFIX.pdf. folders: the (path, runs) of each results folder
+    (or run folder) given; where there are two or more, each folder's runs are drawn in one colour
+    and named by its label (folder_labels), against the published scores the summary counts
+    (RS 1B, GA 1B)."""
+    runs = [r for _, mine in folders for r in mine]
     legend = {}  # id(run) -> (colour index, label), where the runs come from named folders
-    if folders and len(folders) > 1:
+    if len(folders) > 1:
         legend = {id(r): (i, lab) for i, ((_, mine), lab) in enumerate(zip(folders, folder_labels(folders)))
                   for r in mine}  # fmt: skip
     # Beside several folders, only the scores the summary counts (the goal's), so that the panels'
@@ -421,7 +423,7 @@ def main(argv=None) -> int:
                 f.write(text)
             print(args.out + ext, file=sys.stderr)
     if args.figure:
-        for path in figure(runs, published, args.figure, folders):
+        for path in figure(folders, published, args.figure):
             print(path, file=sys.stderr)
     return 0
 
