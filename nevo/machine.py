@@ -1,4 +1,5 @@
-"""Facts about this machine that defaults are chosen from: cores and free memory."""
+"""Facts about this machine: its cores, free memory and CPU (defaults are chosen from them, and
+a run folder records where it ran)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,26 @@ def cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def cpu_facts() -> dict:
+    """Model name, the widest vector ISA and the clock from /proc/cpuinfo (Linux; else unknown)."""
+    facts = {"model": "unknown", "isa": "unknown", "mhz": None}
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        return facts
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and facts["model"] == "unknown":
+            facts["model"] = value.strip()
+        elif key.strip() == "cpu MHz" and facts["mhz"] is None:
+            facts["mhz"] = float(value)
+        elif key.strip() == "flags":
+            flags = value.split()
+            facts["isa"] = "avx512f" if "avx512f" in flags else "avx2" if "avx2" in flags else "sse"
+    return facts
 
 
 def available_memory() -> int | None:

@@ -297,6 +297,35 @@ def test_the_summary_has_a_row_per_game_and_a_column_per_results_folder(tmp_path
     assert (tmp_path / "s.md").read_text() == out
 
 
+def test_the_tables_name_the_machines_the_runs_recorded_and_the_generations_they_did_not(tmp_path):
+    """A line under both tables names each machine of the runs' recorded starts (config.json's
+    starts) with the number of runs that trained on it, and how many runs, or earlier generations
+    of runs, nothing records; no line where no run recorded a start (folders from before)."""
+    amd = {"cpu": "AMD EPYC 7B13", "cores": 2, "device": "cpu"}
+    intel = {"cpu": "Intel(R) Xeon(R) Processor", "cores": 2, "device": "cpu"}
+    gpu = {"cpu": "Intel(R) Xeon(R) Processor", "cores": 16, "device": "cuda"}
+    folders = [fake_run(tmp_path / g, g, test=500.0) for g in ("frostbite", "gravitar", "pong", "seaquest")]
+    runs = rundata.load_runs(folders)
+    published = table.load_published()
+    assert not [n for n in table.build_rows(runs, published)[2] if n.startswith("Machines")]
+    recorded = ([{"generation": 0, **amd}, {"generation": 12, **intel}], [{"generation": 30, **intel}],
+                [{"generation": 0, **gpu}])  # fmt: skip
+    for folder, starts in zip(folders, recorded):  # seaquest's folder records none
+        config = json.load(open(os.path.join(folder, "config.json")))
+        json.dump({**config, "starts": starts}, open(os.path.join(folder, "config.json"), "w"))
+    runs = rundata.load_runs(folders)
+    assert runs[0].machines == (["AMD EPYC 7B13, 2 cores", "Intel(R) Xeon(R) Processor, 2 cores"], False)
+    assert runs[1].machines == (["Intel(R) Xeon(R) Processor, 2 cores"], True)
+    expected = (
+        "Machines, from the runs' recorded starts (config.json's starts): AMD EPYC 7B13, 2 cores (1 run); "
+        "Intel(R) Xeon(R) Processor, 2 cores (2 runs); Intel(R) Xeon(R) Processor, 16 cores, cuda (1 run). "
+        "Not recorded (started before runs kept it): 1 run and the generations of 1 before their first "
+        "recorded start."
+    )
+    assert expected in table.build_rows(runs, published)[2]
+    assert expected in table.build_summary([(str(tmp_path), runs)], published)[2]
+
+
 def test_summary_columns_name_their_population_where_the_folders_populations_differ(tmp_path):
     """Two folders of one population are headed by their budgets alone; where the populations
     differ (the quick runs continued beside the medium ones), each column and its hours name it."""

@@ -13,6 +13,7 @@ import pytest
 from experiments import run_ga
 from nevo import machine, nets, runs
 from nevo.genomes import noise
+from nevo.plots import rundata
 from tests.helpers import metrics_without_clock, run_folder
 from tests.tiny import ATARI
 
@@ -114,6 +115,36 @@ def test_killed_run_resumes_to_the_same_generations(reference_run, tmp_path):
         assert json.load(open(os.path.join(folder, name))) == json.load(
             open(os.path.join(reference_run, name))
         )
+
+
+def test_config_json_keeps_each_start_of_the_run_and_the_machine_it_ran_on(tmp_path):
+    """A new run records one start (generation 0, this machine's CPU and cores, its commit); a
+    resume appends its own at the generation and frames it resumes from and keeps the earlier
+    ones; a folder from before starts were kept gets the resumed one alone, and the plots say
+    that its earlier generations ran where nothing says."""
+    cartpole = ["--env", "CartPole-v1", "--population", "8", "--frame-budget", "2000"]
+    folder = run_folder(run_ga.main, cartpole, tmp_path / "runs")
+    config = os.path.join(folder, "config.json")
+    (first,) = json.load(open(config))["starts"]
+    here = {"cpu": machine.cpu_facts()["model"], "cores": machine.cores(), "device": "cpu"}
+    commit = runs.git_commit()
+    assert first == {"generation": 0, "frames": 0, "date": first["date"], "git_commit": commit, **here}
+    before = runs.read_metrics(folder)[-1]
+    assert run_ga.main(["--resume", folder, "--frame-budget", "4000"]) == 0
+    starts = json.load(open(config))["starts"]
+    assert starts[0] == first and len(starts) == 2
+    assert (starts[1]["generation"], starts[1]["frames"]) == (before["generation"] + 1, before["frames"])
+    assert starts[1]["date"] >= first["date"] and starts[1]["cpu"] == here["cpu"]
+    assert rundata.load_run(folder).machines == ([f"{here['cpu']}, {here['cores']} cores"], False)
+
+    old = json.load(open(config))
+    del old["starts"]  # a folder written before runs kept their starts
+    json.dump(old, open(config, "w"))
+    last = runs.read_metrics(folder)[-1]
+    assert run_ga.main(["--resume", folder, "--frame-budget", "6000"]) == 0
+    (only,) = json.load(open(config))["starts"]
+    assert (only["generation"], only["frames"]) == (last["generation"] + 1, last["frames"])
+    assert rundata.load_run(folder).machines == ([f"{here['cpu']}, {here['cores']} cores"], True)
 
 
 def test_resume_of_a_folder_that_is_not_a_run_fails_clearly(tmp_path, capsys):

@@ -38,6 +38,7 @@ NOT_CONFIG = {
     ("threads",),
     ("processes",),
     ("counts",),  # what a row's frames and generation count, in words (below)
+    ("starts",),  # each start of the run: its generation, date, commit and machine
 }
 
 
@@ -80,6 +81,21 @@ class Run:
         env = self.config.get("env", {}).get("env", "atari")
         before = {"frames": "game frames" if env == "atari" else "frames", "generation": "generation"}
         return {**before, **self.config.get("counts", {})}
+
+    @property
+    def machines(self) -> tuple[list[str], bool]:
+        """(the machines the run's recorded starts ran on, each once: "CPU model, N cores" and the
+        device where it is not the CPU; whether generations before its first recorded start ran
+        where nothing says: a folder from before config.json kept its starts, or resumed since)."""
+        starts = [s for s in self.config.get("starts", []) if isinstance(s, dict)]
+        names = []
+        for s in starts:
+            device = s.get("device", "cpu")
+            name = f"{s.get('cpu', 'unknown CPU')}, {s.get('cores', '?')} cores" + (
+                f", {device}" if device != "cpu" else ""
+            )
+            names += [name] if name not in names else []
+        return names, not starts or starts[0].get("generation", 0) > 0
 
     @property
     def seed(self) -> int:

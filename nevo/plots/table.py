@@ -18,9 +18,11 @@ Under the table one line counts, for each published column, the rows whose curre
 score is above it (a marked row does not count), and a second line counts the same for the
 sticky-actions tests. A RUN_DIR may be a results folder (nevo suite's): its run folders are read.
 The hours column is each configuration's median training time (wall_s of its last generation;
-the tests of nevo replay not included). --figure draws one panel per game: the elite's
-validation score against frames, its test score as a point at the run's end, and the published
-DQN, ES, A3C, random search and GA (1B frames) scores as lines.
+the tests of nevo replay not included), and a line under the table names the machines the runs
+trained on, as their config.json records each start (runs from before it kept them say nothing).
+--figure draws one panel per game: the elite's validation score against frames, its test score
+as a point at the run's end, and the published DQN, ES, A3C, random search and GA (1B frames)
+scores as lines.
 
 --summary makes the short table instead: one row a game, and for each RESULTS folder given (in
 order) a column of its runs' test scores headed by the frames the folder's runs were set to
@@ -146,6 +148,7 @@ def build_rows(runs: list[rundata.Run], published: dict) -> tuple[list[str], lis
             f"cap {'/'.join(fmt_frames(c) for c in caps)} frames, 1-30 random no-ops."
         )
     footnotes.append(_sticky_note([r for g in groups for r in g], STICKY_HEADER))
+    footnotes += [line for line in [_machines_note(runs)] if line]
     footnotes.append("n/a: no published number. Published protocol: " + published.get("protocol", ""))
     return header, rows, footnotes
 
@@ -165,6 +168,25 @@ def _sticky_note(runs: list[rundata.Run], label: str) -> str:
         f"RUN_DIR --sticky {rundata.STICKY:g}; n/a: none yet); the published scores were played without "
         "sticky actions."
     )
+
+
+def _machines_note(runs: list[rundata.Run]) -> str:
+    """Where the runs trained, from their recorded starts (config.json's "starts"), so that hours
+    from different machines are read as such; "" where no run recorded any."""
+    counts, unrecorded, earlier = {}, 0, 0
+    for r in runs:
+        names, before = r.machines
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+        unrecorded += not names
+        earlier += before and bool(names)
+    if not counts:
+        return ""
+    parts = [f"{name} ({n} run{'s' * (n > 1)})" for name, n in counts.items()]
+    missing = [f"{unrecorded} run{'s' * (unrecorded > 1)}"] if unrecorded else []
+    missing += [f"the generations of {earlier} before their first recorded start"] if earlier else []
+    also = f" Not recorded (started before runs kept it): {' and '.join(missing)}." if missing else ""
+    return "Machines, from the runs' recorded starts (config.json's starts): " + "; ".join(parts) + "." + also
 
 
 def _above_published(tested: list, methods, lead: str = "Tested rows above the published score") -> str:
@@ -269,6 +291,7 @@ def build_summary(folders: list[tuple[str, list[rundata.Run]]], published: dict)
         + " Hours: wall-clock hours of training, the tests not included. n/a: no run, test or "
         "published number."
     )
+    footnotes += [line for line in [_machines_note(everything)] if line]
     wanted = [COLUMN_NAMES.get(m, m) for m in SUMMARY_METHODS]
     sources = [f"{k}: {v}" for k, v in published["sources"].items() if any(m in k for m in SUMMARY_METHODS)]
     footnotes.append(f"Published ({', '.join(wanted)}): " + "; ".join(sources) + ".")

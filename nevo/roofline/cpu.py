@@ -227,26 +227,6 @@ def machine_peak(seconds: float, threads: int) -> Peak:
     return Peak(flops, fma, blas, blas_threads, machine.blas_kernels(), own)
 
 
-def cpu_facts() -> dict:
-    """Model name, the widest vector ISA and the clock from /proc/cpuinfo (Linux; else unknown)."""
-    facts = {"model": "unknown", "isa": "unknown", "mhz": None}
-    try:
-        with open("/proc/cpuinfo") as f:
-            text = f.read()
-    except OSError:
-        return facts
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and facts["model"] == "unknown":
-            facts["model"] = value.strip()
-        elif key.strip() == "cpu MHz" and facts["mhz"] is None:
-            facts["mhz"] = float(value)
-        elif key.strip() == "flags":
-            flags = value.split()
-            facts["isa"] = "avx512f" if "avx512f" in flags else "avx2" if "avx2" in flags else "sse"
-    return facts
-
-
 def nominal_peak(isa: str, mhz: float | None, cores: int) -> float | None:
     """FLOP/s of 2 FMA units per core at the reported clock: lanes (16 AVX-512, 8 AVX2) x 2 x 2."""
     lanes = {"avx512f": 16, "avx2": 8}.get(isa)

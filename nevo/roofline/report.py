@@ -108,7 +108,7 @@ import numba
 
 from nevo import machine, nets
 from nevo.nets import half
-from nevo.roofline.cpu import cpu_facts, llc_bytes, machine_peak, memory_bandwidth, nominal_peak
+from nevo.roofline.cpu import llc_bytes, machine_peak, memory_bandwidth, nominal_peak
 from nevo.roofline.generation import end_to_end
 from nevo.roofline.gpu import find_gpu
 from nevo.roofline.layers import H100
@@ -150,7 +150,7 @@ def main(argv=None) -> dict:
         except ValueError as e:
             p.error(str(e))
 
-    cores, threads, facts = machine.cores(), numba.get_num_threads(), cpu_facts()
+    cores, threads, facts = machine.cores(), numba.get_num_threads(), machine.cpu_facts()
     bandwidth = memory_bandwidth(a.bandwidth_mb * 2**20, a.passes)
     one_thread = memory_bandwidth(a.bandwidth_mb * 2**20, a.passes, threads=1) if threads > 1 else bandwidth
     pk = machine_peak(max(a.seconds, 0.3), threads)

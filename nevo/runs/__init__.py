@@ -3,7 +3,8 @@ folder's one owner (`owner`), stop signals (`stop`) and the metrics' other logs 
 loops that write it are nevo.loops's (the generation loop, the elite files, the progress line).
 
     runs/<game>__<algo>__<seed>__<time>/
-        config.json        every setting, the git commit, the noise facts; written before any work
+        config.json        every setting, the git commit, the noise facts, and each start of the
+                           run (its generation, date, commit and machine); written before any work
         metrics.jsonl      one JSON object per finished generation (grouped names: score/, perf/)
         checkpoint.npz     algorithm state + counters after the last finished generation
         checkpoint.prev.npz  the one before: --resume falls back to it if the last is damaged
@@ -40,6 +41,7 @@ import time
 
 import numpy as np
 
+from nevo import machine
 from nevo.settings import DamagedFile, read_json  # noqa: F401 (run files' readers, here with the rest)
 
 CHECKPOINT = "checkpoint.npz"
@@ -106,6 +108,29 @@ def git_commit() -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (rev + ("-dirty" if dirty else "")) if rev else "unknown"
+
+
+def starts(run_dir: str, generation: int, frames: int, device: str) -> list[dict]:
+    """config.json's `starts`: the run's earlier starts, from the config.json this one replaces
+    (none in a folder written before they were kept), and this one: the generation and frames it
+    starts from, its date (UTC), the commit and the machine. The hours of a run that moved between
+    machines are then read with the machines they ran on."""
+    earlier = []
+    try:
+        with open(os.path.join(run_dir, CONFIG)) as f:
+            earlier = json.load(f).get("starts", [])
+    except (OSError, ValueError, AttributeError):
+        pass  # a new run, or a config.json that resume has already refused or will rewrite whole
+    here = {
+        "generation": generation,
+        "frames": frames,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "git_commit": git_commit(),
+        "cpu": machine.cpu_facts()["model"],
+        "cores": machine.cores(),
+        "device": device,
+    }
+    return [*(e for e in earlier if isinstance(e, dict)), here]
 
 
 def new_run_dir(cfg, task_name: str) -> str:
