@@ -460,6 +460,31 @@ def test_legend_labels_leave_out_settings_one_version_of_nevo_has_and_another_la
     assert group_labels([[_run_of(older)], [_run_of(newer)]]) == ["GA N=64 seed=0", "GA N=256 seed=1"]
 
 
+def test_runs_of_one_setting_from_two_versions_of_nevo_are_one_configuration(tmp_path):
+    """Seeds of one setting group into one row (a median of the seeds) although an older run
+    lacks settings a later version writes (in a section both have), names its preset otherwise
+    (config.json holds what a preset resolved to) and lacks config.json's counts; a setting both
+    have that differs still makes two rows."""
+    old = {"algo": "ga", "preset": "quick", "ga": {"population": 256},
+           "env": {"env": "atari", "game": "frostbite"}, "run": {"seed": 0, "noise_seed": 42}}  # fmt: skip
+    new = json.loads(json.dumps(old))
+    new.update(preset="medium", counts={"frames": "game frames", "generation": "generation"})
+    new["env"]["sticky"], new["run"]["processes"], new["run"]["seed"] = 0.0, 0, 1
+    folders = []
+    for name, config in (("a", old), ("b", new)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(config))
+        row = {"generation": 0, "frames": 100, "wall_s": 1.0}
+        (folder / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+        folders.append(str(folder))
+    assert [len(g) for g in rundata.group_runs(rundata.load_runs(folders))] == [2]
+    new["env"]["frameskip"], old["env"]["frameskip"] = 4, 3  # both have it, and it differs
+    for folder, config in zip(folders, (old, new)):
+        (tmp_path / folder / "config.json").write_text(json.dumps(config))
+    assert [len(g) for g in rundata.group_runs(rundata.load_runs(folders))] == [1, 1]
+
+
 def test_the_axes_say_what_the_runs_count():
     """An SGD run on a data set counts examples and iterations (config.json's counts), a GA run on
     a gymnasium task agent steps and generations; a folder from before config.json said so reads

@@ -38,6 +38,7 @@ NOT_CONFIG = {
     ("threads",),
     ("processes",),
     ("counts",),  # what a row's frames and generation count, in words (below)
+    ("preset",),  # the preset's name: config.json holds the settings it resolved to, beside it
     ("starts",),  # each start of the run: its generation, date, commit and machine
 }
 
@@ -162,6 +163,11 @@ def flatten(d: dict, prefix=()) -> dict:
     return out
 
 
+def _not_config(key: tuple) -> bool:
+    """A flattened key that is or lies under one of NOT_CONFIG's (("counts", "frames") under ("counts",))."""
+    return any(key[:i] in NOT_CONFIG for i in range(1, len(key) + 1))
+
+
 def load_run(path: str) -> Run:
     """Parse one run folder; raise NotARunFolder (one-line message) if it is not one."""
     if not os.path.isdir(path):
@@ -172,7 +178,7 @@ def load_run(path: str) -> Run:
     config = read_json(os.path.join(path, "config.json"))
     if config is None:
         raise NotARunFolder(f"{path}: config.json is not valid JSON")
-    settings = {k: v for k, v in flatten(config).items() if k not in NOT_CONFIG}
+    settings = {k: v for k, v in flatten(config).items() if not _not_config(k)}
     return Run(
         path=path,
         config=config,
@@ -204,12 +210,24 @@ def expand(paths) -> list[str]:
     return out
 
 
+def same_configuration(a: dict, b: dict) -> bool:
+    """Two runs' settings (Run.settings) are one configuration: equal where both have a setting;
+    a setting one of them lacks in a section both have came or went with a version of nevo (a
+    run of an older one lacks it, and ran as its default then did), so it tells them not apart."""
+    sections = [{(), *(k[:-1] for k in s)} for s in (a, b)]
+    return all(
+        a[k] == b[k] if k in a and k in b else k[:-1] in sections[0] and k[:-1] in sections[1]
+        for k in {*a, *b}
+    )
+
+
 def group_runs(runs: list[Run]) -> list[list[Run]]:
-    """Runs of one configuration (equal settings apart from seed and NOT_CONFIG), in input order."""
+    """Runs of one configuration (same_configuration: equal settings apart from seed, NOT_CONFIG
+    and settings of a later version), in input order."""
     groups: list[list[Run]] = []
     for r in runs:
         for g in groups:
-            if g[0].settings == r.settings:
+            if same_configuration(g[0].settings, r.settings):
                 g.append(r)
                 break
         else:
