@@ -135,8 +135,7 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
             try:
                 counts = {"frames": task.FRAMES, "generation": step_of.unit}  # what they count, in words
                 at = (finished, int(p.checkpoint["frames"]) if p.checkpoint is not None else 0)
-                started = runs.starts(run_dir, *at, facts.get("device", "cluster"))  # workers: own facts
-                write_config(run_dir, cfg, task, p.spec, {**facts, "counts": counts, "starts": started})
+                write_config(run_dir, cfg, task, p.spec, {**facts, "counts": counts}, *at)
                 out.say(header(cfg, task, p.spec, facts, run_dir))
                 algo, extensions, frames, wall = _start(
                     cfg, p.spec, table, task, p.checkpoint, run_dir, step_of, out

@@ -145,9 +145,10 @@ def said(text: str, stream=None) -> None:
     print(text, file=stream or sys.stdout)
 
 
-def write_config(run_dir: str, cfg, task, spec, facts: dict) -> None:
-    """config.json: the settings, the net's sizes, the evaluator's facts, and what rebuilds the
-    policy from the folder alone (nevo.load_policy), a user's own environment included."""
+def write_config(run_dir: str, cfg, task, spec, facts: dict, generation: int, frames: int) -> None:
+    """config.json: the settings, the net's sizes, the evaluator's facts, what rebuilds the
+    policy from the folder alone (nevo.load_policy), a user's own environment included, and this
+    start of the run (from `generation` and `frames`) after the earlier ones."""
     shapes = {
         "obs_shape": list(spec.obs_shape),
         "obs_dtype": np.dtype(spec.obs_dtype).name,
@@ -158,4 +159,7 @@ def write_config(run_dir: str, cfg, task, spec, facts: dict) -> None:
         run_dir,
         config.to_dict(config.weights_resolved(cfg)),  # a Config built in Python may say auto
         {"n_params": spec.n_params, "n_actions": spec.n_actions, **shapes, **facts},
+        generation,
+        frames,
+        facts.get("device", "cluster"),  # a cluster's workers: their own facts
     )

@@ -210,15 +210,17 @@ def expand(paths) -> list[str]:
     return out
 
 
+def sections(settings: dict) -> set[tuple]:
+    """The sections of flattened settings (("run",), ("env",), ...; () for the top level)."""
+    return {(), *(k[:-1] for k in settings)}
+
+
 def same_configuration(a: dict, b: dict) -> bool:
     """Two runs' settings (Run.settings) are one configuration: equal where both have a setting;
     a setting one of them lacks in a section both have came or went with a version of nevo (a
     run of an older one lacks it, and ran as its default then did), so it tells them not apart."""
-    sections = [{(), *(k[:-1] for k in s)} for s in (a, b)]
-    return all(
-        a[k] == b[k] if k in a and k in b else k[:-1] in sections[0] and k[:-1] in sections[1]
-        for k in {*a, *b}
-    )
+    both = sections(a) & sections(b)
+    return all(a[k] == b[k] if k in a and k in b else k[:-1] in both for k in {*a, *b})
 
 
 def group_runs(runs: list[Run]) -> list[list[Run]]:
@@ -247,7 +249,7 @@ def group_labels(groups: list[list[Run]]) -> list[str]:
     keys = sorted({k for s in firsts for k in s})
     # a setting missing from a section that every group has came or went with a version of nevo
     # (a run of an older one lacks it): not something that tells these runs apart
-    shared = {(), *set.intersection(*({k[:-1] for k in s} for s in firsts))} if firsts else {()}
+    shared = set.intersection(*(sections(s) for s in firsts)) if firsts else {()}
     differ = [k for k in keys if len({json.dumps(s.get(k)) for s in firsts}) > 1
               and (all(k in s for s in firsts) or k[:-1] not in shared)]  # fmt: skip
     labels = []

@@ -110,29 +110,6 @@ def git_commit() -> str:
     return (rev + ("-dirty" if dirty else "")) if rev else "unknown"
 
 
-def starts(run_dir: str, generation: int, frames: int, device: str) -> list[dict]:
-    """config.json's `starts`: the run's earlier starts, from the config.json this one replaces
-    (none in a folder written before they were kept), and this one: the generation and frames it
-    starts from, its date (UTC), the commit and the machine. The hours of a run that moved between
-    machines are then read with the machines they ran on."""
-    earlier = []
-    try:
-        with open(os.path.join(run_dir, CONFIG)) as f:
-            earlier = json.load(f).get("starts", [])
-    except (OSError, ValueError, AttributeError):
-        pass  # a new run, or a config.json that resume has already refused or will rewrite whole
-    here = {
-        "generation": generation,
-        "frames": frames,
-        "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-        "git_commit": git_commit(),
-        "cpu": machine.cpu_facts()["model"],
-        "cores": machine.cores(),
-        "device": device,
-    }
-    return [*(e for e in earlier if isinstance(e, dict)), here]
-
-
 def new_run_dir(cfg, task_name: str) -> str:
     """Make runs/<game or task>__<algo>__<seed>__<time>/ (never reusing an existing folder)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -147,14 +124,44 @@ def new_run_dir(cfg, task_name: str) -> str:
             path, k = f"{base}-{k}", k + 1
 
 
-def write_config(run_dir: str, settings: dict, extra: dict) -> None:
-    """config.json: the settings (nevo.config.to_dict), the git commit, and extra facts."""
+def write_config(
+    run_dir: str, settings: dict, extra: dict, generation: int, frames: int, device: str
+) -> None:
+    """config.json: the settings (nevo.config.to_dict), the git commit, extra facts, and the run's
+    starts (_starts) with this one, from `generation` and `frames` on `device`."""
     tmp, final = os.path.join(run_dir, CONFIG + ".tmp"), os.path.join(run_dir, CONFIG)
+    commit = git_commit()
+    starts = _starts(
+        run_dir, {"generation": generation, "frames": frames, "commit": commit, "device": device}
+    )
     with writing(final, tmp):
         with open(tmp, "w") as f:
-            json.dump({**settings, "git_commit": git_commit(), **extra}, f, indent=2)
+            json.dump({**settings, "git_commit": commit, **extra, "starts": starts}, f, indent=2)
             f.write("\n")
         _commit(tmp, final)
+
+
+def _starts(run_dir: str, start: dict) -> list[dict]:
+    """config.json's `starts`: the run's earlier starts, from the config.json this one replaces
+    (none in a folder written before they were kept), and this one: the generation and frames it
+    starts from, its date (UTC), the commit and the machine. The hours of a run that moved between
+    machines are then read with the machines they ran on."""
+    earlier = []
+    try:
+        with open(os.path.join(run_dir, CONFIG)) as f:
+            earlier = json.load(f).get("starts", [])
+    except (OSError, ValueError, AttributeError):
+        pass  # a new run, or a config.json that resume has already refused or will rewrite whole
+    here = {
+        "generation": start["generation"],
+        "frames": start["frames"],
+        "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "git_commit": start["commit"],
+        "cpu": machine.cpu_facts()["model"],
+        "cores": machine.cores(),
+        "device": start["device"],
+    }
+    return [*(e for e in earlier if isinstance(e, dict)), here]
 
 
 def _commit(tmp: str, final: str) -> None:
