@@ -255,22 +255,24 @@ def test_wandb_online_without_a_key_is_one_line_before_any_folder(tmp_path):
 def test_a_stop_gives_wandbs_finish_its_bound_and_no_more(capsys):
     """On a stop, a W&B finish that does not return (its network gone) is left after the bound,
     with one line saying where its data stays; at a run's end, finish is waited for."""
-    import time
+    import threading
+
+    called = threading.Event()
 
     class Hung:
-        finished = 0
-
         def finish(self):
-            Hung.finished += 1
+            called.set()
             time.sleep(60)
 
     logs = loggers.Loggers.__new__(loggers.Loggers)
     logs.writer, logs.wandb_run = None, Hung()
     t0 = time.monotonic()
     logs.close(bound_s=0.3)
-    assert time.monotonic() - t0 < 5 and Hung.finished == 1 and logs.wandb_run is None
+    assert time.monotonic() - t0 < 5 and logs.wandb_run is None
+    # finish was called (in its own thread: on a loaded machine it may start after the bound)
+    assert called.wait(10)
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("W&B did not finish in 0 s; what it has not sent stays")
+    assert len(err) == 1 and err[0].startswith("W&B did not finish in 0.3 s; what it has not sent stays")
 
 
 def test_a_damaged_wandb_json_is_one_line(tmp_path):

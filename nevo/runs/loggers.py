@@ -129,7 +129,7 @@ class Loggers:
             finishing.start()
             finishing.join(bound_s)
             if finishing.is_alive():
-                print(f"W&B did not finish in {bound_s:.0f} s; what it has not sent stays in the run folder "
+                print(f"W&B did not finish in {bound_s:g} s; what it has not sent stays in the run folder "
                       "(wandb sync sends it)", file=sys.stderr, flush=True)  # fmt: skip
 
 
