@@ -34,6 +34,27 @@ def cpu_facts() -> dict:
     return facts
 
 
+def here(device: str) -> dict:
+    """This machine as a run folder records a start of the run on it: CPU model, cores, device."""
+    return {"cpu": cpu_facts()["model"], "cores": cores(), "device": device}
+
+
+def of_workers(machines: list[dict]) -> dict:
+    """A cluster's workers (here() of each) as one start's machine: their CPU models, with how
+    many workers had each where they differ or are several, their cores added up, and "cluster of
+    N workers" (with the workers' devices where they are not the CPU)."""
+    models, devices = {}, {}
+    for m in machines:
+        models[m.get("cpu", "unknown")] = models.get(m.get("cpu", "unknown"), 0) + 1
+        devices[m.get("device", "cpu")] = devices.get(m.get("device", "cpu"), 0) + 1
+    n = len(machines)
+    cpu = " + ".join(f"{k} x{v}" if n > 1 else k for k, v in sorted(models.items()))
+    device = f"cluster of {n} worker{'s' if n != 1 else ''}"
+    if set(devices) != {"cpu"}:
+        device += " (" + ", ".join(f"{k} x{v}" for k, v in sorted(devices.items())) + ")"
+    return {"cpu": cpu, "cores": sum(int(m.get("cores", 0)) for m in machines), "device": device}
+
+
 def available_memory() -> int | None:
     """Bytes of memory available to new allocations (Linux MemAvailable), or None if unknown."""
     try:

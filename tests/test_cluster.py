@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from experiments import run_es, run_ga, run_ns
-from nevo import cli, runs, tasks
+from nevo import cli, machine, runs, tasks
 from nevo.cluster.connection import check_address
 from nevo.cluster.evaluator import ClusterError, ClusterEvaluator
 from nevo.cluster.worker import differences, fingerprint
@@ -101,6 +101,24 @@ def test_a_local_cluster_in_chunks_of_one_episode_gives_the_same_metrics(recorde
     with open(os.path.join(folder, runs.CONFIG)) as f:
         facts = json.load(f)
     assert facts["cluster"] == "local:2" and facts["workers"] == 2
+    # the start names the workers' machine (each pinned to its half of this one), not the driver
+    (start,) = facts["starts"]
+    cpu, share = machine.cpu_facts()["model"], max(1, machine.cores() // 2)
+    assert (start["cpu"], start["cores"], start["device"]) == (f"{cpu} x2", 2 * share, "cluster of 2 workers")
+
+
+def test_a_clusters_start_records_its_workers_machines_added_up():
+    """nevo.machine.of_workers: one start's record of a cluster's workers: each CPU model with
+    its count where several workers ran, the cores added up, the devices where not the CPU."""
+    xeon, epyc = {"cpu": "Xeon", "cores": 2, "device": "cpu"}, {"cpu": "EPYC", "cores": 8, "device": "cpu"}
+    assert machine.of_workers([xeon]) == {"cpu": "Xeon", "cores": 2, "device": "cluster of 1 worker"}
+    assert machine.of_workers([xeon, epyc, xeon]) == {
+        "cpu": "EPYC x1 + Xeon x2",
+        "cores": 12,
+        "device": "cluster of 3 workers",
+    }
+    gpu = {**epyc, "device": "cuda"}
+    assert machine.of_workers([epyc, gpu])["device"] == "cluster of 2 workers (cpu x1, cuda x1)"
 
 
 def _maze_setup(tmp_path, n=12):

@@ -236,6 +236,7 @@ class ClusterConnection:
             self.client.register_plugin(worker_side.portable(self.plugin), name=self.name)
             self.workers = self._wait_for_workers()
             self.facts = {"cluster": address, "workers": len(self.workers), **self._worker_facts()}
+            self.machine = self._machine()
         except BaseException as e:  # no scheduler connection or local cluster outlives a failed start
             self.close()
             if isinstance(e, OSError):  # Dask's CommClosedError and timeouts included
@@ -381,6 +382,15 @@ class ClusterConnection:
         facts = self.client.run(worker_side.facts, self.name, workers=workers)
         first = facts.get(workers[0], next(iter(facts.values()), {}))
         return {f"worker {k}": v for k, v in first.items()}
+
+    def _machine(self) -> dict:
+        """The workers' machines as one start's record in config.json (nevo.machine.of_workers):
+        where the generations ran, not the driver that ranks them."""
+        from nevo import machine
+        from nevo.cluster import worker as worker_side
+
+        each = self.client.run(worker_side.machine_facts, self.name, workers=sorted(self.workers))
+        return machine.of_workers([m for m in each.values() if m])
 
     def close(self) -> None:
         from nevo.cluster import worker as worker_side

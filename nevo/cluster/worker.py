@@ -196,6 +196,15 @@ def quiet() -> None:
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+def machine_facts(name: str, dask_worker=None) -> dict:
+    """This worker's machine (nevo.machine.here: CPU model, cores after its affinity, device);
+    {} if it refused. Called with Client.run."""
+    from nevo import machine
+
+    setup = dask_worker.plugins[name].inner
+    return machine.here(setup.device) if setup and setup.evaluator is not None else {}
+
+
 def facts(name: str, dask_worker=None) -> dict:
     """What this worker runs (its device and evaluator layout); {} if it refused. Called with
     Client.run, which passes the worker."""

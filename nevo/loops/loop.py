@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nevo import cli, config, nets, runs
+from nevo import cli, config, machine, nets, runs
 from nevo.algos import DEFAULT, bases_of, declared, extensions_of
 from nevo.algos.streams import check_run_seeds
 from nevo.atari.pool import EmulatorError
@@ -125,8 +125,10 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
                 if cluster is None:
                     evaluator, facts = setup.local_evaluator(cfg, task, p.spec, p.device, table, ref, run_dir,
                                                              p.population)  # fmt: skip
+                    where = machine.here(facts["device"])
                 else:
                     evaluator, facts = _on_cluster(cluster, cfg, task, ref, table, p, out)
+                    where = evaluator.machine  # the workers', not this driver's
             except (ClusterError, EmulatorError):  # a new run's folder goes with it
                 if resume_dir is None and not os.path.exists(os.path.join(run_dir, runs.CONFIG)):
                     owner.release(run_dir)
@@ -135,7 +137,7 @@ def run(cfg, task, p: Plan, resume_dir: str | None = None, cluster=None, fitness
             try:
                 counts = {"frames": task.FRAMES, "generation": step_of.unit}  # what they count, in words
                 at = (finished, int(p.checkpoint["frames"]) if p.checkpoint is not None else 0)
-                write_config(run_dir, cfg, task, p.spec, {**facts, "counts": counts}, *at)
+                write_config(run_dir, cfg, task, p.spec, {**facts, "counts": counts}, *at, where)
                 out.say(header(cfg, task, p.spec, facts, run_dir))
                 algo, extensions, frames, wall = _start(
                     cfg, p.spec, table, task, p.checkpoint, run_dir, step_of, out

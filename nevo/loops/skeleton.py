@@ -145,10 +145,13 @@ def said(text: str, stream=None) -> None:
     print(text, file=stream or sys.stdout)
 
 
-def write_config(run_dir: str, cfg, task, spec, facts: dict, generation: int, frames: int) -> None:
+def write_config(
+    run_dir: str, cfg, task, spec, facts: dict, generation: int, frames: int, where: dict
+) -> None:
     """config.json: the settings, the net's sizes, the evaluator's facts, what rebuilds the
     policy from the folder alone (nevo.load_policy), a user's own environment included, and this
-    start of the run (from `generation` and `frames`) after the earlier ones."""
+    start of the run (from `generation` and `frames`, on the machine `where`: nevo.machine.here or
+    a cluster's of_workers) after the earlier ones."""
     shapes = {
         "obs_shape": list(spec.obs_shape),
         "obs_dtype": np.dtype(spec.obs_dtype).name,
@@ -161,5 +164,5 @@ def write_config(run_dir: str, cfg, task, spec, facts: dict, generation: int, fr
         {"n_params": spec.n_params, "n_actions": spec.n_actions, **shapes, **facts},
         generation,
         frames,
-        facts.get("device", "cluster"),  # a cluster's workers: their own facts
+        where,
     )

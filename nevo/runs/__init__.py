@@ -41,7 +41,6 @@ import time
 
 import numpy as np
 
-from nevo import machine
 from nevo.settings import DamagedFile, read_json  # noqa: F401 (run files' readers, here with the rest)
 
 CHECKPOINT = "checkpoint.npz"
@@ -125,15 +124,14 @@ def new_run_dir(cfg, task_name: str) -> str:
 
 
 def write_config(
-    run_dir: str, settings: dict, extra: dict, generation: int, frames: int, device: str
+    run_dir: str, settings: dict, extra: dict, generation: int, frames: int, where: dict
 ) -> None:
     """config.json: the settings (nevo.config.to_dict), the git commit, extra facts, and the run's
-    starts (_starts) with this one, from `generation` and `frames` on `device`."""
+    starts (_starts) with this one, from `generation` and `frames` on the machine `where`
+    (nevo.machine.here, or a cluster's workers: of_workers)."""
     tmp, final = os.path.join(run_dir, CONFIG + ".tmp"), os.path.join(run_dir, CONFIG)
     commit = git_commit()
-    starts = _starts(
-        run_dir, {"generation": generation, "frames": frames, "commit": commit, "device": device}
-    )
+    starts = _starts(run_dir, {"generation": generation, "frames": frames, "commit": commit, **where})
     with writing(final, tmp):
         with open(tmp, "w") as f:
             json.dump({**settings, "git_commit": commit, **extra, "starts": starts}, f, indent=2)
@@ -157,8 +155,8 @@ def _starts(run_dir: str, start: dict) -> list[dict]:
         "frames": start["frames"],
         "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "git_commit": start["commit"],
-        "cpu": machine.cpu_facts()["model"],
-        "cores": machine.cores(),
+        "cpu": start["cpu"],
+        "cores": start["cores"],
         "device": start["device"],
     }
     return [*(e for e in earlier if isinstance(e, dict)), here]
