@@ -101,6 +101,7 @@ def test_a_local_cluster_in_chunks_of_one_episode_gives_the_same_metrics(recorde
     with open(os.path.join(folder, runs.CONFIG)) as f:
         facts = json.load(f)
     assert facts["cluster"] == "local:2" and facts["workers"] == 2
+    assert facts["worker device"] == "cpu"  # what the workers run, from the same round trip
     # the start names the workers' machine (each pinned to its half of this one), not the driver
     (start,) = facts["starts"]
     cpu, share = machine.cpu_facts()["model"], max(1, machine.cores() // 2)

@@ -235,8 +235,7 @@ class ClusterConnection:
             # portable: a worker that cannot import nevo refuses in one line, as below
             self.client.register_plugin(worker_side.portable(self.plugin), name=self.name)
             self.workers = self._wait_for_workers()
-            self.facts = {"cluster": address, "workers": len(self.workers), **self._worker_facts()}
-            self.machine = self._machine()
+            self.facts, self.machine = self._facts(address)
         except BaseException as e:  # no scheduler connection or local cluster outlives a failed start
             self.close()
             if isinstance(e, OSError):  # Dask's CommClosedError and timeouts included
@@ -374,23 +373,19 @@ class ClusterConnection:
 
         return f"`{worker_side.WORKER_COMMAND.format(self.address)}` on each node (where nevo is installed)"
 
-    def _worker_facts(self) -> dict:
-        """What the workers run, as config.json's facts: the first accepted worker's."""
-        from nevo.cluster import worker as worker_side
-
-        workers = sorted(self.workers)
-        facts = self.client.run(worker_side.facts, self.name, workers=workers)
-        first = facts.get(workers[0], next(iter(facts.values()), {}))
-        return {f"worker {k}": v for k, v in first.items()}
-
-    def _machine(self) -> dict:
-        """The workers' machines as one start's record in config.json (nevo.machine.of_workers):
-        where the generations ran, not the driver that ranks them."""
+    def _facts(self, address: str) -> tuple[dict, dict]:
+        """In one Client.run round trip: what the workers run, as config.json's facts (the first
+        accepted worker's), and their machines as one start's record (nevo.machine.of_workers:
+        where the generations ran, not the driver that ranks them)."""
         from nevo import machine
         from nevo.cluster import worker as worker_side
 
-        each = self.client.run(worker_side.machine_facts, self.name, workers=sorted(self.workers))
-        return machine.of_workers([m for m in each.values() if m])
+        workers = sorted(self.workers)
+        each = self.client.run(worker_side.facts, self.name, workers=workers)
+        first = each.get(workers[0]) or next((f for f in each.values() if f), {})
+        facts = {"cluster": address, "workers": len(self.workers)}
+        facts.update({f"worker {k}": v for k, v in first.get("runs", {}).items()})
+        return facts, machine.of_workers([f["machine"] for f in each.values() if f])
 
     def close(self) -> None:
         from nevo.cluster import worker as worker_side

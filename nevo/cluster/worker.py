@@ -196,17 +196,13 @@ def quiet() -> None:
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
-def machine_facts(name: str, dask_worker=None) -> dict:
-    """This worker's machine (nevo.machine.here: CPU model, cores after its affinity, device);
-    {} if it refused. Called with Client.run."""
+def facts(name: str, dask_worker=None) -> dict:
+    """What this worker runs ("runs": its device and evaluator layout) and its machine ("machine":
+    nevo.machine.here, CPU model, cores after its affinity, device); {} if it refused. Called with
+    Client.run, which passes the worker."""
     from nevo import machine
 
     setup = dask_worker.plugins[name].inner
-    return machine.here(setup.device) if setup and setup.evaluator is not None else {}
-
-
-def facts(name: str, dask_worker=None) -> dict:
-    """What this worker runs (its device and evaluator layout); {} if it refused. Called with
-    Client.run, which passes the worker."""
-    setup = dask_worker.plugins[name].inner
-    return {"device": setup.device, **setup.layout} if setup and setup.evaluator is not None else {}
+    if setup is None or setup.evaluator is None:
+        return {}
+    return {"runs": {"device": setup.device, **setup.layout}, "machine": machine.here(setup.device)}
