@@ -1,0 +1,58 @@
+"""experiments.validation_gap: a deterministic test's starts, their mean, and the elite's
+validation gap in standard deviations of its n-episode mean."""
+
+import json
+
+import numpy as np
+import pytest
+
+from experiments import validation_gap
+from tests.test_plots import fake_run
+
+
+def _test(returns, lengths, validation):
+    return {"game": "frostbite", "mean": float(np.mean(returns)), "returns": returns, "lengths": lengths,
+            "elite_validation_mean": validation}  # fmt: skip
+
+
+def test_a_start_is_its_return_and_length_and_each_counts_once():
+    """200 episodes on 3 starts, one of them played 150 times: the score is the starts' plain
+    mean, not the episodes'; the same return at another length is another start."""
+    returns = [100.0] * 150 + [100.0] * 30 + [400.0] * 20
+    lengths = [50] * 150 + [60] * 30 + [70] * 20
+    assert validation_gap.starts_of(_test(returns, lengths, None)) == {
+        (100.0, 50): 150,
+        (100.0, 60): 30,
+        (400.0, 70): 20,
+    }
+    row = validation_gap.gap_row(_test(returns, lengths, 450.0), validation_episodes=2)
+    assert row["starts"] == 3 and row["exact"] == pytest.approx(200.0) and row["test"] == pytest.approx(130.0)
+    sd = np.std([100.0, 100.0, 400.0])  # of the starts, each once
+    assert row["noise"] == pytest.approx(sd / np.sqrt(2))
+    assert row["gap"] == pytest.approx(250.0) and row["gap_sd"] == pytest.approx(250.0 / (sd / np.sqrt(2)))
+
+
+def test_it_reads_each_runs_validation_episodes_and_leaves_sticky_and_untested_runs_out(tmp_path, capsys):
+    returns, lengths = [10.0, 30.0] * 100, [5, 6] * 100
+    test = {"returns": returns, "lengths": lengths, "mean": 20.0, "elite_validation_mean": 25.0}
+    runs = tmp_path / "results"
+    for name, n in (("frostbite_a", 30), ("frostbite_b", 5)):
+        folder = fake_run(runs / name, "frostbite", test=dict(test))
+        config = json.load(open(f"{folder}/config.json"))
+        config["ga"]["validation_episodes"] = n
+        json.dump(config, open(f"{folder}/config.json", "w"))
+    fake_run(runs / "gravitar", "gravitar", test={**test, "sticky": 0.25})  # a start does not set the episode
+    fake_run(runs / "kangaroo", "kangaroo")  # untested
+    assert validation_gap.main([str(runs)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| results/")]
+    assert len(rows) == 2
+    # starts 10 and 30: mean 20, sd 10; validation 25 is 5 over: 5 / (10 / sqrt(n)) sd
+    assert rows[0].startswith("| results/frostbite_a | frostbite | 2 | 20.0 | 20.0 | 25.0 | +5.0 | 30 |")
+    assert rows[0].endswith(f"| {5 / (10 / np.sqrt(30)):+.1f} |")
+    assert "| 5 | 4.5 | +1.1 |" in rows[1]
+
+
+def test_no_deterministic_test_is_a_one_line_error(tmp_path, capsys):
+    fake_run(tmp_path / "r" / "kangaroo", "kangaroo")
+    assert validation_gap.main([str(tmp_path / "r")]) == 1
+    assert capsys.readouterr().err.count("\n") == 1
