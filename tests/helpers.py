@@ -2,6 +2,7 @@
 fixtures and the runner beside the session stay in tests/conftest.py, the tiny settings in
 tests/tiny.py, the Dask processes' in tests/dask_procs.py."""
 
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from nevo.episodes.weights import PooledWeights
 from nevo.genomes.noise import WeightBuilder
 from nevo.nets import make_spec, net_spec
 from nevo.nets.kernels import cpu, reference
+from nevo.plots.rundata import STICKY_FILE
 from nevo.tasks.supervised import DataSet
 
 # Runs and weights
@@ -271,3 +273,27 @@ def default_sigint():
     """In a child before it starts Python (preexec_fn): SIGINT at its default, as from a terminal (a
     test run started in the background has it ignored, and Python then leaves it ignored)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# Run folders for the plots and tables
+
+
+def fake_run(folder, game, *, test=None, sticky=None, frames=25_200_000, budget=25_000_000, hours=1.0,
+             population=64):  # fmt: skip
+    """A finished-looking GA run folder of `game` (generation 10, its best elite generation 10)
+    with the given test.json and test_sticky0.25.json means (held out unless a dict says otherwise)."""
+    folder.mkdir(parents=True)
+    config = {"algo": "ga", "ga": {"population": population}, "env": {"env": "atari", "game": game},
+              "run": {"seed": 0, "frame_budget": budget}}  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(config))
+    row = {"generation": 10, "frames": frames, "wall_s": 3600.0 * hours, "score/elite_mean": 50.0}
+    (folder / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    for name in ("best.json", "elite.json"):
+        (folder / name).write_text(json.dumps({"generation": 10, "validation_mean": 50.0}))
+    for name, value, p in (("test.json", test, 0.0), (STICKY_FILE, sticky, 0.25)):
+        if value is not None:
+            written = {"episodes": 200, "frame_cap": 400000, "seeds": "held-out", "sticky": p,
+                       "elite_file": "best.json", "elite_generation": 10}  # fmt: skip
+            written.update(value if isinstance(value, dict) else {"mean": value})
+            (folder / name).write_text(json.dumps(written))
+    return str(folder)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from nevo.plots import curves, rundata, table, throughput
+from tests.helpers import fake_run
 
 
 def metric(path, key):
@@ -190,27 +191,6 @@ def test_table_counts_the_published_scores_each_tested_row_beats(tiny_runs, tmp_
     (run / "test.json").unlink()
     _, _, notes = table.build_rows(rundata.load_runs([str(run)]), published)
     assert not [n for n in notes if n.startswith("Tested rows above")]
-
-
-def fake_run(folder, game, *, test=None, sticky=None, frames=25_200_000, budget=25_000_000, hours=1.0,
-             population=64):  # fmt: skip
-    """A finished-looking GA run folder of `game` (generation 10, its best elite generation 10)
-    with the given test.json and test_sticky0.25.json means (held out unless a dict says otherwise)."""
-    folder.mkdir(parents=True)
-    config = {"algo": "ga", "ga": {"population": population}, "env": {"env": "atari", "game": game},
-              "run": {"seed": 0, "frame_budget": budget}}  # fmt: skip
-    (folder / "config.json").write_text(json.dumps(config))
-    row = {"generation": 10, "frames": frames, "wall_s": 3600.0 * hours, "score/elite_mean": 50.0}
-    (folder / "metrics.jsonl").write_text(json.dumps(row) + "\n")
-    for name in ("best.json", "elite.json"):
-        (folder / name).write_text(json.dumps({"generation": 10, "validation_mean": 50.0}))
-    for name, value, p in (("test.json", test, 0.0), (rundata.STICKY_FILE, sticky, 0.25)):
-        if value is not None:
-            written = {"episodes": 200, "frame_cap": 400000, "seeds": "held-out", "sticky": p,
-                       "elite_file": "best.json", "elite_generation": 10}  # fmt: skip
-            written.update(value if isinstance(value, dict) else {"mean": value})
-            (folder / name).write_text(json.dumps(written))
-    return str(folder)
 
 
 def test_the_sticky_column_shows_the_sticky_tests_mean_and_counts_it_on_its_own_line(tmp_path, capsys):

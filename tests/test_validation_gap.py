@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from experiments import validation_gap
-from tests.test_plots import fake_run
+from tests.helpers import fake_run
 
 
 def _test(returns, lengths, validation):
