@@ -25,18 +25,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections import Counter
 
 import numpy as np
 
 from nevo.plots import rundata
 
 
-def starts_of(test: dict) -> dict[tuple[float, int], int]:
+def starts_of(test: dict) -> Counter:
     """The test's distinct outcomes, (return, length) -> how many of its episodes reached it."""
-    seen: dict[tuple[float, int], int] = {}
-    for r, n in zip(test["returns"], test["lengths"], strict=True):
-        seen[(float(r), int(n))] = seen.get((float(r), int(n)), 0) + 1
-    return seen
+    return Counter((float(r), int(n)) for r, n in zip(test["returns"], test["lengths"], strict=True))
 
 
 def gap_row(test: dict, validation_episodes: int) -> dict:
@@ -58,11 +56,8 @@ def gap_row(test: dict, validation_episodes: int) -> dict:
 
 
 def validation_episodes_of(run: rundata.Run) -> int | None:
-    """The run's validation episodes per candidate, from its config (whatever its section)."""
-    for key, value in rundata.flatten(run.config).items():
-        if key[-1] == "validation_episodes":
-            return int(value)
-    return None
+    """The run's validation episodes per candidate, from its settings (whatever their section)."""
+    return next((int(v) for k, v in run.settings.items() if k[-1] == "validation_episodes"), None)
 
 
 def _fmt(v, spec=",.1f") -> str:
@@ -75,16 +70,17 @@ def main(argv=None) -> int:
     )
     p.add_argument("paths", nargs="+", help="run folders, or folders of run folders")
     args = p.parse_args(argv)
+    try:
+        runs = rundata.load_runs(args.paths)
+    except rundata.NotARunFolder as e:
+        print(f"validation_gap: {e}", file=sys.stderr)
+        return 1
     rows = []
-    for path in rundata.expand(args.paths):
-        test = rundata.read_json(os.path.join(path, "test.json"))
-        if not test or test.get("sticky", 0.0) or not test.get("returns"):
+    for run in runs:
+        test, n = run.test, validation_episodes_of(run)
+        if not test or test.get("sticky", 0.0) or not test.get("returns") or not n:
             continue  # no test yet, or one under sticky actions, where a start does not set the episode
-        run = rundata.load_run(path)
-        n = validation_episodes_of(run)
-        if not n:
-            continue
-        where = os.path.abspath(path)
+        where = os.path.abspath(run.path)
         name = f"{os.path.basename(os.path.dirname(where))}/{os.path.basename(where)}"
         rows.append((name, n, {**gap_row(test, n), "game": run.game}))
     if not rows:

@@ -52,7 +52,10 @@ def test_it_reads_each_runs_validation_episodes_and_leaves_sticky_and_untested_r
     assert "| 5 | 4.5 | +1.1 |" in rows[1]
 
 
-def test_no_deterministic_test_is_a_one_line_error(tmp_path, capsys):
+def test_no_deterministic_test_or_no_run_folder_is_a_one_line_error(tmp_path, capsys):
     fake_run(tmp_path / "r" / "kangaroo", "kangaroo")
     assert validation_gap.main([str(tmp_path / "r")]) == 1
     assert capsys.readouterr().err.count("\n") == 1
+    assert validation_gap.main([str(tmp_path / "nowhere")]) == 1  # not a run folder: one line too
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nowhere: no such folder" in err
