@@ -172,10 +172,15 @@ def python_ticks_during(fn):
 
 @numba.njit(nogil=False)
 def _hold_gil_for(seconds):
-    """Spin for about `seconds` without releasing the GIL (the harness's negative control)."""
-    t, x = 0, 0.0
-    while t < seconds * 1e8:
-        x += np.sqrt(t)
+    """Spin for about `seconds` without releasing the GIL (the harness's negative control).
+
+    Each square root waits for the one before (about 15 cycles each), so the compiler cannot
+    vectorise the loop away: a sum of independent roots ran in a tenth of the time on a fast CI
+    machine, short enough that the worker's wait for the GIL after it dominated the span.
+    """
+    t, x = 0, 1.0
+    while t < seconds * 2e8:
+        x = np.sqrt(x + t)
         t += 1
     return x
 
@@ -192,7 +197,7 @@ def test_forward_releases_the_gil():
     _hold_gil_for(0.0)
     # the harness can tell (best of 3: on a loaded machine the main thread may be descheduled
     # while it holds the GIL, after the worker took its start time)
-    assert min(python_ticks_during(lambda: _hold_gil_for(0.2)) for _ in range(3)) == 0
+    assert min(python_ticks_during(lambda: _hold_gil_for(0.3)) for _ in range(3)) == 0
     assert python_ticks_during(lambda: cpu.forward(spec, weights, rows_ind, obs)) >= 10
     # Parallel regions may release the GIL by themselves; the serial parts need nogil on the entry.
     assert cpu._forward.targetoptions["nogil"]
