@@ -163,6 +163,26 @@ def test_the_elite_is_replaced_only_by_a_higher_validation_mean(source):
     assert ga.best_score == 9.0 and ga.best_generation == 2
 
 
+def test_the_previous_elite_is_scored_again_on_fresh_validation_episodes(source):
+    """score/previous_elite_mean is the previous elite's mean on this generation's validation
+    episodes (other seeds than the ones that picked it), whether or not it stays the elite; it is
+    absent in generation 0, which has no previous elite."""
+    ga = GA(CFG, seed=1)
+    _, _, picked_on = generation(ga, source, [0, 5, 1, 9, 2, 3, 4, 0], [1, 1, 1, 7, 8, 9])
+    assert "score/previous_elite_mean" not in ga.metrics() and ga.elite_score == 8.0
+    elite = ga.elite
+    w, _ = ask(ga, source)
+    np.testing.assert_array_equal(ga.genomes[0], elite)  # row 0: the previous elite
+    ga.tell(results([0, 5, 1, 9, 2, 3, 4, 0]))
+    wv, veps = ask_validation(ga, source)
+    np.testing.assert_array_equal(wv[0], w[0])  # candidate 0: row 0
+    assert not set(veps.seeds.tolist()) & set(picked_on.seeds.tolist())
+    ga.tell_validation(results([2, 3, 7, 9, 9, 9]))  # it drops to 4 and loses the elite
+    assert not ga.elite_kept
+    m = ga.metrics()
+    assert m["score/previous_elite_mean"] == 4.0 and m["score/elite_mean"] == 9.0
+
+
 def test_the_elite_is_always_a_parent(source):
     """An elite outside the top T by training score replaces the T-th parent: children descend
     from it, none from the T-th individual."""

@@ -20,7 +20,8 @@ def metric(path, key):
 
 @pytest.mark.slow
 def test_curves_plot_each_metric_of_a_run_against_frames(tiny_runs):
-    """One run: three panels (best, mean, elite) whose line data are the run's metrics."""
+    """One GA run: four panels (best, mean, elite, the elite on the next generation's validation
+    episodes) whose line data are the run's metrics; the last starts at generation 1."""
     run = tiny_runs[0]
     fig = curves.plot_curves(rundata.load_runs([run]), "frames")
     axes = fig.get_axes()
@@ -28,12 +29,16 @@ def test_curves_plot_each_metric_of_a_run_against_frames(tiny_runs):
         "Population best",
         "Population mean",
         "Elite (validation mean)",
+        "Elite, on the next validation",
     ]
     frames = np.array(metric(run, "frames")) / 1e6
-    for ax, key in zip(axes, ("score/pop_max", "score/pop_mean", "score/elite_mean")):
+    keys = ("score/pop_max", "score/pop_mean", "score/elite_mean", "score/previous_elite_mean")
+    for ax, key in zip(axes, keys):
         (line,) = ax.get_lines()
-        np.testing.assert_allclose(line.get_xdata(), frames)
-        np.testing.assert_allclose(line.get_ydata(), metric(run, key))
+        rows = [row for row in map(json.loads, open(os.path.join(run, "metrics.jsonl"))) if key in row]
+        assert len(rows) == len(frames) - (key == keys[-1])
+        np.testing.assert_allclose(line.get_xdata(), [row["frames"] / 1e6 for row in rows])
+        np.testing.assert_allclose(line.get_ydata(), [row[key] for row in rows])
         assert ax.get_xlabel() == "Game frames (millions)" and "Score" in ax.get_ylabel()
     assert axes[-1].get_legend() is not None
     with open(os.path.join(run, "config.json")) as f:
@@ -44,8 +49,8 @@ def test_curves_plot_each_metric_of_a_run_against_frames(tiny_runs):
 def test_seeds_of_one_configuration_get_a_median_and_a_band(tiny_runs):
     """Two seeds of one config: a line per seed, their median, and a min-max band."""
     fig = curves.plot_curves(rundata.load_runs(tiny_runs), "generations")
-    ax = fig.get_axes()[2]
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    ax = fig.get_axes()[2]  # the elite's validation mean
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]  # the next panel has no median
     assert any("median of 2 seeds" in s for s in labels) and any("min-max" in s for s in labels)
     assert len(ax.collections) == 1  # the band
     median = [ln for ln in ax.get_lines() if "median" in ln.get_label()][0]

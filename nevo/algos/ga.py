@@ -105,6 +105,10 @@ class GA:
         self.elite: np.ndarray | None = None  # seed list of the current elite
         self.elite_score = float("nan")  # its validation mean
         self.elite_kept = False  # whether the previous elite stayed the elite this generation
+        # The previous elite's mean on this generation's validation episodes (nan in generation 0
+        # and without validation): seeds it was not picked on, so, unlike the maximum that picked
+        # it, an unbiased estimate of its score.
+        self.previous_elite_score = float("nan")
         self.best: np.ndarray | None = None  # seed list of the best elite ever (by validation mean)
         self.best_score = float("nan")
         self.best_generation = -1
@@ -191,6 +195,7 @@ class GA:
         pick = int(fitness_order(means)[0])
         best = int(self._candidates[pick])
         self.elite_kept = self.elite is not None and best == 0
+        self.previous_elite_score = float(means[0]) if self.elite is not None else float("nan")
         self.elite = self.genomes[best]
         self.elite_score = float(means[pick])
         if self._is_new_best():
@@ -217,10 +222,13 @@ class GA:
         self._breed(best)
 
     def metrics(self) -> dict:
-        """The elite's and the best elite's validation means and the elite's genome, for the log line."""
+        """The elite's and the best elite's validation means, the previous elite's mean on fresh
+        validation episodes (from generation 1) and the elite's genome, for the log line."""
+        fresh = self.previous_elite_score
         return {
             "score/elite_mean": self.elite_score,
             "score/best_mean": self.best_score,
+            **({"score/previous_elite_mean": fresh} if np.isfinite(fresh) else {}),
             "elite/genome_len": len(self.elite),
             "elite/kept": int(self.elite_kept),
         }

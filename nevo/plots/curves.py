@@ -4,8 +4,10 @@
 
 writes PREFIX_frames, PREFIX_generations and PREFIX_hours (.png and .pdf), each with three panels:
 the population's best and mean single-episode score of each generation, and the elite's
-validation mean. One line per run; runs of one configuration with different seeds also get their
-median with a min-max band (as Such et al. 2017 report medians over runs).
+validation mean; a GA run that logs it adds a fourth, each elite's mean on the next generation's
+validation episodes (seeds it was not picked on: no winner's curse). One line per run; runs of
+one configuration with different seeds also get their median with a min-max band (as Such et al.
+2017 report medians over runs).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ X_AXES = {
     "hours": ("Wall-clock time (hours)", lambda r: r.column("wall_s") / 3600.0),
 }
 Y_LABEL = "Score (points per episode)"
+# The elite of the generation before, on this generation's fresh validation episodes (GA runs).
+FRESH = ("score/previous_elite_mean", "Elite, on the next validation")
 # A supervised run (a labelled data set: score = minus the mean cross-entropy) adds its test accuracy.
 ACCURACY = ("score/test_accuracy", "Test accuracy")
 
@@ -79,7 +83,7 @@ def plot_curves(runs: list[rundata.Run], x: str = "frames"):
     """The Figure of the three score panels against one x axis ("frames", "generations", "hours")."""
     groups = rundata.group_runs(runs)
     labels = rundata.group_labels(groups)
-    panels = PANELS + ((ACCURACY,) if any(r.has(ACCURACY[0]) for r in runs) else ())
+    panels = PANELS + tuple(p for p in (FRESH, ACCURACY) if any(r.has(p[0]) for r in runs))
     with style.paper():
         fig, axes = style.figure(len(panels), height=2.7)
         for ax, (key, title) in zip(axes, panels):
@@ -87,7 +91,10 @@ def plot_curves(runs: list[rundata.Run], x: str = "frames"):
             ax.set_title(title)
             ax.set_xlabel(x_label(runs, x))
             ax.set_ylabel("Accuracy" if key == ACCURACY[0] else Y_LABEL)
-        axes[-1].legend(loc="best")
+        # the legend on the panel that names the most (a panel where seeds share too little of
+        # the x axis has no median); of equal ones the last
+        named = [len(ax.get_legend_handles_labels()[1]) for ax in axes]
+        axes[len(named) - 1 - int(np.argmax(named[::-1]))].legend(loc="best")
         games = sorted({r.game for r in runs})
         fig.suptitle(
             ", ".join(g if "-" in g else g.replace("_", " ").title() for g in games)
