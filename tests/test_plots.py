@@ -356,6 +356,29 @@ def test_table_figure_draws_each_folder_in_its_colour_under_its_summary_label(tm
     assert {"nevo elite (validation)", "nevo test"} <= one
 
 
+def test_table_figure_draws_the_elite_on_the_next_validation_dotted_where_logged(tmp_path, monkeypatch):
+    """Generation g's score/previous_elite_mean is generation g - 1's elite on fresh episodes: it
+    is drawn dotted at generation g - 1's frames, in the run's colour, named once in the legend;
+    a run that does not log it draws no such line and adds no legend entry."""
+    new = fake_run(tmp_path / "new" / "seaquest__ga__0", "seaquest", test=700.0)
+    rows = [{"generation": g, "frames": 1e6 * (g + 1), "wall_s": 60.0 * g, "score/elite_mean": m,
+             **({"score/previous_elite_mean": p} if p is not None else {})}
+            for g, m, p in ((0, 500.0, None), (1, 560.0, 430.0), (2, 600.0, 520.0))]  # fmt: skip
+    open(os.path.join(new, "metrics.jsonl"), "w").write("".join(json.dumps(r) + "\n" for r in rows))
+    old = fake_run(tmp_path / "old" / "seaquest__ga__0", "seaquest", test=680.0)
+    figures = []
+    monkeypatch.setattr(table.style, "close", figures.append)
+    for path in (new, old):
+        table.figure([(path, rundata.load_runs([path]))], table.load_published(), str(tmp_path / "f"))
+    (dotted,) = [ln for ln in figures[0].axes[0].get_lines() if ln.get_gid() == table.NEXT_VALIDATION]
+    (elite,) = [ln for ln in figures[0].axes[0].get_lines() if ln.get_label() == "nevo elite (validation)"]
+    assert dotted.get_linestyle() == ":" and dotted.get_color() == elite.get_color()
+    assert list(dotted.get_xdata()) == [1.0, 2.0] and list(dotted.get_ydata()) == [430.0, 520.0]
+    labels = [[t.get_text() for t in f.legends[0].get_texts()] for f in figures]
+    assert table.NEXT_LABEL in labels[0] and table.NEXT_LABEL not in labels[1]
+    assert not [ln for ln in figures[1].axes[0].get_lines() if ln.get_gid() == table.NEXT_VALIDATION]
+
+
 @pytest.mark.slow
 def test_table_figure_marks_a_run_of_one_generation(tiny_runs, tmp_path, monkeypatch):
     """A game whose run has one generation so far gets a visible point, not an empty panel."""

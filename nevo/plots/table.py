@@ -344,13 +344,19 @@ LINES = (("GA_1B", "GA 1B", "C3", "-"), ("RS_1B", "RS 1B", "C7", "-"), ("DQN", "
          ("ES_1h", "ES 1B", "C2", "--"), ("A3C", "A3C", "C4", ":"))  # fmt: skip
 
 
+# The elite of a generation on the next one's validation episodes (GA runs since 2026-12-04).
+NEXT_VALIDATION = "score/previous_elite_mean"
+NEXT_LABEL = "elite on the next validation (dotted)"
+
+
 def figure(folders: list[tuple[str, list[rundata.Run]]], published: dict, prefix: str) -> list[str]:
     """One panel per game: each run's elite validation score against frames (the score/elite_mean
-    of its generations), its test score as a point at its last frame, the published scores as
-    horizontal lines; PREFIX.png and PREFIX.pdf. folders: the (path, runs) of each results folder
-    (or run folder) given; where there are two or more, each folder's runs are drawn in one colour
-    and named by its label (folder_labels), against the published scores the summary counts
-    (RS 1B, GA 1B)."""
+    of its generations) and, where the run logs it, that elite's mean on the next generation's
+    validation episodes (dotted: seeds it was not picked on), its test score as a point at its last
+    frame, the published scores as horizontal lines; PREFIX.png and PREFIX.pdf. folders: the
+    (path, runs) of each results folder (or run folder) given; where there are two or more, each
+    folder's runs are drawn in one colour and named by its label (folder_labels), against the
+    published scores the summary counts (RS 1B, GA 1B)."""
     runs = [r for _, mine in folders for r in mine]
     legend = {}  # id(run) -> (colour index, label), where the runs come from named folders
     if len(folders) > 1:
@@ -377,6 +383,11 @@ def figure(folders: list[tuple[str, list[rundata.Run]]], published: dict, prefix
                 ax.plot(x, vals, color=color, lw=1.0,
                         marker="." if len(x) == 1 else None,  # (one generation: no line to draw)
                         label=f"{name} elite (validation)" if k == 0 or legend else None)  # fmt: skip
+                # the elite of generation g - 1, drawn at generation g - 1's frames
+                gens, vals = run.series(NEXT_VALIDATION)
+                x = np.array([frames.get(int(g) - 1, np.nan) for g in gens], np.float64) / 1e6
+                if x.size:
+                    ax.plot(x, vals, color=color, lw=0.8, ls=":", gid=NEXT_VALIDATION)
                 score, kind = rundata.final_score(run)
                 if kind == "test" and run.metrics:
                     ax.plot([run.metrics[-1]["frames"] / 1e6], [score], "o", ms=3.5, mec="k",
@@ -395,6 +406,8 @@ def figure(folders: list[tuple[str, list[rundata.Run]]], published: dict, prefix
                 handles.setdefault(lab, h)
         if legend:  # each folder's pair (elite, test) in a column of its own, then the published
             handles = dict(sorted(handles.items(), key=lambda item: not item[0].startswith("nevo")))
+        if any(ln.get_gid() == NEXT_VALIDATION for ax in axes.flat for ln in ax.get_lines()):
+            handles[NEXT_LABEL] = style.plt.Line2D([], [], color="0.3", lw=0.8, ls=":")
         fig.legend(
             handles.values(),
             handles.keys(),
