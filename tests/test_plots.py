@@ -21,7 +21,8 @@ def metric(path, key):
 @pytest.mark.slow
 def test_curves_plot_each_metric_of_a_run_against_frames(tiny_runs):
     """One GA run: four panels (best, mean, elite, the elite on the next generation's validation
-    episodes) whose line data are the run's metrics; the last starts at generation 1."""
+    episodes) whose line data are the run's metrics; the last, logged from generation 1, is drawn
+    at the frames of the elite's own generation."""
     run = tiny_runs[0]
     fig = curves.plot_curves(rundata.load_runs([run]), "frames")
     axes = fig.get_axes()
@@ -29,16 +30,18 @@ def test_curves_plot_each_metric_of_a_run_against_frames(tiny_runs):
         "Population best",
         "Population mean",
         "Elite (validation mean)",
-        "Elite, on the next validation",
+        "Elite on the next validation",
     ]
-    frames = np.array(metric(run, "frames")) / 1e6
+    with open(os.path.join(run, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    frames = {row["generation"]: row["frames"] / 1e6 for row in rows}
     keys = ("score/pop_max", "score/pop_mean", "score/elite_mean", "score/previous_elite_mean")
     for ax, key in zip(axes, keys):
         (line,) = ax.get_lines()
-        rows = [row for row in map(json.loads, open(os.path.join(run, "metrics.jsonl"))) if key in row]
-        assert len(rows) == len(frames) - (key == keys[-1])
-        np.testing.assert_allclose(line.get_xdata(), [row["frames"] / 1e6 for row in rows])
-        np.testing.assert_allclose(line.get_ydata(), [row[key] for row in rows])
+        mine, shift = [row for row in rows if key in row], int(key == keys[-1])
+        assert len(mine) == len(rows) - shift
+        np.testing.assert_allclose(line.get_xdata(), [frames[row["generation"] - shift] for row in mine])
+        np.testing.assert_allclose(line.get_ydata(), [row[key] for row in mine])
         assert ax.get_xlabel() == "Game frames (millions)" and "Score" in ax.get_ylabel()
     assert axes[-1].get_legend() is not None
     with open(os.path.join(run, "config.json")) as f:
@@ -50,7 +53,7 @@ def test_seeds_of_one_configuration_get_a_median_and_a_band(tiny_runs):
     """Two seeds of one config: a line per seed, their median, and a min-max band."""
     fig = curves.plot_curves(rundata.load_runs(tiny_runs), "generations")
     ax = fig.get_axes()[2]  # the elite's validation mean
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]  # the next panel has no median
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]  # the panel naming the most
     assert any("median of 2 seeds" in s for s in labels) and any("min-max" in s for s in labels)
     assert len(ax.collections) == 1  # the band
     median = [ln for ln in ax.get_lines() if "median" in ln.get_label()][0]
@@ -364,19 +367,21 @@ def test_table_figure_draws_the_elite_on_the_next_validation_dotted_where_logged
     rows = [{"generation": g, "frames": 1e6 * (g + 1), "wall_s": 60.0 * g, "score/elite_mean": m,
              **({"score/previous_elite_mean": p} if p is not None else {})}
             for g, m, p in ((0, 500.0, None), (1, 560.0, 430.0), (2, 600.0, 520.0))]  # fmt: skip
-    open(os.path.join(new, "metrics.jsonl"), "w").write("".join(json.dumps(r) + "\n" for r in rows))
+    with open(os.path.join(new, "metrics.jsonl"), "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
     old = fake_run(tmp_path / "old" / "seaquest__ga__0", "seaquest", test=680.0)
     figures = []
     monkeypatch.setattr(table.style, "close", figures.append)
     for path in (new, old):
         table.figure([(path, rundata.load_runs([path]))], table.load_published(), str(tmp_path / "f"))
-    (dotted,) = [ln for ln in figures[0].axes[0].get_lines() if ln.get_gid() == table.NEXT_VALIDATION]
+    (dotted,) = [ln for ln in figures[0].axes[0].get_lines() if ln.get_gid() == rundata.PREVIOUS_ELITE]
     (elite,) = [ln for ln in figures[0].axes[0].get_lines() if ln.get_label() == "nevo elite (validation)"]
     assert dotted.get_linestyle() == ":" and dotted.get_color() == elite.get_color()
     assert list(dotted.get_xdata()) == [1.0, 2.0] and list(dotted.get_ydata()) == [430.0, 520.0]
     labels = [[t.get_text() for t in f.legends[0].get_texts()] for f in figures]
-    assert table.NEXT_LABEL in labels[0] and table.NEXT_LABEL not in labels[1]
-    assert not [ln for ln in figures[1].axes[0].get_lines() if ln.get_gid() == table.NEXT_VALIDATION]
+    named = f"{rundata.NEXT_VALIDATION} (dotted)"
+    assert named in labels[0] and named not in labels[1]
+    assert not [ln for ln in figures[1].axes[0].get_lines() if ln.get_gid() == rundata.PREVIOUS_ELITE]
 
 
 @pytest.mark.slow

@@ -106,8 +106,9 @@ class GA:
         self.elite_score = float("nan")  # its validation mean
         self.elite_kept = False  # whether the previous elite stayed the elite this generation
         # The previous elite's mean on this generation's validation episodes (nan in generation 0
-        # and without validation): seeds it was not picked on, so, unlike the maximum that picked
-        # it, an unbiased estimate of its score.
+        # and without validation): where a task's episodes differ by seed (Atari, gymnasium),
+        # seeds it was not picked on, so, unlike the maximum that picked it, an unbiased estimate
+        # of its score; on a data set or the deterministic maze it repeats the elite's mean.
         self.previous_elite_score = float("nan")
         self.best: np.ndarray | None = None  # seed list of the best elite ever (by validation mean)
         self.best_score = float("nan")

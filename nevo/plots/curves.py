@@ -5,9 +5,9 @@
 writes PREFIX_frames, PREFIX_generations and PREFIX_hours (.png and .pdf), each with three panels:
 the population's best and mean single-episode score of each generation, and the elite's
 validation mean; a GA run that logs it adds a fourth, each elite's mean on the next generation's
-validation episodes (seeds it was not picked on: no winner's curse). One line per run; runs of
-one configuration with different seeds also get their median with a min-max band (as Such et al.
-2017 report medians over runs).
+validation episodes (on Atari and gymnasium, seeds it was not picked on: no winner's curse). One
+line per run; runs of one configuration with different seeds also get their median with a min-max
+band (as Such et al. 2017 report medians over runs).
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ X_AXES = {
     "hours": ("Wall-clock time (hours)", lambda r: r.column("wall_s") / 3600.0),
 }
 Y_LABEL = "Score (points per episode)"
-# The elite of the generation before, on this generation's fresh validation episodes (GA runs).
-FRESH = ("score/previous_elite_mean", "Elite, on the next validation")
+NEXT = (rundata.PREVIOUS_ELITE, rundata.NEXT_VALIDATION)  # GA runs: drawn at the elite's generation
 # A supervised run (a labelled data set: score = minus the mean cross-entropy) adds its test accuracy.
 ACCURACY = ("score/test_accuracy", "Test accuracy")
 
@@ -50,8 +49,13 @@ def x_label(runs: list[rundata.Run], x: str) -> str:
 
 
 def _xy(run, x: str, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """x and y of one metric, rows where either is missing dropped, sorted by x."""
+    """x and y of one metric, rows where either is missing dropped, sorted by x (the elite on the
+    next validation at its own generation's x)."""
     xs, ys = X_AXES[x][1](run), run.column(key)
+    if key == rundata.PREVIOUS_ELITE:
+        at = dict(zip(run.column("generation"), xs))
+        gens, ys = run.next_validation()
+        xs = np.array([at.get(g, np.nan) for g in gens], np.float64)
     ok = np.isfinite(xs) & np.isfinite(ys)
     order = np.argsort(xs[ok], kind="stable")
     return xs[ok][order], ys[ok][order]
@@ -80,10 +84,11 @@ def draw_groups(ax, groups, labels, x: str, key: str) -> None:
 
 
 def plot_curves(runs: list[rundata.Run], x: str = "frames"):
-    """The Figure of the three score panels against one x axis ("frames", "generations", "hours")."""
+    """The Figure of the score panels (three, and the elite on the next validation and the test
+    accuracy where runs log them) against one x axis ("frames", "generations", "hours")."""
     groups = rundata.group_runs(runs)
     labels = rundata.group_labels(groups)
-    panels = PANELS + tuple(p for p in (FRESH, ACCURACY) if any(r.has(p[0]) for r in runs))
+    panels = PANELS + tuple(p for p in (NEXT, ACCURACY) if any(r.has(p[0]) for r in runs))
     with style.paper():
         fig, axes = style.figure(len(panels), height=2.7)
         for ax, (key, title) in zip(axes, panels):
@@ -94,7 +99,7 @@ def plot_curves(runs: list[rundata.Run], x: str = "frames"):
         # the legend on the panel that names the most (a panel where seeds share too little of
         # the x axis has no median); of equal ones the last
         named = [len(ax.get_legend_handles_labels()[1]) for ax in axes]
-        axes[len(named) - 1 - int(np.argmax(named[::-1]))].legend(loc="best")
+        axes[max(range(len(axes)), key=lambda i: (named[i], i))].legend(loc="best")
         games = sorted({r.game for r in runs})
         fig.suptitle(
             ", ".join(g if "-" in g else g.replace("_", " ").title() for g in games)

@@ -47,6 +47,11 @@ NOT_CONFIG = {
 # test_file(STICKY), named here so that nevo.plots imports no training code), and the "seeds" of a
 # test played on held-out episode seeds (replay.HELD_OUT; older tests drew the run's own stream).
 STICKY = 0.25
+# A GA run's row of generation g holds generation g - 1's elite on generation g's validation
+# episodes (logged since 2026-12-04): seeds it was not picked on where a task's episodes differ
+# by seed (Atari, gymnasium), so no winner's curse; a data set's or the maze's repeat its mean.
+PREVIOUS_ELITE = "score/previous_elite_mean"
+NEXT_VALIDATION = "Elite on the next validation"
 STICKY_FILE = "test_sticky0.25.json"
 HELD_OUT = "held-out"
 
@@ -116,6 +121,12 @@ class Run:
         gens = [r["generation"] for r in self.metrics if _number(r.get(key)) is not None]
         vals = [_number(r.get(key)) for r in self.metrics if _number(r.get(key)) is not None]
         return np.asarray(gens, np.float64), np.asarray(vals, np.float64)
+
+    def next_validation(self) -> tuple[np.ndarray, np.ndarray]:
+        """(generations, values) float64: each elite's mean on the next generation's validation
+        episodes, at the elite's own generation (PREVIOUS_ELITE sits on the row after)."""
+        gens, vals = self.series(PREVIOUS_ELITE)
+        return gens - 1, vals
 
     def column(self, key: str) -> np.ndarray:
         """(generations,) float64 of one metric, NaN where a row lacks it."""

@@ -344,11 +344,6 @@ LINES = (("GA_1B", "GA 1B", "C3", "-"), ("RS_1B", "RS 1B", "C7", "-"), ("DQN", "
          ("ES_1h", "ES 1B", "C2", "--"), ("A3C", "A3C", "C4", ":"))  # fmt: skip
 
 
-# The elite of a generation on the next one's validation episodes (GA runs since 2026-12-04).
-NEXT_VALIDATION = "score/previous_elite_mean"
-NEXT_LABEL = "elite on the next validation (dotted)"
-
-
 def figure(folders: list[tuple[str, list[rundata.Run]]], published: dict, prefix: str) -> list[str]:
     """One panel per game: each run's elite validation score against frames (the score/elite_mean
     of its generations) and, where the run logs it, that elite's mean on the next generation's
@@ -383,11 +378,11 @@ def figure(folders: list[tuple[str, list[rundata.Run]]], published: dict, prefix
                 ax.plot(x, vals, color=color, lw=1.0,
                         marker="." if len(x) == 1 else None,  # (one generation: no line to draw)
                         label=f"{name} elite (validation)" if k == 0 or legend else None)  # fmt: skip
-                # the elite of generation g - 1, drawn at generation g - 1's frames
-                gens, vals = run.series(NEXT_VALIDATION)
-                x = np.array([frames.get(int(g) - 1, np.nan) for g in gens], np.float64) / 1e6
+                gens, vals = run.next_validation()
+                x = np.array([frames.get(int(g), np.nan) for g in gens], np.float64) / 1e6
                 if x.size:
-                    ax.plot(x, vals, color=color, lw=0.8, ls=":", gid=NEXT_VALIDATION)
+                    ax.plot(x, vals, color=color, lw=0.8, ls=":", marker="." if len(x) == 1 else None,
+                            gid=rundata.PREVIOUS_ELITE)  # fmt: skip
                 score, kind = rundata.final_score(run)
                 if kind == "test" and run.metrics:
                     ax.plot([run.metrics[-1]["frames"] / 1e6], [score], "o", ms=3.5, mec="k",
@@ -406,8 +401,10 @@ def figure(folders: list[tuple[str, list[rundata.Run]]], published: dict, prefix
                 handles.setdefault(lab, h)
         if legend:  # each folder's pair (elite, test) in a column of its own, then the published
             handles = dict(sorted(handles.items(), key=lambda item: not item[0].startswith("nevo")))
-        if any(ln.get_gid() == NEXT_VALIDATION for ax in axes.flat for ln in ax.get_lines()):
-            handles[NEXT_LABEL] = style.plt.Line2D([], [], color="0.3", lw=0.8, ls=":")
+        if any(ln.get_gid() == rundata.PREVIOUS_ELITE for ax in axes.flat for ln in ax.get_lines()):
+            handles[f"{rundata.NEXT_VALIDATION} (dotted)"] = style.plt.Line2D(
+                [], [], color="0.3", lw=0.8, ls=":"
+            )
         fig.legend(
             handles.values(),
             handles.keys(),
