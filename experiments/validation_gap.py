@@ -17,7 +17,14 @@ outcomes its test episodes reached (a start is told apart by its return and leng
 two starts that play the same episode count as one), their mean (the 30-start score where all 30
 were reached), the test's mean, the elite's validation mean, the gap (validation minus the
 30-start score) and that gap in standard deviations of an n-episode validation mean (n from the
-run's config). numpy only; reads run folders, plays nothing.
+run's config).
+
+A second table, for GA runs that log it (score/previous_elite_mean, since 2026-12-04), measures
+the same overstatement without a test: each generation's elite scored again on the next
+generation's validation episodes, seeds it was not picked on. It prints the generations compared,
+the elites' validation means and their next-validation means (each averaged over those
+generations), the mean gap and how many of the elites scored lower the second time. numpy only;
+reads run folders, plays nothing.
 """
 
 from __future__ import annotations
@@ -55,6 +62,23 @@ def gap_row(test: dict, validation_episodes: int) -> dict:
     }
 
 
+def next_validation_row(run: rundata.Run) -> dict | None:
+    """Each elite's validation mean beside its mean on the next generation's validation, over the
+    generations where both are logged; None where the run logs no such mean."""
+    picked_on = dict(zip(*run.series("score/elite_mean")))
+    pairs = [(picked_on[g], v) for g, v in zip(*run.next_validation()) if g in picked_on]
+    if not pairs:
+        return None
+    picked, again = np.array(pairs, np.float64).T
+    return {
+        "generations": len(pairs),
+        "picked": float(picked.mean()),
+        "again": float(again.mean()),
+        "gap": float((picked - again).mean()),
+        "lower": int(np.count_nonzero(again < picked)),
+    }
+
+
 def validation_episodes_of(run: rundata.Run) -> int | None:
     """The run's validation episodes per candidate, from its settings (whatever their section)."""
     return next((int(v) for k, v in run.settings.items() if k[-1] == "validation_episodes"), None)
@@ -75,17 +99,30 @@ def main(argv=None) -> int:
     except rundata.NotARunFolder as e:
         print(f"validation_gap: {e}", file=sys.stderr)
         return 1
-    rows = []
+    rows, again = [], []
     for run in runs:
+        where = os.path.abspath(run.path)
+        name = f"{os.path.basename(os.path.dirname(where))}/{os.path.basename(where)}"
+        if (row := next_validation_row(run)) is not None:
+            again.append((name, {**row, "game": run.game}))
         test, n = run.test, validation_episodes_of(run)
         if not test or test.get("sticky", 0.0) or not test.get("returns") or not n:
             continue  # no test yet, or one under sticky actions, where a start does not set the episode
-        where = os.path.abspath(run.path)
-        name = f"{os.path.basename(os.path.dirname(where))}/{os.path.basename(where)}"
         rows.append((name, n, {**gap_row(test, n), "game": run.game}))
-    if not rows:
-        print("validation_gap: no deterministic test.json in " + ", ".join(args.paths), file=sys.stderr)
+    if not rows and not again:
+        print("validation_gap: no deterministic test.json and no score/previous_elite_mean in "
+              + ", ".join(args.paths), file=sys.stderr)  # fmt: skip
         return 1
+    if rows:
+        print_tests(rows)
+    if again:
+        print("\n" if rows else "", end="")
+        print_next_validations(again)
+    return 0
+
+
+def print_tests(rows: list) -> None:
+    """The table of deterministic tests (the module's docstring)."""
     print("| Run | Game | starts reached | their mean | test (200) | elite validation | gap | "
           "validation episodes | sd of their mean | gap in sd |")  # fmt: skip
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -93,7 +130,17 @@ def main(argv=None) -> int:
         print(f"| {folder} | {r['game']} | {r['starts']} | {_fmt(r['exact'])} | {_fmt(r['test'])} | "
               f"{_fmt(r['validation'])} | {_fmt(r['gap'], '+,.1f')} | {n} | {_fmt(r['noise'])} | "
               f"{_fmt(r['gap_sd'], '+.1f')} |")  # fmt: skip
-    return 0
+
+
+def print_next_validations(rows: list) -> None:
+    """The table of elites scored again on the next generation's validation episodes."""
+    print("| Run | Game | generations | elite validation | the same elites, next validation | gap | "
+          "lower the second time |")  # fmt: skip
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for folder, r in rows:
+        n = r["generations"]
+        print(f"| {folder} | {r['game']} | {n} | {_fmt(r['picked'])} | {_fmt(r['again'])} | "
+              f"{_fmt(r['gap'], '+,.1f')} | {r['lower']} of {n} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -59,3 +59,24 @@ def test_no_deterministic_test_or_no_run_folder_is_a_one_line_error(tmp_path, ca
     assert validation_gap.main([str(tmp_path / "nowhere")]) == 1  # not a run folder: one line too
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nowhere: no such folder" in err
+
+
+def test_elites_scored_again_on_the_next_validation_are_a_table_of_their_own(tmp_path, capsys):
+    """Generation g's score/previous_elite_mean pairs with generation g - 1's elite mean; a run
+    without the metric and without a test is left out, and such runs alone are still a table."""
+    runs = tmp_path / "results"
+    folder = fake_run(runs / "zaxxon", "zaxxon")  # untested: only the second table
+    rows = [{"generation": 0, "frames": 1, "score/elite_mean": 100.0},
+            {"generation": 1, "frames": 2, "score/elite_mean": 140.0, "score/previous_elite_mean": 70.0},
+            {"generation": 2, "frames": 3, "score/elite_mean": 150.0, "score/previous_elite_mean": 150.0},
+            {"generation": 3, "frames": 4, "score/elite_mean": 150.0}]  # fmt: skip
+    with open(f"{folder}/metrics.jsonl", "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+    fake_run(runs / "kangaroo", "kangaroo")  # neither
+    assert validation_gap.main([str(runs)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("| Run | Game | generations |")
+    # elites of generations 0 and 1 (100, 140) scored 70 and 150 the next time: gaps +30 and -10
+    assert [line for line in out if line.startswith("| results/")] == [
+        "| results/zaxxon | zaxxon | 2 | 120.0 | 110.0 | +10.0 | 1 of 2 |"
+    ]
