@@ -23,8 +23,10 @@ A second table, for GA runs that log it (score/previous_elite_mean, since 2026-1
 the same overstatement without a test: each generation's elite scored again on the next
 generation's validation episodes, seeds it was not picked on. It prints the generations compared,
 the elites' validation means and their next-validation means (each averaged over those
-generations), the mean gap and how many of the elites scored lower the second time. numpy only;
-reads run folders, plays nothing.
+generations), the mean gap, how many of the elites scored lower the second time, and the number
+and mean gap of the new elites among them (picked from the candidates that generation; the others
+were kept, and their validation mean was itself a score again). numpy only; reads run folders,
+plays nothing.
 """
 
 from __future__ import annotations
@@ -64,18 +66,23 @@ def gap_row(test: dict, validation_episodes: int) -> dict:
 
 def next_validation_row(run: rundata.Run) -> dict | None:
     """Each elite's validation mean beside its mean on the next generation's validation, over the
-    generations where both are logged; None where the run logs no such mean."""
+    generations where both are logged, and over those of them whose elite was new (picked from
+    the candidates rather than kept: elite/kept 0); None where the run logs no such mean."""
     picked_on = dict(zip(*run.series("score/elite_mean")))
-    pairs = [(picked_on[g], v) for g, v in zip(*run.next_validation()) if g in picked_on]
-    if not pairs:
+    kept = dict(zip(*run.series("elite/kept")))
+    rows = [(picked_on[g], v, not kept.get(g, 0)) for g, v in zip(*run.next_validation()) if g in picked_on]
+    if not rows:
         return None
-    picked, again = np.array(pairs, np.float64).T
+    picked, again, new = np.array(rows, np.float64).T
+    gap, new = picked - again, new.astype(bool)
     return {
-        "generations": len(pairs),
+        "generations": len(rows),
         "picked": float(picked.mean()),
         "again": float(again.mean()),
-        "gap": float((picked - again).mean()),
-        "lower": int(np.count_nonzero(again < picked)),
+        "gap": float(gap.mean()),
+        "lower": int(np.count_nonzero(gap > 0)),
+        "new": int(new.sum()),
+        "new_gap": float(gap[new].mean()) if new.any() else None,
     }
 
 
@@ -135,12 +142,13 @@ def print_tests(rows: list) -> None:
 def print_next_validations(rows: list) -> None:
     """The table of elites scored again on the next generation's validation episodes."""
     print("| Run | Game | generations | elite validation | the same elites, next validation | gap | "
-          "lower the second time |")  # fmt: skip
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+          "lower the second time | new elites | their gap |")  # fmt: skip
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for folder, r in rows:
         n = r["generations"]
         print(f"| {folder} | {r['game']} | {n} | {_fmt(r['picked'])} | {_fmt(r['again'])} | "
-              f"{_fmt(r['gap'], '+,.1f')} | {r['lower']} of {n} |")  # fmt: skip
+              f"{_fmt(r['gap'], '+,.1f')} | {r['lower']} of {n} | {r['new']} | "
+              f"{_fmt(r['new_gap'], '+,.1f')} |")  # fmt: skip
 
 
 if __name__ == "__main__":

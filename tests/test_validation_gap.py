@@ -62,21 +62,24 @@ def test_no_deterministic_test_or_no_run_folder_is_a_one_line_error(tmp_path, ca
 
 
 def test_elites_scored_again_on_the_next_validation_are_a_table_of_their_own(tmp_path, capsys):
-    """Generation g's score/previous_elite_mean pairs with generation g - 1's elite mean; a run
-    without the metric and without a test is left out, and such runs alone are still a table."""
+    """Generation g's score/previous_elite_mean pairs with generation g - 1's elite mean; the new
+    elites (elite/kept 0: picked from the candidates) get their own count and gap; a run without
+    the metric and without a test is left out, and such runs alone are still a table."""
     runs = tmp_path / "results"
     folder = fake_run(runs / "zaxxon", "zaxxon")  # untested: only the second table
-    rows = [{"generation": 0, "frames": 1, "score/elite_mean": 100.0},
-            {"generation": 1, "frames": 2, "score/elite_mean": 140.0, "score/previous_elite_mean": 70.0},
-            {"generation": 2, "frames": 3, "score/elite_mean": 150.0, "score/previous_elite_mean": 150.0},
-            {"generation": 3, "frames": 4, "score/elite_mean": 150.0}]  # fmt: skip
+    # (generation, elite mean, kept, previous elite's mean): a kept elite's mean is its score again
+    rows = [{"generation": g, "frames": g + 1, "score/elite_mean": m, "elite/kept": k,
+             **({"score/previous_elite_mean": p} if p is not None else {})}
+            for g, m, k, p in ((0, 100.0, 0, None), (1, 140.0, 0, 70.0), (2, 150.0, 1, 150.0),
+                               (3, 130.0, 1, 130.0))]  # fmt: skip
     with open(f"{folder}/metrics.jsonl", "w") as f:
         f.write("".join(json.dumps(r) + "\n" for r in rows))
     fake_run(runs / "kangaroo", "kangaroo")  # neither
     assert validation_gap.main([str(runs)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("| Run | Game | generations |")
-    # elites of generations 0 and 1 (100, 140) scored 70 and 150 the next time: gaps +30 and -10
+    # elites of generations 0-2 (100, 140, 150) scored 70, 150 and 130 the next time: gaps +30,
+    # -10 and +20; the first two were new elites (mean gap +10)
     assert [line for line in out if line.startswith("| results/")] == [
-        "| results/zaxxon | zaxxon | 2 | 120.0 | 110.0 | +10.0 | 1 of 2 |"
+        "| results/zaxxon | zaxxon | 3 | 130.0 | 116.7 | +13.3 | 2 of 3 | 2 | +10.0 |"
     ]
