@@ -17,7 +17,11 @@ outcomes its test episodes reached (a start is told apart by its return and leng
 two starts that play the same episode count as one), their mean (the 30-start score where all 30
 were reached), the test's mean, the elite's validation mean, the gap (validation minus the
 30-start score) and that gap in standard deviations of an n-episode validation mean (n from the
-run's config).
+run's config). Beside them: the generations the tested network was the elite (it is kept
+unchanged while no candidate validates higher, and each generation validates it again on new
+episodes) and the mean of all those validations (with, where the run logs it, the one on which it
+lost the elite): where the best elite's single highest validation runs high, the mean of its
+tenure does not.
 
 A second table, for GA runs that log it (score/previous_elite_mean, since 2026-12-04), measures
 the same overstatement without a test: each generation's elite scored again on the next
@@ -86,6 +90,24 @@ def next_validation_row(run: rundata.Run) -> dict | None:
     }
 
 
+def tenure(run: rundata.Run, generation: int) -> list[float]:
+    """The validation means of the network that was the elite at `generation`, over every
+    generation it was (elite/kept 1 links a generation's elite to the one before), and its mean on
+    the validation after, where it lost the elite (score/previous_elite_mean); [] where the run
+    does not log elite/kept."""
+    rows = {int(r["generation"]): r for r in run.metrics}
+    if "elite/kept" not in rows.get(generation, {}):
+        return []
+    first, last = generation, generation
+    while rows[first].get("elite/kept") == 1 and first - 1 in rows:
+        first -= 1
+    while rows.get(last + 1, {}).get("elite/kept") == 1:
+        last += 1
+    means = [float(rows[g]["score/elite_mean"]) for g in range(first, last + 1)]
+    lost = rows.get(last + 1, {}).get(rundata.PREVIOUS_ELITE)
+    return means + ([float(lost)] if lost is not None else [])
+
+
 def validation_episodes_of(run: rundata.Run) -> int | None:
     """The run's validation episodes per candidate, from its settings (whatever their section)."""
     return next((int(v) for k, v in run.settings.items() if k[-1] == "validation_episodes"), None)
@@ -115,7 +137,9 @@ def main(argv=None) -> int:
         test, n = run.test, validation_episodes_of(run)
         if not test or test.get("sticky", 0.0) or not test.get("returns") or not n:
             continue  # no test yet, or one under sticky actions, where a start does not set the episode
-        rows.append((name, n, {**gap_row(test, n), "game": run.game}))
+        means = tenure(run, int(test["elite_generation"])) if "elite_generation" in test else []
+        held = {"tenure": len(means), "tenure_mean": float(np.mean(means)) if means else None}
+        rows.append((name, n, {**gap_row(test, n), **held, "game": run.game}))
     if not rows and not again:
         print("validation_gap: no deterministic test.json and no score/previous_elite_mean in "
               + ", ".join(args.paths), file=sys.stderr)  # fmt: skip
@@ -130,13 +154,14 @@ def main(argv=None) -> int:
 
 def print_tests(rows: list) -> None:
     """The table of deterministic tests (the module's docstring)."""
-    print("| Run | Game | starts reached | their mean | test (200) | elite validation | gap | "
-          "validation episodes | sd of their mean | gap in sd |")  # fmt: skip
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| Run | Game | starts reached | their mean | test (200) | elite validation | gap | validation "
+          "episodes | sd of their mean | gap in sd | validations as elite | their mean |")  # fmt: skip
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for folder, n, r in rows:
         print(f"| {folder} | {r['game']} | {r['starts']} | {_fmt(r['exact'])} | {_fmt(r['test'])} | "
               f"{_fmt(r['validation'])} | {_fmt(r['gap'], '+,.1f')} | {n} | {_fmt(r['noise'])} | "
-              f"{_fmt(r['gap_sd'], '+.1f')} |")  # fmt: skip
+              f"{_fmt(r['gap_sd'], '+.1f')} | {r['tenure'] or 'n/a'} | "
+              f"{_fmt(r['tenure_mean'])} |")  # fmt: skip
 
 
 def print_next_validations(rows: list) -> None:

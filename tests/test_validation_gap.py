@@ -2,11 +2,13 @@
 validation gap in standard deviations of its n-episode mean."""
 
 import json
+import os
 
 import numpy as np
 import pytest
 
 from experiments import validation_gap
+from nevo.plots import rundata
 from tests.helpers import fake_run
 
 
@@ -48,8 +50,31 @@ def test_it_reads_each_runs_validation_episodes_and_leaves_sticky_and_untested_r
     assert len(rows) == 2
     # starts 10 and 30: mean 20, sd 10; validation 25 is 5 over: 5 / (10 / sqrt(n)) sd
     assert rows[0].startswith("| results/frostbite_a | frostbite | 2 | 20.0 | 20.0 | 25.0 | +5.0 | 30 |")
-    assert rows[0].endswith(f"| {5 / (10 / np.sqrt(30)):+.1f} |")
+    assert rows[0].endswith(f"| {5 / (10 / np.sqrt(30)):+.1f} | n/a | n/a |")  # no elite/kept logged
     assert "| 5 | 4.5 | +1.1 |" in rows[1]
+
+
+def test_the_tested_elites_validations_while_it_was_the_elite_are_averaged(tmp_path):
+    """The network tested (elite_generation 3) was the elite from generation 2 (kept at 3 and 4)
+    until generation 5 replaced it, where it scored 40 on the validation it lost: its tenure is
+    generations 2-4 and that last validation; the generations around it are another network's."""
+    folder = fake_run(tmp_path / "r" / "frostbite", "frostbite")
+    # (generation, elite mean, kept, previous elite's mean)
+    rows = [{"generation": g, "frames": g, "score/elite_mean": m, "elite/kept": k,
+             **({"score/previous_elite_mean": p} if p is not None else {})}
+            for g, m, k, p in ((0, 10.0, 0, None), (1, 20.0, 0, 5.0), (2, 60.0, 0, 15.0),
+                               (3, 90.0, 1, 90.0), (4, 50.0, 1, 50.0), (5, 70.0, 0, 40.0),
+                               (6, 65.0, 1, 65.0))]  # fmt: skip
+    with open(f"{folder}/metrics.jsonl", "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+    run = rundata.load_runs([folder])[0]
+    assert validation_gap.tenure(run, 3) == [60.0, 90.0, 50.0, 40.0]
+    assert validation_gap.tenure(run, 6) == [70.0, 65.0]  # still the elite: no lost validation yet
+    assert validation_gap.tenure(run, 0) == [10.0, 5.0]
+    os.remove(f"{folder}/metrics.jsonl")
+    with open(f"{folder}/metrics.jsonl", "w") as f:  # a run that did not log elite/kept
+        f.write(json.dumps({"generation": 3, "frames": 3, "score/elite_mean": 90.0}) + "\n")
+    assert validation_gap.tenure(rundata.load_runs([folder])[0], 3) == []
 
 
 def test_no_deterministic_test_or_no_run_folder_is_a_one_line_error(tmp_path, capsys):
