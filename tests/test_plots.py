@@ -379,7 +379,7 @@ def test_table_figure_draws_the_elite_on_the_next_validation_dotted_where_logged
     assert dotted.get_linestyle() == ":" and dotted.get_color() == elite.get_color()
     assert list(dotted.get_xdata()) == [1.0, 2.0] and list(dotted.get_ydata()) == [430.0, 520.0]
     labels = [[t.get_text() for t in f.legends[0].get_texts()] for f in figures]
-    named = f"{rundata.NEXT_VALIDATION} (dotted)"
+    named = "next validation (dotted)"
     assert named in labels[0] and named not in labels[1]
     assert not [ln for ln in figures[1].axes[0].get_lines() if ln.get_gid() == rundata.PREVIOUS_ELITE]
 

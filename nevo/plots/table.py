@@ -401,15 +401,32 @@ def figure(folders: list[tuple[str, list[rundata.Run]]], published: dict, prefix
                 handles.setdefault(lab, h)
         if legend:  # each folder's pair (elite, test) in a column of its own, then the published
             handles = dict(sorted(handles.items(), key=lambda item: not item[0].startswith("nevo")))
+        entries, ncol = list(handles.items()), min(4 if legend else 7, len(handles))
         if any(ln.get_gid() == rundata.PREVIOUS_ELITE for ax in axes.flat for ln in ax.get_lines()):
-            handles[f"{rundata.NEXT_VALIDATION} (dotted)"] = style.plt.Line2D(
-                [], [], color="0.3", lw=0.8, ls=":"
-            )
+            dotted = style.plt.Line2D([], [], color="0.3", lw=0.8, ls=":")
+            entries.append(("next validation (dotted)", dotted))
+            if legend:  # columns of 3 rows: each folder's pair and a blank, then the rest
+                ours = [e for e in entries if e[0].startswith("nevo")]
+                rest = [e for e in entries if not e[0].startswith("nevo")]
+                names = dict.fromkeys(
+                    lab.removesuffix(" elite (validation)").removesuffix(" test") for lab, _ in ours
+                )
+                columns = [
+                    [e for e in ours if e[0] in (f"{n} elite (validation)", f"{n} test")] for n in names
+                ]
+                columns += [rest[k : k + 3] for k in range(0, len(rest), 3)]
+                blank = style.plt.Line2D([], [], alpha=0)
+                entries = [
+                    e for c in columns for e in (c + [(" " * (k + 1), blank) for k in range(3 - len(c))])
+                ]
+                ncol = len(columns)
+            else:
+                ncol = min(8, len(entries))
         fig.legend(
-            handles.values(),
-            handles.keys(),
+            [h for _, h in entries],
+            [lab for lab, _ in entries],
             loc="outside lower center",
-            ncol=min(4 if legend else 7, len(handles)),
+            ncol=ncol,
         )  # (the folders' labels are long)
         paths = style.save(fig, prefix)
         style.close(fig)
