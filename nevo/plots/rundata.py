@@ -47,13 +47,13 @@ NOT_CONFIG = {
 # test_file(STICKY), named here so that nevo.plots imports no training code), and the "seeds" of a
 # test played on held-out episode seeds (replay.HELD_OUT; older tests drew the run's own stream).
 STICKY = 0.25
+STICKY_FILE = "test_sticky0.25.json"
+HELD_OUT = "held-out"
 # A GA run's row of generation g holds generation g - 1's elite on generation g's validation
 # episodes (logged since 2026-12-04): seeds it was not picked on where a task's episodes differ
 # by seed (Atari, gymnasium), so no winner's curse; a data set's or the maze's repeat its mean.
 PREVIOUS_ELITE = "score/previous_elite_mean"
 NEXT_VALIDATION = "Elite on the next validation"
-STICKY_FILE = "test_sticky0.25.json"
-HELD_OUT = "held-out"
 
 
 class NotARunFolder(Exception):

@@ -406,14 +406,11 @@ def figure(folders: list[tuple[str, list[rundata.Run]]], published: dict, prefix
             dotted = style.plt.Line2D([], [], color="0.3", lw=0.8, ls=":")
             entries.append(("next validation (dotted)", dotted))
             if legend:  # columns of 3 rows: each folder's pair and a blank, then the rest
-                ours = [e for e in entries if e[0].startswith("nevo")]
-                rest = [e for e in entries if not e[0].startswith("nevo")]
-                names = dict.fromkeys(
-                    lab.removesuffix(" elite (validation)").removesuffix(" test") for lab, _ in ours
-                )
+                names = dict.fromkeys(name for _, name in legend.values())
                 columns = [
-                    [e for e in ours if e[0] in (f"{n} elite (validation)", f"{n} test")] for n in names
+                    [e for e in entries if e[0] in (f"{n} elite (validation)", f"{n} test")] for n in names
                 ]
+                rest = [e for e in entries if not any(e in c for c in columns)]
                 columns += [rest[k : k + 3] for k in range(0, len(rest), 3)]
                 blank = style.plt.Line2D([], [], alpha=0)
                 entries = [
