@@ -167,9 +167,10 @@ def _check_arguments(env, net, frames, fitness, behaviour, progress) -> None:
         raise ConfigError(f"progress: got {config.shown(progress)}, allowed: True or False")
 
 
-def load_policy(run_dir: str, which: str = "best") -> Policy:
+def load_policy(run_dir: str, which: str | int = "best") -> Policy:
     """The elite of a finished run of any algorithm and task as a Policy: its best elite
-    (best.json, where the run keeps one) or with which="last" the last generation's."""
+    (best.json, where the run keeps one), with which="last" the last generation's, or with
+    which=G (an int) generation G's (elites.jsonl, where the run's elites are seed lists)."""
     cfg, elite, spec, weights = elite_files.load(run_dir, which)
     weights = np.ascontiguousarray(weights, np.float32)[None]
     if cfg.net.vbn:  # virtual batch norm over the run's reference batch, as its evaluator folded it

@@ -61,6 +61,13 @@ def test_the_same_call_trains_every_algorithm_by_its_name(name, tmp_path):
     assert [result.policy.act(o) for o in obs] == batch.tolist()
     again = nevo.load_policy(result.run_dir, "last")
     assert again.act(obs).tolist() == batch.tolist()
+    # seed-list elites (the GA, GA-NS, random search) keep every generation's; theta (ES) does not
+    last = result.metrics[-1]["generation"]
+    if name in ("ga", "ga-ns", "rs"):
+        assert nevo.load_policy(result.run_dir, last).act(obs).tolist() == batch.tolist()
+    else:
+        with pytest.raises(ConfigError, match="no elites.jsonl"):
+            nevo.load_policy(result.run_dir, last)
     if name in ("ga-ns", "ns-es", "nsr-es", "nsra-es"):  # the behaviours: each episode's final observation
         behaviours = runs.read_array(os.path.join(result.run_dir, runs.BEHAVIOURS))
         assert behaviours.shape[1] == 2 and np.all(behaviours[:, 1] > 0)  # t / 30 > 0 at the end
@@ -148,6 +155,14 @@ def test_an_unknown_algorithm_or_setting_is_one_line(tmp_path):
 def test_load_policy_of_a_folder_that_is_no_run_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match="not a run folder"):
         nevo.load_policy(str(tmp_path))
+
+
+def test_load_policy_names_the_elites_it_can_load(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "elite.json").write_text("{}")
+    for which in ("first", -1, 2.0, True):
+        with pytest.raises(ConfigError, match="allowed: 'best', 'last' or a generation"):
+            nevo.load_policy(str(tmp_path), which)
 
 
 def test_dense_net_names_give_the_widths_asked_for():

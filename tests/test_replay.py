@@ -56,6 +56,37 @@ def test_replay_tests_the_best_elite_unless_asked_for_the_last(tiny_runs, tmp_pa
 
 
 @pytest.mark.slow
+def test_replay_of_a_generation_tests_that_generations_elite_into_its_own_file(tiny_runs, tmp_path, capsys):
+    """--elite G plays the elite of generation G (its line of elites.jsonl) into test.gG.json and
+    leaves test.json alone: the last generation's gives the scores of --elite last; a line
+    changed to another seed list plays that list; a generation the run does not keep, or a
+    folder without elites.jsonl, is one line naming what it keeps."""
+    run = shutil.copytree(tiny_runs[0], tmp_path / "run")
+    last = json.load(open(run / "elite.json"))["generation"]
+    args = [str(run), "--episodes", "2", "--frame-cap", "400"]
+    assert replay.main([*args, "--elite", "last"]) == 0
+    of_last = json.load(open(run / "test.json"))
+    assert replay.main([*args, "--elite", str(last)]) == 0
+    of_g = json.load(open(run / f"test.g{last}.json"))
+    assert json.load(open(run / "test.json")) == of_last  # untouched
+    assert (of_g["elite_file"], of_g["elite_generation"]) == ("elites.jsonl", last)
+    assert of_g["returns"] == of_last["returns"] and of_g["lengths"] == of_last["lengths"]
+    lines = (run / "elites.jsonl").read_text().splitlines()
+    changed = {**json.loads(lines[0]), "seeds": [12345]}
+    (run / "elites.jsonl").write_text("\n".join([json.dumps(changed), *lines[1:]]) + "\n")
+    assert replay.main([*args, "--elite", "0"]) == 0
+    assert json.load(open(run / "test.g0.json"))["elite_genome_len"] == 1
+    capsys.readouterr()
+    assert replay.main([*args, "--elite", "99"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no elite of generation 99" in err[0] and f"keeps 0-{last}" in err[0]
+    os.remove(run / "elites.jsonl")
+    assert replay.main([*args, "--elite", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no elites.jsonl" in err[0]
+
+
+@pytest.mark.slow
 def test_a_damaged_best_json_is_one_clear_error(tiny_runs, tmp_path, capsys):
     run = shutil.copytree(tiny_runs[0], tmp_path / "run")
     (run / "best.json").write_text('{"generation": 1, "se')

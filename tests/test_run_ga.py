@@ -77,6 +77,21 @@ def test_best_json_holds_the_best_elite_so_far(reference_run):
 
 
 @pytest.mark.slow
+def test_elites_jsonl_keeps_every_generations_elite(reference_run):
+    """elites.jsonl holds a line a generation, each the elite.json that generation wrote: the last
+    line is elite.json, the best line best.json, and each line's validation mean its
+    generation's score/elite_mean."""
+    lines = runs.read_metrics(reference_run, runs.ELITES)
+    rows = runs.read_metrics(reference_run)
+    assert [e["generation"] for e in lines] == [r["generation"] for r in rows] == [0, 1, 2, 3]
+    assert [e["validation_mean"] for e in lines] == [r["score/elite_mean"] for r in rows]
+    assert [len(e["seeds"]) for e in lines] == [r["elite/genome_len"] for r in rows]
+    assert lines[-1] == json.load(open(os.path.join(reference_run, "elite.json")))
+    best = json.load(open(os.path.join(reference_run, "best.json")))
+    assert lines[best["generation"]] == best
+
+
+@pytest.mark.slow
 def test_same_seed_same_metrics(reference_run, tmp_path):
     """A second run with the same seed and settings logs identical metrics (wall clock aside)."""
     assert results(run(str(tmp_path))) == results(reference_run)
@@ -115,6 +130,7 @@ def test_killed_run_resumes_to_the_same_generations(reference_run, tmp_path):
         assert json.load(open(os.path.join(folder, name))) == json.load(
             open(os.path.join(reference_run, name))
         )
+    assert runs.read_metrics(folder, runs.ELITES) == runs.read_metrics(reference_run, runs.ELITES)
 
 
 def test_config_json_keeps_each_start_of_the_run_and_the_machine_it_ran_on(tmp_path):
@@ -170,13 +186,17 @@ def test_interrupted_checkpoint_write_keeps_the_old_checkpoint(tmp_path, monkeyp
 
 
 def test_metrics_of_the_generation_in_flight_are_dropped_on_resume(tmp_path):
-    """trim_metrics keeps the checkpointed generations and skips a line cut by a kill."""
+    """trim_metrics keeps the checkpointed generations and skips a line cut by a kill, in
+    metrics.jsonl and in elites.jsonl."""
     for g in range(3):
         runs.append_metrics(str(tmp_path), {"generation": g})
     with open(tmp_path / "metrics.jsonl", "a") as f:
         f.write('{"generation": 3, "fra')
+    for g in range(4):
+        runs.append_line(str(tmp_path), runs.ELITES, {"generation": g, "seeds": [g]})
     runs.trim_metrics(str(tmp_path), 2)
     assert [r["generation"] for r in runs.read_metrics(str(tmp_path))] == [0, 1]
+    assert [r["generation"] for r in runs.read_metrics(str(tmp_path), runs.ELITES)] == [0, 1]
 
 
 def test_the_cpu_clock_of_cores_busy_counts_child_processes():

@@ -138,27 +138,36 @@ def _fails(monkeypatch, owner, name, code, after):
 
 
 @pytest.mark.parametrize(
-    "owner, name, code, file, cause",
+    "owner, name, code, after, file, cause",
     [
-        (np, "savez", errno.ENOSPC, runs.CHECKPOINT, "no space left on device (ENOSPC); "),
+        (np, "savez", errno.ENOSPC, 3, runs.CHECKPOINT, "no space left on device (ENOSPC); "),
         (
             os,
             "fsync",
             errno.EDQUOT,
+            3,
             runs.BEHAVIOURS,
             "disk quota exceeded (EDQUOT); ",
         ),  # a generation's first
-        (os, "replace", errno.EROFS, runs.ELITE, "read-only file system (EROFS); "),  # after behaviours
+        (
+            os,
+            "fsync",
+            errno.EDQUOT,
+            7,
+            runs.ELITES,
+            "disk quota exceeded (EDQUOT); ",
+        ),  # after its metrics line
+        (os, "replace", errno.EROFS, 3, runs.ELITE, "read-only file system (EROFS); "),  # after behaviours
     ],
 )
-def test_a_failed_write_stops_the_run_in_one_line(owner, name, code, file, cause, maze_run, tmp_path,
+def test_a_failed_write_stops_the_run_in_one_line(owner, name, code, after, file, cause, maze_run, tmp_path,
                                                    monkeypatch, capsys):  # fmt: skip
     """No space, no quota, no permission: exit 4, one line naming the file, the cause and what to
     do, no temporary file left, the files written before whole; freed, the run resumes to the
     uninterrupted one."""
     folder = _copy(maze_run[0], tmp_path)
     first = len(runs.read_metrics(folder))
-    _fails(monkeypatch, owner, name, code, 3)
+    _fails(monkeypatch, owner, name, code, after)
     capsys.readouterr()
     assert run_ga.main(["--resume", folder, "--frame-budget", "7000"]) == 4
     out, err = capsys.readouterr()

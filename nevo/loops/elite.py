@@ -7,6 +7,8 @@
                  generation) and, with --obs-norm 1, of the observation mean and std its
                  validation used (obs_norm.gG.npy)
     best.json    the GA: the best elite of the run so far (by validation mean), same fields
+    elites.jsonl seed-list elites: every validated generation's elite.json, a line each (a resume
+                 drops the lines past its checkpoint, with the metrics' rows)
 
 Every file is written atomically (nevo.runs); a damaged or incomplete one is a one-line
 DamagedFile naming it. An elite is written as one unit: its arrays first, under names of their
@@ -29,7 +31,7 @@ from nevo.evaluation import setup
 from nevo.genomes import noise, safe_build
 from nevo.genomes.operators import GAUSSIAN, mutation
 from nevo.nets import obs_norm
-from nevo.runs import BEST, CONFIG, ELITE, THETA, DamagedFile, read_array, read_json
+from nevo.runs import BEST, CONFIG, ELITE, ELITES, THETA, DamagedFile, read_array, read_json
 
 
 def write(run_dir: str, cfg, generation: int, algo, extras: dict | None = None) -> None:
@@ -60,6 +62,8 @@ def write(run_dir: str, cfg, generation: int, algo, extras: dict | None = None) 
             record[key] = of_generation(file, generation)
             runs.save_array(run_dir, record[key], array)
         records.append((name, record))
+    if "seeds" in records[0][1]:  # a seed list is small: every generation's is kept
+        runs.append_line(run_dir, ELITES, records[0][1])
     for name, record in records:  # the labels last
         runs.write_json(run_dir, name, record)
     _remove_unnamed(run_dir, [r for _, r in records], [THETA, *[f for f, _ in (extras or {}).values()]])
@@ -111,18 +115,39 @@ def net_of(run_dir: str, cfg) -> nets.NetSpec:
     return setup.net_for(cfg, tasks.task_for(cfg.env))
 
 
-def load(run_dir: str, which: str = "best", fold: bool = True):
+def generation_elite(run_dir: str, generation: int) -> dict:
+    """The line of elites.jsonl of that generation's elite; a ConfigError naming the generations
+    the run keeps where it has none (ES runs, and GA runs before 2026-12-04, keep no elites.jsonl)."""
+    path = os.path.join(run_dir, ELITES)
+    if not os.path.isfile(path):
+        raise ConfigError(f"{run_dir}: no {ELITES} (a run keeps every generation's elite where its "
+                          f"elites are seed lists, since 2026-12-04): test best or last")  # fmt: skip
+    kept = {r.get("generation"): r for r in runs.read_metrics(run_dir, ELITES) if isinstance(r, dict)}
+    if generation not in kept:
+        have = runs.spans(sorted(g for g in kept if isinstance(g, int)))
+        raise ConfigError(f"{path}: no elite of generation {generation} (it keeps {have or 'none'})")
+    return kept[generation]
+
+
+def load(run_dir: str, which: str | int = "best", fold: bool = True):
     """(config, elite dict, NetSpec, (P,) float32 weights): rebuilt from the seed list of
-    elite_file(run_dir, which), or for an ES run, theta as saved; with --obs-norm 1, folded with
-    the observation statistics it was validated with unless fold=False (obs_stats reads them)."""
+    elite_file(run_dir, which), or of generation `which` (an int: its line of elites.jsonl), or
+    for an ES run, theta as saved; with --obs-norm 1, folded with the observation statistics it
+    was validated with unless fold=False (obs_stats reads them)."""
 
     for name in (CONFIG, ELITE):
         if not os.path.isfile(os.path.join(run_dir, name)):
             why = "not a run folder" if name == CONFIG else "no elite yet (no generation finished)"
             raise ConfigError(f"{run_dir}: {why} (no {name})")
+    generation = isinstance(which, int) and not isinstance(which, bool) and which >= 0
+    if which not in ("best", "last") and not generation:
+        raise ConfigError(f"which: got {which!r}, allowed: 'best', 'last' or a generation (an int >= 0)")
     cfg = config.load(os.path.join(run_dir, CONFIG))
-    name = elite_file(run_dir, which)
-    elite = {**read_json(os.path.join(run_dir, name)), "file": name}
+    if generation:
+        name, elite = ELITES, {**generation_elite(run_dir, which), "file": ELITES}
+    else:
+        name = elite_file(run_dir, which)
+        elite = {**read_json(os.path.join(run_dir, name)), "file": name}
     need = ("generation", "validation_mean")
     need += ("theta",) if "theta" in elite else ("seeds", "noise_table_size", "noise_seed", "sigma")
     missing = [k for k in need if k not in elite]

@@ -11,6 +11,9 @@ loops that write it are nevo.loops's (the generation loop, the elite files, the 
         elite.json         the elite's seed list and what is needed to rebuild its weights
                            (ES: the elite is theta, beside it in theta.gG.npy)
         best.json          the GA: the best elite of the run so far (by validation mean), same fields
+        elites.jsonl       seed-list elites (the GA, GA-NS): every validated generation's elite, a
+                           line each with elite.json's fields (runs since 2026-12-04), which
+                           `nevo replay --elite G` tests
         ref_batch.npy      virtual batch norm's reference observations (nets with --vbn)
         obs_norm.gG.npy    --obs-norm 1 (ES, novelty search's ES family): the observation mean and std
                            the elite's theta was validated with
@@ -48,6 +51,7 @@ PREVIOUS = "checkpoint.prev.npz"  # the checkpoint before the last
 METRICS = "metrics.jsonl"
 ELITE = "elite.json"
 BEST = "best.json"  # the GA: the best elite ever seen, by validation mean
+ELITES = "elites.jsonl"  # seed-list elites: each validated generation's, a line each
 CONFIG = "config.json"
 THETA = "theta.npy"  # ES: theta after the last finished generation (as theta.gG.npy: nevo.loops.elite)
 BEHAVIOURS = "behaviours.npy"  # tasks with behaviours (the maze): the last generation's, per individual
@@ -328,7 +332,13 @@ def prune_experiences(run_dir: str, living) -> int:
 
 def append_metrics(run_dir: str, row: dict) -> None:
     """One line at the end of metrics.jsonl, synced; a write that fails leaves the file as it was."""
-    path = os.path.join(run_dir, METRICS)
+    append_line(run_dir, METRICS, row)
+
+
+def append_line(run_dir: str, name: str, row: dict) -> None:
+    """One JSON line at the end of the run folder's file `name` (metrics.jsonl, elites.jsonl),
+    synced; a write that fails leaves the file as it was."""
+    path = os.path.join(run_dir, name)
     with writing(path):
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -346,9 +356,10 @@ def append_metrics(run_dir: str, row: dict) -> None:
             os.close(fd)
 
 
-def read_metrics(run_dir: str) -> list[dict]:
-    """Every complete metrics line (a line cut by a kill is skipped)."""
-    return _read_metrics(os.path.join(run_dir, METRICS))[0]
+def read_metrics(run_dir: str, name: str = METRICS) -> list[dict]:
+    """Every complete line of metrics.jsonl (or of the JSON-lines file `name`: elites.jsonl); a
+    line cut by a kill is skipped."""
+    return _read_metrics(os.path.join(run_dir, name))[0]
 
 
 def _read_metrics(path: str) -> tuple[list[dict], int]:
@@ -364,7 +375,7 @@ def _read_metrics(path: str) -> tuple[list[dict], int]:
     return rows, damaged
 
 
-def _spans(numbers: list[int]) -> str:
+def spans(numbers: list[int]) -> str:
     """Sorted integers as runs: [3, 5, 6, 7] -> '3, 5-7'."""
     spans: list[list[int]] = []
     for n in numbers:
@@ -376,7 +387,8 @@ def _spans(numbers: list[int]) -> str:
 
 
 def trim_metrics(run_dir: str, generations: int, say=print) -> None:
-    """Keep the metrics of generations < `generations` (those the checkpoint covers). If some of
+    """Keep the metrics (and the lines of elites.jsonl, where the run keeps one) of generations <
+    `generations` (those the checkpoint covers). If some of
     those generations have no row (a line cut short or not JSON, or missing), say so through say
     in one warning line naming the file and the generations; a cut line of the generation that was
     in flight is no loss and says nothing."""
@@ -387,10 +399,19 @@ def trim_metrics(run_dir: str, generations: int, say=print) -> None:
     if missing:
         lines = f"{damaged} line{'s' if damaged != 1 else ''} cut short or not JSON"
         damage = f"damaged lines skipped ({lines}); " if damaged else ""
-        which = (
-            f"generations {_spans(missing)} lack" if len(missing) > 1 else f"generation {missing[0]} lacks"
-        )
+        which = f"generations {spans(missing)} lack" if len(missing) > 1 else f"generation {missing[0]} lacks"
         say(f"warning: {path}: {damage}{which} a metrics row")
+    _rewrite(path, rows)
+    elites = os.path.join(run_dir, ELITES)
+    if os.path.exists(elites):  # its generations past the checkpoint are played again
+        lines = _read_metrics(elites)[0]
+        kept = [r for r in lines if r.get("generation", generations) < generations]
+        if len(kept) < len(lines):
+            _rewrite(elites, kept)
+
+
+def _rewrite(path: str, rows: list[dict]) -> None:
+    """A JSON-lines file replaced by these rows, atomically."""
     tmp = path + ".tmp"
     with writing(path, tmp):
         with open(tmp, "w") as f:

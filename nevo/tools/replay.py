@@ -3,6 +3,7 @@
     nevo replay RUN_DIR                       # 200 test episodes, 400,000-frame cap
     nevo replay RUN_DIR --episodes 10 --gif elite.gif --still elite.png
     nevo replay RUN_DIR --elite last          # the last generation's elite instead
+    nevo replay RUN_DIR --elite 12            # generation 12's elite: test.g12.json
     nevo replay RUN_DIR --sticky 0.25         # under sticky actions: test_sticky0.25.json
 
 (`python -m experiments.replay` in a checkout is the same.)
@@ -18,6 +19,10 @@ run's training or validation seed does (nevo.algos.streams.held_out_seeds). The 
 RUN_DIR/test.json (atomically, naming the file tested), where `nevo plot table` finds it. The
 episodes are played in parts of 20, each kept in RUN_DIR/test.partial.json as it ends: a stopped
 test (a long game's 200 episodes at the cap can take hours) goes on from there when run again.
+
+With --elite G, generation G's elite is tested instead (its line of elites.jsonl, which a run
+whose elites are seed lists keeps since 2026-12-04), into test.gG.json: the points of a held-out
+test curve, which the table does not read.
 
 With --sticky 0.25 the same elite is tested under sticky actions (Machado et al. 2018: each raw
 frame repeats the previous frame's action with that probability), the modern protocol, which an
@@ -60,10 +65,12 @@ def parse(argv):
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (config.json, elite.json)")
     p.add_argument(
         "--elite",
-        choices=("best", "last"),
+        type=_which,
         default="best",
+        metavar="{best,last,G}",
         help="best: the best elite of the run (best.json, where the run has one); last: the last "
-        "generation's (elite.json) (default: best)",
+        "generation's (elite.json); G, a generation: that generation's elite (elites.jsonl, which "
+        "a run whose elites are seed lists keeps) (default: best)",
     )
     p.add_argument("--episodes", type=int, default=200, help="test episodes (default: 200, as the paper)")
     p.add_argument(
@@ -96,24 +103,35 @@ def parse(argv):
     return args
 
 
+def _which(text: str) -> str | int:
+    """--elite: best, last or a generation (an integer >= 0)."""
+    if text in ("best", "last"):
+        return text
+    if text.isdigit():
+        return int(text)
+    raise argparse.ArgumentTypeError(f"got {text!r}, allowed: best, last or a generation (an integer >= 0)")
+
+
 PART = 20  # test episodes played between two saves of the partial file
 HELD_OUT = "held-out"  # test.json's "seeds": drawn by held_out_seeds (older tests drew a run's own)
 
 
-def test_file(sticky: float) -> str:
+def test_file(sticky: float, generation: int | None = None) -> str:
     """The file a test's result goes to: test.json under the paper's protocol, test_stickyP.json
-    under sticky actions P."""
-    return "test.json" if not sticky else f"test_sticky{sticky:g}.json"
+    under sticky actions P; of one generation's elite (--elite G), test.gG.json, test_stickyP.gG.json."""
+    name = "test" if not sticky else f"test_sticky{sticky:g}"
+    return f"{name}.json" if generation is None else f"{name}.g{generation}.json"
 
 
-def partial_file(sticky: float) -> str:
+def partial_file(sticky: float, generation: int | None = None) -> str:
     """A test's episodes so far, while it is not finished (test.partial.json, ...)."""
-    return test_file(sticky).replace(".json", ".partial.json")
+    return test_file(sticky, generation).removesuffix(".json") + ".partial.json"
 
 
-def _partial(run_dir: str, which: dict) -> dict | None:
-    """The episodes so far of a stopped test of the same elite with the same settings, or None."""
-    path = os.path.join(run_dir, partial_file(which["sticky"]))
+def _partial(run_dir: str, which: dict, name: str) -> dict | None:
+    """The episodes so far (in the file `name`) of a stopped test of the same elite with the same
+    settings, or None."""
+    path = os.path.join(run_dir, name)
     if not os.path.exists(path):
         return None
     try:
@@ -318,9 +336,10 @@ def main(argv=None) -> int:
     which = {"episodes": args.episodes, "frame_cap": args.frame_cap, "seed": args.seed, "seeds": HELD_OUT,
              "sticky": args.sticky, "elite_file": elite["file"], "elite_generation": elite["generation"],
              "elite_genome_len": len(elite.get("seeds", [])), "game": env}  # fmt: skip
-    partial_name, out_name = partial_file(args.sticky), test_file(args.sticky)
+    generation = args.elite if isinstance(args.elite, int) else None
+    partial_name, out_name = partial_file(args.sticky, generation), test_file(args.sticky, generation)
     done = {"returns": [], "lengths": [], "frames": [], "wall_s": 0.0}
-    partial = None if args.no_save else _partial(args.run_dir, which)
+    partial = None if args.no_save else _partial(args.run_dir, which, partial_name)
     if partial is not None:
         done = {k: partial[k] for k in done}
         print(f"resumed at episode {len(done['returns'])} of {args.episodes} ({partial_name})")
@@ -380,7 +399,7 @@ def main(argv=None) -> int:
 
 def test_accuracy(args, task, run_cfg, policy, builder, device, elite_only, elite) -> int:
     """A supervised run's elite on its data set's whole test set: accuracy and minus the mean
-    cross-entropy, into RUN_DIR/test.json."""
+    cross-entropy, into RUN_DIR/test.json (test.gG.json for --elite G)."""
     t0 = time.monotonic()
     evaluator, _ = evaluator_for(task, run_cfg, policy, builder, device, 1)
     try:
@@ -393,14 +412,15 @@ def test_accuracy(args, task, run_cfg, policy, builder, device, elite_only, elit
     accuracy, score = float(res.accuracy[0]), float(res.returns[0])
     print(f"test: accuracy {accuracy:.4f}, minus the mean cross-entropy {score:.4f}, over "
           f"{res.lengths[0]:,} test examples in {wall:.1f} s")  # fmt: skip
+    name = test_file(0.0, args.elite if isinstance(args.elite, int) else None)
     if not args.no_save:
-        runs.write_json(args.run_dir, "test.json", {
+        runs.write_json(args.run_dir, name, {
             "examples": int(res.lengths[0]), "accuracy": accuracy, "mean": score,
             "elite_file": elite["file"], "elite_generation": elite["generation"],
             "elite_validation_mean": elite["validation_mean"], "game": task.name,
             "device": args.device, "wall_s": round(wall, 3),
         })  # fmt: skip
-        print(f"wrote {os.path.join(args.run_dir, 'test.json')}")
+        print(f"wrote {os.path.join(args.run_dir, name)}")
     return 0
 
 
