@@ -10,6 +10,7 @@ import tempfile
 import numpy as np
 import pytest
 
+from nevo import runs
 from nevo.plots import curves, rundata, table, throughput
 from tests.helpers import fake_run
 
@@ -46,6 +47,30 @@ def test_curves_plot_each_metric_of_a_run_against_frames(tiny_runs):
     assert axes[-1].get_legend() is not None
     with open(os.path.join(run, "config.json")) as f:
         assert json.load(f)["counts"] == {"frames": "game frames", "generation": "generation"}
+
+
+@pytest.mark.slow
+def test_curves_draw_the_tests_of_single_generations_elites_as_a_panel_of_their_own(tiny_runs, tmp_path):
+    """nevo replay --elite G for each generation: a fifth panel, the tests' means at the frames of
+    their generations; a sticky test of one generation is not among them."""
+    from nevo.tools import replay
+
+    run = shutil.copytree(tiny_runs[0], tmp_path / "run")
+    rows = runs.read_metrics(str(run))
+    for g in (1, 0):
+        assert replay.main([str(run), "--elite", str(g), "--episodes", "2", "--frame-cap", "400"]) == 0
+    assert (
+        replay.main([str(run), "--elite", "1", "--episodes", "2", "--frame-cap", "400", "--sticky", "0.25"])
+        == 0
+    )
+    assert sorted(os.listdir(run)) == sorted([*os.listdir(tiny_runs[0]), "test.g0.json", "test.g1.json",
+                                              "test_sticky0.25.g1.json"])  # fmt: skip
+    axes = curves.plot_curves(rundata.load_runs([str(run)]), "frames").get_axes()
+    assert axes[-1].get_title() == rundata.HELD_OUT_TEST and len(axes) == 5
+    (line,) = axes[-1].get_lines()
+    np.testing.assert_allclose(line.get_xdata(), [r["frames"] / 1e6 for r in rows[:2]])
+    means = [json.load(open(run / f"test.g{g}.json"))["mean"] for g in (0, 1)]
+    np.testing.assert_allclose(line.get_ydata(), means)
 
 
 @pytest.mark.slow

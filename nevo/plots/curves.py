@@ -5,7 +5,9 @@
 writes PREFIX_frames, PREFIX_generations and PREFIX_hours (.png and .pdf), each with three panels:
 the population's best and mean single-episode score of each generation, and the elite's
 validation mean; a GA run that logs it adds a fourth, each elite's mean on the next generation's
-validation episodes (on Atari and gymnasium, seeds it was not picked on: no winner's curse). One
+validation episodes (on Atari and gymnasium, seeds it was not picked on: no winner's curse), and
+a run with tests of single generations' elites (`nevo replay RUN_DIR --elite G`: test.gG.json)
+one more, their held-out test means at those generations. One
 line per run; runs of one configuration with different seeds also get their median with a min-max
 band (as Such et al. 2017 report medians over runs).
 """
@@ -33,6 +35,7 @@ X_AXES = {
 }
 Y_LABEL = "Score (points per episode)"
 NEXT = (rundata.PREVIOUS_ELITE, rundata.NEXT_VALIDATION)  # GA runs: drawn at the elite's generation
+TESTS = (rundata.TEST_CURVE, rundata.HELD_OUT_TEST)  # nevo replay --elite G's tests (test.gG.json)
 # A supervised run (a labelled data set: score = minus the mean cross-entropy) adds its test accuracy.
 ACCURACY = ("score/test_accuracy", "Test accuracy")
 
@@ -52,9 +55,9 @@ def _xy(run, x: str, key: str) -> tuple[np.ndarray, np.ndarray]:
     """x and y of one metric, rows where either is missing dropped, sorted by x (the elite on the
     next validation at its own generation's x)."""
     xs, ys = X_AXES[x][1](run), run.column(key)
-    if key == rundata.PREVIOUS_ELITE:
+    if key in (rundata.PREVIOUS_ELITE, rundata.TEST_CURVE):
         at = dict(zip(run.column("generation"), xs))
-        gens, ys = run.next_validation()
+        gens, ys = run.next_validation() if key == rundata.PREVIOUS_ELITE else run.test_curve()
         xs = np.array([at.get(g, np.nan) for g in gens], np.float64)
     ok = np.isfinite(xs) & np.isfinite(ys)
     order = np.argsort(xs[ok], kind="stable")
@@ -88,7 +91,7 @@ def plot_curves(runs: list[rundata.Run], x: str = "frames"):
     accuracy where runs log them) against one x axis ("frames", "generations", "hours")."""
     groups = rundata.group_runs(runs)
     labels = rundata.group_labels(groups)
-    panels = PANELS + tuple(p for p in (NEXT, ACCURACY) if any(r.has(p[0]) for r in runs))
+    panels = PANELS + tuple(p for p in (NEXT, TESTS, ACCURACY) if any(r.has(p[0]) for r in runs))
     with style.paper():
         fig, axes = style.figure(len(panels), height=2.7)
         for ax, (key, title) in zip(axes, panels):

@@ -1,5 +1,6 @@
-"""Read run folders (config.json, metrics.jsonl, elite.json, best.json, test.json and
-test_sticky0.25.json) for figures and tables.
+"""Read run folders (config.json, metrics.jsonl, elite.json, best.json, test.json,
+test_sticky0.25.json and the tests of single generations' elites, test.gG.json) for figures and
+tables.
 
 nevo.plots reads only the files a run writes and never imports training code, so a figure can be
 remade from a folder alone. Runs still going (a half-written last line) and
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 from dataclasses import dataclass, field
 
@@ -54,6 +56,11 @@ HELD_OUT = "held-out"
 # by seed (Atari, gymnasium), so no winner's curse; a data set's or the maze's repeat its mean.
 PREVIOUS_ELITE = "score/previous_elite_mean"
 NEXT_VALIDATION = "Elite on the next validation"
+# nevo replay --elite G's test of generation G's elite (replay.test_file(0.0, G)), the points of
+# a held-out test curve: drawn under this name as a metric of its own.
+GENERATION_TEST = re.compile(r"test\.g(\d+)\.json")
+TEST_CURVE = "test/held_out_mean"
+HELD_OUT_TEST = "Elite on held-out test episodes"
 
 
 class NotARunFolder(Exception):
@@ -72,6 +79,7 @@ class Run:
     test: dict | None  # test.json written by nevo replay, or None
     settings: dict = field(default_factory=dict)  # flattened config without NOT_CONFIG keys
     sticky: dict | None = None  # test_sticky0.25.json (nevo replay --sticky 0.25), or None
+    generation_tests: dict = field(default_factory=dict)  # test.gG.json by G (nevo replay --elite G)
 
     @property
     def game(self) -> str:
@@ -128,11 +136,20 @@ class Run:
         gens, vals = self.series(PREVIOUS_ELITE)
         return gens - 1, vals
 
+    def test_curve(self) -> tuple[np.ndarray, np.ndarray]:
+        """(generations, test means) float64 of the elites tested one generation at a time on
+        held-out episodes (test.gG.json), in generation order."""
+        tests = sorted((g, _number(t.get("mean"))) for g, t in self.generation_tests.items())
+        tests = [(g, m) for g, m in tests if m is not None]
+        return np.array([g for g, _ in tests], np.float64), np.array([m for _, m in tests], np.float64)
+
     def column(self, key: str) -> np.ndarray:
         """(generations,) float64 of one metric, NaN where a row lacks it."""
         return np.array([_number(r.get(key), np.nan) for r in self.metrics], np.float64)
 
     def has(self, key: str) -> bool:
+        if key == TEST_CURVE:
+            return self.test_curve()[0].size > 0
         return any(_number(r.get(key)) is not None for r in self.metrics)
 
 
@@ -199,7 +216,20 @@ def load_run(path: str) -> Run:
         test=read_json(os.path.join(path, "test.json")),
         settings=settings,
         sticky=read_json(os.path.join(path, STICKY_FILE)),
+        generation_tests=generation_tests(path),
     )
+
+
+def generation_tests(path: str) -> dict[int, dict]:
+    """The run folder's tests of single generations' elites under the paper's protocol
+    (test.gG.json, on held-out seeds), by generation; unreadable ones left out."""
+    tests = {}
+    for name in os.listdir(path):
+        m = GENERATION_TEST.fullmatch(name)
+        test = read_json(os.path.join(path, name)) if m else None
+        if isinstance(test, dict) and held_out(test) and not test.get("sticky"):
+            tests[int(m.group(1))] = test
+    return tests
 
 
 def load_runs(paths) -> list[Run]:
