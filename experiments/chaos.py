@@ -186,12 +186,23 @@ def without_clock(folder: str) -> list[dict]:
     ]
 
 
+def _text(path: str) -> str | None:
+    """A file's text, or None where it is missing."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return f.read()
+
+
 def same_result(folder: str, reference: str) -> list[str]:
     """What differs between a chaos run's folder and the undisturbed run's: metrics, elite files
-    and their arrays, checkpoint (its clock aside)."""
+    (every generation's elite among them) and their arrays, checkpoint (its clock aside)."""
     diff = []
     if without_clock(folder) != without_clock(reference):
         diff.append("metrics")
+    a, b = (os.path.join(f, "elites.jsonl") for f in (folder, reference))  # each generation's elite
+    if _text(a) != _text(b):
+        diff.append("elites.jsonl")
     for name in ("elite.json", "best.json"):
         a, b = (os.path.join(f, name) for f in (folder, reference))
         if os.path.exists(a) != os.path.exists(b) or (

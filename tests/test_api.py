@@ -63,7 +63,9 @@ def test_the_same_call_trains_every_algorithm_by_its_name(name, tmp_path):
     assert again.act(obs).tolist() == batch.tolist()
     # seed-list elites (the GA, GA-NS, random search) keep every generation's; theta (ES) does not
     last = result.metrics[-1]["generation"]
-    if name in ("ga", "ga-ns", "rs"):
+    elite = runs.read_json(os.path.join(result.run_dir, runs.ELITE))
+    assert ("seeds" in elite) == (name in ("ga", "ga-ns", "rs"))
+    if "seeds" in elite:
         assert nevo.load_policy(result.run_dir, last).act(obs).tolist() == batch.tolist()
     else:
         with pytest.raises(ConfigError, match="no elites.jsonl"):

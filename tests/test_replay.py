@@ -80,6 +80,10 @@ def test_replay_of_a_generation_tests_that_generations_elite_into_its_own_file(t
     assert replay.main([*args, "--elite", "99"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no elite of generation 99" in err[0] and f"keeps 0-{last}" in err[0]
+    for bad in ("-1", "1.5", "１２", "first"):
+        assert replay.main([*args, "--elite", bad]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"error: --elite: got {bad}, allowed: best, last or a generation (>= 0)"]
     os.remove(run / "elites.jsonl")
     assert replay.main([*args, "--elite", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

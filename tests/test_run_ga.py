@@ -197,6 +197,12 @@ def test_metrics_of_the_generation_in_flight_are_dropped_on_resume(tmp_path):
     runs.trim_metrics(str(tmp_path), 2)
     assert [r["generation"] for r in runs.read_metrics(str(tmp_path))] == [0, 1]
     assert [r["generation"] for r in runs.read_metrics(str(tmp_path), runs.ELITES)] == [0, 1]
+    # a kill in the middle of generation 2's elite line: the resumed generation's line stays whole
+    with open(tmp_path / runs.ELITES, "a") as f:
+        f.write('{"generation": 2, "se')
+    runs.trim_metrics(str(tmp_path), 2, say=lambda line: None)
+    runs.append_line(str(tmp_path), runs.ELITES, {"generation": 2, "seeds": [2]})
+    assert [r["generation"] for r in runs.read_metrics(str(tmp_path), runs.ELITES)] == [0, 1, 2]
 
 
 def test_the_cpu_clock_of_cores_busy_counts_child_processes():

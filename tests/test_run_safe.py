@@ -83,6 +83,24 @@ def test_replay_rebuilds_a_safe_elite_and_not_as_a_gaussian_one(safe_run):
 
 
 @pytest.mark.slow
+def test_an_old_elite_whose_experiences_are_gone_is_one_line_and_a_kept_one_rebuilds(safe_run, tmp_path):
+    """elites.jsonl keeps every generation's elite, each rebuilt as the loop built it (the last
+    as elite.json's); one whose parent's experiences the run has pruned (removed here, as the run
+    removes those of the genomes nothing living descends from) is a one-line ConfigError."""
+    lines = runs.read_metrics(safe_run, runs.ELITES)
+    _, _, _, last = elite_files.load(safe_run, lines[-1]["generation"])
+    np.testing.assert_array_equal(last, elite_files.load(safe_run, "last")[3])
+    copy = shutil.copytree(safe_run, tmp_path / "copy")
+    bred = next(e for e in lines if len(e["seeds"]) >= 2)
+    parent = np.asarray(bred["seeds"][:-1], np.int64)
+    os.remove(copy / runs.EXPERIENCES / (runs.genome_key(parent) + ".npy"))
+    with pytest.raises(
+        config.ConfigError, match=f"generation {bred['generation']}'s elite cannot be rebuilt"
+    ):
+        elite_files.load(str(copy), bred["generation"])
+
+
+@pytest.mark.slow
 def test_a_missing_experiences_file_stops_the_resume_in_one_line(safe_run, tmp_path, capsys):
     copy = str(tmp_path / "copy")
     shutil.copytree(safe_run, copy)

@@ -169,9 +169,17 @@ def load(run_dir: str, which: str | int = "best", fold: bool = True):
         op = mutation(elite.get("mutation", GAUSSIAN.name))
     except ValueError as e:
         raise DamagedFile(f"{os.path.join(run_dir, name)}: damaged, {e}") from None
+
+    def experiences(genome):
+        kept = os.path.join(run_dir, runs.EXPERIENCES, runs.genome_key(genome) + ".npy")
+        if generation and not os.path.exists(kept):  # pruned with its line, not damaged
+            raise ConfigError(f"{run_dir}: generation {which}'s elite cannot be rebuilt: a safe "
+                              "mutation's run keeps only its living genomes' ancestors' experiences "
+                              "(test best or last)")  # fmt: skip
+        return runs.load_experiences(run_dir, genome)
+
     weights = safe_build.rebuild(op, spec, elite["seeds"], table,
-                                 nets.init_scale(spec), elite["sigma"],
-                                 lambda genome: runs.load_experiences(run_dir, genome))  # fmt: skip
+                                 nets.init_scale(spec), elite["sigma"], experiences)  # fmt: skip
     return cfg, elite, spec, weights
 
 

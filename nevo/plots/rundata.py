@@ -221,13 +221,13 @@ def load_run(path: str) -> Run:
 
 
 def generation_tests(path: str) -> dict[int, dict]:
-    """The run folder's tests of single generations' elites under the paper's protocol
-    (test.gG.json, on held-out seeds), by generation; unreadable ones left out."""
+    """The run folder's tests of single generations' elites without sticky actions (test.gG.json:
+    held-out episode seeds, or a data set's test split), by generation; unreadable ones left out."""
     tests = {}
     for name in os.listdir(path):
         m = GENERATION_TEST.fullmatch(name)
         test = read_json(os.path.join(path, name)) if m else None
-        if isinstance(test, dict) and held_out(test) and not test.get("sticky"):
+        if isinstance(test, dict) and not test.get("sticky"):
             tests[int(m.group(1))] = test
     return tests
 

@@ -11,9 +11,9 @@ loops that write it are nevo.loops's (the generation loop, the elite files, the 
         elite.json         the elite's seed list and what is needed to rebuild its weights
                            (ES: the elite is theta, beside it in theta.gG.npy)
         best.json          the GA: the best elite of the run so far (by validation mean), same fields
-        elites.jsonl       seed-list elites (the GA, GA-NS): every validated generation's elite, a
-                           line each with elite.json's fields (runs since 2026-12-04), which
-                           `nevo replay --elite G` tests
+        elites.jsonl       seed-list elites (the GA, random search, GA-NS): each validated
+                           generation's elite, a line each with elite.json's fields (runs since
+                           2026-12-04), which `nevo replay --elite G` tests
         ref_batch.npy      virtual batch norm's reference observations (nets with --vbn)
         obs_norm.gG.npy    --obs-norm 1 (ES, novelty search's ES family): the observation mean and std
                            the elite's theta was validated with
@@ -404,9 +404,9 @@ def trim_metrics(run_dir: str, generations: int, say=print) -> None:
     _rewrite(path, rows)
     elites = os.path.join(run_dir, ELITES)
     if os.path.exists(elites):  # its generations past the checkpoint are played again
-        lines = _read_metrics(elites)[0]
+        lines, cut = _read_metrics(elites)
         kept = [r for r in lines if r.get("generation", generations) < generations]
-        if len(kept) < len(lines):
+        if cut or len(kept) < len(lines):  # (a line cut short would spoil the next one appended)
             _rewrite(elites, kept)
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import replace
@@ -65,7 +66,6 @@ def parse(argv):
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder (config.json, elite.json)")
     p.add_argument(
         "--elite",
-        type=_which,
         default="best",
         metavar="{best,last,G}",
         help="best: the best elite of the run (best.json, where the run has one); last: the last "
@@ -91,25 +91,20 @@ def parse(argv):
     p.add_argument("--env-slots", type=int, default=0, help="episodes at once; 0 = from the machine")
     p.add_argument("--processes", type=int, default=0, help="Atari: emulator processes; 0: one a core")
     p.add_argument("--threads", type=int, default=0, help="gymnasium tasks: env threads; 0: by timing")
-    p.add_argument("--no-save", action="store_true", help="do not write RUN_DIR/test.json")
+    p.add_argument("--no-save", action="store_true", help="do not write RUN_DIR/test.json (or its like)")
     args = p.parse_args(argv)
     for name in ("episodes", "frame_cap", "gif_frames"):
         if getattr(args, name) < 1:
             raise config.ConfigError(f"--{name.replace('_', '-')}: got {getattr(args, name)}, allowed: >= 1")
     if args.seed < 0:
         raise config.ConfigError(f"--seed: got {args.seed}, allowed: an integer >= 0")
+    if args.elite not in ("best", "last"):  # a generation
+        if not re.fullmatch("[0-9]+", args.elite):
+            raise config.ConfigError(f"--elite: got {args.elite}, allowed: best, last or a generation (>= 0)")
+        args.elite = int(args.elite)
     if not 0.0 <= args.sticky < 1.0:
         raise config.ConfigError(f"--sticky: got {args.sticky}, allowed: a probability in [0, 1)")
     return args
-
-
-def _which(text: str) -> str | int:
-    """--elite: best, last or a generation (an integer >= 0)."""
-    if text in ("best", "last"):
-        return text
-    if text.isdigit():
-        return int(text)
-    raise argparse.ArgumentTypeError(f"got {text!r}, allowed: best, last or a generation (an integer >= 0)")
 
 
 PART = 20  # test episodes played between two saves of the partial file
@@ -391,7 +386,7 @@ def main(argv=None) -> int:
             return 2
         same = "" if not ended else f" (test episode 0: {r[0]:.0f})"
         print(f"recorded episode: return {ret:.0f} in {steps} agent steps{'' if ended else ', cut'}{same}")
-        if ended and (ret != r[0] or steps != res.lengths[0]):
+        if ended and (ret != r[0] or steps != lengths[0]):
             print("error: the recorded episode differs from test episode 0", file=sys.stderr)
             return 1
     return 0
