@@ -171,8 +171,7 @@ def load(run_dir: str, which: str | int = "best", fold: bool = True):
         raise DamagedFile(f"{os.path.join(run_dir, name)}: damaged, {e}") from None
 
     def experiences(genome):
-        kept = os.path.join(run_dir, runs.EXPERIENCES, runs.genome_key(genome) + ".npy")
-        if generation and not os.path.exists(kept):  # pruned with its line, not damaged
+        if generation and not os.path.exists(runs.experiences_path(run_dir, genome)):  # pruned, not damaged
             raise ConfigError(f"{run_dir}: generation {which}'s elite cannot be rebuilt: a safe "
                               "mutation's run keeps only its living genomes' ancestors' experiences "
                               "(test best or last)")  # fmt: skip

@@ -303,9 +303,14 @@ def save_experiences(run_dir: str, genomes, experiences) -> None:
             save_array(run_dir, name, e)
 
 
+def experiences_path(run_dir: str, genome) -> str:
+    """The file of genome's experiences as a parent (experiences/<its key>.npy)."""
+    return os.path.join(run_dir, EXPERIENCES, genome_key(genome) + ".npy")
+
+
 def load_experiences(run_dir: str, genome) -> np.ndarray:
     """The experiences of genome as a parent; DamagedFile naming the file if it is missing or damaged."""
-    path = os.path.join(run_dir, EXPERIENCES, genome_key(genome) + ".npy")
+    path = experiences_path(run_dir, genome)
     if not os.path.exists(path):
         raise DamagedFile(
             f"{path}: missing; the run folder lacks the experiences that a safe mutation of the "

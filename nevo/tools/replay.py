@@ -102,6 +102,7 @@ def parse(argv):
         if not re.fullmatch("[0-9]+", args.elite):
             raise config.ConfigError(f"--elite: got {args.elite}, allowed: best, last or a generation (>= 0)")
         args.elite = int(args.elite)
+    args.generation = args.elite if isinstance(args.elite, int) else None  # its test's own file
     if not 0.0 <= args.sticky < 1.0:
         raise config.ConfigError(f"--sticky: got {args.sticky}, allowed: a probability in [0, 1)")
     return args
@@ -331,8 +332,8 @@ def main(argv=None) -> int:
     which = {"episodes": args.episodes, "frame_cap": args.frame_cap, "seed": args.seed, "seeds": HELD_OUT,
              "sticky": args.sticky, "elite_file": elite["file"], "elite_generation": elite["generation"],
              "elite_genome_len": len(elite.get("seeds", [])), "game": env}  # fmt: skip
-    generation = args.elite if isinstance(args.elite, int) else None
-    partial_name, out_name = partial_file(args.sticky, generation), test_file(args.sticky, generation)
+    out_name = test_file(args.sticky, args.generation)
+    partial_name = partial_file(args.sticky, args.generation)
     done = {"returns": [], "lengths": [], "frames": [], "wall_s": 0.0}
     partial = None if args.no_save else _partial(args.run_dir, which, partial_name)
     if partial is not None:
@@ -407,7 +408,7 @@ def test_accuracy(args, task, run_cfg, policy, builder, device, elite_only, elit
     accuracy, score = float(res.accuracy[0]), float(res.returns[0])
     print(f"test: accuracy {accuracy:.4f}, minus the mean cross-entropy {score:.4f}, over "
           f"{res.lengths[0]:,} test examples in {wall:.1f} s")  # fmt: skip
-    name = test_file(0.0, args.elite if isinstance(args.elite, int) else None)
+    name = test_file(0.0, args.generation)
     if not args.no_save:
         runs.write_json(args.run_dir, name, {
             "examples": int(res.lengths[0]), "accuracy": accuracy, "mean": score,
