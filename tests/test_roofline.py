@@ -198,6 +198,47 @@ def test_the_generation_is_split_into_its_parts_on_the_slots_asked_for(tmp_path)
     assert 0 < e2e["restart_s"] < e2e["seeded_reset_s"]
 
 
+@pytest.mark.slow  # ~20 s: small's kernels, six capped episodes, the limits
+def test_the_overlap_generation_prints_its_rate_before_the_limits_and_measures_its_own(capsys, monkeypatch):
+    """--e2e-only: no forward table. --pipeline overlap on the CPU: the pool's first-ready limit is
+    measured beside the lockstep one, every pool spins as --spin-us says and nevo's default comes
+    back after. nevo's rate is printed before the limits are measured: a lease's call cut short
+    there keeps it."""
+    from nevo.atari import pool
+
+    args = ["--e2e-only", "--rows", "2", "--seconds", "0.02", "--bandwidth-mb", "16", "--passes", "1",
+            "--max-gb", "0.05", "--e2e-net", "small", "--population", "6", "--frame-cap", "100", "--slots",
+            "4", "--limit-seconds", "0.2", "--pipeline", "overlap", "--spin-us", "20"]  # fmt: skip
+    spins, default = [], pool.SPIN_S
+
+    def cut(*_a, **_k):
+        raise KeyboardInterrupt("the call's deadline")
+
+    import nevo.roofline.emulators as emulators
+
+    monkeypatch.setattr(emulators, "emulator_limit", cut)
+    with pytest.raises(KeyboardInterrupt):
+        report.main(args)
+    assert "nevo: " in capsys.readouterr().out  # printed before the first limit
+    assert pool.SPIN_S == default  # nevo's default back after a cut too
+    monkeypatch.undo()
+
+    real_pool_limit = emulators.pool_limit
+
+    def spying(*a, **k):
+        spins.append(pool.SPIN_S)
+        return real_pool_limit(*a, **k)
+
+    monkeypatch.setattr(emulators, "pool_limit", spying)
+    out = report.main(args)
+    e2e = out["end_to_end"]
+    assert out["nets"] == [] and e2e["pipeline"] == "overlap" and e2e["spin_s"] == pytest.approx(20e-6)
+    assert e2e["pool_limit"] > 0 and e2e["pool_first_ready"] > 0
+    assert spins == [pytest.approx(20e-6)] * 2 and pool.SPIN_S == default
+    printed = capsys.readouterr().out
+    assert "first-ready limit" in printed and "spinning 20 us" in printed
+
+
 @pytest.mark.slow  # the base's kernels compile afresh (their copy's cache is a new folder): ~30 s
 def test_ab_forward_compares_a_checkout_with_itself(capsys, tmp_path):
     """Against this very checkout both sides run the same kernels: logits equal, both rates

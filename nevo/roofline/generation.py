@@ -94,6 +94,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
     """One Frostbite generation of a.e2e_net, its time split, beside the limits (nevo.roofline.report's
     docstring)."""
     from nevo.atari import evaluator
+    from nevo.atari import pool as pool_module
     from nevo.atari.game import AtariGame, atari_actions
     from nevo.config import EnvConfig, RunConfig
     from nevo.episodes import Episodes
@@ -106,41 +107,63 @@ def end_to_end(a, forward_roof: dict) -> dict:
     n_actions = atari_actions(a.game)
     spec = nets.net_spec(a.e2e_net, nets.OBS_SHAPE, n_actions)
     device = a.e2e_device
-    run_cfg = RunConfig(env_slots=a.slots)  # the rest as training sets them (one process a core)
+    # the rest as training sets them (one process a core)
+    run_cfg = RunConfig(env_slots=a.slots, pipeline=a.pipeline)
     slots, group, _, pipe = evaluator.layout(device, cores, a.population, run_cfg)
-    # The limits of the emulators stepped from this process: in the lockstep layout's slots where
-    # the emulator processes step their own (workers: one slot a process, which says nothing of
-    # the emulators' limit).
-    lim_slots, lim_group = (slots, group)
-    if not evaluator.PIPELINES[pipe].steps_here:
-        lim_slots, lim_group, _, _ = evaluator.layout(
-            device, cores, a.population, RunConfig(pipeline="lockstep")
+    spin_s = pool_module.SPIN_S if a.spin_us is None else a.spin_us / 1e6
+    saved_spin, pool_module.SPIN_S = pool_module.SPIN_S, spin_s  # every pool below, nevo's too
+    try:
+        # nevo's generation first, its line printed at once: a call cut short while the limits
+        # are measured keeps it
+        fresh, builder = population(spec, a.population, seed=a.population, dtype=half.dtype_of(a.weights))
+        weights = for_device(builder, device)
+        policy = make_policy(device, spec)  # (its rows: the pipeline counts them)
+        ev, _ = evaluator.AtariEvaluator.for_task(
+            AtariGame(env_cfg), run_cfg, policy, weights, device, a.population, False
         )
-    limit = emulator_limit(env_cfg, lim_slots, lim_group, min(cores, lim_group), a.limit_seconds, n_actions)
-    roof = emulator_roof(a.game, env_cfg.frameskip, a.frame_cap, cores, a.limit_seconds)
-    pool_rate = pool_limit(env_cfg, lim_slots, cores, a.limit_seconds)
-    reset_s, start_s = seeded_reset_s(a.game), restart_s(a.game)
+        timings = {"emulation": [0.0], "send": [0.0], "resets": [0.0], "weights": [0.0]}
+        timed_pool(ev.pool, timings)
+        weights.take = timed(weights.take, timings["weights"])
+        weights.start = timed(weights.start, timings["weights"])
+        try:
+            n = a.population
+            res = ev.run(fresh, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
+        finally:
+            ev.close()
+        frames, rows = res.total_frames, ev.played.rows
+        spin = f", the pool spinning {spin_s * 1e6:.0f} us before it sleeps" if spin_s else ""
+        print(f"\nend to end: {a.game}, net {a.e2e_net} ({a.weights}) on the {device.upper()}, "
+              f"population {n} (one episode each, cap {a.frame_cap:,} frames), {slots} emulators in "
+              f"groups of {group} ({pipe}) in {ev.processes} processes, {cores} cores{spin}")  # fmt: skip
+        print(f"  nevo: {frames:,} frames in {res.wall_s:.1f} s = {frames / res.wall_s:,.0f} frames/s; "
+              f"{rows:,} forward rows ({frames / max(rows, 1):.2f} frames each)", flush=True)  # fmt: skip
+        # The limits of the emulators stepped from this process: in the lockstep layout's slots
+        # where the emulator processes step their own (workers: one slot a process, which says
+        # nothing of the emulators' limit).
+        lim_slots, lim_group = (slots, group)
+        if not evaluator.PIPELINES[pipe].steps_here:
+            lim_slots, lim_group, _, _ = evaluator.layout(
+                device, cores, a.population, RunConfig(pipeline="lockstep")
+            )
+        limit = emulator_limit(
+            env_cfg, lim_slots, lim_group, min(cores, lim_group), a.limit_seconds, n_actions
+        )
+        roof = emulator_roof(a.game, env_cfg.frameskip, a.frame_cap, cores, a.limit_seconds)
+        pool_rate = pool_limit(env_cfg, lim_slots, cores, a.limit_seconds)
+        # the overlap pipeline's own limit: its units stepped first-ready, random actions
+        first_ready = (
+            pool_limit(env_cfg, slots, ev.processes, a.limit_seconds, -(-slots // group))
+            if pipe == "overlap"
+            else None
+        )
+        reset_s, start_s = seeded_reset_s(a.game), restart_s(a.game)
+    finally:
+        pool_module.SPIN_S = saved_spin
     per_core = limit / cores
     reset_frames = reset_s * per_core  # a seeded reset, in frames of one core's emulation
     start_frames = start_s * roof / cores  # an episode start in the pool, in frames of one core's roof
 
-    fresh, builder = population(spec, a.population, seed=a.population, dtype=half.dtype_of(a.weights))
-    weights = for_device(builder, device)
-    policy = make_policy(device, spec)  # (its rows: the pipeline counts them)
-    ev, _ = evaluator.AtariEvaluator.for_task(
-        AtariGame(env_cfg), run_cfg, policy, weights, device, a.population, False
-    )
-    timings = {"emulation": [0.0], "send": [0.0], "resets": [0.0], "weights": [0.0]}
-    timed_pool(ev.pool, timings)
-    weights.take = timed(weights.take, timings["weights"])
-    weights.start = timed(weights.start, timings["weights"])
-    try:
-        n = a.population
-        res = ev.run(fresh, Episodes(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) + 1000))
-    finally:
-        ev.close()
-    wall, frames = res.wall_s, res.total_frames
-    rows = ev.played.rows
+    wall = res.wall_s
     fpf = frames / max(rows, 1)  # game frames per forward row (frameskip, no-ops)
     split = {"forward": res.forward_s, **{k: v[0] for k, v in timings.items()}}
     if ev.played.emulation_s is not None:  # the mean emulator process's seconds emulating
@@ -161,17 +184,13 @@ def end_to_end(a, forward_roof: dict) -> dict:
         "frames_per_s": rate, "forward_rows": rows, "pipeline": pipe, "frames_per_forward": fpf,
         "split_s": split,
         "tail_s": res.tail_s, "emulator_limit": limit, "emulator_roof": roof, "pool_limit": pool_rate,
+        "pool_first_ready": first_ready, "spin_s": spin_s,
         "seeded_reset_s": reset_s, "seeded_reset_frames": reset_frames, "restart_s": start_s,
         "restart_frames": start_frames, "forward_bound_nevo": fwd_bound, "device": device,
         "forward_bound_roofline": roof_bound if cpu else None,  # (the CPU's roofline: on the CPU)
         "lockstep_bound_roofline": lockstep_bound if cpu else None,
         "in_turn_roof": in_turn_roof if cpu else None, "h100": {},
     }  # fmt: skip
-    print(f"\nend to end: {a.game}, net {a.e2e_net} ({a.weights}) on the {device.upper()}, population {n} "
-          f"(one episode each, cap {a.frame_cap:,} frames), {slots} emulators in groups of {group} "
-          f"({pipe}) in {ev.processes} processes, {cores} cores")  # fmt: skip
-    print(f"  nevo: {frames:,} frames in {wall:.1f} s = {rate:,.0f} frames/s; {rows:,} forward rows "
-          f"({fpf:.2f} frames each)")  # fmt: skip
     print(f"  emulator limit, ale-py's vector env (random actions, no inference): {limit:,.0f} frames/s "
           f"-> nevo at {rate / limit:.0%}")  # fmt: skip
     print(f"  emulator roof, bare emulators in {cores} processes (random actions, no inference, no IPC): "
@@ -179,6 +198,11 @@ def end_to_end(a, forward_roof: dict) -> dict:
     print(f"  emulator pool's limit, {lim_slots} slots in {min(cores, lim_slots)} processes (lockstep, "
           f"random actions, no inference): {pool_rate:,.0f} frames/s = {pool_rate / roof:.0%} of the roof "
           f"-> nevo at {rate / pool_rate:.0%}")  # fmt: skip
+    if first_ready is not None:
+        print(f"  its first-ready limit, {slots} slots in {ev.processes} processes ({-(-slots // group)} "
+              f"groups' units stepped as they come in, random actions, no inference): "
+              f"{first_ready:,.0f} frames/s = {first_ready / roof:.0%} of the roof -> nevo at "
+              f"{rate / first_ready:.0%}")  # fmt: skip
     shares = f"{rate / limit:.0%} of the vector env's limit, {rate / roof:.0%} of the emulator roof"
     if not cpu:  # the CPU's roofline says nothing of the GPU's forward
         print(f"  forward-bound: nevo's GPU forward alone (its upload included) {fwd_bound:,.0f} frames/s "

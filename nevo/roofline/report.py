@@ -74,7 +74,8 @@ adds "gpu f/s" (nevo's CUDA policy, a call with its upload, same rotation) again
 End to end (Frostbite, --e2e-net, one generation of --population fresh individuals, one episode
 each, --frame-cap game frames per episode at most; the --e2e-device evaluator's default layout,
 or --slots emulators: on the CPU "workers", each emulator process (one per core) playing whole
-episodes with its own forward; on a GPU "overlap"), its time split by timing the evaluator's
+episodes with its own forward; on a GPU "overlap"; --pipeline names another; --spin-us sets how
+long the pool polls before it sleeps), its time split by timing the evaluator's
 calls (nothing in nevo changes): forward (the policy; in "workers" the mean process's seconds in
 it), emulation (waiting for the pool's steps, the episode starts it makes as episodes end
 included; in "workers" the mean process's seconds stepping its emulator), send (handing the pool
@@ -88,6 +89,9 @@ overlaps them. Beside it, each with nevo's share of it:
                    process per core, nothing sent between processes (emulators.emulator_roof);
   pool's limit     nevo's emulator pool of those slots, every slot stepping random actions in
                    lockstep, no inference: the roof less the pool's IPC (emulators.pool_limit);
+  first-ready      in "overlap", the pool in the pipeline's own shape: its units stepped as they
+                   come in, random actions, no inference (what the pipeline could reach with a
+                   forward that took no time);
   forward-bound    frames / forward time (nevo's forward alone); the roofline's forwards/s x
                    frames per forward;
   in turn          on the CPU, where forward and emulation take the cores in turn, 1 / (1 / a +
@@ -135,6 +139,9 @@ def main(argv=None) -> dict:
     p.add_argument("--limit-seconds", type=float, default=5.0, help="end to end: emulator limit's time")
     p.add_argument("--e2e-device", default="cpu", choices=["cpu", "cuda"], help="end to end: the forward's")
     p.add_argument("--slots", type=int, default=0, help="end to end: emulators (0: the device's default)")
+    p.add_argument("--pipeline", default="auto", help="end to end: the evaluator's (auto: the device's)")
+    p.add_argument("--spin-us", type=float, default=None, help="end to end: the pool's polls before a sleep")
+    p.add_argument("--e2e-only", action="store_true", help="end to end alone, no forward table")
     p.add_argument("--json", default=None, help="write every figure to this file")
     p.add_argument("--weights", default="fp32", choices=list(half.FORMATS), help="the weight rows' format")
     a = p.parse_args(argv)
@@ -142,6 +149,12 @@ def main(argv=None) -> dict:
         nets.layers_of(name)  # ValueError naming the valid nets, before any measurement
     if min(a.rows) < 1 or a.seconds <= 0:
         p.error("--rows must be positive and --seconds above 0")
+    if a.pipeline not in ("auto", "overlap", "lockstep", "workers"):
+        p.error(f"--pipeline: got {a.pipeline!r}, allowed: auto, overlap, lockstep, workers")
+    if a.e2e_only and a.skip_end_to_end:
+        p.error("--e2e-only and --skip-end-to-end leave nothing to measure")
+    if a.spin_us is not None and a.spin_us < 0:
+        p.error("--spin-us must be 0 or more")
     if a.e2e_device == "cuda" and not a.skip_end_to_end:
         from nevo.nets.kernels import resolve_device
 
@@ -183,7 +196,8 @@ def main(argv=None) -> dict:
           f"{gpu.peak / 1e12:.1f} TFLOP/s (ridge {gpu.peak / gpu.bandwidth:.0f} FLOP/byte), measured; "
           f"its forward rates and roof beside the H100 model" if gpu else
           "no GPU here: the H100 columns are the model (module docstring)")  # fmt: skip
-    print(HEAD)
+    if not a.e2e_only:
+        print(HEAD)
 
     out = {
         "machine": {**facts, "cores": cores, "numba_threads": threads, "bandwidth_Bps": bandwidth,
@@ -200,16 +214,17 @@ def main(argv=None) -> dict:
         "weights": a.weights,
         "nets": [],
     }  # fmt: skip
-    for k, name in enumerate(a.nets):
+    for k, name in enumerate([] if a.e2e_only else a.nets):
         # speed: the host's other tenants move the bandwidth from minute to minute (41 to 74 GB/s
         # within an hour on the 2-core Zen 5 VM), so each net's roof takes a read just before it
         now = bandwidth if k == 0 else memory_bandwidth(a.bandwidth_mb * 2**20, a.passes)
         out["nets"].append(measure_net(name, a, now, peak, gpu))
-    print(
-        "(MFLOP, MB: per forward; kept: nonzero share of a dense layer's inputs; roof f/s: "
-        "min(bandwidth / MB, peak / MFLOP); in turn: the forward's layers each at its own roof, one "
-        "after another; SXM, PCIe: the same roofline for an H100's HBM and fp32 peak, rows-independent)"
-    )
+    if not a.e2e_only:
+        print(
+            "(MFLOP, MB: per forward; kept: nonzero share of a dense layer's inputs; roof f/s: "
+            "min(bandwidth / MB, peak / MFLOP); in turn: the forward's layers each at its own roof, one "
+            "after another; SXM, PCIe: the same roofline for an H100's HBM and fp32 peak, rows-independent)"
+        )
     if not a.skip_end_to_end:
         whole = {}
         for net in out["nets"]:
@@ -217,7 +232,9 @@ def main(argv=None) -> dict:
                 if r["layer"] == "forward":
                     whole[net["net"]] = r
         if a.e2e_net not in whole:  # the counts of the end-to-end net, from a quick pass
-            quick = argparse.Namespace(**{**vars(a), "rows": [min(a.rows)], "seconds": 0.05})
+            quick = argparse.Namespace(
+                **{**vars(a), "rows": [min(a.rows)], "seconds": 0.05, "max_gb": min(a.max_gb, 0.05)}
+            )
             net = measure_net(a.e2e_net, quick, bandwidth, peak, None)
             whole[a.e2e_net] = net["rows"][-1]
         out["end_to_end"] = end_to_end(a, whole)
