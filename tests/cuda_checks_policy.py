@@ -5,6 +5,8 @@ Run by tests/cuda_checks.py in a process of its own: the CUDA simulator must be 
 numba.cuda is first imported, and the rest of the test suite runs the real CPU backend.
 """
 
+import time
+
 import numpy as np
 
 from nevo.nets import init_scale, make_spec
@@ -73,6 +75,10 @@ def steps_in_flight_keep_their_own_actions(rng, full):
             assert "in flight" in str(e) and "\n" not in str(e), e
         else:
             raise AssertionError("a third step in flight: no error")
+        t0 = time.monotonic()
+        while not policy.done(b):  # done never waits, and says so once the GPU has finished
+            assert time.monotonic() - t0 < 10, "done() still False after 10 s"
+        assert policy.done(a)  # (the stream runs the steps in order)
         np.testing.assert_array_equal(policy.collect(a), want_a)
         np.testing.assert_array_equal(policy.collect(b), want_b)
         try:
@@ -96,8 +102,8 @@ def steps_in_flight_keep_their_own_actions(rng, full):
 
 
 def pipeline_with_steps_in_flight_plays_the_synchronous_episodes(rng, full):
-    """The overlap pipeline on a CudaPolicy (a group's step collected after the next group's is
-    submitted, reset groups' steps among them) plays exactly the episodes it plays when every
+    """The overlap pipeline on a CudaPolicy (a group's step collected once it is done or after the
+    next group's is submitted, reset groups' steps among them) plays exactly the episodes it plays when every
     call waits for its own actions: each row's frames get the same action, and the returns,
     lengths and frames are the same."""
     from nevo.config import EnvConfig
@@ -111,8 +117,9 @@ def pipeline_with_steps_in_flight_plays_the_synchronous_episodes(rng, full):
         def __init__(self, policy, submits):
             self.policy, self.seen = policy, []
             self.load, self.release = policy.load, policy.release
-            if submits:
+            if submits:  # (and the GPU's done: the pipeline sends a batch as soon as it is)
                 self.submit, self.collect = self._submit, self._collect
+                self.done = lambda step: policy.done(step[1])
 
         def keys(self, rows_ind, obs, take):
             frames = obs if take is None else obs[take]

@@ -95,6 +95,43 @@ def test_a_submitted_step_is_collected_after_the_next_group_is_staged(reference,
     np.testing.assert_array_equal(res.frames, [f for _, _, f in reference])
 
 
+class DonePolicy(SubmittingPolicy):
+    """The submitting stand-in with CudaPolicy's `done`: every step is done at once. It counts the
+    collects made while its step was the only one in flight."""
+
+    def __init__(self):
+        super().__init__()
+        self.asked = self.alone = self.collects = 0
+
+    def done(self, step):
+        self.asked += 1
+        return True
+
+    def collect(self, step):
+        self.collects += 1
+        self.alone += self.in_flight == 1
+        return super().collect(step)
+
+
+@pytest.mark.slow
+def test_a_submitted_step_that_is_done_is_sent_without_waiting_for_the_next_batch(reference):
+    """A policy that says its step is done (CudaPolicy.done: the GPU finished it) has its actions
+    collected and sent at once, not after the next batch is staged: most collects find their step
+    alone in flight (without `done`, only the last batch's can), and every episode's outcome is
+    its own."""
+    pol = DonePolicy()
+    ev = atari_evaluator(CFG, pol, RowsAreIndividuals(), slots=8, processes=2, group=2)
+    try:
+        res = ev.run(None, EPISODES)
+    finally:
+        ev.close()
+    assert pol.in_flight == 0 and pol.asked > 0
+    assert pol.alone > pol.collects / 2, (pol.alone, pol.collects)
+    np.testing.assert_array_equal(res.returns, [r for r, _, _ in reference])
+    np.testing.assert_array_equal(res.lengths, [n for _, n, _ in reference])
+    np.testing.assert_array_equal(res.frames, [f for _, _, f in reference])
+
+
 class StoppingPolicy(FakePolicy):
     """A stand-in that, at its 10th call, stops emulator process 1 (SIGSTOP) for `pause_s` (a
     thread sends SIGCONT) and records the slots of every call meanwhile."""

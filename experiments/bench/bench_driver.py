@@ -17,7 +17,7 @@ bench_forward's step (docs/lab/2026-11-26.md). The stand-in policy has that shap
 gathers the acting slots' frames on one thread (as CudaPolicy does), spends --python-ms holding the
 GIL (the launches' Python), then waits --wait-ms with the GIL free (the kernels and copies), and
 returns actions read from the frames; with `--calls submit` (CudaPolicy's way) the wait starts at
-submit and collect waits out the rest. Random play of Frostbite; every run plays the same episodes,
+submit, `done` says whether it is over and collect waits out the rest. Random play of Frostbite; every run plays the same episodes,
 so the frames are the same in each.
 
 Printed per run: frames/s, the share of the wall spent in policy calls, and a call's mean time
@@ -82,6 +82,10 @@ class SubmittingStandIn(StandInGpu):
 
     def submit(self, rows_ind, obs, take=None):
         return self._start(rows_ind, obs, take)
+
+    def done(self, step):
+        """Whether the GPU would be done with the step (collect would not wait)."""
+        return time.perf_counter() >= step[0]
 
     def collect(self, step):
         return self._finish(step)

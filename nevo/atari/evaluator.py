@@ -213,6 +213,7 @@ class Workers:
     pipeline as nevo.atari.stepped.Stepped describes one."""
 
     steps_here = False  # the emulator processes run the policy and step their emulators
+    first_ready = False  # (no units: each process plays whole episodes)
 
     @staticmethod
     def slots(population: int, device: str, cores: int, processes: int) -> int:

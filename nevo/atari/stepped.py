@@ -54,6 +54,7 @@ class Stepped:
     Per slot: the steps and return of its episode so far."""
 
     steps_here = True  # this process runs the policy and steps the pool (the roofline times both here)
+    first_ready = False  # its units step as they come in (the roofline measures the pool that way too)
 
     @staticmethod
     def slots(population: int, device: str, cores: int, processes: int) -> int:
@@ -133,6 +134,13 @@ class Stepped:
             book.forward(time.monotonic() - t0)
         return live, acting, step
 
+    def collectable(self, choice: tuple) -> bool:
+        """Whether a submitted choice's actions are in, so that act would not wait (a policy
+        without `done` says so only at act)."""
+        step = choice[2]
+        done = getattr(self.ev.policy, "done", None)
+        return step is None or (done is not None and done(step))
+
     def act(self, choice: tuple) -> np.ndarray:
         """Collect a choice's actions (a submitted step's) into the pool's actions: its live slots,
         ready to step."""
@@ -194,10 +202,17 @@ class Overlap(Stepped):
     chooses their actions in one forward and sends each unit's step: no batch waits on the slowest
     process, and the other units step while its forward runs.
 
-    With a policy that submits a step and collects its actions later (CudaPolicy), a batch's actions
-    are collected and sent after the next batch's step is submitted: the GPU runs one batch's
-    forward while this thread receives and stages the next. speed: a GPU generation's driving
-    thread spent most of its time in policy calls (docs/lab/2026-11-26.md)."""
+    With a policy that submits a step and collects its actions later (CudaPolicy), the GPU runs one
+    batch's forward while this thread receives and stages the next: a batch's actions are
+    collected and sent as soon as the policy says they are in (its `done`), or at the latest after
+    the next batch's step is submitted. speed: a GPU generation's driving thread spent most of its
+    time in policy calls (docs/lab/2026-11-26.md); and a batch held until the next one was staged
+    kept its units idle a batch's fill time longer, so that with two units a process a quarter of
+    the processes had none stepping (on 16 cores the generation ran at 74% of the pool's
+    first-ready limit, docs/lab/2026-12-04d.md; on the 2-core VM, with a stand-in policy, sending it
+    when done gave 1.06-1.08x)."""
+
+    first_ready = True
 
     @staticmethod
     def group(slots: int, asked: int) -> int:
@@ -248,6 +263,8 @@ class Overlap(Stepped):
                     us.append(ready.popleft())
                     n += playing(us[-1])
                 go(us)
+            elif held is not None and self.collectable(held[1]):
+                send_held()  # the GPU is done with it: its units step now, not after the next batch
             elif in_flight:
                 for ticket in pool.first_done(in_flight):
                     u, live = in_flight.pop(ticket)

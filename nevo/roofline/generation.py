@@ -153,7 +153,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
         # the overlap pipeline's own limit: its units stepped first-ready, random actions
         first_ready = (
             pool_limit(env_cfg, slots, ev.processes, a.limit_seconds, -(-slots // group))
-            if pipe == "overlap"
+            if evaluator.PIPELINES[pipe].first_ready
             else None
         )
         reset_s, start_s = seeded_reset_s(a.game), restart_s(a.game)

@@ -947,6 +947,12 @@ class CudaPolicy:
         self._turn = 1 - turn
         return ticket
 
+    def done(self, ticket) -> bool:
+        """Whether a submitted step's download is done (collect would not wait), without waiting.
+        (The simulator runs each step at once, and its events have no query.)"""
+        query = getattr(ticket.done, "query", None)
+        return not ticket.rows or query is None or bool(query())
+
     def collect(self, ticket):
         """The actions of a submitted step (waits for its download): as fetch_actions returns them."""
         if self._in_flight[ticket.turn] is not ticket:
