@@ -201,15 +201,16 @@ def test_the_generation_is_split_into_its_parts_on_the_slots_asked_for(tmp_path)
 @pytest.mark.slow  # ~20 s: small's kernels, six capped episodes, the limits
 def test_the_overlap_generation_prints_its_rate_before_the_limits_and_measures_its_own(capsys, monkeypatch):
     """--e2e-only: no forward table. --pipeline overlap on the CPU: the pool's first-ready limit is
-    measured beside the lockstep one, every pool spins as --spin-us says and nevo's default comes
-    back after. nevo's rate is printed before the limits are measured: a lease's call cut short
-    there keeps it."""
-    from nevo.atari import pool
+    measured beside the lockstep one, every pool spins as --spin-us says, the units are as
+    --units-per-process says, and nevo's defaults come back after. nevo's rate is printed before
+    the limits are measured: a lease's call cut short there keeps it."""
+    from nevo.atari import pool, stepped
 
     args = ["--e2e-only", "--rows", "2", "--seconds", "0.02", "--bandwidth-mb", "16", "--passes", "1",
             "--max-gb", "0.05", "--e2e-net", "small", "--population", "6", "--frame-cap", "100", "--slots",
-            "4", "--limit-seconds", "0.2", "--pipeline", "overlap", "--spin-us", "20"]  # fmt: skip
-    spins, default = [], pool.SPIN_S
+            "4", "--limit-seconds", "0.2", "--pipeline", "overlap", "--spin-us", "20", "--units-per-process",
+            "4"]  # fmt: skip
+    spins, default, units = [], pool.SPIN_S, stepped.UNITS_PER_PROCESS
 
     def cut(*_a, **_k):
         raise KeyboardInterrupt("the call's deadline")
@@ -220,7 +221,7 @@ def test_the_overlap_generation_prints_its_rate_before_the_limits_and_measures_i
     with pytest.raises(KeyboardInterrupt):
         report.main(args)
     assert "nevo: " in capsys.readouterr().out  # printed before the first limit
-    assert pool.SPIN_S == default  # nevo's default back after a cut too
+    assert pool.SPIN_S == default and stepped.UNITS_PER_PROCESS == units  # nevo's back after a cut too
     monkeypatch.undo()
 
     real_pool_limit = emulators.pool_limit
@@ -233,6 +234,7 @@ def test_the_overlap_generation_prints_its_rate_before_the_limits_and_measures_i
     out = report.main(args)
     e2e = out["end_to_end"]
     assert out["nets"] == [] and e2e["pipeline"] == "overlap" and e2e["spin_s"] == pytest.approx(20e-6)
+    assert e2e["units_per_process"] == 4 and stepped.UNITS_PER_PROCESS == units
     assert e2e["pool_limit"] > 0 and e2e["pool_first_ready"] > 0
     assert spins == [pytest.approx(20e-6)] * 2 and pool.SPIN_S == default
     printed = capsys.readouterr().out

@@ -95,6 +95,28 @@ def test_a_submitted_step_is_collected_after_the_next_group_is_staged(reference,
     np.testing.assert_array_equal(res.frames, [f for _, _, f in reference])
 
 
+def test_the_overlap_units_split_each_process_as_asked(monkeypatch):
+    """Two units a process by default (the 16-core GPU layout: 512 slots in 16 processes, groups of
+    128, units of 16), UNITS_PER_PROCESS others, a group smaller than a unit cutting it; every
+    unit within one process, and every slot in one unit."""
+    from nevo.atari import stepped
+    from nevo.atari.pool import EmulatorPool
+
+    class Layout:
+        slots, workers = 512, 16
+        units = EmulatorPool.units
+
+    def check(units, size):
+        assert all(len(u) == size for u in units)
+        assert sorted(np.concatenate(units).tolist()) == list(range(512))
+        assert all(len(set((u % 16).tolist())) == 1 for u in units)  # (slot s is in process s % 16)
+
+    check(stepped.overlap_units(Layout(), 128), 16)
+    monkeypatch.setattr(stepped, "UNITS_PER_PROCESS", 4)
+    check(stepped.overlap_units(Layout(), 128), 8)
+    check(stepped.overlap_units(Layout(), 4), 4)
+
+
 class DonePolicy(SubmittingPolicy):
     """The submitting stand-in with CudaPolicy's `done`: every step is done at once. It counts the
     collects made while its step was the only one in flight."""

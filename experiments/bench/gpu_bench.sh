@@ -15,7 +15,8 @@
 #                                                   # a failure does not stop the rest, the most needed first:
 #                                                   # a GPU generation on the emulator pool against the 16
 #                                                   # cores' emulator roof and the pool's limits, then on 256
-#                                                   # and 1,000 slots and with the pool spinning, the pool's
+#                                                   # and 1,000 slots, with 4 units a process and with the
+#                                                   # pool spinning, the pool's
 #                                                   # sizes, the 16 cores alone (workers); each step's log
 #                                                   # in $OUT/lease_logs.tgz, the exit codes last
 #   bash experiments/bench/gpu_bench.sh lease2     # the lease's second call (~4 minutes): the CUDA checks the
@@ -122,24 +123,27 @@ print(f'GPU streaming read {r.gpu_bandwidth(2**31, 5) / 1e12:.2f} TB/s, fp32 FMA
   fi
   try smoke 60 python3 -c "$DETECT; $TINY_KERNEL"
   # First, a GPU generation on the emulator pool's 16 cores: a population-1,000 generation of
-  # large on Frostbite in the default layout (512 slots, 4 groups of 128, overlap), beside the 16
-  # cores' emulator roof and the pool's own limits, lockstep and first-ready. Asked: >= 85% of
-  # the roof and >= 85K frames/s. The lease of 2026-12-04: 65,653 frames/s, 70% of the roof
+  # large on Frostbite in the default layout (512 slots, 4 groups of 128, overlap, a batch sent as
+  # soon as the GPU is done with it), beside the 16 cores' emulator roof and the pool's own
+  # limits, lockstep and first-ready. Asked: >= 85% of the roof and >= 85K frames/s. The lease of 2026-12-04: 65,653 frames/s, 70% of the roof
   # 93,166, 88% of the pool's lockstep limit; its sweep had the first-ready pool at 89% of the
   # roof on 512 slots and 97% on 256, and a stand-in policy 1.08x faster with the pool spinning.
   # shellcheck disable=SC2086
   try e2e 170 $E2E --slots 512
   # The same generation on 256 slots (16 a process, groups of 64: the pool nearer its roof, the
-  # forward on fewer rows a call), then on 512 with the pool spinning 50 us before it sleeps
+  # forward on fewer rows a call); on 512 with 4 units a process (a process idles only when all
+  # four wait for their batch, against both of two); on 512 with the pool spinning 50 us
   # shellcheck disable=SC2086
-  try e2e_256 110 $E2E --slots 256
+  try e2e_256 100 $E2E --slots 256
   # shellcheck disable=SC2086
-  try e2e_spin 110 $E2E --slots 512 --spin-us 50
+  try e2e_units4 100 $E2E --slots 512 --units-per-process 4
+  # shellcheck disable=SC2086
+  try e2e_spin 100 $E2E --slots 512 --spin-us 50
   # Every individual in a slot at once (1,000 slots, 4 groups of 250): one wave of episodes, more
   # rows a forward (sessions 26 and 55: cut, with the whole forward table before it, before it
   # printed its line)
   # shellcheck disable=SC2086
-  try e2e_1000 110 $E2E --slots 1000
+  try e2e_1000 100 $E2E --slots 1000
   # The pool's sizes, its lockstep and first-ready units, in 16 and 15 processes (CPU only;
   # 2026-12-04: first-ready 97% of the roof on 256 slots, 89% on 512, lockstep 71-75%)
   try pool_sweep 150 python3 -m experiments.bench.bench_pipeline --pool-sweep --limit-seconds 2

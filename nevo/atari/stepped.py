@@ -5,8 +5,8 @@ pool's processes step the slots (nevo.atari.pool).
 "lockstep" runs one forward over every live slot, then every live slot steps. "overlap" (the GPU's)
 splits the slots into units, each within one emulator process (`overlap_units`), and runs the
 policy on whichever units' steps are in first, a group's worth at a time, while the others step
-(EnvPool's asynchronous mode); a GPU policy's step is submitted, and its actions collected after
-the next batch has been submitted.
+(EnvPool's asynchronous mode); a GPU policy's step is submitted, and its actions collected once
+the GPU is done with it, or after the next batch has been submitted.
 """
 
 from __future__ import annotations
@@ -35,11 +35,18 @@ class Played:
     slowest_rate: float = float("inf")
 
 
+# The overlap pipeline's units a process: while some wait for their batch's forward, a process
+# steps its others. speed: two on the H200 box left a process idle when both waited (2026-12-04:
+# its generation at 74% of the pool's first-ready limit); `nevo roofline --units-per-process`
+# measures other counts.
+UNITS_PER_PROCESS = 2
+
+
 def overlap_units(pool: EmulatorPool, group: int) -> list[np.ndarray]:
-    """The overlap pipeline's units of the pool's slots (EmulatorPool.units): two a process, or more
-    where a group is smaller than half a process's slots."""
+    """The overlap pipeline's units of the pool's slots (EmulatorPool.units): UNITS_PER_PROCESS a
+    process, or more where a group is smaller than that share of a process's slots."""
     per_process = -(-pool.slots // pool.workers)
-    return pool.units(min(group, -(-per_process // 2)))
+    return pool.units(min(group, -(-per_process // UNITS_PER_PROCESS)))
 
 
 class Stepped:

@@ -93,7 +93,7 @@ def timed_pool(pool, split: dict) -> None:
 def end_to_end(a, forward_roof: dict) -> dict:
     """One Frostbite generation of a.e2e_net, its time split, beside the limits (nevo.roofline.report's
     docstring)."""
-    from nevo.atari import evaluator
+    from nevo.atari import evaluator, stepped
     from nevo.atari import pool as pool_module
     from nevo.atari.game import AtariGame, atari_actions
     from nevo.config import EnvConfig, RunConfig
@@ -111,7 +111,10 @@ def end_to_end(a, forward_roof: dict) -> dict:
     run_cfg = RunConfig(env_slots=a.slots, pipeline=a.pipeline)
     slots, group, _, pipe = evaluator.layout(device, cores, a.population, run_cfg)
     spin_s = pool_module.SPIN_S if a.spin_us is None else a.spin_us / 1e6
-    saved_spin, pool_module.SPIN_S = pool_module.SPIN_S, spin_s  # every pool below, nevo's too
+    units = a.units_per_process or stepped.UNITS_PER_PROCESS
+    # every pool below, nevo's too (and the overlap pipeline's units, its first-ready limit's)
+    saved = pool_module.SPIN_S, stepped.UNITS_PER_PROCESS
+    pool_module.SPIN_S, stepped.UNITS_PER_PROCESS = spin_s, units
     try:
         # nevo's generation first, its line printed at once: a call cut short while the limits
         # are measured keeps it
@@ -132,6 +135,8 @@ def end_to_end(a, forward_roof: dict) -> dict:
             ev.close()
         frames, rows = res.total_frames, ev.played.rows
         spin = f", the pool spinning {spin_s * 1e6:.0f} us before it sleeps" if spin_s else ""
+        if evaluator.PIPELINES[pipe].first_ready:
+            spin += f", {units} units a process"
         print(f"\nend to end: {a.game}, net {a.e2e_net} ({a.weights}) on the {device.upper()}, "
               f"population {n} (one episode each, cap {a.frame_cap:,} frames), {slots} emulators in "
               f"groups of {group} ({pipe}) in {ev.processes} processes, {cores} cores{spin}")  # fmt: skip
@@ -158,7 +163,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
         )
         reset_s, start_s = seeded_reset_s(a.game), restart_s(a.game)
     finally:
-        pool_module.SPIN_S = saved_spin
+        pool_module.SPIN_S, stepped.UNITS_PER_PROCESS = saved
     per_core = limit / cores
     reset_frames = reset_s * per_core  # a seeded reset, in frames of one core's emulation
     start_frames = start_s * roof / cores  # an episode start in the pool, in frames of one core's roof
@@ -184,7 +189,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
         "frames_per_s": rate, "forward_rows": rows, "pipeline": pipe, "frames_per_forward": fpf,
         "split_s": split,
         "tail_s": res.tail_s, "emulator_limit": limit, "emulator_roof": roof, "pool_limit": pool_rate,
-        "pool_first_ready": first_ready, "spin_s": spin_s,
+        "pool_first_ready": first_ready, "spin_s": spin_s, "units_per_process": units,
         "seeded_reset_s": reset_s, "seeded_reset_frames": reset_frames, "restart_s": start_s,
         "restart_frames": start_frames, "forward_bound_nevo": fwd_bound, "device": device,
         "forward_bound_roofline": roof_bound if cpu else None,  # (the CPU's roofline: on the CPU)

@@ -75,7 +75,8 @@ End to end (Frostbite, --e2e-net, one generation of --population fresh individua
 each, --frame-cap game frames per episode at most; the --e2e-device evaluator's default layout,
 or --slots emulators: on the CPU "workers", each emulator process (one per core) playing whole
 episodes with its own forward; on a GPU "overlap"; --pipeline names another; --spin-us sets how
-long the pool polls before it sleeps), its time split by timing the evaluator's
+long the pool polls before it sleeps, --units-per-process the overlap pipeline's units), its
+time split by timing the evaluator's
 calls (nothing in nevo changes): forward (the policy; in "workers" the mean process's seconds in
 it), emulation (waiting for the pool's steps, the episode starts it makes as episodes end
 included; in "workers" the mean process's seconds stepping its emulator), send (handing the pool
@@ -141,6 +142,7 @@ def main(argv=None) -> dict:
     p.add_argument("--slots", type=int, default=0, help="end to end: emulators (0: the device's default)")
     p.add_argument("--pipeline", default="auto", help="end to end: the evaluator's (auto: the device's)")
     p.add_argument("--spin-us", type=float, default=None, help="end to end: the pool's polls before a sleep")
+    p.add_argument("--units-per-process", type=int, default=0, help="end to end: overlap units a process")
     p.add_argument("--e2e-only", action="store_true", help="end to end alone, no forward table")
     p.add_argument("--json", default=None, help="write every figure to this file")
     p.add_argument("--weights", default="fp32", choices=list(half.FORMATS), help="the weight rows' format")
@@ -155,6 +157,8 @@ def main(argv=None) -> dict:
         p.error("--e2e-only and --skip-end-to-end leave nothing to measure")
     if a.spin_us is not None and a.spin_us < 0:
         p.error("--spin-us must be 0 or more")
+    if a.units_per_process < 0:
+        p.error("--units-per-process must be 0 (nevo's) or more")
     if a.e2e_device == "cuda" and not a.skip_end_to_end:
         from nevo.nets.kernels import resolve_device
 
