@@ -5,7 +5,7 @@ later, in turn in one process.
 
     python -m experiments.bench.bench_driver                            # 2 cores: 32 slots in 4 groups
     python -m experiments.bench.bench_driver --python-ms 1 --wait-ms 1 --rounds 2
-    python -m experiments.bench.bench_driver --nice 10 --calls sync submit  # collected after the next
+    python -m experiments.bench.bench_driver --nice 10 --calls sync submit  # collected once done
     python -m experiments.bench.bench_driver --slots 256 --groups 4 --population 1000  # a 16-core GPU box
     python -m experiments.bench.bench_driver --nice 10 --spin-us 0 50 200  # the pool's spin before sleeping
 
@@ -17,8 +17,8 @@ bench_forward's step (docs/lab/2026-11-26.md). The stand-in policy has that shap
 gathers the acting slots' frames on one thread (as CudaPolicy does), spends --python-ms holding the
 GIL (the launches' Python), then waits --wait-ms with the GIL free (the kernels and copies), and
 returns actions read from the frames; with `--calls submit` (CudaPolicy's way) the wait starts at
-submit, `done` says whether it is over and collect waits out the rest. Random play of Frostbite; every run plays the same episodes,
-so the frames are the same in each.
+submit, `done` says whether it is over and collect waits out the rest. Random play of Frostbite;
+every run plays the same episodes, so the frames are the same in each.
 
 Printed per run: frames/s, the share of the wall spent in policy calls, and a call's mean time
 as the driving thread saw it; then each priority's mean frames/s and their ratio.
@@ -142,8 +142,8 @@ def main(argv=None) -> int:
                    help="how much nicer the emulator processes run, each in turn "
                         f"(default: 0 {evaluator.EMULATOR_NICE})")  # fmt: skip
     p.add_argument("--calls", nargs="+", choices=["submit", "sync"], default=["submit"],
-                   help="submit: a step's actions collected after the next group is staged (as "
-                        "CudaPolicy's are); sync: each call waits for its own; each in turn "
+                   help="submit: a step's actions collected once done or after the next group is staged "
+                        "(as CudaPolicy's are); sync: each call waits for its own; each in turn "
                         "(default: submit)")  # fmt: skip
     p.add_argument("--spin-us", type=float, nargs="+", default=[0.0],
                    help="how long the emulator processes and the driver poll their pipes before they "
