@@ -107,7 +107,7 @@ if [[ $part == lease || $part == lease2 ]]; then
     continuous_actions_match_reference evaluator_builds_its_rows_on_the_device float32_vectors_match_reference
     policy_reuses_buffers load_reuses_weight_memory rows_do_not_interact zero_rows_and_ties
     module_forward_has_reference_signature resolve_device_picks_cpu_under_the_simulator memory_error_is_clear"
-  E2E="python3 -m experiments.roofline --e2e-only --nets large --rows 1000 --max-gb 1 --weights fp16
+  E2E="python3 -m experiments.roofline --e2e-only --nets large --rows 64 --max-gb 1 --weights fp16
     --e2e-device cuda --population 1000 --limit-seconds 2"
   if [[ $part == lease2 ]]; then
     # The second call of a lease, on the warm machine (~4 minutes): the CUDA checks the first call
