@@ -78,9 +78,9 @@ if [[ $part == lease || $part == lease2 ]]; then
   # seconds since its step began (where a step's time goes). The logs are packed into
   # $out/lease_logs.tgz at the end: the device tool brings back 8 files at most.
   codes=()
-  deadline=$((SECONDS + ${LEASE_SECONDS:-540}))
-  mkdir -p "$out/steps"
-  stamp() { local t0=$SECONDS line; while IFS= read -r line; do printf '%4d s  %s\n' $((SECONDS - t0)) "$line"; done; }
+  deadline=${LEASE_SECONDS:-540}  # (bash's SECONDS count from the script's start: the wheels' install too)
+  rm -rf "$out/steps" && mkdir -p "$out/steps"  # (no stale logs of an earlier call in the archive)
+  stamp() { local t0=$SECONDS line; while IFS= read -r line || [[ -n $line ]]; do printf '%4d s  %s\n' $((SECONDS - t0)) "$line"; done; }
   try() {  # try NAME LIMIT COMMAND...
     local name=$1 cut=$2; shift 2
     local left=$((deadline - SECONDS))
