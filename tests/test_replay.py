@@ -58,7 +58,8 @@ def test_replay_tests_the_best_elite_unless_asked_for_the_last(tiny_runs, tmp_pa
 @pytest.mark.slow
 def test_replay_of_a_generation_tests_that_generations_elite_into_its_own_file(tiny_runs, tmp_path, capsys):
     """--elite G plays the elite of generation G (its line of elites.jsonl) into test.gG.json and
-    leaves test.json alone: the last generation's gives the scores of --elite last; a line
+    leaves test.json alone: the last generation's gives the scores of --elite last; several
+    (--elite G,G) give each the scores of its own call, and refuse --gif; a line
     changed to another seed list plays that list; a generation the run does not keep, or a
     folder without elites.jsonl, is one line naming what it keeps."""
     run = shutil.copytree(tiny_runs[0], tmp_path / "run")
@@ -71,6 +72,20 @@ def test_replay_of_a_generation_tests_that_generations_elite_into_its_own_file(t
     assert json.load(open(run / "test.json")) == of_last  # untouched
     assert (of_g["elite_file"], of_g["elite_generation"]) == ("elites.jsonl", last)
     assert of_g["returns"] == of_last["returns"] and of_g["lengths"] == of_last["lengths"]
+    # several generations, one after another on one evaluator: each the scores of its own call
+    assert replay.main([*args, "--elite", "0"]) == 0
+    of_0 = json.load(open(run / "test.g0.json"))
+    os.remove(run / "test.g0.json"), os.remove(run / f"test.g{last}.json")
+    capsys.readouterr()
+    assert replay.main([*args, "--elite", f"0,{last},0"]) == 0
+    assert capsys.readouterr().out.count("wrote ") == 2  # (a generation named twice is tested once)
+    for name, alone in (("test.g0.json", of_0), (f"test.g{last}.json", of_g)):
+        both = json.load(open(run / name))
+        assert (both["returns"], both["lengths"], both["elite_generation"]) == (
+            alone["returns"], alone["lengths"], alone["elite_generation"])  # fmt: skip
+    assert replay.main([*args, "--elite", f"0,{last}", "--gif", str(tmp_path / "x.gif")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --gif: records one elite; --elite names 2"]
     lines = (run / "elites.jsonl").read_text().splitlines()
     changed = {**json.loads(lines[0]), "seeds": [12345]}
     (run / "elites.jsonl").write_text("\n".join([json.dumps(changed), *lines[1:]]) + "\n")
@@ -80,10 +95,12 @@ def test_replay_of_a_generation_tests_that_generations_elite_into_its_own_file(t
     assert replay.main([*args, "--elite", "99"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no elite of generation 99" in err[0] and f"keeps 0-{last}" in err[0]
-    for bad in ("-1", "1.5", "１２", "first"):
+    for bad in ("-1", "1.5", "１２", "first", "1,", ",1", "1,,2", "best,1"):
         assert replay.main([*args, "--elite", bad]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert err == [f"error: --elite: got {bad}, allowed: best, last or a generation (>= 0)"]
+        assert err == [
+            f"error: --elite: got {bad}, allowed: best, last, a generation (>= 0) or several (10,20,30)"
+        ]
     os.remove(run / "elites.jsonl")
     assert replay.main([*args, "--elite", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -4,6 +4,7 @@
     nevo replay RUN_DIR --episodes 10 --gif elite.gif --still elite.png
     nevo replay RUN_DIR --elite last          # the last generation's elite instead
     nevo replay RUN_DIR --elite 12            # generation 12's elite: test.g12.json
+    nevo replay RUN_DIR --elite 10,20,30 --episodes 30   # three generations' elites, one after another
     nevo replay RUN_DIR --sticky 0.25         # under sticky actions: test_sticky0.25.json
 
 (`python -m experiments.replay` in a checkout is the same.)
@@ -22,7 +23,8 @@ test (a long game's 200 episodes at the cap can take hours) goes on from there w
 
 With --elite G, generation G's elite is tested instead (its line of elites.jsonl, which a run
 whose elites are seed lists keeps since 2026-12-04), into test.gG.json: the points of a held-out
-test curve, which the table does not read.
+test curve, which the table does not read. Several generations (--elite 10,20,30) are tested one
+after another on one evaluator, each into its own file.
 
 With --sticky 0.25 the same elite is tested under sticky actions (Machado et al. 2018: each raw
 frame repeats the previous frame's action with that probability), the modern protocol, which an
@@ -67,10 +69,10 @@ def parse(argv):
     p.add_argument(
         "--elite",
         default="best",
-        metavar="{best,last,G}",
+        metavar="{best,last,G[,G...]}",
         help="best: the best elite of the run (best.json, where the run has one); last: the last "
         "generation's (elite.json); G, a generation: that generation's elite (elites.jsonl, which "
-        "a run whose elites are seed lists keeps) (default: best)",
+        "a run whose elites are seed lists keeps); G,G,...: several, one after another (default: best)",
     )
     p.add_argument("--episodes", type=int, default=200, help="test episodes (default: 200, as the paper)")
     p.add_argument(
@@ -98,11 +100,15 @@ def parse(argv):
             raise config.ConfigError(f"--{name.replace('_', '-')}: got {getattr(args, name)}, allowed: >= 1")
     if args.seed < 0:
         raise config.ConfigError(f"--seed: got {args.seed}, allowed: an integer >= 0")
-    if args.elite not in ("best", "last"):  # a generation
-        if not re.fullmatch("[0-9]+", args.elite):
-            raise config.ConfigError(f"--elite: got {args.elite}, allowed: best, last or a generation (>= 0)")
-        args.elite = int(args.elite)
-    args.generation = args.elite if isinstance(args.elite, int) else None  # its test's own file
+    args.elites = [args.elite]  # what to test, in turn: "best", "last" or generations
+    if args.elite not in ("best", "last"):
+        if not re.fullmatch("[0-9]+(,[0-9]+)*", args.elite):
+            raise config.ConfigError(
+                f"--elite: got {args.elite}, allowed: best, last, a generation (>= 0) or several (10,20,30)"
+            )
+        args.elites = list(dict.fromkeys(int(g) for g in args.elite.split(",")))  # (each once)
+    if args.gif and len(args.elites) > 1:
+        raise config.ConfigError(f"--gif: records one elite; --elite names {len(args.elites)}")
     if not 0.0 <= args.sticky < 1.0:
         raise config.ConfigError(f"--sticky: got {args.sticky}, allowed: a probability in [0, 1)")
     return args
@@ -290,12 +296,14 @@ def make_gif(args, task, policy, weights, episode_seed: int) -> tuple[float, int
 
 
 def main(argv=None) -> int:
-    # ---- settings and the elite ----------------------------------------------------------
+    # ---- settings and the elites ---------------------------------------------------------
     try:
         args = parse(argv)
         if args.gif:  # MuJoCo renders offscreen without a display (read when its renderer is made)
             os.environ.setdefault("MUJOCO_GL", "egl")
-        cfg, elite, spec, weights = elite_files.load(args.run_dir, args.elite)
+        # every elite loaded first: a generation the run does not keep is one line before any test
+        loaded = [elite_files.load(args.run_dir, which) for which in args.elites]
+        cfg, _, spec, _ = loaded[0]
         cfg = replace(cfg, env=replace(cfg.env, frame_cap=args.frame_cap, sticky=args.sticky))
         task = tasks.task_for(cfg.env)
         tasks.check_sticky(task, cfg.env)
@@ -308,23 +316,55 @@ def main(argv=None) -> int:
         policy = make_policy(device, spec)
         # The elite's weights as they are; the builder folds virtual batch norm in, as in training.
         builder = setup.weight_builder(cfg, task, spec, args.run_dir, None)
-        elite_only = Population.of_weights(weights[None])
     except (config.ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     run_cfg = replace(cfg.run, env_slots=args.env_slots, threads=args.threads, processes=args.processes)
+    supervised = isinstance(task, tasks.Supervised)
+    n = 1 if supervised else args.episodes
+    evaluator, _ = evaluator_for(task, run_cfg, policy, builder, device, n)
+    try:
+        for which, (_, elite, _, weights) in zip(args.elites, loaded):
+            generation = which if isinstance(which, int) else None  # its test's own file
+            elite_only = Population.of_weights(weights[None])
+            what = "theta" if "theta" in elite else f"{len(elite['seeds'])} seeds"
+            print(f"replay {task.name} | {elite['file']}: elite of generation {elite['generation']} ({what}, "
+                  f"validation mean {elite['validation_mean']:.1f}) | {args.episodes} episodes, "
+                  f"cap {args.frame_cap:,} frames, seed {args.seed} (held out)"
+                  f"{f', sticky actions {args.sticky:g}' if args.sticky else ''}")  # fmt: skip
+            if supervised:  # a labelled data set: the elite on the whole test set
+                rc, test = test_accuracy(args, task, evaluator, elite_only, elite, generation), None
+            else:
+                rc, test = test_episodes(args, task, evaluator, elite_only, elite, generation)
+            if rc:
+                return rc
+    finally:
+        evaluator.close()
+
+    # ---- the recording (one elite: parse refuses --gif with several) ----------------------
+    if args.gif:
+        builder.use(elite_only)  # the weights the policy plays with (virtual batch norm folded in)
+        played = builder.build([0], np.empty((1, spec.n_params), np.float32))[0]
+        seed = int(held_out_seeds(args.seed, args.episodes)[0])  # the test's episode 0
+        try:
+            ret, steps, ended = make_gif(args, task, policy, played, seed)
+        except config.ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        first_return, first_length = test["returns"][0], test["lengths"][0]
+        same = "" if not ended else f" (test episode 0: {first_return:.0f})"
+        print(f"recorded episode: return {ret:.0f} in {steps} agent steps{'' if ended else ', cut'}{same}")
+        if ended and (ret != first_return or steps != first_length):
+            print("error: the recorded episode differs from test episode 0", file=sys.stderr)
+            return 1
+    return 0
+
+
+def test_episodes(args, task, evaluator, elite_only, elite, generation) -> tuple[int, dict | None]:
+    """The elite's test episodes on held-out seeds, into RUN_DIR/test.json (or its like: test_file):
+    (0, the test's returns and lengths), or (the exit code of a stop, None)."""
     seeds = held_out_seeds(args.seed, args.episodes)
     env = task.name
-    what = "theta" if "theta" in elite else f"{len(elite['seeds'])} seeds"
-    print(f"replay {env} | {elite['file']}: elite of generation {elite['generation']} ({what}, "
-          f"validation mean {elite['validation_mean']:.1f}) | {args.episodes} episodes, "
-          f"cap {args.frame_cap:,} frames, seed {args.seed} (held out)"
-          f"{f', sticky actions {args.sticky:g}' if args.sticky else ''}")  # fmt: skip
-
-    if isinstance(task, tasks.Supervised):  # a labelled data set: the elite on the whole test set
-        return test_accuracy(args, task, run_cfg, policy, builder, device, elite_only, elite)
-
-    # ---- the test episodes ---------------------------------------------------------------
     # Played in parts of PART episodes, each part's scores kept in test.partial.json as it ends:
     # a stopped test (a long game's 200 episodes at the 400,000-frame cap can take hours) goes on
     # from there when run again. An episode's score depends only on the elite and its seed, so
@@ -332,15 +372,14 @@ def main(argv=None) -> int:
     which = {"episodes": args.episodes, "frame_cap": args.frame_cap, "seed": args.seed, "seeds": HELD_OUT,
              "sticky": args.sticky, "elite_file": elite["file"], "elite_generation": elite["generation"],
              "elite_genome_len": len(elite.get("seeds", [])), "game": env}  # fmt: skip
-    out_name = test_file(args.sticky, args.generation)
-    partial_name = partial_file(args.sticky, args.generation)
+    out_name = test_file(args.sticky, generation)
+    partial_name = partial_file(args.sticky, generation)
     done = {"returns": [], "lengths": [], "frames": [], "wall_s": 0.0}
     partial = None if args.no_save else _partial(args.run_dir, which, partial_name)
     if partial is not None:
         done = {k: partial[k] for k in done}
         print(f"resumed at episode {len(done['returns'])} of {args.episodes} ({partial_name})")
     t0, status = time.monotonic(), Status(args.episodes)
-    evaluator, _ = evaluator_for(task, run_cfg, policy, builder, device, args.episodes)
     try:
         for a in range(len(done["returns"]), args.episodes, PART):
             part = seeds[a : a + PART]
@@ -356,9 +395,7 @@ def main(argv=None) -> int:
         kept = len(done["returns"])
         print(f"interrupted; {partial_name} keeps {kept} of {args.episodes} episodes: run it again to go on"
               if kept and not args.no_save else "interrupted; nothing written")  # fmt: skip
-        return 128 + stop.signum_of(e)
-    finally:
-        evaluator.close()
+        return 128 + stop.signum_of(e), None
     status.clear()
     wall = done["wall_s"]
     r, lengths, frames = (np.asarray(done[k]) for k in ("returns", "lengths", "frames"))
@@ -375,40 +412,19 @@ def main(argv=None) -> int:
         if os.path.exists(os.path.join(args.run_dir, partial_name)):
             os.remove(os.path.join(args.run_dir, partial_name))
         print(f"wrote {os.path.join(args.run_dir, out_name)}")
-
-    # ---- the recording -------------------------------------------------------------------
-    if args.gif:
-        builder.use(elite_only)  # the weights the policy plays with (virtual batch norm folded in)
-        played = builder.build([0], np.empty((1, spec.n_params), np.float32))[0]
-        try:
-            ret, steps, ended = make_gif(args, task, policy, played, int(seeds[0]))
-        except config.ConfigError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        same = "" if not ended else f" (test episode 0: {r[0]:.0f})"
-        print(f"recorded episode: return {ret:.0f} in {steps} agent steps{'' if ended else ', cut'}{same}")
-        if ended and (ret != r[0] or steps != lengths[0]):
-            print("error: the recorded episode differs from test episode 0", file=sys.stderr)
-            return 1
-    return 0
+    return 0, {"returns": r.tolist(), "lengths": lengths.tolist()}
 
 
-def test_accuracy(args, task, run_cfg, policy, builder, device, elite_only, elite) -> int:
+def test_accuracy(args, task, evaluator, elite_only, elite, generation) -> int:
     """A supervised run's elite on its data set's whole test set: accuracy and minus the mean
     cross-entropy, into RUN_DIR/test.json (test.gG.json for --elite G)."""
     t0 = time.monotonic()
-    evaluator, _ = evaluator_for(task, run_cfg, policy, builder, device, 1)
-    try:
-        res = evaluator.run(
-            elite_only, Episodes(np.zeros(1, np.int64), np.zeros(1, np.int64), validation=True)
-        )
-    finally:
-        evaluator.close()
+    res = evaluator.run(elite_only, Episodes(np.zeros(1, np.int64), np.zeros(1, np.int64), validation=True))
     wall = time.monotonic() - t0
     accuracy, score = float(res.accuracy[0]), float(res.returns[0])
     print(f"test: accuracy {accuracy:.4f}, minus the mean cross-entropy {score:.4f}, over "
           f"{res.lengths[0]:,} test examples in {wall:.1f} s")  # fmt: skip
-    name = test_file(0.0, args.generation)
+    name = test_file(0.0, generation)
     if not args.no_save:
         runs.write_json(args.run_dir, name, {
             "examples": int(res.lengths[0]), "accuracy": accuracy, "mean": score,
