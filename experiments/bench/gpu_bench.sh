@@ -102,18 +102,17 @@ if [[ $part == lease || $part == lease2 ]]; then
     tar czf "$out/lease_logs.tgz" -C "$out" steps && rm -rf "$out/steps"
   }
   # the 14 CUDA checks that the lease of 2026-12-04 had no time for (its first six passed)
-  LATE_CHECKS="conv_pixels_per_thread_give_the_same_outputs gathered_rows_match_given_rows
+  LATE_CHECKS=(conv_pixels_per_thread_give_the_same_outputs gathered_rows_match_given_rows
     steps_in_flight_keep_their_own_actions pipeline_with_steps_in_flight_plays_the_synchronous_episodes
     continuous_actions_match_reference evaluator_builds_its_rows_on_the_device float32_vectors_match_reference
     policy_reuses_buffers load_reuses_weight_memory rows_do_not_interact zero_rows_and_ties
-    module_forward_has_reference_signature resolve_device_picks_cpu_under_the_simulator memory_error_is_clear"
-  E2E="python3 -m experiments.roofline --e2e-only --nets large --rows 64 --max-gb 1 --weights fp16
-    --e2e-device cuda --population 1000 --limit-seconds 2"
+    module_forward_has_reference_signature resolve_device_picks_cpu_under_the_simulator memory_error_is_clear)
+  E2E=(python3 -m experiments.roofline --e2e-only --nets large --rows 64 --max-gb 1 --weights fp16
+    --e2e-device cuda --population 1000 --limit-seconds 2)
   if [[ $part == lease2 ]]; then
     # The second call of a lease, on the warm machine (~4 minutes): the CUDA checks the first call
     # leaves out, the conv kernels' output pixels a thread, then the GPU's own roof
-    # shellcheck disable=SC2086
-    try cuda_checks 120 python3 -m tests.cuda_checks --only $LATE_CHECKS
+    try cuda_checks 120 python3 -m tests.cuda_checks --only "${LATE_CHECKS[@]}"
     try conv_px 70 python3 -m experiments.bench.bench_forward --device cuda --seconds 0.3 --rows 1000 \
       --weights fp16 --conv-px 4 8 --no-torch
     try gpu_roof 40 python3 -c "from nevo.roofline import gpu as r
@@ -128,22 +127,17 @@ print(f'GPU streaming read {r.gpu_bandwidth(2**31, 5) / 1e12:.2f} TB/s, fp32 FMA
   # limits, lockstep and first-ready. Asked: >= 85% of the roof and >= 85K frames/s. The lease of 2026-12-04: 65,653 frames/s, 70% of the roof
   # 93,166, 88% of the pool's lockstep limit; its sweep had the first-ready pool at 89% of the
   # roof on 512 slots and 97% on 256, and a stand-in policy 1.08x faster with the pool spinning.
-  # shellcheck disable=SC2086
-  try e2e 170 $E2E --slots 512
+  try e2e 170 "${E2E[@]}" --slots 512
   # The same generation on 256 slots (16 a process, groups of 64: the pool nearer its roof, the
   # forward on fewer rows a call); on 512 with 4 units a process (a process idles only when all
   # four wait for their batch, against both of two); on 512 with the pool spinning 50 us
-  # shellcheck disable=SC2086
-  try e2e_256 100 $E2E --slots 256
-  # shellcheck disable=SC2086
-  try e2e_units4 100 $E2E --slots 512 --units-per-process 4
-  # shellcheck disable=SC2086
-  try e2e_spin 100 $E2E --slots 512 --spin-us 50
+  try e2e_256 100 "${E2E[@]}" --slots 256
+  try e2e_units4 100 "${E2E[@]}" --slots 512 --units-per-process 4
+  try e2e_spin 100 "${E2E[@]}" --slots 512 --spin-us 50
   # Every individual in a slot at once (1,000 slots, 4 groups of 250): one wave of episodes, more
   # rows a forward (sessions 26 and 55: cut, with the whole forward table before it, before it
   # printed its line)
-  # shellcheck disable=SC2086
-  try e2e_1000 100 $E2E --slots 1000
+  try e2e_1000 100 "${E2E[@]}" --slots 1000
   # The pool's sizes, its lockstep and first-ready units, in 16 and 15 processes (CPU only;
   # 2026-12-04: first-ready 97% of the roof on 256 slots, 89% on 512, lockstep 71-75%)
   try pool_sweep 150 python3 -m experiments.bench.bench_pipeline --pool-sweep --limit-seconds 2

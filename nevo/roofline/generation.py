@@ -110,6 +110,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
     # the rest as training sets them (one process a core)
     run_cfg = RunConfig(env_slots=a.slots, pipeline=a.pipeline)
     slots, group, _, pipe = evaluator.layout(device, cores, a.population, run_cfg)
+    kind, groups = evaluator.PIPELINES[pipe], slots // group  # (layout rounds slots to whole groups)
     spin_s = pool_module.SPIN_S if a.spin_us is None else a.spin_us / 1e6
     units = a.units_per_process or stepped.UNITS_PER_PROCESS
     # every pool below, nevo's too (and the overlap pipeline's units, its first-ready limit's)
@@ -135,7 +136,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
             ev.close()
         frames, rows = res.total_frames, ev.played.rows
         spin = f", the pool spinning {spin_s * 1e6:.0f} us before it sleeps" if spin_s else ""
-        if evaluator.PIPELINES[pipe].first_ready:
+        if kind.first_ready:
             spin += f", {units} units a process"
         print(f"\nend to end: {a.game}, net {a.e2e_net} ({a.weights}) on the {device.upper()}, "
               f"population {n} (one episode each, cap {a.frame_cap:,} frames), {slots} emulators in "
@@ -146,7 +147,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
         # where the emulator processes step their own (workers: one slot a process, which says
         # nothing of the emulators' limit).
         lim_slots, lim_group = (slots, group)
-        if not evaluator.PIPELINES[pipe].steps_here:
+        if not kind.steps_here:
             lim_slots, lim_group, _, _ = evaluator.layout(
                 device, cores, a.population, RunConfig(pipeline="lockstep")
             )
@@ -157,9 +158,7 @@ def end_to_end(a, forward_roof: dict) -> dict:
         pool_rate = pool_limit(env_cfg, lim_slots, cores, a.limit_seconds)
         # the overlap pipeline's own limit: its units stepped first-ready, random actions
         first_ready = (
-            pool_limit(env_cfg, slots, ev.processes, a.limit_seconds, -(-slots // group))
-            if evaluator.PIPELINES[pipe].first_ready
-            else None
+            pool_limit(env_cfg, slots, ev.processes, a.limit_seconds, groups) if kind.first_ready else None
         )
         reset_s, start_s = seeded_reset_s(a.game), restart_s(a.game)
     finally:
@@ -204,8 +203,8 @@ def end_to_end(a, forward_roof: dict) -> dict:
           f"random actions, no inference): {pool_rate:,.0f} frames/s = {pool_rate / roof:.0%} of the roof "
           f"-> nevo at {rate / pool_rate:.0%}")  # fmt: skip
     if first_ready is not None:
-        print(f"  its first-ready limit, {slots} slots in {ev.processes} processes ({-(-slots // group)} "
-              f"groups' units stepped as they come in, random actions, no inference): "
+        print(f"  its first-ready limit, {slots} slots in {ev.processes} processes ({groups} groups' "
+              f"units stepped as they come in, random actions, no inference): "
               f"{first_ready:,.0f} frames/s = {first_ready / roof:.0%} of the roof -> nevo at "
               f"{rate / first_ready:.0%}")  # fmt: skip
     shares = f"{rate / limit:.0%} of the vector env's limit, {rate / roof:.0%} of the emulator roof"

@@ -151,8 +151,14 @@ def main(argv=None) -> dict:
         nets.layers_of(name)  # ValueError naming the valid nets, before any measurement
     if min(a.rows) < 1 or a.seconds <= 0:
         p.error("--rows must be positive and --seconds above 0")
-    if a.pipeline not in ("auto", "overlap", "lockstep", "workers"):
-        p.error(f"--pipeline: got {a.pipeline!r}, allowed: auto, overlap, lockstep, workers")
+    if not a.skip_end_to_end:  # the pipeline checked as a run's is (layout), before any measurement
+        from nevo.atari.evaluator import layout
+        from nevo.config import RunConfig
+
+        try:
+            layout(a.e2e_device, 1, 1, RunConfig(pipeline=a.pipeline))
+        except ValueError as e:
+            p.error(f"--{e}")
     if a.e2e_only and a.skip_end_to_end:
         p.error("--e2e-only and --skip-end-to-end leave nothing to measure")
     if a.spin_us is not None and a.spin_us < 0:
