@@ -184,6 +184,7 @@ def check(cfg, make_env=None, behaviour=None):
     validate(cfg)
     task = tasks.task_for(cfg.env, make_env, behaviour)
     tasks.check_sticky(task, cfg.env)
+    tasks.check_validation_starts(task, cfg.env)
     task.check(cfg.net)
     return task
 

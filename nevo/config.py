@@ -42,6 +42,7 @@ from nevo.settings import (  # noqa: F401 (the settings' primitives, also here f
     SHAPINGS,
     STARTS,
     SWITCHES,
+    VALIDATION_STARTS,
     CannotImport,
     ConfigError,
     DamagedFile,
@@ -285,6 +286,8 @@ def validate(cfg) -> None:
     require(e.start in STARTS, "start", ", ".join(STARTS), e.start)
     require(e.frameskip >= 1, "frameskip", "an integer >= 1", e.frameskip)
     require(0.0 <= e.sticky < 1.0, "sticky", "a probability in [0, 1)", e.sticky)
+    allowed = " or ".join(VALIDATION_STARTS)
+    require(e.validation_starts in VALIDATION_STARTS, "validation_starts", allowed, e.validation_starts)
     require(e.examples >= 1, "examples", "an integer >= 1", e.examples)
     try:
         layers = layers_of(n.net)

@@ -14,6 +14,9 @@ A kind is a subclass of `Kind` with a KIND of its own, and it says:
   holds them. None: EnvConfig's alone (nevo's own kinds, whose settings every run folder has there);
 - DEFAULTS: the settings its tasks take where neither the flags nor the algorithm's declaration
   for its KIND (on_tasks) say (a kind of one's own: a net for its observations, its frame cap);
+- sticky_actions and starts_of_seeds: whether its episodes may have sticky actions (--sticky), and
+  whether their starts are drawn from their seeds, so that `validation(episodes)` can give a
+  validation's episodes each start in turn (--validation-starts each);
 - FRAMES: what one of its frames is, in words ("game frames", "agent steps", "examples"), which
   config.json keeps beside the run's counters and the figures' axes show;
 - and, as a task made from an EnvConfig: obs_shape, obs_dtype, n_actions, action ("argmax" or
@@ -53,6 +56,7 @@ class Kind:
     Settings: type | None = None  # its own section: an EnvConfig with its fields; None: EnvConfig's
     DEFAULTS: dict = {}  # settings its tasks take where the flags and the algorithm's on_tasks are silent
     sticky_actions = False  # whether its episodes may have sticky actions (--sticky)
+    starts_of_seeds = False  # whether its episodes' starts are drawn from their seeds (--validation-starts each)
     FRAMES = "frames"  # what a frame of its tasks is, in words (the figures' axis: nevo.plots.curves)
 
     def __init_subclass__(cls, **kwargs):
@@ -71,6 +75,12 @@ class Kind:
     def normalize(cls, env_cfg: EnvConfig) -> EnvConfig:
         """env_cfg in this kind's one spelling (default: as given)."""
         return env_cfg
+
+    def validation(self, episodes):
+        """A validation's episodes (an algorithm's ask_validation) as this kind plays them: where
+        --validation-starts each is set, a kind with starts_of_seeds gives each its own start;
+        default: as asked."""
+        return episodes
 
 
 def _own_name(cls, env: str) -> bool:

@@ -156,6 +156,13 @@ class EnvConfig:
         "frame at the reset, then 1..noop_max NOOP steps of frameskip frames; run folders made before "
         "2026-11-28)",
     )
+    validation_starts: str = setting(
+        "random",
+        "how an elite candidate's validation episodes start: random (1..noop_max no-ops drawn from each "
+        "episode's seed, as training's are) or each (Atari: a candidate's k-th episode starts with "
+        "1 + (k mod noop_max) no-ops, so that 30 validation episodes play each of the 30 starts once and, "
+        "without sticky actions, the validation mean is the candidate's exact mean over its starts)",
+    )
     frameskip: int = setting(4, "game frames per agent step (rewards summed, max over last two)")
     sticky: float = setting(
         0.0,
@@ -305,5 +312,6 @@ RESUMABLE = {"frame_budget", "env_slots", "emulators_per_group", "pipeline", "th
 SWITCHES = {"tensorboard"}
 PIPELINES = ("auto", "overlap", "lockstep", "workers")
 STARTS = ("reference", "vector")
+VALIDATION_STARTS = ("random", "each")
 OPTIMIZERS = ("adam", "sgd")
 SHAPINGS = ("centered_ranks", "none")

@@ -26,7 +26,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from nevo.genomes.noise import splitmix64
+from nevo.genomes.noise import SEED_LIMIT, splitmix64
 from nevo.kinds import Kind
 from nevo.settings import ConfigError, EnvConfig
 
@@ -49,6 +49,7 @@ class AtariGame(Kind):
     action_box = None  # discrete actions
     FRAMES = "game frames"  # (an agent step is --frameskip of them)
     sticky_actions = True  # --sticky: the emulator repeats an action now and then (nevo.atari.emulator)
+    starts_of_seeds = True  # an episode's no-ops are drawn from its seed (noop_count)
 
     @classmethod
     def matches(cls, env: str) -> bool:
@@ -86,6 +87,13 @@ class AtariGame(Kind):
 
     def reference_batch(self, size: int, seed: int) -> np.ndarray:
         return atari_reference_batch(self.cfg, size, seed)
+
+    def validation(self, episodes):
+        """A validation's episodes, each start in turn where --validation-starts each asks it
+        (seeds_for_starts), else as asked."""
+        if self.cfg.validation_starts != "each":
+            return episodes
+        return replace(episodes, seeds=seeds_for_starts(episodes.seeds, self.cfg.noop_max))
 
 
 NOOP = 0  # index 0 of every minimal action set is NOOP
@@ -137,6 +145,26 @@ def noop_count(episode_seed: int, noop_max: int) -> int:
 def noop_counts(episode_seeds, noop_max: int) -> np.ndarray:
     """(E,) int64 the no-ops that start each of these episodes (noop_count of each seed)."""
     return np.array([noop_count(s, noop_max) for s in episode_seeds], np.int64)
+
+
+def seeds_for_starts(episode_seeds, noop_max: int) -> np.ndarray:
+    """The seeds of a validation, each moved to one that starts with the next no-op count in turn:
+    the k-th distinct seed (in the order given; each candidate's episodes have the same seeds) to
+    the first of s, s + 1, ... (modulo SEED_LIMIT, so a run's seeds stay below the tests') whose
+    noop_count is 1 + (k mod noop_max). Thirty episodes with noop_max 30 then play each start
+    once: without sticky actions an Atari episode is decided by its start, so the validation mean
+    is the candidate's exact mean over its 30 starts, with no luck in it (Such et al. 2017 pick
+    the elite on 30 random episodes; the highest of many noisy means overstates the elite)."""
+    seeds = np.asarray(episode_seeds, np.int64)
+    distinct, first, back = np.unique(seeds, return_index=True, return_inverse=True)
+    rank = np.argsort(np.argsort(first))  # each distinct seed's place in the order given
+    moved = np.empty_like(distinct)
+    for i, (s, k) in enumerate(zip(distinct.tolist(), rank.tolist())):
+        want = 1 + k % noop_max
+        while noop_count(s, noop_max) != want:
+            s = (s + 1) % SEED_LIMIT
+        moved[i] = s
+    return moved[back.ravel()]
 
 
 def atari_reference_batch(env_cfg, size: int, seed: int, keep: float = 0.05) -> np.ndarray:

@@ -211,6 +211,7 @@ class GenerationStep:
     def __init__(self, cfg, task, spec, evaluator, algo, extensions, run_dir, fitness, out):
         self.cfg, self.evaluator, self.algo, self.extensions = cfg, evaluator, algo, extensions
         self.frames_are = task.FRAMES  # what its frames count, in words ("game frames", "agent steps")
+        self.validation = task.validation  # a validation's episodes as the task plays them
         self.run_dir, self.fitness, self.out = run_dir, fitness, out
 
     def _prepared(self, population):
@@ -246,6 +247,7 @@ class GenerationStep:
         tell_s = time.monotonic() - t_tell
         last = frames + train.total_frames >= self.cfg.run.frame_budget  # no more generations
         population, episodes = algo.ask_validation(last=last)
+        episodes = self.validation(episodes)
         check_run_seeds(episodes.seeds, self.cfg.algo)
         out.start_phase(gen, "validate", frames + train.total_frames)
         valid = ev.run(self._prepared(population), episodes, out.episodes)

@@ -226,6 +226,16 @@ def check_sticky(task, env_cfg: EnvConfig) -> None:
         )
 
 
+def check_validation_starts(task, env_cfg: EnvConfig) -> None:
+    """ConfigError of one line where env_cfg asks each validation episode its own start
+    (--validation-starts each) of a task whose starts are not drawn from episode seeds."""
+    if env_cfg.validation_starts == "each" and not task.starts_of_seeds:
+        raise ConfigError(
+            f"--validation-starts: each start in turn is an Atari game's (its no-ops); {task.name} has "
+            "no such starts (allowed: random)"
+        )
+
+
 def task_for(env_cfg: EnvConfig, make_env=None, behaviour=None):
     """The task an EnvConfig names: atari (its game), maze, or a gymnasium id; make_env: a user's
     own gymnasium environment class or factory (then env_cfg.env is only its name); behaviour: a
