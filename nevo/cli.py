@@ -289,10 +289,19 @@ def _brought(algos, name: str) -> str:
     return f"; where not set: {', '.join(dict.fromkeys(said))}" if said else ""
 
 
+_SCALES = {"K": 10**3, "M": 10**6, "B": 10**9}  # an int flag's suffixes: --frame-budget 25M
+
+
 def _convert(kind, text: str):
     try:
         if kind is int:
-            return int(float(text)) if "e" in text.lower() else int(text)
+            scale = _SCALES.get(text[-1:].upper(), 0)
+            if not scale and "e" not in text.lower():
+                return int(text)
+            value = float(text[:-1]) * scale if scale else float(text)
+            if value != int(value):
+                raise ValueError(text)
+            return int(value)
         return kind(text)
     except ValueError:
         article = "an" if kind is int else "a"
