@@ -37,6 +37,7 @@ from nevo.config import (
 )
 from nevo.kinds import settings_class
 from nevo.nets.half import format_of
+from nevo.settings import whole_number
 
 
 def presets_of(algo: str, module: str = "") -> dict[str, Config]:
@@ -184,7 +185,8 @@ def check(cfg, make_env=None, behaviour=None):
     validate(cfg)
     task = tasks.task_for(cfg.env, make_env, behaviour)
     tasks.check_sticky(task, cfg.env)
-    tasks.check_validation_starts(task, cfg.env)
+    episodes = getattr(cfg.settings, "validation_episodes", 0)
+    tasks.check_validation_starts(task, cfg.env, cfg.algo, episodes)
     task.check(cfg.net)
     return task
 
@@ -289,19 +291,10 @@ def _brought(algos, name: str) -> str:
     return f"; where not set: {', '.join(dict.fromkeys(said))}" if said else ""
 
 
-_SCALES = {"K": 10**3, "M": 10**6, "B": 10**9}  # an int flag's suffixes: --frame-budget 25M
-
-
 def _convert(kind, text: str):
     try:
         if kind is int:
-            scale = _SCALES.get(text[-1:].upper(), 0)
-            if not scale and "e" not in text.lower():
-                return int(text)
-            value = float(text[:-1]) * scale if scale else float(text)
-            if value != int(value):
-                raise ValueError(text)
-            return int(value)
+            return whole_number(text)
         return kind(text)
     except ValueError:
         article = "an" if kind is int else "a"

@@ -20,6 +20,7 @@ import numbers
 import os
 import sys
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 
 import numpy as np
 
@@ -311,6 +312,22 @@ RESUMABLE = {"frame_budget", "env_slots", "emulators_per_group", "pipeline", "th
 # Settings given as a bare flag too (--tensorboard: 1).
 SWITCHES = {"tensorboard"}
 PIPELINES = ("auto", "overlap", "lockstep", "workers")
+SCALES = {"K": 10**3, "M": 10**6, "B": 10**9}  # a count's suffixes: --frame-budget 25M
+
+
+def whole_number(text: str) -> int:
+    """A count as a command line writes it: digits, an exponent (3e6) or a suffix K, M or B in
+    either case (25M, 2.5k), read exactly (16.1K is 16,100); ValueError unless it is whole."""
+    scale = SCALES.get(text[-1:].upper(), 1)
+    try:
+        value = Decimal(text[:-1] if scale > 1 else text) * scale
+    except InvalidOperation:
+        raise ValueError(text) from None
+    if not value.is_finite() or value != value.to_integral_value():
+        raise ValueError(text)
+    return int(value)
+
+
 STARTS = ("reference", "vector")
 VALIDATION_STARTS = ("random", "each")
 OPTIMIZERS = ("adam", "sgd")

@@ -348,11 +348,13 @@ def test_atari_emulator_processes_are_processes_and_the_old_threads_flag_is_read
 
 
 def test_an_int_flag_takes_a_count_of_thousands_millions_or_billions():
-    """--frame-budget 25M is 25,000,000 (K, M, B, either case; a float's exponent too); a count
-    that is not whole, or another suffix, is one line naming the flag."""
-    for text, want in (("25M", 25_000_000), ("2.5k", 2_500), ("1B", 10**9), ("3e6", 3_000_000), ("700", 700)):
+    """--frame-budget 25M is 25,000,000 (K, M, B, either case, read exactly: 16.1K is 16,100; an
+    exponent too); a count that is not whole or not finite, or another suffix, is one line naming
+    the flag."""
+    for text, want in (("25M", 25_000_000), ("2.5k", 2_500), ("16.1K", 16_100), ("1.005M", 1_005_000),
+                       ("1B", 10**9), ("3e6", 3_000_000), ("700", 700)):  # fmt: skip
         cfg, _, _, _ = parse_args(["--frame-budget", text], "", "ga")
         assert cfg.run.frame_budget == want
-    for text in ("2.5", "1.0005K", "25X", "M"):
+    for text in ("2.5", "1.0005K", "25X", "M", "infK", "nan"):
         with pytest.raises(ConfigError, match=rf"^argument --frame-budget: got '{text}', allowed: an int$"):
             parse_args(["--frame-budget", text], "", "ga")

@@ -527,6 +527,12 @@ def test_runs_of_one_setting_from_two_versions_of_nevo_are_one_configuration(tmp
     for folder, config in zip(folders, (old, new)):
         (tmp_path / folder / "config.json").write_text(json.dumps(config))
     assert [len(g) for g in rundata.group_runs(rundata.load_runs(folders))] == [1, 1]
+    new["env"]["frameskip"] = 3  # (equal again) a setting the older run lacks, at its default: one row;
+    for setting in ("random", "each"):  # else two: the older ran as the default did
+        new["env"]["validation_starts"] = setting
+        (tmp_path / folders[1] / "config.json").write_text(json.dumps(new))
+        want = [2] if setting == "random" else [1, 1]
+        assert [len(g) for g in rundata.group_runs(rundata.load_runs(folders))] == want
 
 
 def test_the_axes_say_what_the_runs_count():

@@ -93,7 +93,8 @@ class AtariGame(Kind):
         (seeds_for_starts), else as asked."""
         if self.cfg.validation_starts != "each":
             return episodes
-        return replace(episodes, seeds=seeds_for_starts(episodes.seeds, self.cfg.noop_max))
+        moved = seeds_for_starts(episodes.seeds, places_of(episodes.ind), self.cfg.noop_max)
+        return replace(episodes, seeds=moved)
 
 
 NOOP = 0  # index 0 of every minimal action set is NOOP
@@ -147,24 +148,33 @@ def noop_counts(episode_seeds, noop_max: int) -> np.ndarray:
     return np.array([noop_count(s, noop_max) for s in episode_seeds], np.int64)
 
 
-def seeds_for_starts(episode_seeds, noop_max: int) -> np.ndarray:
-    """The seeds of a validation, each moved to one that starts with the next no-op count in turn:
-    the k-th distinct seed (in the order given; each candidate's episodes have the same seeds) to
-    the first of s, s + 1, ... (modulo SEED_LIMIT, so a run's seeds stay below the tests') whose
-    noop_count is 1 + (k mod noop_max). Thirty episodes with noop_max 30 then play each start
-    once: without sticky actions an Atari episode is decided by its start, so the validation mean
-    is the candidate's exact mean over its 30 starts, with no luck in it (Such et al. 2017 pick
-    the elite on 30 random episodes; the highest of many noisy means overstates the elite)."""
-    seeds = np.asarray(episode_seeds, np.int64)
-    distinct, first, back = np.unique(seeds, return_index=True, return_inverse=True)
-    rank = np.argsort(np.argsort(first))  # each distinct seed's place in the order given
-    moved = np.empty_like(distinct)
-    for i, (s, k) in enumerate(zip(distinct.tolist(), rank.tolist())):
-        want = 1 + k % noop_max
-        while noop_count(s, noop_max) != want:
+def seeds_for_starts(episode_seeds, places, noop_max: int) -> np.ndarray:
+    """The seeds of a validation, each moved to one that starts with the no-op count of its place:
+    the seed of a candidate's k-th episode (places[e] = k) to the first of s, s + 1, ... (modulo
+    SEED_LIMIT, so a run's seeds stay below the tests') whose noop_count is 1 + (k mod noop_max).
+    Thirty episodes with noop_max 30 then play each start once: without sticky actions an Atari
+    episode is decided by its start, so the validation mean is the candidate's exact mean over
+    its 30 starts, with no luck in it (Such et al. 2017 pick the elite on 30 random episodes; the
+    highest of many noisy means overstates the elite). Candidates on the same seed at the same
+    place play the same moved seed."""
+    seeds, places = np.asarray(episode_seeds, np.int64), np.asarray(places, np.int64)
+    pairs, back = np.unique(np.stack([seeds, places % noop_max], axis=1), axis=0, return_inverse=True)
+    moved = np.empty(len(pairs), np.int64)
+    for i, (s, k) in enumerate(pairs.tolist()):
+        while noop_count(s, noop_max) != 1 + k:
             s = (s + 1) % SEED_LIMIT
         moved[i] = s
     return moved[back.ravel()]
+
+
+def places_of(ind) -> np.ndarray:
+    """(E,) each episode's place among its individual's episodes (0, 1, ... in the order given)."""
+    ind = np.asarray(ind, np.int64)
+    order = np.argsort(ind, kind="stable")
+    firsts = np.flatnonzero(np.r_[True, np.diff(ind[order]) != 0])
+    places = np.empty(len(ind), np.int64)
+    places[order] = np.arange(len(ind)) - np.repeat(firsts, np.diff(np.r_[firsts, len(ind)]))
+    return places
 
 
 def atari_reference_batch(env_cfg, size: int, seed: int, keep: float = 0.05) -> np.ndarray:

@@ -227,6 +227,8 @@ class GenerationStep:
         if asked is None:
             return frames
         population, episodes = asked
+        if episodes.validation:  # (the NS-ES family's: each agent on its validation episodes)
+            episodes = self.validation(episodes)
         check_run_seeds(episodes.seeds, self.cfg.algo)
         start = self.evaluator.run(self._prepared(population), episodes)
         self.algo.tell_start(start)

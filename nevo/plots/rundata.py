@@ -9,6 +9,7 @@ resumed runs (a generation written twice) read correctly.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -259,9 +260,32 @@ def sections(settings: dict) -> set[tuple]:
 def same_configuration(a: dict, b: dict) -> bool:
     """Two runs' settings (Run.settings) are one configuration: equal where both have a setting;
     a setting one of them lacks in a section both have came or went with a version of nevo (a
-    run of an older one lacks it, and ran as its default then did), so it tells them not apart."""
+    run of an older one lacks it, and ran as its default then did), so it tells them apart only
+    where the other run's value is not that default (of the task's, net's and run's sections,
+    whose defaults nevo knows: a run with sticky actions is not a run of before them)."""
     both = sections(a) & sections(b)
-    return all(a[k] == b[k] if k in a and k in b else k[:-1] in both for k in {*a, *b})
+
+    def same(k) -> bool:
+        if k in a and k in b:
+            return a[k] == b[k]
+        default = _DEFAULTS.get(k, a.get(k, b.get(k)))
+        return k[:-1] in both and a.get(k, default) == default and b.get(k, default) == default
+
+    return all(same(k) for k in {*a, *b})
+
+
+def _defaults() -> dict:
+    """{(section, name): default} of the settings every run folder's task, net and run sections hold."""
+    from nevo.settings import EnvConfig, NetConfig, RunConfig
+
+    return {
+        (section, f.name): f.default
+        for section, cls in (("env", EnvConfig), ("net", NetConfig), ("run", RunConfig))
+        for f in dataclasses.fields(cls)
+    }
+
+
+_DEFAULTS = _defaults()
 
 
 def group_runs(runs: list[Run]) -> list[list[Run]]:

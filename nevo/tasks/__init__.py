@@ -226,13 +226,24 @@ def check_sticky(task, env_cfg: EnvConfig) -> None:
         )
 
 
-def check_validation_starts(task, env_cfg: EnvConfig) -> None:
-    """ConfigError of one line where env_cfg asks each validation episode its own start
-    (--validation-starts each) of a task whose starts are not drawn from episode seeds."""
-    if env_cfg.validation_starts == "each" and not task.starts_of_seeds:
+def check_validation_starts(task, env_cfg: EnvConfig, algo: str, validation_episodes: int) -> None:
+    """ConfigError of one line where env_cfg asks a validation to play each start in turn
+    (--validation-starts each) and cannot: a task whose starts are not drawn from episode seeds,
+    an algorithm that validates no episodes (validation_episodes 0), or validation episodes that
+    are not whole rounds of the starts."""
+    if env_cfg.validation_starts != "each":
+        return
+    if not task.starts_of_seeds:
         raise ConfigError(
             f"--validation-starts: each start in turn is an Atari game's (its no-ops); {task.name} has "
             "no such starts (allowed: random)"
+        )
+    if validation_episodes <= 0:
+        raise ConfigError(f"--validation-starts: {algo} validates no episodes (allowed: random)")
+    if validation_episodes % env_cfg.noop_max:
+        raise ConfigError(
+            f"--validation-starts: each needs validation episodes in whole rounds of the {env_cfg.noop_max} "
+            f"starts (--noop-max); got --validation-episodes {validation_episodes} (allowed: random)"
         )
 
 

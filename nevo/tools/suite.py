@@ -34,7 +34,7 @@ from nevo.loops import loop
 from nevo.loops.progress import Progress
 from nevo.loops.skeleton import RunStopped, said
 from nevo.runs import stop
-from nevo.settings import RESUMABLE, ConfigError, DamagedFile
+from nevo.settings import RESUMABLE, ConfigError, DamagedFile, whole_number
 
 # Table 1 of Such et al. 2017 (arXiv 1712.06567), in its order.
 GAMES = ("amidar", "assault", "asterix", "asteroids", "atlantis", "enduro", "frostbite", "gravitar",
@@ -91,18 +91,17 @@ def parse(argv) -> tuple[argparse.Namespace, list[str]]:
 
 
 def number(text: str, what: str) -> int:
-    """25M -> 25,000,000 (K, M, B; a plain integer too); ConfigError naming `what` otherwise."""
-    scale = {"K": 10**3, "M": 10**6, "B": 10**9}.get(text[-1:].upper(), 1)
-    digits = text[:-1] if scale > 1 else text
+    """25M -> 25,000,000 (K, M, B; a plain integer too: nevo.settings.whole_number); ConfigError
+    naming `what` otherwise."""
     try:
-        value = float(digits) * scale
+        value = whole_number(text)
     except ValueError:
         raise ConfigError(
             f"{what}: got {text!r}, allowed: a number of frames such as 25M or 3000000"
         ) from None
-    if value != int(value) or value <= 0:
+    if value <= 0:
         raise ConfigError(f"{what}: got {text!r}, allowed: a whole number of frames > 0")
-    return int(value)
+    return value
 
 
 def budgets(text: str, games: list[str]) -> dict[str, int]:
