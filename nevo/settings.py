@@ -210,7 +210,7 @@ class RunConfig:
         1_000_000_000,
         "stop after this many frames, all episodes': game frames on Atari, agent steps on the maze's, "
         "gymnasium's and MuJoCo's tasks, examples on a data set (what a run's lines and metrics call "
-        "frames)",
+        "frames); 25M and 1B are counts too",
     )
     noise_table_size: int = setting(250_000_000, "float32 N(0,1) numbers in the shared noise table")
     noise_seed: int = setting(42, "seed of the shared noise table")
