@@ -56,7 +56,7 @@ class Kind:
     Settings: type | None = None  # its own section: an EnvConfig with its fields; None: EnvConfig's
     DEFAULTS: dict = {}  # settings its tasks take where the flags and the algorithm's on_tasks are silent
     sticky_actions = False  # whether its episodes may have sticky actions (--sticky)
-    starts_of_seeds = False  # whether its episodes' starts are drawn from their seeds (--validation-starts each)
+    starts_of_seeds = False  # whether its episodes draw their starts from their seeds (--validation-starts)
     FRAMES = "frames"  # what a frame of its tasks is, in words (the figures' axis: nevo.plots.curves)
 
     def __init_subclass__(cls, **kwargs):

@@ -51,27 +51,23 @@ def test_a_validation_is_moved_only_where_each_is_set():
     np.testing.assert_array_equal(got.ind, asked.ind)
 
 
-@pytest.mark.parametrize(
-    "cfg, message",
-    [
-        (dict(env="CartPole-v1"), "^--validation-starts: each start in turn is an Atari game's .*CartPole-v1 has no"),
-        (dict(algo="ga", preset="quick"), "^--validation-starts: each needs validation episodes in whole rounds of "
-                                          "the 30 starts .*got --validation-episodes 5 \\(allowed: random\\)$"),
-        (dict(algo="ga-ns", env="frostbite"), "^--validation-starts: ga-ns validates no episodes"),
-    ],
-)  # fmt: skip
-def test_where_it_cannot_play_each_start_it_is_refused_in_one_line(cfg, message):
+REFUSED = [
+    (["--env", "CartPole-v1"], "ga", "each start in turn is an Atari game's .*CartPole-v1 has no"),
+    (["--preset", "quick"], "ga", "each needs validation episodes in whole rounds of the 30 starts .*"
+                                  "got --validation-episodes 5 \\(allowed: random\\)$"),
+    (["--env", "frostbite"], "ga-ns", "ga-ns validates no episodes"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("argv, algo, message", REFUSED)
+def test_where_it_cannot_play_each_start_it_is_refused_in_one_line(argv, algo, message):
     """A task without seeded starts, validations that are not whole rounds of the starts (the
     quick preset's 5 of 30), an algorithm that validates nothing (GA-NS); and a value not one of
     the two."""
     from nevo.cli import parse_args
 
-    algo = cfg.get("algo", "ga")
-    argv = ["--preset", cfg.get("preset", "medium"), "--env", cfg.get("env", "frostbite"), "--validation-starts", "each"]
-    if algo == "ga-ns":
-        argv = ["--env", cfg["env"], "--validation-starts", "each"]
-    with pytest.raises(ConfigError, match=message):
-        parse_args(argv, "", algo)
+    with pytest.raises(ConfigError, match="^--validation-starts: " + message):
+        parse_args([*argv, "--validation-starts", "each"], "", algo)
     with pytest.raises(ConfigError, match="^--validation-starts: got 'all', allowed: random or each$"):
         parse_args(["--validation-starts", "all"], "", "ga")
 
