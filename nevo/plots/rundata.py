@@ -268,8 +268,11 @@ def same_configuration(a: dict, b: dict) -> bool:
     def same(k) -> bool:
         if k in a and k in b:
             return a[k] == b[k]
-        default = _DEFAULTS.get(k, a.get(k, b.get(k)))
-        return k[:-1] in both and a.get(k, default) == default and b.get(k, default) == default
+        if k[:-1] not in both:
+            return False
+        if k not in _DEFAULTS:  # (a setting whose default nevo does not know: an algorithm's)
+            return True
+        return a.get(k, _DEFAULTS[k]) == b.get(k, _DEFAULTS[k])
 
     return all(same(k) for k in {*a, *b})
 
